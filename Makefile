@@ -1,0 +1,102 @@
+# CAPTF Makefile. Every tool and test binary is built from source into bin/ (git-ignored) the
+# first time it is needed, at the versions pinned in hack/versions.mk.
+include hack/versions.mk
+
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+BIN := $(CURDIR)/bin
+STAMPS := $(BIN)/.stamps
+export BIN_DIR := $(BIN)
+export KUBERNETES_VERSION ETCD_VERSION CONTROLLER_TOOLS_VERSION CLUSTER_API_VERSION OPENTOFU_VERSION
+# envtest finds etcd and kube-apiserver here.
+export KUBEBUILDER_ASSETS := $(BIN)
+
+CONTROLLER_GEN := $(BIN)/controller-gen
+GO_TEST_FLAGS ?= -timeout 45m
+# Packages whose tests run in `make test`.
+TEST_PKGS ?= ./...
+
+.PHONY: all
+all: build
+
+##@ Development
+
+.PHONY: generate
+generate: $(STAMPS)/controller-gen-$(CONTROLLER_TOOLS_VERSION) ## Generate deepcopy code.
+	$(CONTROLLER_GEN) object paths=./api/...
+
+.PHONY: manifests
+manifests: $(STAMPS)/controller-gen-$(CONTROLLER_TOOLS_VERSION) ## Generate CRDs, RBAC and webhook manifests.
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	@if [ -n "$$(ls controllers/*/*.go cmd/manager/*.go 2>/dev/null)" ]; then \
+	  $(CONTROLLER_GEN) rbac:roleName=manager-role paths=./controllers/... paths=./cmd/... output:rbac:artifacts:config=config/rbac; fi
+	@if ls webhooks/*.go >/dev/null 2>&1; then \
+	  $(CONTROLLER_GEN) webhook paths=./webhooks/... output:webhook:artifacts:config=config/webhook; fi
+
+.PHONY: verify-gen
+verify-gen: generate manifests ## Fail when generated files are stale.
+	@if [ -n "$$(git status --porcelain -- api config)" ]; then \
+	  echo "generated files are stale; run 'make generate manifests' and commit:"; \
+	  git status --porcelain -- api config; git --no-pager diff --stat -- api config; exit 1; fi
+	@echo "generated files are up to date"
+
+.PHONY: fmt
+fmt: ## Run gofmt.
+	gofmt -l -w $$(git ls-files '*.go')
+
+.PHONY: vet
+vet: ## Run go vet and check gofmt.
+	go vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+.PHONY: build
+build: ## Build the manager, the runner and the sandbox.
+	@mkdir -p $(BIN)
+	for c in $$(ls cmd); do go build -o $(BIN)/$$c ./cmd/$$c; done
+
+##@ Test
+
+.PHONY: test-bins
+test-bins: $(STAMPS)/etcd-$(ETCD_VERSION) $(STAMPS)/kube-apiserver-$(KUBERNETES_VERSION) ## Build etcd and kube-apiserver from source (once).
+
+.PHONY: test
+test: test-bins vet ## Unit and envtest suites against the source-built kube-apiserver.
+	go test -v $(GO_TEST_FLAGS) $(TEST_PKGS) 2>&1 | hack/test-summary.sh
+
+##@ Run
+
+.PHONY: run
+run: ## Start the local sandbox (control plane, manager, webhooks, Job executor).
+	@if [ ! -d cmd/sandbox ]; then echo "sandbox not built yet: it lands with the sandbox issue"; exit 0; fi
+	$(MAKE) test-bins build
+	$(BIN)/sandbox
+
+##@ Tools (built from source into bin/)
+
+$(STAMPS)/controller-gen-$(CONTROLLER_TOOLS_VERSION):
+	GOBIN=$(BIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
+	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/etcd-$(ETCD_VERSION):
+	hack/build-bin.sh etcd
+	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/kube-apiserver-$(KUBERNETES_VERSION):
+	hack/build-bin.sh kube-apiserver
+	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/kubectl-$(KUBERNETES_VERSION):
+	hack/build-bin.sh kubectl
+	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/clusterctl-$(CLUSTER_API_VERSION):
+	hack/build-bin.sh clusterctl
+	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/tofu-$(OPENTOFU_VERSION):
+	hack/build-bin.sh tofu
+	@mkdir -p $(STAMPS) && touch $@
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ { printf "  %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)

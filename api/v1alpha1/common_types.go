@@ -1,0 +1,319 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// Well-known names shared by the controller, the webhooks and the runner.
+const (
+	// Finalizer is the provider finalizer: it keeps an object (and its Terraform state) until
+	// its destroy Job succeeded, or until a move or an explicit abandon hands the state over.
+	Finalizer = "infrastructure.cluster.x-k8s.io/captf"
+
+	// BlockMoveAnnotation tells `clusterctl move` to wait: CAPTF sets it while work may start
+	// and removes it only when no Job of the object runs.
+	BlockMoveAnnotation = "clusterctl.cluster.x-k8s.io/block-move"
+
+	// DeleteForMoveAnnotation is set by `clusterctl move` on source objects it deletes; such a
+	// deletion never destroys infrastructure.
+	DeleteForMoveAnnotation = "clusterctl.cluster.x-k8s.io/delete-for-move"
+
+	// PausedAnnotation pauses reconciliation of one object (Cluster API's annotation).
+	PausedAnnotation = "cluster.x-k8s.io/paused"
+
+	// ClusterNameLabel names the owning Cluster (Cluster API's label).
+	ClusterNameLabel = "cluster.x-k8s.io/cluster-name"
+
+	// GuardOverrideReasonAnnotation, set by a member of an allowed group, forces a guarded
+	// removal during an incident. Every use is logged and emitted as a Warning event.
+	GuardOverrideReasonAnnotation = "captf.io/guard-override-reason"
+)
+
+// Labels and annotations CAPTF writes on the objects it creates (Jobs, Leases, Secrets, Pods).
+const (
+	// ManagedLabel ("true") marks everything CAPTF creates; the manager caches only Jobs with it.
+	ManagedLabel = "captf.io/managed"
+	// OwnerKindLabel and OwnerNameLabel name the TerraformCluster, TerraformMachine or
+	// TerraformMachinePool a Job, Lease or Secret belongs to. Names longer than a label value
+	// allows are shortened by a hash (see controllers/naming).
+	OwnerKindLabel = "captf.io/owner-kind"
+	OwnerNameLabel = "captf.io/owner-name"
+	// OperationLabel carries the Operation of a Job.
+	OperationLabel = "captf.io/operation"
+	// LeaseLabel is "run" or "cluster" on CAPTF's Leases.
+	LeaseLabel = "captf.io/lease"
+	// LeaseOpAnnotation records the operation a lease was taken for.
+	LeaseOpAnnotation = "captf.io/lease-op"
+	// LeaseAcquiredAtAnnotation records when the holder last took or refreshed the lease (RFC 3339).
+	LeaseAcquiredAtAnnotation = "captf.io/lease-acquired-at"
+	// InputsHashAnnotation carries the hash of the inputs a Job runs with.
+	InputsHashAnnotation = "captf.io/inputs-hash"
+	// RunSeqAnnotation, on a reconciled object, is the sequence number of its next Job: the Job
+	// name is derived from it, so the name does not change while the object waits for a lease.
+	RunSeqAnnotation = "captf.io/run-seq"
+)
+
+// Lease kinds, the values of LeaseLabel.
+const (
+	LeaseKindRun     = "run"
+	LeaseKindCluster = "cluster"
+)
+
+// Operation is what a Job does to an object's infrastructure.
+// +kubebuilder:validation:Enum=Apply;Destroy;Plan;Refresh;Drift;Restore
+type Operation string
+
+// The operations CAPTF runs as Jobs.
+const (
+	OperationApply   Operation = "Apply"
+	OperationDestroy Operation = "Destroy"
+	OperationPlan    Operation = "Plan"
+	OperationRefresh Operation = "Refresh"
+	OperationDrift   Operation = "Drift"
+	OperationRestore Operation = "Restore"
+)
+
+// Mutating reports whether the operation may change infrastructure or state. Mutating
+// operations of a cluster and of its machines never overlap while the operation gate is on.
+func (o Operation) Mutating() bool {
+	switch o {
+	case OperationApply, OperationDestroy, OperationRestore:
+		return true
+	}
+	return false
+}
+
+// ModuleSource says where the Terraform root module comes from. Exactly one of image and
+// configMap is set.
+// +kubebuilder:validation:XValidation:rule="has(self.image) != has(self.configMap)",message="set exactly one of module.image and module.configMap"
+type ModuleSource struct {
+	// image is a container image that holds the root module and a terraform or tofu binary.
+	// The Job runs this image as its main container.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+
+	// configMap names a ConfigMap in the object's namespace whose keys are the module's files.
+	// It suits small modules and the local sandbox; the Job runs the manager's runtime image
+	// with the files mounted.
+	// +optional
+	ConfigMap *ConfigMapModule `json:"configMap,omitempty"`
+
+	// path is the module's folder inside the image (default: the image's working directory).
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._/-]*$`
+	Path string `json:"path,omitempty"`
+}
+
+// ConfigMapModule references a ConfigMap holding module files.
+type ConfigMapModule struct {
+	// name of the ConfigMap, in the object's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// VariablesSource reads Terraform variables from a Secret or a ConfigMap in the object's
+// namespace. Each key becomes a variable; values are parsed as JSON when they parse, else kept
+// as strings. Exactly one of secretRef and configMapRef is set.
+// +kubebuilder:validation:XValidation:rule="has(self.secretRef) != has(self.configMapRef)",message="set exactly one of secretRef and configMapRef"
+type VariablesSource struct {
+	// secretRef names a Secret whose keys are variables.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+	// configMapRef names a ConfigMap whose keys are variables.
+	// +optional
+	ConfigMapRef *LocalObjectReference `json:"configMapRef,omitempty"`
+	// optional, when true, lets the source be missing; otherwise a missing source blocks runs.
+	// +optional
+	Optional bool `json:"optional,omitempty"`
+}
+
+// LocalObjectReference names an object in the same namespace.
+type LocalObjectReference struct {
+	// name of the object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// JobPolicy shapes the Jobs CAPTF runs for an object.
+// +kubebuilder:validation:XValidation:rule="!has(self.lockTimeoutSeconds) || !has(self.activeDeadlineSeconds) || self.lockTimeoutSeconds < self.activeDeadlineSeconds",message="lockTimeoutSeconds must be below activeDeadlineSeconds"
+type JobPolicy struct {
+	// activeDeadlineSeconds bounds each Job's run time. It also sets the run lease's backstop
+	// (deadline + 600 s termination grace + 5 min).
+	// +optional
+	// +kubebuilder:default=3600
+	// +kubebuilder:validation:Minimum=60
+	// +kubebuilder:validation:Maximum=86400
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+
+	// lockTimeoutSeconds is how long terraform/tofu waits for the state lock.
+	// +optional
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86399
+	LockTimeoutSeconds *int64 `json:"lockTimeoutSeconds,omitempty"`
+
+	// serviceAccountName runs the Job under this service account instead of the runner account
+	// CAPTF manages. It must be allowed to read and write Secrets and Leases in the namespace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// resources of the main container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// env adds environment variables to the main container (provider credentials, for example).
+	// Names CAPTF sets itself are refused by the admission webhook.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Env []corev1.EnvVar `json:"env,omitempty"`
+}
+
+// DriftMode says what a drift check does when it finds drift.
+// +kubebuilder:validation:Enum=Report;Remediate
+type DriftMode string
+
+// The drift modes.
+const (
+	DriftModeReport    DriftMode = "Report"
+	DriftModeRemediate DriftMode = "Remediate"
+)
+
+// DriftPolicy schedules drift checks.
+type DriftPolicy struct {
+	// interval between drift checks; unset disables them.
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// mode: Report sets a condition; Remediate also runs an apply.
+	// +optional
+	// +kubebuilder:default=Report
+	Mode DriftMode `json:"mode,omitempty"`
+}
+
+// TerraformSpec is the part of the spec every kind shares: the module and its inputs.
+type TerraformSpec struct {
+	// module is the Terraform/OpenTofu root module to run.
+	// +required
+	Module ModuleSource `json:"module"`
+
+	// variables is a JSON object of Terraform variables.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	Variables *runtime.RawExtension `json:"variables,omitempty"`
+
+	// variablesFrom reads more variables from Secrets and ConfigMaps; later entries win, and
+	// variables wins over all of them.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	VariablesFrom []VariablesSource `json:"variablesFrom,omitempty"`
+
+	// job shapes the Jobs that run the module.
+	// +optional
+	// +kubebuilder:default={}
+	Job JobPolicy `json:"job,omitempty"`
+
+	// drift schedules drift checks.
+	// +optional
+	// +kubebuilder:default={}
+	Drift DriftPolicy `json:"drift,omitempty"`
+}
+
+// Initialization reports the Cluster API contract's initialization fields.
+type Initialization struct {
+	// provisioned is true once the infrastructure has been provisioned; it is latched.
+	// +optional
+	Provisioned *bool `json:"provisioned,omitempty"`
+}
+
+// ActiveJob names the Job that runs now.
+type ActiveJob struct {
+	// name of the Job.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// operation the Job runs.
+	// +required
+	Operation Operation `json:"operation"`
+	// startTime is when the controller created the Job.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+}
+
+// RunOutcome is how a Job ended.
+// +kubebuilder:validation:Enum=Succeeded;Failed;Interrupted
+type RunOutcome string
+
+// The outcomes of a Job.
+const (
+	RunSucceeded   RunOutcome = "Succeeded"
+	RunFailed      RunOutcome = "Failed"
+	RunInterrupted RunOutcome = "Interrupted"
+)
+
+// LastRun reports the last Job that finished.
+type LastRun struct {
+	// job is the Job's name.
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	Job string `json:"job"`
+	// operation the Job ran.
+	// +required
+	Operation Operation `json:"operation"`
+	// outcome of the Job.
+	// +required
+	Outcome RunOutcome `json:"outcome"`
+	// finishedAt is when the Job finished.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+	// message is a redacted summary of the runner's result.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Message string `json:"message,omitempty"`
+}
+
+// TerraformStatus is the part of the status every kind shares.
+type TerraformStatus struct {
+	// initialization reports the Cluster API contract's provisioning.
+	// +optional
+	Initialization *Initialization `json:"initialization,omitempty"`
+
+	// conditions of the object, with Cluster API v1beta2 semantics; Ready summarises them.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// activeJob names the Job that runs now, if any.
+	// +optional
+	ActiveJob *ActiveJob `json:"activeJob,omitempty"`
+
+	// lastRun reports the last finished Job.
+	// +optional
+	LastRun *LastRun `json:"lastRun,omitempty"`
+
+	// observedGeneration is the generation the controller last acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// IsProvisioned reports status.initialization.provisioned.
+func (s *TerraformStatus) IsProvisioned() bool {
+	return s.Initialization != nil && s.Initialization.Provisioned != nil && *s.Initialization.Provisioned
+}

@@ -1,0 +1,86 @@
+package v1alpha1
+
+// Condition types. Ready summarises the others with Cluster API v1beta2 semantics: it is True
+// only when the infrastructure is provisioned, the last apply succeeded and nothing blocks.
+const (
+	// ReadyCondition summarises the object.
+	ReadyCondition = "Ready"
+	// PausedCondition is True while the object or its Cluster is paused.
+	PausedCondition = "Paused"
+	// DeletingCondition is True while the object is being deleted and says what it waits for.
+	DeletingCondition = "Deleting"
+	// ApplyJobSucceededCondition reports the last apply, destroy or plan Job.
+	ApplyJobSucceededCondition = "ApplyJobSucceeded"
+	// DriftJobSucceededCondition reports the last refresh or drift Job.
+	DriftJobSucceededCondition = "DriftJobSucceeded"
+	// RestoreJobSucceededCondition reports the last restore Job.
+	RestoreJobSucceededCondition = "RestoreJobSucceeded"
+	// InputsValidCondition is False when the inputs cannot be assembled (a missing Secret, a
+	// bad variable, inputs too large).
+	InputsValidCondition = "InputsValid"
+	// OutputsValidCondition is False when the module's outputs do not fit the contract.
+	OutputsValidCondition = "OutputsValid"
+	// DependenciesReadyCondition is False while the object waits for something it needs (its
+	// Cluster, its TerraformCluster's infrastructure, its bootstrap data).
+	DependenciesReadyCondition = "DependenciesReady"
+	// DeletionBlockedCondition is True while a cluster's deletion waits for its machines.
+	DeletionBlockedCondition = "DeletionBlocked"
+)
+
+// Condition reasons.
+const (
+	// WaitingForRunLeaseReason: another Job of this object holds the run lease.
+	WaitingForRunLeaseReason = "WaitingForRunLease"
+	// WaitingForClusterOperationReason: a mutating Job of the TerraformCluster holds the cluster
+	// lease; the machine or pool waits behind it.
+	WaitingForClusterOperationReason = "WaitingForClusterOperation"
+	// WaitingForMachineOperationsReason: the cluster holds the cluster lease and waits for the
+	// mutating Jobs of its machines and pools in flight.
+	WaitingForMachineOperationsReason = "WaitingForMachineOperations"
+
+	// JobRunningReason: a Job runs now.
+	JobRunningReason = "JobRunning"
+	// JobSucceededReason: the last Job succeeded.
+	JobSucceededReason = "JobSucceeded"
+	// JobFailedReason: the last Job failed; the message carries the runner's reason.
+	JobFailedReason = "JobFailed"
+	// BackingOffReason: a failed Job is retried after a backoff.
+	BackingOffReason = "BackingOff"
+
+	// PausedReason and NotPausedReason explain the Paused condition.
+	PausedReason    = "Paused"
+	NotPausedReason = "NotPaused"
+
+	// ProvisionedReason: the infrastructure is provisioned and Ready holds.
+	ProvisionedReason = "Provisioned"
+	// NotProvisionedReason: the infrastructure is not provisioned yet.
+	NotProvisionedReason = "NotProvisioned"
+
+	// WaitingForClusterReason: the owning Cluster is not set or not found.
+	WaitingForClusterReason = "WaitingForCluster"
+	// WaitingForClusterInfrastructureReason: a machine waits for its TerraformCluster.
+	WaitingForClusterInfrastructureReason = "WaitingForClusterInfrastructure"
+	// WaitingForBootstrapDataReason: a machine waits for its Machine's bootstrap data Secret.
+	WaitingForBootstrapDataReason = "WaitingForBootstrapData"
+
+	// InputsTooLargeReason: the assembled inputs exceed the 1 MB a Secret can hold.
+	InputsTooLargeReason = "InputsTooLarge"
+	// InputsSourceMissingReason: a referenced Secret or ConfigMap does not exist.
+	InputsSourceMissingReason = "InputsSourceMissing"
+	// InvalidInputsReason: the inputs cannot be assembled (bad JSON, reserved names).
+	InvalidInputsReason = "InvalidInputs"
+
+	// OutputMissingReason and OutputInvalidReason explain OutputsValid=False.
+	OutputMissingReason = "OutputMissing"
+	OutputInvalidReason = "OutputInvalid"
+
+	// WaitingForMachinesReason: a deleting cluster waits for its machines and pools.
+	WaitingForMachinesReason = "WaitingForMachines"
+	// DestroyingReason: a destroy Job runs or is about to.
+	DestroyingReason = "Destroying"
+	// MoveReason: the deletion is part of a move; nothing is destroyed and state is kept.
+	MoveReason = "Move"
+
+	// CacheLagReason marks a pass that waited because the cache trails the API server.
+	CacheLagReason = "CacheLag"
+)

@@ -1,0 +1,102 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+// TerraformClusterSpec is the desired state of a TerraformCluster.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.controlPlaneEndpoint) || !has(oldSelf.controlPlaneEndpoint.host) || (has(self.controlPlaneEndpoint) && self.controlPlaneEndpoint == oldSelf.controlPlaneEndpoint)",message="controlPlaneEndpoint cannot change once set"
+type TerraformClusterSpec struct {
+	// controlPlaneEndpoint is the endpoint of the cluster's API server. Set it to use a known
+	// endpoint, or leave it empty: the controller fills it from the module's
+	// control_plane_endpoint output. It cannot change once set.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="has(self.host) == has(self.port)",message="set controlPlaneEndpoint.host and controlPlaneEndpoint.port together"
+	ControlPlaneEndpoint clusterv1.APIEndpoint `json:"controlPlaneEndpoint,omitempty,omitzero"`
+
+	TerraformSpec `json:",inline"`
+}
+
+// TerraformClusterStatus is the observed state of a TerraformCluster.
+type TerraformClusterStatus struct {
+	TerraformStatus `json:",inline"`
+
+	// failureDomains the module reported (output failure_domains).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=100
+	FailureDomains []clusterv1.FailureDomain `json:"failureDomains,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:path=terraformclusters,scope=Namespaced,categories=cluster-api;captf,shortName=tfc
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:printcolumn:name="Cluster",type="string",JSONPath=".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']",description="Cluster"
+// +kubebuilder:printcolumn:name="Provisioned",type="boolean",JSONPath=".status.initialization.provisioned",description="Infrastructure provisioned"
+// +kubebuilder:printcolumn:name="Ready",type="string",JSONPath=".status.conditions[?(@.type=='Ready')].status",description="Ready"
+// +kubebuilder:printcolumn:name="Job",type="string",JSONPath=".status.activeJob.name",description="Active Job"
+// +kubebuilder:printcolumn:name="Operation",type="string",JSONPath=".status.activeJob.operation",description="Operation of the active Job"
+// +kubebuilder:printcolumn:name="Endpoint",type="string",JSONPath=".spec.controlPlaneEndpoint.host",priority=1,description="Control plane endpoint"
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+
+// TerraformCluster provisions a Cluster's infrastructure with a Terraform/OpenTofu module.
+type TerraformCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec   TerraformClusterSpec   `json:"spec"`
+	Status TerraformClusterStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// TerraformClusterList is a list of TerraformClusters.
+type TerraformClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TerraformCluster `json:"items"`
+}
+
+// TerraformClusterTemplateResource describes the TerraformCluster a template stamps out.
+type TerraformClusterTemplateResource struct {
+	// metadata added to the stamped object.
+	// +optional
+	ObjectMeta clusterv1.ObjectMeta `json:"metadata,omitempty,omitzero"`
+	// spec of the stamped object.
+	// +required
+	Spec TerraformClusterSpec `json:"spec"`
+}
+
+// TerraformClusterTemplateSpec is the spec of a TerraformClusterTemplate.
+type TerraformClusterTemplateSpec struct {
+	// template of the TerraformCluster.
+	// +required
+	Template TerraformClusterTemplateResource `json:"template"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=terraformclustertemplates,scope=Namespaced,categories=cluster-api;captf,shortName=tfct
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
+
+// TerraformClusterTemplate is a template for TerraformClusters (ClusterClass).
+type TerraformClusterTemplate struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec TerraformClusterTemplateSpec `json:"spec"`
+}
+
+// +kubebuilder:object:root=true
+
+// TerraformClusterTemplateList is a list of TerraformClusterTemplates.
+type TerraformClusterTemplateList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TerraformClusterTemplate `json:"items"`
+}

@@ -1,0 +1,111 @@
+package naming
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+)
+
+// SuffixLength is the length of a state suffix: 16 hex characters (64 bits of SHA-256).
+const SuffixLength = 16
+
+// Workspace is the Terraform workspace CAPTF uses; the backend prefixes it to state names.
+const Workspace = "default"
+
+func hash16(parts ...string) string {
+	sum := sha256.Sum256([]byte(strings.Join(parts, "/")))
+	return hex.EncodeToString(sum[:])[:SuffixLength]
+}
+
+// StateSuffix is the fixed-length suffix of an object's Terraform state, run lease and Jobs.
+func StateSuffix(namespace, kind, name string) string {
+	return hash16(namespace, kind, name)
+}
+
+// StateSecretName is the Terraform kubernetes backend's state Secret for a suffix.
+func StateSecretName(suffix string) string {
+	return "tfstate-" + Workspace + "-" + suffix
+}
+
+// StateLockLeaseName is the Terraform kubernetes backend's lock Lease for a suffix. CAPTF
+// never deletes or takes it; only terraform/tofu (or force-unlock) does.
+func StateLockLeaseName(suffix string) string {
+	return "lock-tfstate-" + Workspace + "-" + suffix
+}
+
+// RunLeaseName is the run lease of the object with this suffix.
+func RunLeaseName(suffix string) string {
+	return "captf-run-" + suffix
+}
+
+// ClusterLeaseName is the cluster lease of a Cluster.
+func ClusterLeaseName(namespace, cluster string) string {
+	return "captf-cluster-" + hash16(namespace, cluster)
+}
+
+// JobName is the deterministic name of the object's Job number seq. It depends on nothing that
+// changes while the object waits (not the inputs, not the operation), so a waiting object keeps
+// one name, and a second attempt at the same run finds AlreadyExists.
+func JobName(suffix string, seq int64) string {
+	return "captf-" + suffix + "-" + strconv.FormatInt(seq, 10)
+}
+
+// RunSecretName is the per-run inputs Secret of a Job (owned by the Job).
+func RunSecretName(jobName string) string {
+	return jobName + "-run"
+}
+
+// InputsSecretName is an object's durable inputs Secret (owned by the object; moves with it).
+func InputsSecretName(suffix string) string {
+	return "captf-inputs-" + suffix
+}
+
+// OutputsSecretName is the Secret that offers an object's module outputs to users.
+func OutputsSecretName(suffix string) string {
+	return "captf-outputs-" + suffix
+}
+
+// LabelValue shortens a name to a valid label value: names of 63 characters or less stay as
+// they are; longer ones keep a prefix and end in a hash of the whole name.
+func LabelValue(name string) string {
+	if len(name) <= 63 {
+		return name
+	}
+	prefix := strings.TrimRight(name[:63-SuffixLength-1], "-._")
+	return prefix + "-" + hash16(name)
+}
+
+// OwnerLabels are the labels that tie a Job, Lease or Secret to its owning object.
+func OwnerLabels(kind, name, cluster string) map[string]string {
+	l := map[string]string{
+		infrav1.ManagedLabel:   "true",
+		infrav1.OwnerKindLabel: kind,
+		infrav1.OwnerNameLabel: LabelValue(name),
+	}
+	if cluster != "" {
+		l[infrav1.ClusterNameLabel] = LabelValue(cluster)
+	}
+	return l
+}
+
+// OwnedBy reports whether labels carry the owner labels of kind/name.
+func OwnedBy(labels map[string]string, kind, name string) bool {
+	return labels[infrav1.OwnerKindLabel] == kind && labels[infrav1.OwnerNameLabel] == LabelValue(name)
+}
+
+// ParseJobSeq returns the sequence number of a Job name built by JobName for this suffix.
+func ParseJobSeq(suffix, jobName string) (int64, error) {
+	rest, ok := strings.CutPrefix(jobName, "captf-"+suffix+"-")
+	if !ok {
+		return 0, fmt.Errorf("job %q is not a job of suffix %s", jobName, suffix)
+	}
+	seq, err := strconv.ParseInt(rest, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parse sequence of job %q: %w", jobName, err)
+	}
+	return seq, nil
+}

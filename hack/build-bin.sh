@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Builds one binary from source through the Go module proxy into $BIN_DIR (default bin/).
+# Modules with replace directives (etcd, kubernetes, opentofu, cluster-api) cannot be built with
+# `go install pkg@version`, so each is built from a throwaway module created in a temp folder.
+# Usage: hack/build-bin.sh etcd|kube-apiserver|kubectl|clusterctl|tofu
+set -euo pipefail
+tool=${1:?tool name}
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin_dir=${BIN_DIR:-$root/bin}
+mkdir -p "$bin_dir"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+export GOFLAGS=-mod=mod GOWORK=off CGO_ENABLED=0
+
+staging_replaces() {
+  # Every k8s.io/<staging> module that k8s.io/kubernetes replaces locally is pinned to the
+  # matching published v0.x version, so the kubernetes module builds outside its own tree.
+  local kver=$1 sver="v0${1#v1}"
+  local modfile
+  modfile=$(go mod download -json "k8s.io/kubernetes@$kver" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
+  sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#\1#p' "$modfile" | while read -r m; do
+    echo "replace $m => $m $sver"
+  done
+}
+
+case "$tool" in
+etcd)
+  v=${ETCD_VERSION:?}
+  cat > go.mod <<MOD
+module captf.local/build-etcd
+go 1.26
+require (
+	go.etcd.io/etcd/server/v3 $v
+	go.etcd.io/etcd/api/v3 $v
+	go.etcd.io/etcd/client/pkg/v3 $v
+	go.etcd.io/etcd/client/v3 $v
+	go.etcd.io/etcd/pkg/v3 $v
+)
+MOD
+  printf '//go:build tools\n\npackage tools\nimport _ "go.etcd.io/etcd/server/v3"\n' > tools.go
+  go mod tidy >/dev/null
+  go build -o "$bin_dir/etcd" go.etcd.io/etcd/server/v3
+  ;;
+kube-apiserver|kubectl)
+  v=${KUBERNETES_VERSION:?}
+  { echo "module captf.local/build-kube"; echo "go 1.26"; echo "require k8s.io/kubernetes $v"; staging_replaces "$v"; } > go.mod
+  pkg=k8s.io/kubernetes/cmd/$tool
+  printf '//go:build tools\n\npackage tools\nimport _ "%s"\n' "$pkg" > tools.go
+  go mod tidy >/dev/null
+  # Stamp the version the way release builds do, so `--version` and discovery report it.
+  ldflags="-X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version.gitMajor=1"
+  ldflags="$ldflags -X k8s.io/component-base/version.gitMinor=$(echo "$v" | cut -d. -f2)"
+  ldflags="$ldflags -X k8s.io/client-go/pkg/version.gitVersion=$v"
+  go build -ldflags "$ldflags" -o "$bin_dir/$tool" "$pkg"
+  ;;
+clusterctl)
+  v=${CLUSTER_API_VERSION:?}
+  printf 'module captf.local/build-clusterctl\ngo 1.26\nrequire (\n\tsigs.k8s.io/cluster-api %s\n\tsigs.k8s.io/cluster-api/api %s\n)\n' "$v" "$v" > go.mod
+  printf '//go:build tools\n\npackage tools\nimport _ "sigs.k8s.io/cluster-api/cmd/clusterctl"\n' > tools.go
+  go mod tidy >/dev/null
+  go build -o "$bin_dir/clusterctl" sigs.k8s.io/cluster-api/cmd/clusterctl
+  ;;
+tofu)
+  v=${OPENTOFU_VERSION:?}
+  modfile=$(go mod download -json "github.com/opentofu/opentofu@$v" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
+  { echo "module captf.local/build-tofu"; echo "go 1.26"; echo "require github.com/opentofu/opentofu $v";
+    grep -E '^replace .*hcl' "$modfile" || true; } > go.mod
+  printf '//go:build tools\n\npackage tools\nimport _ "github.com/opentofu/opentofu/cmd/tofu"\n' > tools.go
+  go mod tidy >/dev/null
+  go build -o "$bin_dir/tofu" github.com/opentofu/opentofu/cmd/tofu
+  ;;
+*)
+  echo "unknown tool: $tool" >&2; exit 2 ;;
+esac
+echo "built $bin_dir/$tool"

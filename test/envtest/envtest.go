@@ -1,0 +1,125 @@
+package envtest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+)
+
+// Options says what to install besides CAPTF's CRDs.
+type Options struct {
+	// ExtraCRDPaths are more CRD files or folders to install (Cluster API's, for example).
+	ExtraCRDPaths []string
+	// Webhooks, when set, are installed so the API server calls the test's webhook server.
+	Webhooks *envtest.WebhookInstallOptions
+}
+
+// Env is a running control plane.
+type Env struct {
+	*envtest.Environment
+	// Config reaches the API server as an administrator.
+	Config *rest.Config
+	// Scheme knows the core, Cluster API and CAPTF types.
+	Scheme *runtime.Scheme
+}
+
+// RepoRoot finds the module root by walking up from the working directory to go.mod.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("get working directory: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// AssetsDir is where etcd and kube-apiserver live: $KUBEBUILDER_ASSETS, else <repo>/bin.
+func AssetsDir() (string, error) {
+	dir := os.Getenv("KUBEBUILDER_ASSETS")
+	if dir == "" {
+		root, err := RepoRoot()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(root, "bin")
+	}
+	for _, b := range []string{"etcd", "kube-apiserver"} {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			return "", fmt.Errorf("%s not found in %s: run 'make test-bins' to build it from source: %w", b, dir, err)
+		}
+	}
+	return dir, nil
+}
+
+// NewScheme returns a scheme with the core, Cluster API and CAPTF types.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("build scheme: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// Start starts etcd and kube-apiserver and installs the CRDs. Stop it with Env.Stop.
+func Start(opts Options) (*Env, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	assets, err := AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	s, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     append([]string{filepath.Join(root, "config", "crd", "bases")}, opts.ExtraCRDPaths...),
+		ErrorIfCRDPathMissing: true,
+		Scheme:                s,
+	}
+	if opts.Webhooks != nil {
+		env.WebhookInstallOptions = *opts.Webhooks
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("start envtest control plane from %s: %w", assets, err)
+	}
+	return &Env{Environment: env, Config: cfg, Scheme: s}, nil
+}
+
+// Describe says which kube-apiserver and etcd the suite runs against, as the server reports it.
+func (e *Env) Describe() string {
+	dc, err := discovery.NewDiscoveryClientForConfig(e.Config)
+	if err != nil {
+		return fmt.Sprintf("envtest: discovery client: %v", err)
+	}
+	v, err := dc.ServerVersion()
+	if err != nil {
+		return fmt.Sprintf("envtest: server version: %v", err)
+	}
+	return fmt.Sprintf("envtest: real kube-apiserver %s (%s) at %s, binaries from %s",
+		v.GitVersion, v.GoVersion, e.Config.Host, e.BinaryAssetsDirectory)
+}
