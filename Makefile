@@ -28,7 +28,7 @@ generate: $(STAMPS)/controller-gen-$(CONTROLLER_TOOLS_VERSION) ## Generate deepc
 .PHONY: manifests
 manifests: $(STAMPS)/controller-gen-$(CONTROLLER_TOOLS_VERSION) ## Generate CRDs, RBAC and webhook manifests.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	@if [ -n "$$(ls controllers/*/*.go cmd/manager/*.go 2>/dev/null)" ]; then \
+	@if grep -rqs '+kubebuilder:rbac' controllers cmd; then \
 	  $(CONTROLLER_GEN) rbac:roleName=manager-role paths=./controllers/... paths=./cmd/... output:rbac:artifacts:config=config/rbac; fi
 	@if ls webhooks/*.go >/dev/null 2>&1; then \
 	  $(CONTROLLER_GEN) webhook paths=./webhooks/... output:webhook:artifacts:config=config/webhook; fi
