@@ -1,0 +1,27 @@
+// Package state reads an object's Terraform state from the Terraform kubernetes backend's
+// Secret and turns the module's outputs into the Cluster API contract fields, without running
+// terraform.
+//
+// The backend keeps the state of the object with suffix S in the Secret
+// naming.StateSecretName(S), data key "tfstate", as gzip-compressed JSON. Read accepts exactly
+// that layout. Newer backend versions can split a large state across several keys or Secrets;
+// this package does not guess at such a layout: a Secret without the "tfstate" key, or with keys
+// besides it, is refused with a StateError (reason StateLayoutUnknown) that says what it found,
+// so a chunked state is reported instead of being misread as empty or partial.
+//
+// Invariants:
+//   - Only a state Secret that does not exist (or that exists with no data at all, which the
+//     backend itself treats as no state) is "no state" (ErrNoState). Anything unreadable (bad
+//     gzip, bad JSON, an unknown layout, an encrypted or oversized state) is a StateError, never
+//     an empty state, so a corrupt state is never taken as evidence that nothing is left.
+//   - StateEmpty is true only when no managed resource instance remains; a resource of an
+//     unknown mode counts as remaining.
+//   - Sensitive output values never leave the package in a form meant for status, events or
+//     logs: State and Output print no values, Output.Value refuses sensitive outputs, contract
+//     outputs marked sensitive are refused, ClusterOutputsForMachines omits sensitive outputs.
+//     Only the outputs Secret (a Secret) and State.Bytes (for backups) carry them.
+//   - Contract outputs are validated against the CRDs' limits before they are returned, so a
+//     status or spec patch built from them is not refused; a bad output is an *OutputError
+//     naming the output and what was expected, never a panic.
+//   - Reads go through the reader the caller passes (the engine passes the live API reader).
+package state

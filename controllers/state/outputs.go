@@ -1,0 +1,90 @@
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+)
+
+// MoveLabel makes `clusterctl move` move a Secret along with the cluster.
+const MoveLabel = "clusterctl.cluster.x-k8s.io/move"
+
+// maxSecretBytes is what the API server lets a Secret's data hold.
+const maxSecretBytes = 1 << 20
+
+// secretKeyPattern is what the API server accepts as a Secret data key.
+var secretKeyPattern = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
+
+// ClusterOutputsForMachines returns what a TerraformCluster module offers its machines and
+// pools as var.captf.cluster_outputs: every output that is not sensitive, as compact JSON.
+// Sensitive outputs are left out, because the machine's inputs are hashed into annotations and
+// logged by name; a machine module that needs a secret from the cluster module reads the
+// cluster's outputs Secret through variablesFrom instead. A nil state gives an empty map.
+func ClusterOutputsForMachines(s *State) map[string]json.RawMessage {
+	out := map[string]json.RawMessage{}
+	if s == nil {
+		return out
+	}
+	for name, o := range s.Outputs {
+		if v, err := o.Value(); err == nil {
+			out[name] = v
+		}
+	}
+	return out
+}
+
+// OutputsSecret builds the Secret that offers all of an object's module outputs to users
+// (naming.OutputsSecretName(suffix)): one key per output holding its value as JSON, sensitive
+// outputs included (it is a Secret). It is owned by the object and labelled for `clusterctl
+// move`; gvk is the owner's kind and the cluster label comes from the owner's cluster-name label.
+// A nil state gives a Secret with no keys.
+func OutputsSecret(owner metav1.Object, gvk schema.GroupVersionKind, suffix string, s *State) (*corev1.Secret, error) {
+	if owner.GetUID() == "" || owner.GetName() == "" || owner.GetNamespace() == "" || gvk.Kind == "" {
+		return nil, errors.New("outputs secret: the owner needs a name, namespace, uid and kind")
+	}
+	if suffix == "" {
+		return nil, errors.New("outputs secret: suffix is empty")
+	}
+	data := map[string][]byte{}
+	size := 0
+	if s != nil {
+		for name, o := range s.Outputs {
+			if !secretKeyPattern.MatchString(name) || len(name) > 253 {
+				return nil, invalid(name, "the name cannot be a Secret key")
+			}
+			data[name] = o.value
+			size += len(name) + len(o.value)
+		}
+	}
+	if size > maxSecretBytes {
+		return nil, &OutputError{Reason: infrav1.OutputInvalidReason,
+			Message: fmt.Sprintf("the module's outputs take %d bytes, over the %d bytes a Secret can hold; output less data", size, maxSecretBytes)}
+	}
+	labels := naming.OwnerLabels(gvk.Kind, owner.GetName(), owner.GetLabels()[infrav1.ClusterNameLabel])
+	labels[MoveLabel] = ""
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      naming.OutputsSecretName(suffix),
+			Namespace: owner.GetNamespace(),
+			Labels:    labels,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: gvk.GroupVersion().String(),
+				Kind:       gvk.Kind,
+				Name:       owner.GetName(),
+				UID:        owner.GetUID(),
+				Controller: ptr.To(true),
+			}},
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: data,
+	}, nil
+}

@@ -1,0 +1,117 @@
+package state
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+)
+
+// StateKey is the data key of the backend's state Secret.
+const StateKey = "tfstate"
+
+// MaxStateBytes bounds the uncompressed state CAPTF reads (a compressed state of at most 1 MiB
+// could otherwise expand without limit).
+const MaxStateBytes = 64 << 20
+
+// Read reads the state of the object with this suffix from its backend Secret in namespace,
+// through reader (pass the live API reader). It returns ErrNoState (wrapped) when there is no
+// state, a *StateError when the Secret cannot be read as a state, or the API error wrapped.
+func Read(ctx context.Context, reader client.Reader, namespace, suffix string) (*State, error) {
+	name := naming.StateSecretName(suffix)
+	log := logf.FromContext(ctx).WithValues("stateSecret", namespace+"/"+name)
+	var s corev1.Secret
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			log.V(1).Info("no state secret")
+			return nil, fmt.Errorf("state secret %s/%s not found: %w", namespace, name, ErrNoState)
+		}
+		return nil, fmt.Errorf("read state secret %s/%s: %w", namespace, name, err)
+	}
+	st, err := FromSecret(&s)
+	if err != nil {
+		return nil, err
+	}
+	log.V(1).Info("read state", "serial", st.Serial, "outputs", len(st.Outputs), "resources", len(st.Resources))
+	return st, nil
+}
+
+// FromSecret reads a state from the backend's Secret (see Read for the results).
+func FromSecret(s *corev1.Secret) (*State, error) {
+	where := s.Namespace + "/" + s.Name
+	if len(s.Data) == 0 {
+		return nil, fmt.Errorf("state secret %s has no data: %w", where, ErrNoState)
+	}
+	compressed, ok := s.Data[StateKey]
+	if !ok || len(s.Data) != 1 {
+		return nil, stateErr(where, ReasonStateLayoutUnknown, nil,
+			"expected exactly the key %q, found the keys [%s]; this may be a chunked state written by a newer backend, which CAPTF does not read",
+			StateKey, strings.Join(sortedKeys(s.Data), ", "))
+	}
+	raw, err := Decompress(compressed)
+	if err != nil {
+		if se, ok := AsStateError(err); ok {
+			se.Secret = where
+			return nil, se
+		}
+		return nil, err
+	}
+	st, err := Parse(raw)
+	if err != nil {
+		if se, ok := AsStateError(err); ok {
+			se.Secret = where
+			return nil, se
+		}
+		return nil, err
+	}
+	return st, nil
+}
+
+// Decompress gunzips the backend's tfstate value, refusing more than MaxStateBytes.
+func Decompress(compressed []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(compressed))
+	if err != nil {
+		return nil, stateErr("", ReasonStateCorrupt, err, "the %s key is not gzip data", StateKey)
+	}
+	defer func() { _ = zr.Close() }()
+	raw, err := io.ReadAll(io.LimitReader(zr, MaxStateBytes+1))
+	if err != nil {
+		return nil, stateErr("", ReasonStateCorrupt, err, "the %s key is damaged gzip data", StateKey)
+	}
+	if len(raw) > MaxStateBytes {
+		return nil, stateErr("", ReasonStateTooLarge, nil, "the uncompressed state exceeds %d bytes", MaxStateBytes)
+	}
+	return raw, nil
+}
+
+// Compress gzips state JSON the way the backend stores it in the tfstate key.
+func Compress(stateJSON []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(stateJSON); err != nil {
+		return nil, fmt.Errorf("compress state: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("compress state: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
