@@ -1,0 +1,131 @@
+package runner
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+)
+
+// BackendOverrideFile is the override file the runner writes into the module copy. Terraform
+// and OpenTofu let a backend block in an override file replace the module's own backend.
+const BackendOverrideFile = "zz_captf_backend_override.tf.json"
+
+// BackendMode says how the kubernetes backend reaches the API server.
+type BackendMode struct {
+	// InCluster uses the pod's service account.
+	InCluster bool
+	// ConfigPaths are kubeconfig files (from KUBE_CONFIG_PATH, else KUBECONFIG).
+	ConfigPaths []string
+}
+
+// DetectBackendMode reads KUBE_CONFIG_PATH, then KUBECONFIG: either one set means a kubeconfig;
+// neither means in-cluster. KUBECONFIG may list several files.
+func DetectBackendMode(getenv func(string) string) BackendMode {
+	if p := getenv(runnerapi.EnvKubeConfigPath); p != "" {
+		return BackendMode{ConfigPaths: []string{p}}
+	}
+	if p := getenv(runnerapi.EnvKubeConfig); p != "" {
+		var paths []string
+		for _, s := range filepath.SplitList(p) {
+			if s != "" {
+				paths = append(paths, s)
+			}
+		}
+		if len(paths) > 0 {
+			return BackendMode{ConfigPaths: paths}
+		}
+	}
+	return BackendMode{InCluster: true}
+}
+
+// BackendOverride renders the override file. Besides the namespace, the suffix and the way in,
+// it pins every connection setting that the backend would otherwise take from KUBE_*
+// environment variables (KUBE_HOST, KUBE_TOKEN, KUBE_CTX, ...): those variables configure the
+// kubernetes provider of a module too, and must never move the state to another cluster.
+func BackendOverride(b runnerapi.Backend, mode BackendMode) ([]byte, error) {
+	cfg := map[string]any{
+		"namespace":              b.Namespace,
+		"secret_suffix":          b.SecretSuffix,
+		"host":                   "",
+		"username":               "",
+		"password":               "",
+		"token":                  "",
+		"insecure":               false,
+		"client_certificate":     "",
+		"client_key":             "",
+		"cluster_ca_certificate": "",
+	}
+	if mode.InCluster {
+		cfg["in_cluster_config"] = true
+	} else {
+		cfg["in_cluster_config"] = false
+		cfg["config_context"] = ""
+		cfg["config_context_auth_info"] = ""
+		cfg["config_context_cluster"] = ""
+		if len(mode.ConfigPaths) == 1 {
+			cfg["config_path"] = mode.ConfigPaths[0]
+		} else {
+			cfg["config_paths"] = mode.ConfigPaths
+		}
+	}
+	doc := map[string]any{"terraform": map[string]any{"backend": map[string]any{"kubernetes": cfg}}}
+	out, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("render backend override: %w", err)
+	}
+	return append(out, '\n'), nil
+}
+
+// writeBackendOverride writes the override file into the module copy.
+func writeBackendOverride(moduleDir string, b runnerapi.Backend, mode BackendMode) error {
+	out, err := BackendOverride(b, mode)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(moduleDir, BackendOverrideFile), out, 0o644); err != nil {
+		return fmt.Errorf("write backend override: %w", err)
+	}
+	return nil
+}
+
+// VerifyBackend reads what init recorded in <module>/.terraform/terraform.tfstate and checks it
+// is the kubernetes backend with CAPTF's namespace and suffix. It catches a module whose own
+// override files (sorted after CAPTF's) put the state elsewhere: such a state would be
+// invisible to the controller.
+func VerifyBackend(moduleDir string, want runnerapi.Backend) error {
+	b, err := os.ReadFile(filepath.Join(moduleDir, ".terraform", "terraform.tfstate"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return badInput("init recorded no backend: the module does not use the kubernetes backend CAPTF configures")
+	}
+	if err != nil {
+		return fmt.Errorf("read backend record: %w", err)
+	}
+	var rec struct {
+		Backend *struct {
+			Type   string         `json:"type"`
+			Config map[string]any `json:"config"`
+		} `json:"backend"`
+	}
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return fmt.Errorf("parse backend record: %w", err)
+	}
+	if rec.Backend == nil || rec.Backend.Type != "kubernetes" {
+		typ := "none"
+		if rec.Backend != nil {
+			typ = rec.Backend.Type
+		}
+		return badInput("the module's backend is %q after init, not CAPTF's kubernetes backend: remove backend blocks from the module's override files", typ)
+	}
+	ns, _ := rec.Backend.Config["namespace"].(string)
+	suffix, _ := rec.Backend.Config["secret_suffix"].(string)
+	if ns != want.Namespace || suffix != want.SecretSuffix {
+		return badInput("the kubernetes backend after init stores state in %s/tfstate-default-%s, not %s/tfstate-default-%s: remove backend settings from the module's override files",
+			ns, suffix, want.Namespace, want.SecretSuffix)
+	}
+	return nil
+}

@@ -1,0 +1,141 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+)
+
+const usage = `usage:
+  runner run --operation=<Apply|Destroy|Plan|Refresh|Drift|Restore> --module-dir=<dir>
+             --inputs-dir=<dir> --work-dir=<dir> --result-file=<file> [--lock-timeout=300s]
+             [--binary=<terraform or tofu>]
+  runner install <destination>
+`
+
+// Main is the runner's command line. It returns the process exit code (see runnerapi.Exit*).
+func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer, signals <-chan os.Signal) int {
+	out := &syncWriter{w: stdout}
+	log := logr.FromSlogHandler(slog.NewTextHandler(out, nil)).WithName("runner")
+	ctx = logr.NewContext(ctx, log)
+	if len(args) == 0 {
+		_, _ = fmt.Fprint(stderr, usage)
+		return runnerapi.ExitBadInput
+	}
+	switch args[0] {
+	case runnerapi.CommandInstall:
+		if len(args) != 2 {
+			_, _ = fmt.Fprint(stderr, usage)
+			return runnerapi.ExitBadInput
+		}
+		if err := Install(args[1]); err != nil {
+			log.Error(err, "install")
+			return runnerapi.ExitInternal
+		}
+		log.Info("installed", "path", args[1])
+		return runnerapi.ExitOK
+	case runnerapi.CommandRun:
+		cfg, err := parseRun(args[1:], stderr)
+		if err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return runnerapi.ExitOK
+			}
+			_, _ = fmt.Fprintf(stderr, "runner: %v\n", err)
+			return runnerapi.ExitBadInput
+		}
+		cfg.Environ, cfg.Stdout, cfg.Signals = environ, out, signals
+		if self, err := os.Executable(); err == nil {
+			cfg.CABundle = filepath.Join(filepath.Dir(self), CABundleName)
+		}
+		_, code := Run(ctx, cfg)
+		return code
+	case "-h", "--help", "help":
+		_, _ = fmt.Fprint(stdout, usage)
+		return runnerapi.ExitOK
+	}
+	_, _ = fmt.Fprintf(stderr, "runner: unknown command %q\n%s", args[0], usage)
+	return runnerapi.ExitBadInput
+}
+
+func parseRun(args []string, stderr io.Writer) (Config, error) {
+	var cfg Config
+	fs := flag.NewFlagSet("runner run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.Operation, runnerapi.FlagOperation, "", "operation to run")
+	fs.StringVar(&cfg.ModuleDir, runnerapi.FlagModuleDir, "", "folder of the root module (read-only is fine)")
+	fs.StringVar(&cfg.InputsDir, runnerapi.FlagInputsDir, runnerapi.InputsDir, "folder of the per-run inputs")
+	fs.StringVar(&cfg.WorkDir, runnerapi.FlagWorkDir, runnerapi.WorkDir, "writable folder the module is copied to")
+	fs.StringVar(&cfg.ResultFile, runnerapi.FlagResultFile, runnerapi.TerminationLog, "file the result document is written to")
+	fs.DurationVar(&cfg.LockTimeout, runnerapi.FlagLockTimeout, 300*time.Second, "how long terraform waits for the state lock")
+	fs.StringVar(&cfg.Binary, runnerapi.FlagBinary, "", "terraform or tofu binary (default: $CAPTF_TF_BINARY, else tofu, else terraform on PATH)")
+	if err := fs.Parse(args); err != nil {
+		return cfg, fmt.Errorf("parse flags: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments %v", fs.Args())
+	}
+	return cfg, nil
+}
+
+// CABundleName is the CA bundle `runner install` puts beside the runner when the image it runs
+// in (the manager image) has one.
+const CABundleName = "ca-certificates.crt"
+
+// Install copies the running executable to dest (mode 0755), through a temporary file and a
+// rename so a reader never sees half a binary. It also copies the image's CA bundle, if any,
+// beside it (CABundleName), for runtime images that carry none.
+func Install(dest string) error {
+	if err := installFile(dest, 0o755, ""); err != nil {
+		return err
+	}
+	for _, p := range systemCABundles {
+		if _, err := os.Stat(p); err == nil {
+			return installFile(filepath.Join(filepath.Dir(dest), CABundleName), 0o644, p)
+		}
+	}
+	return nil
+}
+
+// installFile copies src (empty: the running executable) to dest.
+func installFile(dest string, mode os.FileMode, src string) error {
+	if src == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find own executable: %w", err)
+		}
+		if src, err = filepath.EvalSymlinks(self); err != nil {
+			return fmt.Errorf("resolve own executable: %w", err)
+		}
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", src, err)
+	}
+	defer func() { _ = in.Close() }()
+	tmp := dest + ".tmp"
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", tmp, err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		_ = out.Close()
+		return fmt.Errorf("copy to %s: %w", tmp, err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, dest); err != nil {
+		return fmt.Errorf("rename to %s: %w", dest, err)
+	}
+	return nil
+}

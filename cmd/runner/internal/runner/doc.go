@@ -1,0 +1,19 @@
+// Package runner is the logic of the runner binary that runs inside each CAPTF Job: it reads
+// the per-run inputs, picks the terraform/tofu binary, copies the module (resolving ConfigMap
+// symlinks) into a work folder, writes the kubernetes backend override, runs the operation's
+// commands (Steps is the one mapping from operation to commands), forwards signals and writes
+// the result document (runnerapi.Result).
+//
+// Invariants:
+//   - the state goes only where backend.json says: the override pins every KUBE_* connection
+//     setting, TF_WORKSPACE/TF_DATA_DIR/TF_CLI_ARGS* are removed from terraform's environment,
+//     the workspace is forced to default, and the backend init recorded is checked before any
+//     command that touches state;
+//   - a SIGTERM/SIGINT is forwarded to the running command exactly once and the runner waits
+//     for it, so terraform stops gracefully and releases the state lock; no later step starts;
+//   - nothing the runner prints or reports carries a redact.json value or an obvious credential;
+//     `state pull` output is never printed;
+//   - a restore never uses `state push -force` and never replaces a non-empty state of another
+//     lineage;
+//   - the result document is at most 4 KiB and is written on every path that has a result file.
+package runner

@@ -1,0 +1,22 @@
+// Command runner runs inside every CAPTF Job: it copies the module into a work folder, points
+// the kubernetes backend at the object's state, runs the terraform/tofu commands of one
+// operation, forwards SIGTERM/SIGINT to them, and writes a small JSON result to the
+// termination log. `runner install <dest>` copies the binary (the Job's init container).
+// See docs/runner.md.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/captf/cluster-api-provider-terraform/cmd/runner/internal/runner"
+)
+
+func main() {
+	// Catch the signals first: a SIGTERM at any point must end in a result, never a silent kill.
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
+	os.Exit(runner.Main(context.Background(), os.Args[1:], os.Environ(), os.Stdout, os.Stderr, signals))
+}

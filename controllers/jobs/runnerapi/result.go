@@ -1,0 +1,132 @@
+package runnerapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+)
+
+// MaxResultBytes bounds an encoded Result: the kubelet keeps at most 4096 bytes of a
+// container's termination message.
+const MaxResultBytes = 4096
+
+// TruncatedMarker starts an error text whose beginning was cut to fit MaxResultBytes.
+const TruncatedMarker = "[truncated] "
+
+// Outcome is how a run ended, spelled as api/v1alpha1's RunOutcome values.
+type Outcome string
+
+// The outcomes of a run.
+const (
+	OutcomeSucceeded   Outcome = "Succeeded"
+	OutcomeFailed      Outcome = "Failed"
+	OutcomeInterrupted Outcome = "Interrupted"
+)
+
+// Step is one terraform/tofu command the runner ran.
+type Step struct {
+	// Name is the step ("init", "apply", "destroy", "plan", "refresh", "state-pull", "state-push").
+	Name string `json:"name"`
+	// ExitCode is the command's exit code (-1 when it was killed by a signal).
+	ExitCode int `json:"exitCode"`
+	// DurationMs is the command's wall time.
+	DurationMs int64 `json:"durationMs"`
+}
+
+// Result is the runner's report, written to the termination log.
+type Result struct {
+	Operation string  `json:"operation"`
+	Outcome   Outcome `json:"outcome"`
+	// Binary is the base name of the terraform/tofu binary that ran.
+	Binary string `json:"binary,omitempty"`
+	Steps  []Step `json:"steps"`
+	// Changes (plan only): the plan has changes. Changes are not a failure.
+	Changes *bool `json:"changes,omitempty"`
+	// Drift (drift only): the infrastructure differs from what the module describes. Drift is
+	// not a failure.
+	Drift *bool `json:"drift,omitempty"`
+	// Error is the end of the failing command's stderr (or the runner's own reason), with
+	// secrets masked.
+	Error string `json:"error,omitempty"`
+}
+
+// Encode renders r as JSON of at most MaxResultBytes, cutting the beginning of r.Error (and,
+// should that not be enough, dropping steps) until it fits.
+func Encode(r Result) []byte {
+	b := marshal(r)
+	if len(b) <= MaxResultBytes {
+		return b
+	}
+	full := r.Error
+	// Find the longest tail of the error that fits; the encoded length grows with the tail.
+	lo, hi := 0, len(full)
+	best := -1
+	for lo <= hi {
+		mid := (lo + hi) / 2
+		r.Error = tail(full, mid)
+		if len(marshal(r)) <= MaxResultBytes {
+			best = mid
+			lo = mid + 1
+		} else {
+			hi = mid - 1
+		}
+	}
+	if best >= 0 {
+		r.Error = tail(full, best)
+		return marshal(r)
+	}
+	// Even an empty error does not fit: the rest of the document is too long.
+	r.Error = TruncatedMarker
+	for len(r.Steps) > 0 && len(marshal(r)) > MaxResultBytes {
+		r.Steps = r.Steps[1:]
+	}
+	return marshal(r)
+}
+
+// tail returns the last n bytes of s (moved forward to a rune boundary) behind the marker.
+func tail(s string, n int) string {
+	if n >= len(s) {
+		return s
+	}
+	start := len(s) - n
+	for start < len(s) && !utf8.RuneStart(s[start]) {
+		start++
+	}
+	return TruncatedMarker + s[start:]
+}
+
+func marshal(r Result) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	// The document is read by machines and humans, never embedded in HTML: keep <, > and & as
+	// they are instead of spending six bytes on each.
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		// Result holds only strings, ints and bools: encoding cannot fail.
+		return []byte(`{"outcome":"Failed","error":"encode result"}`)
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n")
+}
+
+// ParseResult decodes a result document (a termination message).
+func ParseResult(b []byte) (Result, error) {
+	var r Result
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return r, errors.New("empty result")
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Result{}, fmt.Errorf("parse runner result: %w", err)
+	}
+	switch r.Outcome {
+	case OutcomeSucceeded, OutcomeFailed, OutcomeInterrupted:
+	default:
+		return Result{}, fmt.Errorf("parse runner result: unknown outcome %q", r.Outcome)
+	}
+	if !ValidOperation(r.Operation) {
+		return Result{}, fmt.Errorf("parse runner result: unknown operation %q", r.Operation)
+	}
+	return r, nil
+}
