@@ -1,0 +1,33 @@
+// Package runlease owns CAPTF's two coordination Leases and the operation gate between a
+// TerraformCluster and its machines and pools.
+//
+// The run lease (one per reconciled object, named naming.RunLeaseName(suffix)) says which Job of
+// the object may run; the cluster lease (one per Cluster, naming.ClusterLeaseName) says that a
+// mutating operation of the TerraformCluster is in flight or about to start. Both are taken
+// before the Job exists, with the Job's deterministic name as spec.holderIdentity, so a wait
+// costs no pod and no failure.
+//
+// The package returns data (Result, Wait, Evidence, Verdict); it patches no condition and emits
+// no event. The reconcile engine, the cache-lag checks and the admission webhook guard all judge
+// a lease through the same functions here (Assess, Manager.RunEvidence), never through a copy.
+//
+// Invariants it keeps:
+//
+//   - Every read that decides (the lease, the holder Job, the holder's pods, the cluster lease,
+//     the machines' run leases) goes through the Reader given to New, which the caller wires to
+//     mgr.GetAPIReader(): a cache that trails the API server never decides.
+//   - A lease is written only with the resourceVersion just read (update) or by a create; a
+//     conflict or an AlreadyExists means another writer won, and the call reports "not
+//     acquired" without retrying.
+//   - A lease is taken over only when Assess says it is free: no holder; the holder Job of this
+//     object finished and none of its pods is still non-terminal; no running Job of this object
+//     under the holder name, no non-terminal pod of that name, and the lease older than the
+//     grace; or the lease older than its backstop, whatever its holder.
+//   - A lease is deleted only after a live read shows the expected holder, and with UID and
+//     resourceVersion preconditions, so a lease another holder took in between survives.
+//   - With the gate on, a TerraformCluster's mutating operation and a mutating operation of one
+//     of its machines or pools never both proceed: each side writes its hold before it reads
+//     the other side's, and the cluster keeps its holds while it waits (writer preference).
+//   - The Terraform backend's own lock Lease (lock-tfstate-...) is never read, taken or
+//     deleted here.
+package runlease

@@ -1,0 +1,188 @@
+package runlease
+
+import (
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+)
+
+// Pod labels that name a pod's Job: the current one and the legacy one. Either is accepted.
+const (
+	JobNameLabel       = "batch.kubernetes.io/job-name"
+	LegacyJobNameLabel = "job-name"
+)
+
+// VerdictReason says why a lease is free or live.
+type VerdictReason string
+
+// Why a lease is free.
+const (
+	// FreeNoHolder: the lease names no holder.
+	FreeNoHolder VerdictReason = "NoHolder"
+	// FreePastBackstop: the lease is older than its backstop, whatever its holder.
+	FreePastBackstop VerdictReason = "PastBackstop"
+	// FreeHolderFinished: the holder Job of this owner finished and none of its pods is
+	// non-terminal.
+	FreeHolderFinished VerdictReason = "HolderFinished"
+	// FreeHolderGone: no Job of that name exists, no pod of that name is non-terminal, and the
+	// lease is older than the grace.
+	FreeHolderGone VerdictReason = "HolderGone"
+	// FreeHolderForeign: a Job of that name exists but carries another object's owner labels
+	// (the lease is not evidenced by a Job of its owner), and the lease is older than the grace.
+	FreeHolderForeign VerdictReason = "HolderOfAnotherObject"
+)
+
+// Why a lease is live.
+const (
+	// LiveHolderRunning: the holder Job of this owner exists and has not finished.
+	LiveHolderRunning VerdictReason = "HolderRunning"
+	// LivePodsRunning: the holder Job finished, or is gone, but a pod of that name is still
+	// non-terminal (pending, running, or terminating).
+	LivePodsRunning VerdictReason = "HolderPodsRunning"
+	// LiveWithinGrace: no running Job of this owner holds the lease, but the lease is younger
+	// than the grace: the Job may still be created.
+	LiveWithinGrace VerdictReason = "WithinGrace"
+)
+
+// Verdict is the judgement of one lease at one instant.
+type Verdict struct {
+	// Free means the lease may be taken over.
+	Free bool
+	// Reason says which rule decided.
+	Reason VerdictReason
+	// Age is now minus the time the holder last took or refreshed the lease.
+	Age time.Duration
+	// Backstop is the lease's backstop (leaseDurationSeconds, or the default).
+	Backstop time.Duration
+	// needPods marks a free verdict that a non-terminal pod of the holder would overturn.
+	needPods bool
+}
+
+// Assess judges a lease. owner is the object the lease belongs to (a run lease's object, or the
+// TerraformCluster of a cluster lease); holder is the live Job named by spec.holderIdentity, or
+// nil when the API server has none; pods are the pods found live by the Job-name labels
+// (JobNameLabel or LegacyJobNameLabel) of the holder. It is pure: same inputs, same verdict.
+//
+// The rules, in order:
+//  1. no holder: free;
+//  2. older than the backstop: free, whatever the holder;
+//  3. a Job of this owner (naming.OwnedBy on its labels) holds it: live while it has not
+//     finished; once Complete or Failed, free unless one of its pods is still non-terminal;
+//  4. otherwise (no Job of that name, or a Job of another object, which is a lease nothing of
+//     this owner backs): live inside the grace; past it, live while a pod of that name is still
+//     non-terminal (a Job deleted without waiting for its pods), else free.
+//
+// The lease's time is spec.renewTime (else acquireTime, else the lease-acquired-at annotation,
+// else its creation time); a time more than the grace in the future is not believed and the
+// creation time, which the API server sets, is used instead.
+func Assess(lease *coordinationv1.Lease, owner Owner, holder *batchv1.Job, pods []corev1.Pod, now time.Time, opts Options) Verdict {
+	opts = opts.withDefaults()
+	v := Verdict{Backstop: leaseBackstop(lease, opts)}
+	v.Age = now.Sub(leaseTime(lease, now, opts))
+	name := holderOf(lease)
+	if name == "" {
+		v.Free, v.Reason = true, FreeNoHolder
+		return v
+	}
+	if v.Age > v.Backstop {
+		v.Free, v.Reason = true, FreePastBackstop
+		return v
+	}
+	if holder != nil && holder.Name == name && holder.Namespace == lease.Namespace &&
+		naming.OwnedBy(holder.Labels, owner.Kind, owner.Name) {
+		if !jobFinished(holder) {
+			v.Reason = LiveHolderRunning
+			return v
+		}
+		if podsRunning(pods, name) {
+			v.Reason = LivePodsRunning
+			return v
+		}
+		v.Free, v.Reason, v.needPods = true, FreeHolderFinished, true
+		return v
+	}
+	if v.Age <= opts.Grace {
+		v.Reason = LiveWithinGrace
+		return v
+	}
+	if holder != nil && holder.Name == name {
+		// The pods of another object's Job are that object's business, not this lease's.
+		v.Free, v.Reason = true, FreeHolderForeign
+		return v
+	}
+	if podsRunning(pods, name) {
+		v.Reason = LivePodsRunning
+		return v
+	}
+	v.Free, v.Reason, v.needPods = true, FreeHolderGone, true
+	return v
+}
+
+// holderOf returns spec.holderIdentity, or "".
+func holderOf(l *coordinationv1.Lease) string {
+	if l == nil || l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// leaseTime is when the holder last took or refreshed the lease.
+func leaseTime(l *coordinationv1.Lease, now time.Time, opts Options) time.Time {
+	created := l.CreationTimestamp.Time
+	var t time.Time
+	switch {
+	case l.Spec.RenewTime != nil:
+		t = l.Spec.RenewTime.Time
+	case l.Spec.AcquireTime != nil:
+		t = l.Spec.AcquireTime.Time
+	default:
+		if s, ok := l.Annotations[infrav1.LeaseAcquiredAtAnnotation]; ok {
+			if p, err := time.Parse(time.RFC3339, s); err == nil {
+				t = p
+			}
+		}
+	}
+	if t.IsZero() || t.After(now.Add(opts.Grace)) {
+		// Nothing recorded, or a time far in the future (forged or badly skewed) that would
+		// keep the lease live forever: fall back to what the API server recorded.
+		return created
+	}
+	return t
+}
+
+// leaseBackstop is leaseDurationSeconds, or the default backstop when the lease has none.
+func leaseBackstop(l *coordinationv1.Lease, opts Options) time.Duration {
+	if l.Spec.LeaseDurationSeconds != nil && *l.Spec.LeaseDurationSeconds > 0 {
+		return time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+	}
+	return opts.Backstop(0)
+}
+
+// jobFinished reports a Complete or Failed condition that is True.
+func jobFinished(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// podsRunning reports a non-terminal pod (neither Succeeded nor Failed) of the Job jobName.
+func podsRunning(pods []corev1.Pod, jobName string) bool {
+	for i := range pods {
+		p := &pods[i]
+		if p.Labels[JobNameLabel] != jobName && p.Labels[LegacyJobNameLabel] != jobName {
+			continue
+		}
+		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,187 @@
+package runlease_test
+
+import (
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
+)
+
+// TestAssess is the freeness table: every rule, on both sides of its boundary, with a fake
+// clock. A lease taken at t0; the clock is moved to t0+age.
+func TestAssess(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	owner := runlease.Owner{Namespace: "ns", Kind: infrav1.TerraformMachineKind, Name: "m1", Cluster: "c1"}
+	holder := naming.JobName(owner.Suffix(), 7)
+	opts := runlease.DefaultOptions()
+	backstop := opts.Backstop(0)
+
+	lease := func(h string, durationSeconds *int32) *coordinationv1.Lease {
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: owner.RunLeaseName(),
+			CreationTimestamp: metav1.NewTime(t0)}}
+		if h != "" {
+			l.Spec.HolderIdentity = ptr.To(h)
+		}
+		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(t0))
+		l.Spec.LeaseDurationSeconds = durationSeconds
+		return l
+	}
+	job := func(kind, name string, conds ...batchv1.JobConditionType) *batchv1.Job {
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: holder,
+			Labels: naming.OwnerLabels(kind, name, "c1")}}
+		for _, c := range conds {
+			j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{Type: c, Status: corev1.ConditionTrue})
+		}
+		return j
+	}
+	own := func(conds ...batchv1.JobConditionType) *batchv1.Job {
+		return job(owner.Kind, owner.Name, conds...)
+	}
+	pod := func(label string, phase corev1.PodPhase) corev1.Pod {
+		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: holder + "-x",
+			Labels: map[string]string{label: holder}}, Status: corev1.PodStatus{Phase: phase}}
+	}
+	pods := func(ps ...corev1.Pod) []corev1.Pod { return ps }
+	running := corev1.PodRunning
+
+	cases := []struct {
+		name   string
+		lease  *coordinationv1.Lease
+		job    *batchv1.Job
+		pods   []corev1.Pod
+		age    time.Duration
+		free   bool
+		reason runlease.VerdictReason
+	}{
+		{"no holder", lease("", nil), nil, nil, 0, true, runlease.FreeNoHolder},
+		{"holder absent, inside the grace", lease(holder, nil), nil, nil, 59 * time.Second, false, runlease.LiveWithinGrace},
+		{"holder absent, at the grace", lease(holder, nil), nil, nil, time.Minute, false, runlease.LiveWithinGrace},
+		{"holder absent, past the grace", lease(holder, nil), nil, nil, 61 * time.Second, true, runlease.FreeHolderGone},
+		{"forged lease without a Job, inside the grace", lease("captf-forged-1", nil), nil, nil, 10 * time.Second, false, runlease.LiveWithinGrace},
+		{"forged lease without a Job, past the grace", lease("captf-forged-1", nil), nil, nil, 2 * time.Minute, true, runlease.FreeHolderGone},
+		{"holder absent past the grace, orphaned pod still running", lease(holder, nil), nil, pods(pod(runlease.JobNameLabel, running)), 2 * time.Minute, false, runlease.LivePodsRunning},
+		{"holder absent past the grace, orphaned pod finished", lease(holder, nil), nil, pods(pod(runlease.JobNameLabel, corev1.PodFailed)), 2 * time.Minute, true, runlease.FreeHolderGone},
+		{"own Job running, inside the grace", lease(holder, nil), own(), nil, time.Second, false, runlease.LiveHolderRunning},
+		{"own Job running, past the grace", lease(holder, nil), own(), nil, time.Hour, false, runlease.LiveHolderRunning},
+		{"own Job running, just inside the backstop", lease(holder, nil), own(), nil, backstop, false, runlease.LiveHolderRunning},
+		{"own Job running, past the backstop", lease(holder, nil), own(), nil, backstop + time.Second, true, runlease.FreePastBackstop},
+		{"backstop from leaseDurationSeconds", lease(holder, ptr.To(int32(120))), own(), nil, 121 * time.Second, true, runlease.FreePastBackstop},
+		{"inside leaseDurationSeconds", lease(holder, ptr.To(int32(120))), own(), nil, 119 * time.Second, false, runlease.LiveHolderRunning},
+		{"own Job complete, no pods", lease(holder, nil), own(batchv1.JobSuccessCriteriaMet, batchv1.JobComplete), nil, time.Second, true, runlease.FreeHolderFinished},
+		{"own Job failed, pods terminal", lease(holder, nil), own(batchv1.JobFailureTarget, batchv1.JobFailed),
+			pods(pod(runlease.JobNameLabel, corev1.PodFailed), pod(runlease.LegacyJobNameLabel, corev1.PodSucceeded)), time.Second, true, runlease.FreeHolderFinished},
+		{"own Job finished, pod still running", lease(holder, nil), own(batchv1.JobFailureTarget, batchv1.JobFailed), pods(pod(runlease.JobNameLabel, running)), time.Hour, false, runlease.LivePodsRunning},
+		{"own Job finished, pod (legacy label) still running", lease(holder, nil), own(batchv1.JobSuccessCriteriaMet, batchv1.JobComplete), pods(pod(runlease.LegacyJobNameLabel, running)), time.Hour, false, runlease.LivePodsRunning},
+		{"own Job finished, pod still pending", lease(holder, nil), own(batchv1.JobSuccessCriteriaMet, batchv1.JobComplete), pods(pod(runlease.JobNameLabel, corev1.PodPending)), time.Hour, false, runlease.LivePodsRunning},
+		{"own Job finished, pod running past the backstop", lease(holder, nil), own(batchv1.JobFailed), pods(pod(runlease.JobNameLabel, running)), backstop + time.Minute, true, runlease.FreePastBackstop},
+		{"own Job only failure-targeted, not finished", lease(holder, nil), own(batchv1.JobFailureTarget), nil, time.Hour, false, runlease.LiveHolderRunning},
+		{"Job of another object, inside the grace", lease(holder, nil), job(infrav1.TerraformMachineKind, "m2"), nil, 30 * time.Second, false, runlease.LiveWithinGrace},
+		{"Job of another object, past the grace", lease(holder, nil), job(infrav1.TerraformMachineKind, "m2"), nil, 2 * time.Minute, true, runlease.FreeHolderForeign},
+		{"Job of another kind with the same name, past the grace", lease(holder, nil), job(infrav1.TerraformMachinePoolKind, "m1"), pods(pod(runlease.JobNameLabel, running)), 2 * time.Minute, true, runlease.FreeHolderForeign},
+		{"Job without owner labels, past the grace", lease(holder, nil), &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: holder}}, nil, 2 * time.Minute, true, runlease.FreeHolderForeign},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(t0)
+			clk.Step(tc.age)
+			v := runlease.Assess(tc.lease, owner, tc.job, tc.pods, clk.Now(), opts)
+			if v.Free != tc.free || v.Reason != tc.reason {
+				t.Fatalf("Assess = free %v (%s), want free %v (%s)", v.Free, v.Reason, tc.free, tc.reason)
+			}
+			if v.Age != tc.age {
+				t.Fatalf("age %s, want %s", v.Age, tc.age)
+			}
+		})
+	}
+}
+
+// TestLeaseTime covers where the lease's time comes from, and that a time far in the future is
+// not believed (it would keep a forged lease live forever).
+func TestLeaseTime(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	owner := runlease.Owner{Namespace: "ns", Kind: infrav1.TerraformClusterKind, Name: "tc", Cluster: "c1"}
+	opts := runlease.DefaultOptions()
+	now := t0.Add(10 * time.Minute)
+	base := func() *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "l",
+			CreationTimestamp: metav1.NewTime(t0)}, Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("captf-x-1")}}
+	}
+	cases := []struct {
+		name string
+		mod  func(*coordinationv1.Lease)
+		age  time.Duration
+	}{
+		{"renewTime first", func(l *coordinationv1.Lease) {
+			l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(now.Add(-30 * time.Second)))
+			l.Spec.AcquireTime = ptr.To(metav1.NewMicroTime(t0))
+		}, 30 * time.Second},
+		{"then acquireTime", func(l *coordinationv1.Lease) {
+			l.Spec.AcquireTime = ptr.To(metav1.NewMicroTime(now.Add(-40 * time.Second)))
+		}, 40 * time.Second},
+		{"then the annotation", func(l *coordinationv1.Lease) {
+			l.Annotations = map[string]string{infrav1.LeaseAcquiredAtAnnotation: now.Add(-50 * time.Second).Format(time.RFC3339)}
+		}, 50 * time.Second},
+		{"then the creation time", func(*coordinationv1.Lease) {}, 10 * time.Minute},
+		{"a future time is not believed", func(l *coordinationv1.Lease) {
+			l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(now.Add(24 * time.Hour)))
+		}, 10 * time.Minute},
+		{"a little clock skew is", func(l *coordinationv1.Lease) {
+			l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(now.Add(5 * time.Second)))
+		}, -5 * time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l := base()
+			tc.mod(l)
+			if v := runlease.Assess(l, owner, nil, nil, now, opts); v.Age != tc.age {
+				t.Fatalf("age %s, want %s", v.Age, tc.age)
+			}
+		})
+	}
+}
+
+func TestBackstopAndConditions(t *testing.T) {
+	o := runlease.DefaultOptions()
+	if got := o.Backstop(0); got != 4500*time.Second {
+		t.Fatalf("default backstop %s, want 4500s", got)
+	}
+	if got := o.Backstop(60); got != 60*time.Second+600*time.Second+5*time.Minute {
+		t.Fatalf("backstop(60) %s", got)
+	}
+	if !o.ClusterOperationGate || o.Grace != time.Minute || o.RequeueAfter != 30*time.Second {
+		t.Fatalf("defaults: %+v", o)
+	}
+	want := map[infrav1.Operation]string{
+		infrav1.OperationApply: infrav1.ApplyJobSucceededCondition, infrav1.OperationDestroy: infrav1.ApplyJobSucceededCondition,
+		infrav1.OperationPlan: infrav1.ApplyJobSucceededCondition, infrav1.OperationRefresh: infrav1.DriftJobSucceededCondition,
+		infrav1.OperationDrift: infrav1.DriftJobSucceededCondition, infrav1.OperationRestore: infrav1.RestoreJobSucceededCondition,
+	}
+	for op, c := range want {
+		if got := runlease.ConditionFor(op); got != c {
+			t.Errorf("ConditionFor(%s) = %s, want %s", op, got, c)
+		}
+	}
+	w := &runlease.Wait{Condition: infrav1.ApplyJobSucceededCondition, Reason: infrav1.WaitingForRunLeaseReason, Message: "a"}
+	cur := &metav1.Condition{Type: infrav1.ApplyJobSucceededCondition, Status: metav1.ConditionUnknown, Reason: infrav1.WaitingForRunLeaseReason, Message: "b"}
+	if !w.Repeats(cur) {
+		t.Fatal("same wait with another message is not a repeat")
+	}
+	for _, c := range []*metav1.Condition{nil,
+		{Type: infrav1.ApplyJobSucceededCondition, Status: metav1.ConditionTrue, Reason: infrav1.JobSucceededReason},
+		{Type: infrav1.ApplyJobSucceededCondition, Status: metav1.ConditionUnknown, Reason: infrav1.WaitingForClusterOperationReason},
+		{Type: infrav1.DriftJobSucceededCondition, Status: metav1.ConditionUnknown, Reason: infrav1.WaitingForRunLeaseReason},
+	} {
+		if w.Repeats(c) {
+			t.Fatalf("%v counted as a repeat of the wait", c)
+		}
+	}
+}
