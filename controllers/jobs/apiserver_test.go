@@ -1,0 +1,138 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+)
+
+var (
+	env *envtest.Env
+	k8s client.Client
+	ctx context.Context
+)
+
+func TestJobsAgainstAPIServer(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "jobs (envtest)")
+}
+
+var _ = BeforeSuite(func() {
+	ctx = context.Background()
+	var err error
+	env, err = envtest.Start(envtest.Options{})
+	Expect(err).NotTo(HaveOccurred())
+	k8s, err = client.New(env.Config, client.Options{Scheme: env.Scheme})
+	Expect(err).NotTo(HaveOccurred())
+	fmt.Println(env.Describe())
+})
+
+var _ = AfterSuite(func() {
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+})
+
+// restrictedNamespace creates a namespace that enforces the restricted Pod Security Standard,
+// with the service accounts the Jobs name.
+func restrictedNamespace() string {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "jobs-", Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted",
+	}}}
+	Expect(k8s.Create(ctx, ns)).To(Succeed())
+	for _, sa := range []string{"captf-runner", "infra-runner"} {
+		Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: sa}})).To(Succeed())
+	}
+	return ns.Name
+}
+
+// ownedParams points params at a real object in the namespace.
+func ownedParams(ns string, p Params) Params {
+	spec := infrav1.TerraformSpec{Module: infrav1.ModuleSource{Image: "example.com/m:1"}}
+	var obj client.Object
+	switch p.Owner.Kind {
+	case "TerraformCluster":
+		obj = &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.Owner.Name}, Spec: infrav1.TerraformClusterSpec{TerraformSpec: spec}}
+	default:
+		obj = &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.Owner.Name}, Spec: infrav1.TerraformMachineSpec{TerraformSpec: spec}}
+	}
+	if err := k8s.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		Expect(err).NotTo(HaveOccurred())
+	}
+	Expect(k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+	p.Owner.Namespace, p.Owner.UID = ns, obj.GetUID()
+	p.Suffix = naming.StateSuffix(ns, p.Owner.Kind, p.Owner.Name)
+	return p
+}
+
+var _ = Describe("Jobs built by Build", func() {
+	It("are accepted by the API server as built, for every operation and module kind", func() {
+		ns := restrictedNamespace()
+		for i, op := range allOperations {
+			for _, params := range []func(infrav1.Operation) Params{imageParams, configMapParams} {
+				p := ownedParams(ns, params(op))
+				p.Seq = int64(i) // distinct names per operation
+				built, err := Build(p)
+				Expect(err).NotTo(HaveOccurred())
+				job := built.DeepCopy()
+				Expect(k8s.Create(ctx, job)).To(Succeed(), "%s/%s", p.Owner.Kind, op)
+
+				got := &batchv1.Job{}
+				Expect(k8s.Get(ctx, client.ObjectKeyFromObject(job), got)).To(Succeed())
+				// Everything Build set survives the API server's defaulting and validation.
+				Expect(equality.Semantic.DeepDerivative(built.Spec.Template.Spec, got.Spec.Template.Spec)).To(BeTrue(),
+					"pod spec changed by the server:\nbuilt %+v\ngot   %+v", built.Spec.Template.Spec, got.Spec.Template.Spec)
+				Expect(equality.Semantic.DeepDerivative(built.Labels, got.Labels)).To(BeTrue())
+				Expect(equality.Semantic.DeepDerivative(built.Spec.Template.Labels, got.Spec.Template.Labels)).To(BeTrue())
+				Expect(*got.Spec.BackoffLimit).To(BeZero())
+				Expect(*got.Spec.PodReplacementPolicy).To(Equal(batchv1.Failed))
+				Expect(got.OwnerReferences).To(Equal(built.OwnerReferences))
+				Expect(got.Annotations).To(HaveKeyWithValue(infrav1.InputsHashAnnotation, p.InputsHash))
+
+				// The same params rebuild the same name: a second create cannot start a second Job.
+				again, err := Build(p)
+				Expect(err).NotTo(HaveOccurred())
+				Expect(apierrors.IsAlreadyExists(k8s.Create(ctx, again))).To(BeTrue())
+			}
+		}
+	})
+
+	It("make pods that the restricted Pod Security Standard admits", func() {
+		ns := restrictedNamespace()
+		for _, params := range []func(infrav1.Operation) Params{imageParams, configMapParams} {
+			p := ownedParams(ns, params(infrav1.OperationApply))
+			job, err := Build(p)
+			Expect(err).NotTo(HaveOccurred())
+			// The API server runs Pod Security admission on pods; a Job only draws warnings.
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: job.Name + "-pod", Labels: job.Spec.Template.Labels},
+				Spec:       *job.Spec.Template.Spec.DeepCopy(),
+			}
+			Expect(k8s.Create(ctx, pod)).To(Succeed(), "%s pod refused", p.Owner.Kind)
+
+			// Proof that the namespace enforces: the same pod with root allowed is refused.
+			root := pod.DeepCopy()
+			root.Name += "-root"
+			root.ResourceVersion = ""
+			root.Spec.SecurityContext.RunAsNonRoot = nil
+			root.Spec.SecurityContext.RunAsUser = nil
+			err = k8s.Create(ctx, root)
+			Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+			Expect(strings.Contains(err.Error(), "restricted")).To(BeTrue(), err.Error())
+		}
+	})
+})

@@ -1,0 +1,296 @@
+package jobs
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+)
+
+// Container and volume names of a CAPTF Job's pod.
+const (
+	MainContainer    = "terraform"
+	InstallContainer = "install-runner"
+
+	volumeInputs = "inputs"
+	volumeModule = "module"
+	volumeWork   = "work"
+	volumeBin    = "runner"
+)
+
+// Defaults of every Job, set by the manager's flags.
+const (
+	// DefaultRuntimeImage runs ConfigMap modules: OpenTofu's minimal image, which holds only
+	// /usr/local/bin/tofu. The runner needs nothing else (see docs/jobs.md).
+	DefaultRuntimeImage = "ghcr.io/opentofu/opentofu:1.10.10-minimal"
+	// DefaultServiceAccountName is the runner account CAPTF manages in each namespace.
+	DefaultServiceAccountName = "captf-runner"
+	// DefaultActiveDeadlineSeconds and DefaultLockTimeoutSeconds apply when the spec (whose
+	// schema defaults them too) leaves them unset.
+	DefaultActiveDeadlineSeconds int64 = 3600
+	DefaultLockTimeoutSeconds    int64 = 300
+	// TerminationGracePeriodSeconds is how long an interrupted terraform has to stop and
+	// release the state lock before the kubelet kills it.
+	TerminationGracePeriodSeconds int64 = 600
+	// RunnerUID is the user (and group) the pod runs as.
+	RunnerUID int64 = 65532
+)
+
+// Defaults carries the manager-wide settings of Jobs.
+type Defaults struct {
+	// RunnerImage is the manager image; its /runner is copied into every Job.
+	RunnerImage string
+	// RuntimeImage runs ConfigMap modules; empty means DefaultRuntimeImage.
+	RuntimeImage string
+	// ServiceAccountName runs Jobs whose spec names none; empty means DefaultServiceAccountName.
+	ServiceAccountName string
+}
+
+// Owner identifies the reconciled object a Job belongs to.
+type Owner struct {
+	APIVersion string
+	Kind       string
+	Name       string
+	Namespace  string
+	UID        types.UID
+	// Cluster is the owning Cluster API Cluster's name (may be empty).
+	Cluster string
+}
+
+// Params is everything a Job is built from. The same Params always build the same Job.
+type Params struct {
+	Owner Owner
+	// Suffix is the object's state suffix (naming.StateSuffix); Seq its run sequence number.
+	Suffix string
+	Seq    int64
+	// Operation the Job runs.
+	Operation infrav1.Operation
+	// InputsHash is recorded on the Job (infrav1.InputsHashAnnotation).
+	InputsHash string
+	// Spec is the object's module, inputs and job policy.
+	Spec infrav1.TerraformSpec
+	Defaults
+}
+
+// Build returns the Job for p: named naming.JobName(suffix, seq), owned by the object, one pod
+// that is never retried or replaced while an old one still terminates, the runner installed by
+// an init container and run as the main container's command. It is a pure function of p.
+func Build(p Params) (*batchv1.Job, error) {
+	if err := validate(p); err != nil {
+		return nil, err
+	}
+	name := naming.JobName(p.Suffix, p.Seq)
+	labels := naming.OwnerLabels(p.Owner.Kind, p.Owner.Name, p.Owner.Cluster)
+	labels[infrav1.OperationLabel] = string(p.Operation)
+
+	deadline := DefaultActiveDeadlineSeconds
+	if d := p.Spec.Job.ActiveDeadlineSeconds; d != nil {
+		deadline = *d
+	}
+	lockTimeout := DefaultLockTimeoutSeconds
+	if l := p.Spec.Job.LockTimeoutSeconds; l != nil {
+		lockTimeout = *l
+	}
+	sa := p.Spec.Job.ServiceAccountName
+	if sa == "" {
+		sa = p.ServiceAccountName
+	}
+	if sa == "" {
+		sa = DefaultServiceAccountName
+	}
+
+	inv := runnerapi.Invocation{
+		Operation:   string(p.Operation),
+		InputsDir:   runnerapi.InputsDir,
+		WorkDir:     runnerapi.WorkDir,
+		ResultFile:  runnerapi.TerminationLog,
+		LockTimeout: time.Duration(lockTimeout) * time.Second,
+	}
+	mounts := []corev1.VolumeMount{
+		{Name: volumeInputs, MountPath: runnerapi.InputsDir, ReadOnly: true},
+		{Name: volumeWork, MountPath: runnerapi.WorkDir},
+		{Name: volumeBin, MountPath: runnerapi.BinDir, ReadOnly: true},
+	}
+	volumes := []corev1.Volume{
+		{Name: volumeInputs, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: naming.RunSecretName(name), DefaultMode: ptr.To[int32](0o440), Optional: ptr.To(false),
+		}}},
+		{Name: volumeWork, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: volumeBin, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	var image string
+	// The root filesystem of the runtime image is read-only: the runner needs only its
+	// emptyDirs. A module image is the user's and may write where it likes.
+	readOnlyRoot := false
+	if cm := p.Spec.Module.ConfigMap; cm != nil {
+		image = p.RuntimeImage
+		if image == "" {
+			image = DefaultRuntimeImage
+		}
+		readOnlyRoot = true
+		inv.ModuleDir = runnerapi.ModuleDir
+		mounts = append(mounts, corev1.VolumeMount{Name: volumeModule, MountPath: runnerapi.ModuleDir, ReadOnly: true})
+		volumes = append(volumes, corev1.Volume{Name: volumeModule, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name}, DefaultMode: ptr.To[int32](0o444), Optional: ptr.To(false),
+		}}})
+	} else {
+		image = p.Spec.Module.Image
+		// A relative path (or none) is relative to the image's working directory, which the
+		// container keeps because it sets no workingDir.
+		inv.ModuleDir = "."
+		if p.Spec.Module.Path != "" {
+			inv.ModuleDir = path.Clean(p.Spec.Module.Path)
+		}
+	}
+
+	env := make([]corev1.EnvVar, 0, len(p.Spec.Job.Env)+2)
+	env = append(env,
+		corev1.EnvVar{Name: runnerapi.EnvJobName, Value: name},
+		corev1.EnvVar{Name: runnerapi.EnvPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
+	)
+	for _, e := range p.Spec.Job.Env {
+		env = append(env, *e.DeepCopy())
+	}
+
+	job := &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: batchv1.SchemeGroupVersion.String(), Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Namespace:   p.Owner.Namespace,
+			Labels:      labels,
+			Annotations: map[string]string{infrav1.InputsHashAnnotation: p.InputsHash},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion:         p.Owner.APIVersion,
+				Kind:               p.Owner.Kind,
+				Name:               p.Owner.Name,
+				UID:                p.Owner.UID,
+				Controller:         ptr.To(true),
+				BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: batchv1.JobSpec{
+			Parallelism:  ptr.To[int32](1),
+			Completions:  ptr.To[int32](1),
+			BackoffLimit: ptr.To[int32](0),
+			// With backoffLimit 0 there is no retry; Failed also means the Job controller never
+			// counts a terminating pod as gone, so two pods of a Job never overlap.
+			PodReplacementPolicy:  ptr.To(batchv1.Failed),
+			ActiveDeadlineSeconds: ptr.To(deadline),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels:      copyMap(labels),
+					Annotations: map[string]string{"kubectl.kubernetes.io/default-container": MainContainer},
+				},
+				Spec: corev1.PodSpec{
+					RestartPolicy:                 corev1.RestartPolicyNever,
+					TerminationGracePeriodSeconds: ptr.To(TerminationGracePeriodSeconds),
+					ServiceAccountName:            sa,
+					// The kubernetes backend authenticates with the pod's service account token.
+					AutomountServiceAccountToken: ptr.To(true),
+					// Thousands of service variables would only crowd terraform's environment.
+					EnableServiceLinks: ptr.To(false),
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   ptr.To(true),
+						RunAsUser:      ptr.To(RunnerUID),
+						RunAsGroup:     ptr.To(RunnerUID),
+						FSGroup:        ptr.To(RunnerUID),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					InitContainers: []corev1.Container{{
+						Name:    InstallContainer,
+						Image:   p.RunnerImage,
+						Command: runnerapi.InstallCommand(),
+						Resources: corev1.ResourceRequirements{
+							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+						},
+						VolumeMounts:             []corev1.VolumeMount{{Name: volumeBin, MountPath: runnerapi.BinDir}},
+						TerminationMessagePath:   runnerapi.TerminationLog,
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+						SecurityContext:          containerSecurity(true),
+					}},
+					Containers: []corev1.Container{{
+						Name:                     MainContainer,
+						Image:                    image,
+						Command:                  runnerapi.Command(runnerapi.RunnerPath, inv),
+						Env:                      env,
+						Resources:                *p.Spec.Job.Resources.DeepCopy(),
+						VolumeMounts:             mounts,
+						TerminationMessagePath:   runnerapi.TerminationLog,
+						TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+						SecurityContext:          containerSecurity(readOnlyRoot),
+					}},
+					Volumes: volumes,
+				},
+			},
+		},
+	}
+	return job, nil
+}
+
+func containerSecurity(readOnlyRoot bool) *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(readOnlyRoot),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+}
+
+func copyMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func validate(p Params) error {
+	var errs []error
+	o := p.Owner
+	if o.APIVersion == "" || o.Kind == "" || o.Name == "" || o.Namespace == "" || o.UID == "" {
+		errs = append(errs, errors.New("owner apiVersion, kind, name, namespace and uid are required"))
+	}
+	if len(p.Suffix) != naming.SuffixLength {
+		errs = append(errs, fmt.Errorf("suffix %q is not a state suffix", p.Suffix))
+	}
+	if p.Seq < 0 {
+		errs = append(errs, fmt.Errorf("negative sequence %d", p.Seq))
+	}
+	if !runnerapi.ValidOperation(string(p.Operation)) {
+		errs = append(errs, fmt.Errorf("unknown operation %q", p.Operation))
+	}
+	if p.InputsHash == "" {
+		errs = append(errs, errors.New("inputs hash is required"))
+	}
+	if p.RunnerImage == "" {
+		errs = append(errs, errors.New("runner image is required"))
+	}
+	m := p.Spec.Module
+	switch {
+	case (m.Image == "") == (m.ConfigMap == nil):
+		errs = append(errs, errors.New("set exactly one of module.image and module.configMap"))
+	case m.ConfigMap != nil && len(validation.IsDNS1123Subdomain(m.ConfigMap.Name)) > 0:
+		errs = append(errs, fmt.Errorf("module.configMap.name %q is not a ConfigMap name", m.ConfigMap.Name))
+	}
+	for _, e := range p.Spec.Job.Env {
+		if IsReservedEnv(e.Name) {
+			errs = append(errs, fmt.Errorf("spec.job.env sets %s, which CAPTF reserves", e.Name))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("build job: %w", err)
+	}
+	return nil
+}

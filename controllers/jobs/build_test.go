@@ -1,0 +1,230 @@
+package jobs
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+var allOperations = []infrav1.Operation{infrav1.OperationApply, infrav1.OperationDestroy, infrav1.OperationPlan,
+	infrav1.OperationRefresh, infrav1.OperationDrift, infrav1.OperationRestore}
+
+// imageParams is a TerraformCluster with an image module and a full job policy.
+func imageParams(op infrav1.Operation) Params {
+	return Params{
+		Owner: Owner{APIVersion: infrav1.GroupVersion.String(), Kind: "TerraformCluster", Name: "demo", Namespace: "team-a",
+			UID: "6f1c1f0e-3c1a-4d59-9d0e-0a6b7c1d2e3f", Cluster: "demo"},
+		Suffix:     naming.StateSuffix("team-a", "TerraformCluster", "demo"),
+		Seq:        3,
+		Operation:  op,
+		InputsHash: "sha256:4e1f0c0d4b3a2f19",
+		Spec: infrav1.TerraformSpec{
+			Module: infrav1.ModuleSource{Image: "registry.example.com/infra/cluster-module:v1.2.3", Path: "modules/cluster"},
+			Job: infrav1.JobPolicy{
+				ActiveDeadlineSeconds: ptr.To[int64](1800),
+				LockTimeoutSeconds:    ptr.To[int64](120),
+				ServiceAccountName:    "infra-runner",
+				Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
+					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+				},
+				Env: []corev1.EnvVar{
+					{Name: "AWS_REGION", Value: "eu-west-1"},
+					{Name: "AWS_SECRET_ACCESS_KEY", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+						LocalObjectReference: corev1.LocalObjectReference{Name: "aws-credentials"}, Key: "secret-access-key"}}},
+				},
+			},
+		},
+		Defaults: Defaults{RunnerImage: "ghcr.io/captf/manager:v0.1.0", RuntimeImage: "ghcr.io/opentofu/opentofu:1.10.10-minimal", ServiceAccountName: "captf-runner"},
+	}
+}
+
+// configMapParams is a TerraformMachine with a ConfigMap module and the default job policy.
+func configMapParams(op infrav1.Operation) Params {
+	return Params{
+		Owner: Owner{APIVersion: infrav1.GroupVersion.String(), Kind: "TerraformMachine", Name: "demo-md-0-abcde", Namespace: "team-a",
+			UID: "0b9d7c55-2f0e-4a0b-8e51-7f4c3b2a1908", Cluster: "demo"},
+		Suffix:     naming.StateSuffix("team-a", "TerraformMachine", "demo-md-0-abcde"),
+		Seq:        0,
+		Operation:  op,
+		InputsHash: "sha256:9a8b7c6d5e4f3a2b",
+		Spec:       infrav1.TerraformSpec{Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "machine-module"}}},
+		Defaults:   Defaults{RunnerImage: "ghcr.io/captf/manager:v0.1.0"},
+	}
+}
+
+func render(t *testing.T, p Params) []byte {
+	t.Helper()
+	job, err := Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := yaml.Marshal(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestGoldenJobs(t *testing.T) {
+	for _, op := range allOperations {
+		for kind, params := range map[string]func(infrav1.Operation) Params{"image": imageParams, "configmap": configMapParams} {
+			name := strings.ToLower(string(op)) + "-" + kind
+			t.Run(name, func(t *testing.T) {
+				got := render(t, params(op))
+				path := filepath.Join("testdata", name+".yaml")
+				if *update {
+					if err := os.WriteFile(path, got, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatalf("%v (run go test ./controllers/jobs -update to write it)", err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("%s differs from Build's output (review, then -update):\n--- got\n%s", path, got)
+				}
+			})
+		}
+	}
+}
+
+func TestBuildIsDeterministic(t *testing.T) {
+	for _, op := range allOperations {
+		a, b := render(t, imageParams(op)), render(t, imageParams(op))
+		if !bytes.Equal(a, b) {
+			t.Fatalf("%s: two builds differ", op)
+		}
+	}
+}
+
+func TestJobSafetySettings(t *testing.T) {
+	for _, p := range []Params{imageParams(infrav1.OperationApply), configMapParams(infrav1.OperationDestroy)} {
+		job, err := Build(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec, pod := job.Spec, job.Spec.Template.Spec
+		check := func(what string, ok bool) {
+			t.Helper()
+			if !ok {
+				t.Errorf("%s/%s: %s", p.Owner.Kind, p.Operation, what)
+			}
+		}
+		check("name is naming.JobName", job.Name == naming.JobName(p.Suffix, p.Seq))
+		check("backoffLimit 0: a failed run is never retried by the Job controller", ptr.Deref(spec.BackoffLimit, -1) == 0)
+		check("podReplacementPolicy Failed: no new pod while the old one terminates",
+			spec.PodReplacementPolicy != nil && *spec.PodReplacementPolicy == batchv1.Failed)
+		check("one pod", ptr.Deref(spec.Parallelism, 0) == 1 && ptr.Deref(spec.Completions, 0) == 1)
+		check("restartPolicy Never", pod.RestartPolicy == corev1.RestartPolicyNever)
+		check("600 s to stop and release the lock", ptr.Deref(pod.TerminationGracePeriodSeconds, 0) == 600)
+		check("deadline from the spec or 3600", ptr.Deref(spec.ActiveDeadlineSeconds, 0) == ptr.Deref(p.Spec.Job.ActiveDeadlineSeconds, 3600))
+		check("no TTL: the controller reads the Job before it goes", spec.TTLSecondsAfterFinished == nil)
+		refs := job.OwnerReferences
+		check("controller owner reference to the object", len(refs) == 1 && refs[0].UID == p.Owner.UID && refs[0].Kind == p.Owner.Kind &&
+			ptr.Deref(refs[0].Controller, false) && ptr.Deref(refs[0].BlockOwnerDeletion, false))
+		for _, labels := range []map[string]string{job.Labels, job.Spec.Template.Labels} {
+			check("owner labels", naming.OwnedBy(labels, p.Owner.Kind, p.Owner.Name) && labels[infrav1.ManagedLabel] == "true")
+			check("operation label", labels[infrav1.OperationLabel] == string(p.Operation))
+			check("cluster label", labels[infrav1.ClusterNameLabel] == p.Owner.Cluster)
+		}
+		check("inputs hash", job.Annotations[infrav1.InputsHashAnnotation] == p.InputsHash)
+		main := pod.Containers[0]
+		check("termination message from the result file", main.TerminationMessagePath == "/dev/termination-log" &&
+			main.TerminationMessagePolicy == corev1.TerminationMessageReadFile)
+		check("non-root", ptr.Deref(pod.SecurityContext.RunAsNonRoot, false) && ptr.Deref(pod.SecurityContext.RunAsUser, 0) != 0)
+		for _, c := range append(pod.InitContainers, pod.Containers...) {
+			sc := c.SecurityContext
+			check(c.Name+": no privilege escalation, no capabilities", sc != nil && !ptr.Deref(sc.AllowPrivilegeEscalation, true) &&
+				sc.Capabilities != nil && len(sc.Capabilities.Drop) == 1 && sc.Capabilities.Drop[0] == "ALL")
+		}
+		var inputs *corev1.Volume
+		for i := range pod.Volumes {
+			if pod.Volumes[i].Secret != nil {
+				inputs = &pod.Volumes[i]
+			}
+		}
+		check("per-run Secret mounted", inputs != nil && inputs.Secret.SecretName == naming.RunSecretName(job.Name))
+		for _, m := range main.VolumeMounts {
+			if m.MountPath == "/captf/inputs" || m.MountPath == "/captf/module" || m.MountPath == "/captf/bin" {
+				check(m.MountPath+" read-only", m.ReadOnly)
+			}
+		}
+	}
+}
+
+func TestBuildRefusesReservedEnv(t *testing.T) {
+	for _, name := range []string{"KUBE_CONFIG_PATH", "KUBECONFIG", "KUBE_CONFIG_PATHS", "KUBE_IN_CLUSTER_CONFIG", "TF_WORKSPACE",
+		"TF_CLI_ARGS_apply", "TF_VAR_password", "TF_DATA_DIR", "TOFU_X", "CAPTF_TF_BINARY", "CAPTF_JOB_NAME"} {
+		p := imageParams(infrav1.OperationApply)
+		p.Spec.Job.Env = append(p.Spec.Job.Env, corev1.EnvVar{Name: name, Value: "x"})
+		if _, err := Build(p); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: got %v, want a refusal", name, err)
+		}
+	}
+	for _, name := range []string{"AWS_REGION", "KUBE_HOST", "KUBE_TOKEN", "HTTPS_PROXY", "PATH", "TFX"} {
+		if IsReservedEnv(name) {
+			t.Errorf("%s is reserved", name)
+		}
+	}
+}
+
+func TestBuildValidates(t *testing.T) {
+	cases := map[string]func(*Params){
+		"no owner uid":       func(p *Params) { p.Owner.UID = "" },
+		"bad suffix":         func(p *Params) { p.Suffix = "short" },
+		"negative seq":       func(p *Params) { p.Seq = -1 },
+		"unknown op":         func(p *Params) { p.Operation = "Import" },
+		"no inputs hash":     func(p *Params) { p.InputsHash = "" },
+		"no runner image":    func(p *Params) { p.RunnerImage = "" },
+		"two module sources": func(p *Params) { p.Spec.Module.ConfigMap = &infrav1.ConfigMapModule{Name: "x"} },
+		"no module source":   func(p *Params) { p.Spec.Module.Image = "" },
+	}
+	for name, mutate := range cases {
+		p := imageParams(infrav1.OperationApply)
+		mutate(&p)
+		if _, err := Build(p); err == nil {
+			t.Errorf("%s: built", name)
+		}
+	}
+}
+
+func TestDefaultsApply(t *testing.T) {
+	job, err := Build(configMapParams(infrav1.OperationApply))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := job.Spec.Template.Spec
+	if pod.ServiceAccountName != DefaultServiceAccountName || pod.Containers[0].Image != DefaultRuntimeImage ||
+		*job.Spec.ActiveDeadlineSeconds != DefaultActiveDeadlineSeconds {
+		t.Fatalf("defaults not applied: sa %q image %q deadline %d", pod.ServiceAccountName, pod.Containers[0].Image, *job.Spec.ActiveDeadlineSeconds)
+	}
+	if cmd := strings.Join(pod.Containers[0].Command, " "); !strings.Contains(cmd, "--lock-timeout=300s") || !strings.Contains(cmd, "--module-dir=/captf/module") {
+		t.Fatalf("command %q", cmd)
+	}
+	// An image module without a path runs from the image's working directory.
+	p := imageParams(infrav1.OperationApply)
+	p.Spec.Module.Path = ""
+	job, err = Build(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := job.Spec.Template.Spec.Containers[0]; c.WorkingDir != "" || !strings.Contains(strings.Join(c.Command, " "), "--module-dir=. ") {
+		t.Fatalf("image module: workingDir %q command %q", c.WorkingDir, c.Command)
+	}
+}

@@ -1,0 +1,22 @@
+// Package jobs builds the Kubernetes Job that runs one operation of a TerraformCluster,
+// TerraformMachine or TerraformMachinePool, and reads back how a Job ended.
+//
+// Build is a pure function of Params: the same Params give a byte-identical Job, named
+// naming.JobName(suffix, seq), so a pass that retries after a crash or on a stale cache
+// rebuilds the same Job and gets AlreadyExists instead of a second Job. The Job:
+//   - never runs two pods at once and never retries: backoffLimit 0, podReplacementPolicy
+//     Failed, restartPolicy Never;
+//   - is owned by the object (controller, blockOwnerDeletion) and carries the owner labels, the
+//     operation label and the inputs hash, on the Job and on its pod;
+//   - gives terraform terminationGracePeriodSeconds 600 after SIGTERM, so an interrupted run
+//     can stop cleanly and release the state lock;
+//   - runs restricted-Pod-Security compatible (non-root UID 65532, no privilege escalation, all
+//     capabilities dropped, RuntimeDefault seccomp);
+//   - refuses user environment variables in ReservedEnv.
+//
+// OutcomeOf reads a Job's terminal condition (Finished) and the runner's result from the main
+// container's termination message (runnerapi.Result). Finished alone never proves that the
+// pods stopped: FailureTarget and SuccessCriteriaMet precede the pods' termination, and a
+// deleted Job's pod keeps running through its grace period. Callers check AllPodsTerminal on
+// pods read live before they clear anything.
+package jobs

@@ -1,0 +1,239 @@
+package jobs
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+)
+
+// Reasons an Outcome gives besides the Job's own condition reasons.
+const (
+	// ReasonRunning: the Job has no terminal condition.
+	ReasonRunning = "Running"
+	// ReasonDeleted: the Job is being deleted before it finished.
+	ReasonDeleted = "Deleted"
+	// ReasonCompleted: the Job completed.
+	ReasonCompleted = "Completed"
+)
+
+// maxMessage bounds Outcome.Message (status.lastRun.message allows 4096 bytes).
+const maxMessage = 1024
+
+// Outcome is what a Job says about its run.
+type Outcome struct {
+	// Finished: the Job carries a terminal condition (see Finished). A finished Job's pod may
+	// still be stopping: the caller checks the pods live (AllPodsTerminal) before it acts.
+	Finished bool
+	// Outcome is how the run ended; empty while the Job runs. A Job being deleted before it
+	// finished is Interrupted and not Finished.
+	Outcome infrav1.RunOutcome
+	// Reason is the terminal condition's reason (DeadlineExceeded, BackoffLimitExceeded,
+	// Completed, ...), ReasonDeleted or ReasonRunning.
+	Reason string
+	// Message summarises the run for status.lastRun.message (already redacted by the runner).
+	Message string
+	// Result is the runner's result, when the main container left one.
+	Result *Result
+	// ExitCode is the main container's exit code, when it terminated.
+	ExitCode *int32
+}
+
+// Running reports a Job without a terminal condition.
+func (o Outcome) Running() bool { return !o.Finished }
+
+// terminal returns the first terminal condition that is true, and whether it means success.
+func terminal(job *batchv1.Job) (*batchv1.JobCondition, bool) {
+	for i := range job.Status.Conditions {
+		c := &job.Status.Conditions[i]
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete, batchv1.JobSuccessCriteriaMet:
+			return c, true
+		case batchv1.JobFailed, batchv1.JobFailureTarget:
+			return c, false
+		}
+	}
+	return nil, false
+}
+
+// Finished reports whether the Job has a Complete, Failed, SuccessCriteriaMet or FailureTarget
+// condition that is true. FailureTarget and SuccessCriteriaMet come first, while the Job
+// controller still terminates the pods: a finished Job does not mean its pods stopped.
+func Finished(job *batchv1.Job) bool {
+	c, _ := terminal(job)
+	return c != nil
+}
+
+// AllPodsTerminal reports whether every pod is Succeeded or Failed (true for no pods). Callers
+// read the pods live: pods are not cached.
+func AllPodsTerminal(pods []corev1.Pod) bool {
+	for i := range pods {
+		if p := pods[i].Status.Phase; p != corev1.PodSucceeded && p != corev1.PodFailed {
+			return false
+		}
+	}
+	return true
+}
+
+// OutcomeOf reads a Job and, when given, its pods: the terminal condition says whether and how
+// it finished; the runner's result in the main container's termination message refines a
+// failure into Failed or Interrupted and supplies the message.
+func OutcomeOf(job *batchv1.Job, pods []corev1.Pod) Outcome {
+	var out Outcome
+	term := mainTerminated(job, pods)
+	if term != nil {
+		out.ExitCode = &term.ExitCode
+		if r, err := runnerapi.ParseResult([]byte(term.Message)); err == nil {
+			out.Result = &r
+		}
+	}
+	cond, success := terminal(job)
+	switch {
+	case cond == nil && job.DeletionTimestamp != nil:
+		out.Outcome, out.Reason = infrav1.RunInterrupted, ReasonDeleted
+	case cond == nil:
+		out.Reason = ReasonRunning
+	case success:
+		out.Finished, out.Outcome, out.Reason = true, infrav1.RunSucceeded, ReasonCompleted
+	default:
+		out.Finished, out.Reason = true, cond.Reason
+		out.Outcome = failureOutcome(cond, out.Result, term, pods)
+	}
+	out.Message = message(out, cond)
+	return out
+}
+
+// failureOutcome tells an interrupted run from a failed one.
+func failureOutcome(cond *batchv1.JobCondition, r *Result, term *corev1.ContainerStateTerminated, pods []corev1.Pod) infrav1.RunOutcome {
+	// The deadline stopped the run (the runner saw SIGTERM, or was killed).
+	if cond.Reason == batchv1.JobReasonDeadlineExceeded {
+		return infrav1.RunInterrupted
+	}
+	if r != nil {
+		return infrav1.RunOutcome(r.Outcome)
+	}
+	for i := range pods {
+		for _, c := range pods[i].Status.Conditions {
+			// Eviction, preemption, node drain, API-initiated deletion.
+			if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+				return infrav1.RunInterrupted
+			}
+		}
+	}
+	if term != nil {
+		switch {
+		case term.Reason == "OOMKilled":
+			return infrav1.RunFailed
+		case term.ExitCode == runnerapi.ExitInterrupted, term.ExitCode == 128+9, term.ExitCode == 128+15:
+			return infrav1.RunInterrupted
+		}
+	}
+	return infrav1.RunFailed
+}
+
+func message(o Outcome, cond *batchv1.JobCondition) string {
+	var parts []string
+	if r := o.Result; r != nil {
+		if r.Changes != nil {
+			parts = append(parts, fmt.Sprintf("changes: %t", *r.Changes))
+		}
+		if r.Drift != nil {
+			parts = append(parts, fmt.Sprintf("drift: %t", *r.Drift))
+		}
+		if r.Error != "" {
+			parts = append(parts, r.Error)
+		}
+	} else if o.Finished && o.Outcome != infrav1.RunSucceeded {
+		if o.ExitCode != nil {
+			parts = append(parts, fmt.Sprintf("runner exited with code %d (%s) and left no result", *o.ExitCode, ExitCodeMeaning(*o.ExitCode)))
+		} else {
+			parts = append(parts, "runner left no result")
+		}
+	}
+	if cond != nil && !(cond.Type == batchv1.JobComplete || cond.Type == batchv1.JobSuccessCriteriaMet) && cond.Message != "" {
+		parts = append([]string{cond.Message}, parts...)
+	}
+	if o.Reason == ReasonDeleted {
+		parts = append([]string{"the Job was deleted before it finished"}, parts...)
+	}
+	msg := strings.Join(parts, "; ")
+	if len(msg) > maxMessage {
+		start := len(msg) - maxMessage + 3
+		for start < len(msg) && !utf8.RuneStart(msg[start]) {
+			start++
+		}
+		msg = "..." + msg[start:]
+	}
+	return msg
+}
+
+// ExitCodeMeaning names a runner exit code (docs/runner.md).
+func ExitCodeMeaning(code int32) string {
+	switch code {
+	case runnerapi.ExitOK:
+		return "succeeded"
+	case runnerapi.ExitTerraformFailed:
+		return "terraform failed"
+	case runnerapi.ExitBadInput:
+		return "bad input"
+	case runnerapi.ExitBinaryMissing:
+		return "no terraform or tofu binary"
+	case runnerapi.ExitInterrupted:
+		return "interrupted"
+	case runnerapi.ExitInternal:
+		return "runner error"
+	case 128 + 9:
+		return "killed"
+	case 128 + 15:
+		return "terminated"
+	}
+	return "unknown"
+}
+
+// mainTerminated returns the terminated state of the Job's main container, from the newest pod
+// that has one (the Job has at most one pod with backoffLimit 0; the newest wins regardless).
+func mainTerminated(job *batchv1.Job, pods []corev1.Pod) *corev1.ContainerStateTerminated {
+	sorted := make([]*corev1.Pod, 0, len(pods))
+	for i := range pods {
+		if owned(job, &pods[i]) {
+			sorted = append(sorted, &pods[i])
+		}
+	}
+	sort.SliceStable(sorted, func(i, j int) bool {
+		return sorted[j].CreationTimestamp.Before(&sorted[i].CreationTimestamp)
+	})
+	for _, p := range sorted {
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name != MainContainer {
+				continue
+			}
+			if cs.State.Terminated != nil {
+				return cs.State.Terminated
+			}
+			if cs.LastTerminationState.Terminated != nil {
+				return cs.LastTerminationState.Terminated
+			}
+		}
+	}
+	return nil
+}
+
+// owned reports whether a pod belongs to the Job: its controller reference or, for pods whose
+// references are not filled (tests, the sandbox), its job-name label.
+func owned(job *batchv1.Job, pod *corev1.Pod) bool {
+	for _, ref := range pod.OwnerReferences {
+		if ref.Controller != nil && *ref.Controller {
+			return ref.UID == job.UID
+		}
+	}
+	return pod.Labels[batchv1.JobNameLabel] == job.Name || pod.Labels["job-name"] == job.Name
+}

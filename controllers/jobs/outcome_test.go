@@ -1,0 +1,145 @@
+package jobs
+
+import (
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+)
+
+func testJob(conds ...batchv1.JobCondition) *batchv1.Job {
+	return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "captf-0123456789abcdef-1", Namespace: "ns", UID: "job-uid"},
+		Status: batchv1.JobStatus{Conditions: conds}}
+}
+
+func cond(t batchv1.JobConditionType, reason string) batchv1.JobCondition {
+	return batchv1.JobCondition{Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: "Job " + reason}
+}
+
+// testPod is a pod of testJob whose main container terminated with a message and exit code.
+func testPod(uid string, created time.Time, exit int32, reason, message string, conds ...corev1.PodCondition) corev1.Pod {
+	phase := corev1.PodSucceeded
+	if exit != 0 {
+		phase = corev1.PodFailed
+	}
+	return corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p-" + uid, CreationTimestamp: metav1.NewTime(created),
+			OwnerReferences: []metav1.OwnerReference{{Kind: "Job", Name: "captf-0123456789abcdef-1", UID: "job-uid", Controller: ptr.To(true)}}},
+		Status: corev1.PodStatus{Phase: phase, Conditions: conds, ContainerStatuses: []corev1.ContainerStatus{
+			{Name: InstallContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Message: "installed"}}},
+			{Name: MainContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Reason: reason, Message: message}}},
+		}},
+	}
+}
+
+func resultDoc(outcome runnerapi.Outcome, errText string, changes *bool) string {
+	return string(runnerapi.Encode(runnerapi.Result{Operation: "Apply", Outcome: outcome, Error: errText, Changes: changes,
+		Steps: []runnerapi.Step{{Name: "init"}}}))
+}
+
+func TestOutcomeOf(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	deleting := testJob()
+	deleting.DeletionTimestamp = &metav1.Time{Time: t0}
+	falseFailed := testJob(batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionFalse})
+	foreign := testPod("other", t0.Add(time.Hour), 0, "", resultDoc(runnerapi.OutcomeSucceeded, "", nil))
+	foreign.OwnerReferences[0].UID = "another-job"
+
+	cases := []struct {
+		name         string
+		job          *batchv1.Job
+		pods         []corev1.Pod
+		finished     bool
+		outcome      infrav1.RunOutcome
+		reason       string
+		msgHas       string
+		resultParsed bool
+	}{
+		{"no condition: running", testJob(), nil, false, "", ReasonRunning, "", false},
+		{"a false condition is not terminal", falseFailed, nil, false, "", ReasonRunning, "", false},
+		{"deleted before finishing: interrupted, not finished", deleting, nil, false, infrav1.RunInterrupted, ReasonDeleted, "deleted before it finished", false},
+		{"complete", testJob(cond(batchv1.JobComplete, "CompletionsReached")), []corev1.Pod{testPod("a", t0, 0, "", resultDoc(runnerapi.OutcomeSucceeded, "", nil))},
+			true, infrav1.RunSucceeded, ReasonCompleted, "", true},
+		{"success criteria met before complete", testJob(cond(batchv1.JobSuccessCriteriaMet, "CompletionsReached")), nil, true, infrav1.RunSucceeded, ReasonCompleted, "", false},
+		{"plan changes in the message", testJob(cond(batchv1.JobComplete, "CompletionsReached")),
+			[]corev1.Pod{testPod("a", t0, 0, "", resultDoc(runnerapi.OutcomeSucceeded, "", ptr.To(true)))}, true, infrav1.RunSucceeded, ReasonCompleted, "changes: true", true},
+		{"deadline: interrupted even before the pod stopped", testJob(cond(batchv1.JobFailureTarget, batchv1.JobReasonDeadlineExceeded)), nil,
+			true, infrav1.RunInterrupted, batchv1.JobReasonDeadlineExceeded, "DeadlineExceeded", false},
+		{"terraform failed", testJob(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded)),
+			[]corev1.Pod{testPod("a", t0, runnerapi.ExitTerraformFailed, "Error", resultDoc(runnerapi.OutcomeFailed, "apply exited with code 1\nError: quota", nil))},
+			true, infrav1.RunFailed, batchv1.JobReasonBackoffLimitExceeded, "Error: quota", true},
+		{"runner says interrupted", testJob(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded)),
+			[]corev1.Pod{testPod("a", t0, runnerapi.ExitInterrupted, "Error", resultDoc(runnerapi.OutcomeInterrupted, "interrupted by terminated during apply", nil))},
+			true, infrav1.RunInterrupted, batchv1.JobReasonBackoffLimitExceeded, "interrupted by terminated", true},
+		{"evicted pod without a result", testJob(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded)),
+			[]corev1.Pod{testPod("a", t0, 137, "Error", "", corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue})},
+			true, infrav1.RunInterrupted, batchv1.JobReasonBackoffLimitExceeded, "killed", false},
+		{"OOM killed", testJob(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded)),
+			[]corev1.Pod{testPod("a", t0, 137, "OOMKilled", "")}, true, infrav1.RunFailed, batchv1.JobReasonBackoffLimitExceeded, "code 137", false},
+		{"binary missing, no result", testJob(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded)),
+			[]corev1.Pod{testPod("a", t0, runnerapi.ExitBinaryMissing, "Error", "garbage")}, true, infrav1.RunFailed, batchv1.JobReasonBackoffLimitExceeded, "no terraform or tofu binary", false},
+		{"no pods left", testJob(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded)), nil, true, infrav1.RunFailed, batchv1.JobReasonBackoffLimitExceeded, "left no result", false},
+		{"another Job's pod is ignored", testJob(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded)),
+			[]corev1.Pod{foreign, testPod("a", t0, runnerapi.ExitTerraformFailed, "Error", resultDoc(runnerapi.OutcomeFailed, "mine", nil))},
+			true, infrav1.RunFailed, batchv1.JobReasonBackoffLimitExceeded, "mine", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := OutcomeOf(tc.job, tc.pods)
+			if got.Finished != tc.finished || got.Outcome != tc.outcome || got.Reason != tc.reason {
+				t.Fatalf("got finished=%v outcome=%q reason=%q, want %v %q %q", got.Finished, got.Outcome, got.Reason, tc.finished, tc.outcome, tc.reason)
+			}
+			if got.Finished != Finished(tc.job) || got.Running() == got.Finished {
+				t.Fatalf("Finished/Running disagree")
+			}
+			if !strings.Contains(got.Message, tc.msgHas) {
+				t.Fatalf("message %q lacks %q", got.Message, tc.msgHas)
+			}
+			if (got.Result != nil) != tc.resultParsed {
+				t.Fatalf("result %+v", got.Result)
+			}
+			if len(got.Message) > maxMessage {
+				t.Fatalf("message of %d bytes", len(got.Message))
+			}
+		})
+	}
+}
+
+func TestOutcomeMessageIsBounded(t *testing.T) {
+	job := testJob(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded))
+	long := strings.Repeat("é", 3000) + "END"
+	got := OutcomeOf(job, []corev1.Pod{testPod("a", time.Now(), 10, "Error", resultDoc(runnerapi.OutcomeFailed, long, nil))})
+	if len(got.Message) > maxMessage || !strings.HasSuffix(got.Message, "END") || !strings.HasPrefix(got.Message, "...") {
+		t.Fatalf("message of %d bytes: %q", len(got.Message), got.Message[:10])
+	}
+	if !utf8.ValidString(got.Message) {
+		t.Fatal("message cut inside a character")
+	}
+}
+
+func TestAllPodsTerminal(t *testing.T) {
+	pod := func(phase corev1.PodPhase) corev1.Pod { return corev1.Pod{Status: corev1.PodStatus{Phase: phase}} }
+	cases := []struct {
+		pods []corev1.Pod
+		want bool
+	}{
+		{nil, true},
+		{[]corev1.Pod{pod(corev1.PodSucceeded), pod(corev1.PodFailed)}, true},
+		{[]corev1.Pod{pod(corev1.PodFailed), pod(corev1.PodRunning)}, false},
+		{[]corev1.Pod{pod(corev1.PodPending)}, false},
+		{[]corev1.Pod{pod(corev1.PodUnknown)}, false},
+	}
+	for i, tc := range cases {
+		if got := AllPodsTerminal(tc.pods); got != tc.want {
+			t.Errorf("case %d: got %v", i, got)
+		}
+	}
+}

@@ -1,0 +1,11 @@
+package jobs
+
+import "github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+
+// Result is the runner's result document (see runnerapi.Result).
+type Result = runnerapi.Result
+
+// ParseResult decodes a runner result (a pod's termination message).
+func ParseResult(b []byte) (Result, error) {
+	return runnerapi.ParseResult(b)
+}

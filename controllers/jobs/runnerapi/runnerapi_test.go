@@ -1,0 +1,116 @@
+package runnerapi_test
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+)
+
+func TestSpellingMatchesTheAPI(t *testing.T) {
+	api := []infrav1.Operation{infrav1.OperationApply, infrav1.OperationDestroy, infrav1.OperationPlan,
+		infrav1.OperationRefresh, infrav1.OperationDrift, infrav1.OperationRestore}
+	if len(api) != len(runnerapi.Operations) {
+		t.Fatalf("the API has %d operations, the runner %d", len(api), len(runnerapi.Operations))
+	}
+	for _, op := range api {
+		if !runnerapi.ValidOperation(string(op)) {
+			t.Errorf("the runner does not know %s", op)
+		}
+	}
+	for out, api := range map[runnerapi.Outcome]infrav1.RunOutcome{
+		runnerapi.OutcomeSucceeded: infrav1.RunSucceeded, runnerapi.OutcomeFailed: infrav1.RunFailed, runnerapi.OutcomeInterrupted: infrav1.RunInterrupted,
+	} {
+		if string(out) != string(api) {
+			t.Errorf("outcome %s != %s", out, api)
+		}
+	}
+}
+
+func TestCommand(t *testing.T) {
+	got := runnerapi.Command(runnerapi.RunnerPath, runnerapi.Invocation{
+		Operation: "Plan", ModuleDir: "/m", InputsDir: "/i", WorkDir: "/w", ResultFile: "/r", LockTimeout: 90 * time.Second,
+	})
+	want := []string{"/captf/bin/runner", "run", "--operation=Plan", "--module-dir=/m", "--inputs-dir=/i", "--work-dir=/w", "--result-file=/r", "--lock-timeout=90s"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %q", got)
+	}
+	if got := runnerapi.InstallCommand(); !slices.Equal(got, []string{"/runner", "install", "/captf/bin/runner"}) {
+		t.Fatalf("install %q", got)
+	}
+}
+
+func TestEncodeFitsAndKeepsTheEnd(t *testing.T) {
+	changes := true
+	base := runnerapi.Result{Operation: "Plan", Outcome: runnerapi.OutcomeFailed, Binary: "tofu", Changes: &changes,
+		Steps: []runnerapi.Step{{Name: "init", DurationMs: 1200}, {Name: "plan", ExitCode: 1, DurationMs: 99}}}
+	cases := map[string]string{
+		"short":        "Error: short",
+		"ascii":        strings.Repeat("Error: something went wrong\n", 1000) + "END",
+		"multi-byte":   strings.Repeat("│ ünïcødé ✓ 日本語 ", 2000) + "END",
+		"escape-heavy": strings.Repeat("\x01\"\\<>&\t", 3000) + "END",
+	}
+	for name, msg := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := base
+			r.Error = msg
+			b := runnerapi.Encode(r)
+			if len(b) > runnerapi.MaxResultBytes {
+				t.Fatalf("%d bytes", len(b))
+			}
+			got, err := runnerapi.ParseResult(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasSuffix(got.Error, "END") && name != "short" {
+				t.Fatalf("lost the end: %q", got.Error[len(got.Error)-20:])
+			}
+			if name == "short" {
+				if got.Error != msg || !strings.Contains(string(b), `"changes":true`) {
+					t.Fatalf("short result changed: %s", b)
+				}
+				return
+			}
+			if !strings.HasPrefix(got.Error, runnerapi.TruncatedMarker) {
+				t.Fatalf("no marker: %q", got.Error[:20])
+			}
+			// The cut is tight: one more byte of error would not fit (within one rune/escape).
+			if len(b) < runnerapi.MaxResultBytes-8 {
+				t.Fatalf("only %d bytes used", len(b))
+			}
+			if len(got.Steps) != 2 || got.Changes == nil || !*got.Changes {
+				t.Fatalf("lost fields: %+v", got)
+			}
+		})
+	}
+}
+
+func TestEncodeDropsStepsOnlyAsALastResort(t *testing.T) {
+	r := runnerapi.Result{Operation: "Apply", Outcome: runnerapi.OutcomeFailed, Error: "x"}
+	for i := 0; i < 200; i++ {
+		r.Steps = append(r.Steps, runnerapi.Step{Name: strings.Repeat("s", 30), ExitCode: 1, DurationMs: 1})
+	}
+	b := runnerapi.Encode(r)
+	if len(b) > runnerapi.MaxResultBytes {
+		t.Fatalf("%d bytes", len(b))
+	}
+	var got runnerapi.Result
+	if err := json.Unmarshal(b, &got); err != nil || len(got.Steps) == 0 || len(got.Steps) == 200 {
+		t.Fatalf("%v, %d steps", err, len(got.Steps))
+	}
+}
+
+func TestParseResultRejectsGarbage(t *testing.T) {
+	for _, in := range []string{"", "  ", "not json", `{"operation":"Apply","outcome":"Maybe"}`, `{"operation":"Import","outcome":"Failed"}`, `[1]`} {
+		if _, err := runnerapi.ParseResult([]byte(in)); err == nil {
+			t.Errorf("%q parsed", in)
+		}
+	}
+	if r, err := runnerapi.ParseResult([]byte(`{"operation":"Drift","outcome":"Succeeded","steps":[],"drift":true}`)); err != nil || r.Drift == nil || !*r.Drift {
+		t.Fatalf("%+v %v", r, err)
+	}
+}
