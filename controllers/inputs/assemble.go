@@ -40,16 +40,14 @@ type Inputs struct {
 	Redact []string
 }
 
-// String never prints values.
-func (in *Inputs) String() string {
-	if in == nil {
-		return "<nil inputs>"
-	}
+// String never prints values. It has a value receiver so that printing Inputs or *Inputs never
+// falls back to printing the fields.
+func (in Inputs) String() string {
 	return fmt.Sprintf("inputs{hash: %s, %d bytes, %d redacted values}", in.Hash, len(in.Variables), len(in.Redact))
 }
 
 // GoString never prints values either (for %#v).
-func (in *Inputs) GoString() string { return in.String() }
+func (in Inputs) GoString() string { return in.String() }
 
 // HashVariables returns the versioned hash of canonical variables.
 func HashVariables(canonical []byte) string {

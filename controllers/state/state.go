@@ -82,16 +82,14 @@ func (o Output) GoString() string { return o.String() }
 // backups and restores only. Do not modify it.
 func (s *State) Bytes() []byte { return s.raw }
 
-// String describes the state without any value.
-func (s *State) String() string {
-	if s == nil {
-		return "state(none)"
-	}
+// String describes the state without any value. It has a value receiver so that printing a
+// State or a *State never falls back to printing the raw state.
+func (s State) String() string {
 	return fmt.Sprintf("state(serial %d, lineage %s, %d outputs, %d resources)", s.Serial, s.Lineage, len(s.Outputs), len(s.Resources))
 }
 
 // GoString describes the state without any value (for %#v).
-func (s *State) GoString() string { return s.String() }
+func (s State) GoString() string { return s.String() }
 
 // OutputNames returns the names of the outputs, sorted.
 func (s *State) OutputNames() []string {

@@ -107,8 +107,17 @@ func TestNothingPrintsASensitiveValue(t *testing.T) {
 	printed := strings.Join([]string{
 		fmt.Sprint(s), fmt.Sprintf("%v %+v %#v", s, s, s), fmt.Sprintf("%v %+v %#v", *s, *s, *s),
 		fmt.Sprintf("%v %+v %#v", s.Outputs, s.Outputs, s.Outputs), fmt.Sprint(s.Outputs["secret"]),
+		fmt.Sprintf("%s %q %x", s.Outputs["secret"], s.Outputs["secret"], s.Outputs["secret"]),
+		fmt.Sprintf("%s %q", s.Outputs, *s),
 	}, "\n")
-	if strings.Contains(printed, secretValue) || strings.Contains(printed, "super-secret") {
+	// fmt prints a []byte field as decimal bytes (%v), as text (%s, %q) or as hex (%x).
+	forms := []string{secretValue, strings.Trim(fmt.Sprint([]byte(secretValue)), "[]"), fmt.Sprintf("%x", secretValue)}
+	for _, f := range forms {
+		if strings.Contains(printed, f) {
+			t.Fatalf("a sensitive value was printed (as %q):\n%s", f, printed)
+		}
+	}
+	if strings.Contains(printed, "super-secret") {
 		t.Fatalf("a sensitive value was printed:\n%s", printed)
 	}
 	b, err := json.Marshal(s.Outputs)
