@@ -1,9 +1,11 @@
 package envtest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -122,4 +124,31 @@ func (e *Env) Describe() string {
 	}
 	return fmt.Sprintf("envtest: real kube-apiserver %s (%s) at %s, binaries from %s",
 		v.GitVersion, v.GoVersion, e.Config.Host, e.BinaryAssetsDirectory)
+}
+
+// ClusterAPIVersion is the Cluster API release whose CRDs the suites install; the Makefile
+// exports CLUSTER_API_VERSION from hack/versions.mk.
+func ClusterAPIVersion() string {
+	if v := os.Getenv("CLUSTER_API_VERSION"); v != "" {
+		return v
+	}
+	return "v1.14.2"
+}
+
+// ClusterAPICRDs returns the folder of Cluster API's core CRDs inside the cluster-api module,
+// downloading the module through the Go module proxy when the module cache lacks it.
+func ClusterAPICRDs() (string, error) {
+	out, err := exec.Command("go", "mod", "download", "-json", "sigs.k8s.io/cluster-api@"+ClusterAPIVersion()).Output()
+	if err != nil {
+		return "", fmt.Errorf("download sigs.k8s.io/cluster-api: %w", err)
+	}
+	var m struct{ Dir string }
+	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
+		return "", fmt.Errorf("locate sigs.k8s.io/cluster-api: %v", err)
+	}
+	dir := filepath.Join(m.Dir, "core", "config", "crd", "bases")
+	if _, err := os.Stat(dir); err != nil {
+		return "", fmt.Errorf("cluster api crds: %w", err)
+	}
+	return dir, nil
 }

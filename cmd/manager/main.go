@@ -1,0 +1,70 @@
+// Command manager runs the CAPTF controllers and admission webhooks.
+//
+// Flags map one to one onto setup.Options; docs/configuration.md documents each.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/captf/cluster-api-provider-terraform/controllers/setup"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var o setup.Options
+	var gate bool
+	var groups string
+	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint; 0 disables it")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.BoolVar(&o.LeaderElection, "leader-elect", false, "elect a leader among replicas; only the leader reconciles")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")
+	fs.StringVar(&o.WatchNamespace, "watch-namespace", "", "reconcile objects of this namespace only (default: all)")
+	fs.IntVar(&o.Concurrency, "concurrency", 4, "workers per controller")
+	fs.BoolVar(&gate, "cluster-operation-gate", true, "a cluster's and its machines' mutating Jobs wait for each other")
+	fs.StringVar(&o.RunnerImage, "runner-image", "", "image the runner is copied from into every Job (the manager's own image)")
+	fs.StringVar(&o.RuntimeImage, "runtime-image", "", "image that runs ConfigMap modules; must hold terraform or tofu")
+	fs.StringVar(&o.RunnerServiceAccount, "runner-service-account", "captf-runner", "service account Jobs run as, created per namespace")
+	fs.DurationVar(&o.SyncPeriod, "sync-period", 10*time.Minute, "how often every object is reconciled without events")
+	fs.BoolVar(&o.EnableWebhooks, "enable-webhooks", false, "serve the admission webhooks (needs a certificate in --webhook-cert-dir)")
+	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "port of the webhook server")
+	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "folder with tls.crt and tls.key (reloaded on change)")
+	fs.StringVar(&groups, "guard-override-groups", "", "comma-separated groups whose members may force a guarded removal")
+	zo := zap.Options{}
+	zo.BindFlags(fs)
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+	o.DisableClusterOperationGate = !gate
+	if groups != "" {
+		o.GuardOverrideGroups = strings.Split(groups, ",")
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zo)))
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	mgr, err := setup.New(cfg, o)
+	if err != nil {
+		return err
+	}
+	ctrl.Log.Info("starting manager", "gate", gate, "webhooks", o.EnableWebhooks)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		return fmt.Errorf("run manager: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,75 @@
+package cachelag
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
+)
+
+// Input is what Check needs.
+type Input struct {
+	// APIReader reads through the API server (never a cache).
+	APIReader client.Reader
+	// Leases supplies the lease rules and their options (grace, clock).
+	Leases *runlease.Manager
+	// Owner is the object whose pass is about to clear something.
+	Owner runlease.Owner
+	// ActiveJob is status.activeJob.name as the pass read it ("" when unset).
+	ActiveJob string
+	// Cached are the object's Jobs as the cache lists them.
+	Cached []batchv1.Job
+}
+
+// Verdict is the answer of Check.
+type Verdict struct {
+	// Lag is true when a Job of the object runs, or may still be created, that the cache
+	// does not show: the pass must wait.
+	Lag bool
+	// Job names that Job, and Reason says which check found it.
+	Job    string
+	Reason string
+}
+
+// Reasons a Check reports lag.
+const (
+	ReasonActiveJob = "status.activeJob names a Job the API server has but the cache lacks"
+	ReasonRunLease  = "the run lease names a Job of this object that runs or may still be created"
+)
+
+// Check runs the two live checks. Call it only when its answer can change what the pass does
+// (engine.NeedsLagCheck): each call costs up to a few live reads.
+func Check(ctx context.Context, in Input) (Verdict, error) {
+	cached := map[string]bool{}
+	for i := range in.Cached {
+		cached[in.Cached[i].Name] = true
+	}
+	if in.ActiveJob != "" && !cached[in.ActiveJob] {
+		j := &batchv1.Job{}
+		err := in.APIReader.Get(ctx, types.NamespacedName{Namespace: in.Owner.Namespace, Name: in.ActiveJob}, j)
+		switch {
+		case err == nil:
+			return Verdict{Lag: true, Job: in.ActiveJob, Reason: ReasonActiveJob}, nil
+		case !apierrors.IsNotFound(err):
+			return Verdict{}, fmt.Errorf("read active job %s: %w", in.ActiveJob, err)
+		}
+	}
+
+	ev, err := in.Leases.RunEvidence(ctx, in.Owner)
+	if err != nil {
+		return Verdict{}, fmt.Errorf("run lease evidence: %w", err)
+	}
+	// Lag only when the API server has the holder, it is a Job of this object the cache does
+	// not show, and it (or a pod of it) still runs. A holder the API server does not have, or a
+	// Job of another object, is no lag: that wait belongs to the lease gate, which refuses to
+	// start a Job meanwhile.
+	if ev.Holder == "" || cached[ev.Holder] || !ev.HolderRuns() || (ev.Job != nil && !ev.JobOfOwner) {
+		return Verdict{}, nil
+	}
+	return Verdict{Lag: true, Job: ev.Holder, Reason: ReasonRunLease + " (" + string(ev.Verdict.Reason) + ")"}, nil
+}

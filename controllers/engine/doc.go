@@ -1,0 +1,21 @@
+// Package engine is the reconcile pass shared by TerraformCluster, TerraformMachine and
+// TerraformMachinePool: observe, decide, act.
+//
+// A pass gathers evidence (the object and its Jobs from the cache; live reads only where the
+// answer can change what the pass does), then a pure function (Decide) picks what to do, then a
+// small layer acts. The per-kind controllers are thin adapters (the Kind interface) that supply
+// contract inputs and map module outputs to contract fields.
+//
+// Invariants this package keeps (ARCHITECTURE.md I1-I6):
+//   - a Job is created only under the object's run lease (and, for a cluster's mutating
+//     operation, the cluster lease), after block-move is on the object, after a live re-read of
+//     pause, and after a live confirmation that the lease still names that Job;
+//   - Job names come from the object's durable run sequence (annotation captf.io/run-seq), so a
+//     repeated attempt after a crash or on a stale cache finds AlreadyExists and adopts;
+//   - block-move, status.activeJob and the finalizer are removed only after the live checks of
+//     the cachelag package say no Job of the object runs or may still be created;
+//   - a deletion that is paused or part of a move never destroys and never deletes state; state
+//     is deleted only after a successful destroy;
+//   - what must survive a move (run sequence, applied inputs hash, failure backoff) lives in
+//     annotations and Secrets, never only in status.
+package engine

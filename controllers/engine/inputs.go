@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/inputs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+)
+
+// ContractInputs are the contract inputs a Kind gathers (the module's `captf` variable).
+type ContractInputs = inputs.ContractInputs
+
+// assembleInputs builds the run's inputs; a problem the user must fix comes back as a Problem.
+func (p *pass) assembleInputs(ctx context.Context, contract ContractInputs) (*inputs.Inputs, *Problem, error) {
+	in, err := inputs.Assemble(ctx, p.r.APIReader, p.obj.GetNamespace(), p.obj.GetTerraformSpec(), contract)
+	if err != nil {
+		if ie, ok := inputs.AsInputsError(err); ok {
+			return nil, &Problem{ConditionType: infrav1.InputsValidCondition, Reason: ie.Reason, Message: ie.Message}, nil
+		}
+		return nil, nil, fmt.Errorf("assemble inputs: %w", err)
+	}
+	return in, nil, nil
+}
+
+// inputsForRun returns the inputs a Job of op runs with. A destroy uses the durable inputs of
+// the last apply (the sources may be gone by now), and assembles fresh ones only when there
+// are none.
+func (p *pass) inputsForRun(ctx context.Context, op infrav1.Operation, contract ContractInputs) (*inputs.Inputs, *Problem, error) {
+	if op == infrav1.OperationDestroy {
+		s := &corev1.Secret{}
+		err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: naming.InputsSecretName(p.suffix)}, s)
+		switch {
+		case err == nil:
+			in, err := inputs.FromDurableSecret(s)
+			if err != nil {
+				return nil, nil, fmt.Errorf("read durable inputs: %w", err)
+			}
+			return in, nil, nil
+		case !apierrors.IsNotFound(err):
+			return nil, nil, fmt.Errorf("read durable inputs: %w", err)
+		}
+	}
+	return p.assembleInputs(ctx, contract)
+}
+
+// writeDurableInputs creates or updates the object's durable inputs Secret.
+func (p *pass) writeDurableInputs(ctx context.Context, in *inputs.Inputs) error {
+	gvk, err := apiutil.GVKForObject(p.obj, p.r.Client.Scheme())
+	if err != nil {
+		return fmt.Errorf("kind of object: %w", err)
+	}
+	want, err := inputs.DurableSecret(p.obj, gvk, p.suffix, in)
+	if err != nil {
+		return fmt.Errorf("build durable inputs: %w", err)
+	}
+	have := &corev1.Secret{}
+	err = p.r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), have)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := p.r.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create durable inputs: %w", err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("read durable inputs: %w", err)
+	}
+	have.Data, have.Labels, have.OwnerReferences = want.Data, want.Labels, want.OwnerReferences
+	if err := p.r.Client.Update(ctx, have); err != nil {
+		return fmt.Errorf("update durable inputs: %w", err)
+	}
+	return nil
+}
+
+// writeRunSecret creates the Job's per-run Secret (owned by the Job, so it goes with it).
+func (p *pass) writeRunSecret(ctx context.Context, job *batchv1.Job, in *inputs.Inputs) error {
+	s, err := inputs.RunSecret(job, p.obj.GetNamespace(), p.suffix, in, nil)
+	if err != nil {
+		return fmt.Errorf("build per-run secret: %w", err)
+	}
+	if err := p.r.Client.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create per-run secret: %w", err)
+	}
+	return nil
+}
+
+// jobParams are the inputs of the Job of run name/op.
+func (p *pass) jobParams(seq int64, op infrav1.Operation, hash string) jobs.Params {
+	gvk, _ := apiutil.GVKForObject(p.obj, p.r.Client.Scheme())
+	return jobs.Params{
+		Owner: jobs.Owner{APIVersion: gvk.GroupVersion().String(), Kind: p.r.Kind.Name(), Name: p.obj.GetName(),
+			Namespace: p.obj.GetNamespace(), UID: p.obj.GetUID(), Cluster: p.owner.Cluster},
+		Suffix: p.suffix, Seq: seq, Operation: op, InputsHash: hash,
+		Spec: *p.obj.GetTerraformSpec(), Defaults: p.r.Jobs,
+	}
+}
+
+// stateExists reads the state Secret live.
+func (p *pass) stateExists(ctx context.Context) (bool, error) {
+	s := &corev1.Secret{}
+	err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: naming.StateSecretName(p.suffix)}, s)
+	if err == nil {
+		return true, nil
+	}
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return false, fmt.Errorf("read state secret: %w", err)
+}

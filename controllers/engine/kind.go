@@ -1,0 +1,42 @@
+package engine
+
+import (
+	"context"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/state"
+)
+
+// Object is a reconciled kind: TerraformCluster, TerraformMachine or TerraformMachinePool.
+type Object interface {
+	client.Object
+	GetTerraformSpec() *infrav1.TerraformSpec
+	GetTerraformStatus() *infrav1.TerraformStatus
+}
+
+// Kind adapts the engine to one kind. Implementations live in the per-kind controller
+// packages and hold no state of their own.
+type Kind interface {
+	// Name is the kind's name (infrav1.TerraformClusterKind, ...).
+	Name() string
+	// New returns an empty object of the kind.
+	New() Object
+	// Contract gathers the contract inputs the module receives in the `captf` variable. A
+	// non-nil Wait means a dependency is not ready (the pass starts nothing).
+	Contract(ctx context.Context, env Env, obj Object) (ContractInputs, *Wait, error)
+	// ApplyOutputs maps the module's outputs onto the object's contract fields (spec and
+	// status). A *state.OutputError means the module produced bad outputs.
+	ApplyOutputs(obj Object, st *state.State) error
+	// Children lists the objects whose deletion must come first (a cluster's machines and
+	// pools), as "Kind/name". Only clusters have children.
+	Children(ctx context.Context, env Env, obj Object) ([]string, error)
+}
+
+// Env gives a Kind the readers it may use: Cache for watched types, Live for everything else.
+type Env struct {
+	Cache client.Reader
+	Live  client.Reader
+	// ClusterName is the owning Cluster's name (from the cluster-name label).
+	ClusterName string
+}

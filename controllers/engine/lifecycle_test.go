@@ -1,0 +1,113 @@
+package engine_test
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
+)
+
+var _ = Describe("TerraformCluster lifecycle", func() {
+	It("applies, re-applies on changed inputs, backs off after a failure, and destroys on delete", func() {
+		f := newFixture()
+		tc := f.createCluster()
+		suffix := suffixOf(tc, infrav1.TerraformClusterKind)
+
+		By("starting apply Job 1 under the run lease, with block-move and durable inputs first")
+		job := waitForJob(tc, infrav1.TerraformClusterKind, 1)
+		Expect(job.Labels).To(HaveKeyWithValue(infrav1.OperationLabel, string(infrav1.OperationApply)))
+		Expect(job.Annotations).To(HaveKey(infrav1.InputsHashAnnotation))
+		get(tc)
+		Expect(tc.Finalizers).To(ContainElement(infrav1.Finalizer))
+		Expect(tc.Annotations).To(HaveKey(infrav1.BlockMoveAnnotation))
+		Expect(secretExists(f.ns, naming.InputsSecretName(suffix))).To(BeTrue())
+		Eventually(func() bool { return secretExists(f.ns, naming.RunSecretName(job.Name)) }).Should(BeTrue())
+		Eventually(func() *infrav1.ActiveJob { return get(tc).Status.ActiveJob }).Should(
+			HaveField("Name", job.Name))
+
+		By("completing the Job: outputs fill the contract and Ready")
+		st := statetest.Cluster("10.0.0.1", 6443)
+		completeJob(job, &st, true, "")
+		Eventually(func(g Gomega) {
+			get(tc)
+			g.Expect(tc.Status.IsProvisioned()).To(BeTrue())
+			g.Expect(tc.Spec.ControlPlaneEndpoint.Host).To(Equal("10.0.0.1"))
+			g.Expect(tc.Spec.ControlPlaneEndpoint.Port).To(BeEquivalentTo(6443))
+			g.Expect(condition(tc, infrav1.ReadyCondition)).To(HaveField("Status", metav1.ConditionTrue))
+			g.Expect(tc.Status.ActiveJob).To(BeNil())
+			g.Expect(tc.Status.LastRun).To(HaveField("Outcome", infrav1.RunSucceeded))
+		}).Should(Succeed())
+		Expect(runSeqOf(tc)).To(BeEquivalentTo(2))
+		Eventually(func() bool { return secretExists(f.ns, naming.RunSecretName(job.Name)) }).Should(BeFalse(),
+			"the per-run Secret is deleted once the Job is counted")
+		Eventually(func() int { return len(leasesOf(f.ns)) }).Should(BeZero(), "leases are released once the Job is counted")
+		Consistently(func() int { return len(jobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(1),
+			"unchanged inputs start no second apply")
+
+		By("changing the inputs: exactly one new apply")
+		update(tc, func(tc *infrav1.TerraformCluster) {
+			tc.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"size":3}`)}
+		})
+		job2 := waitForJob(tc, infrav1.TerraformClusterKind, 2)
+		Expect(job2.Annotations[infrav1.InputsHashAnnotation]).NotTo(Equal(job.Annotations[infrav1.InputsHashAnnotation]))
+		Consistently(func() int { return len(jobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(2))
+
+		By("failing it: the runner's reason lands in the condition, and the retry waits for the backoff")
+		completeJob(job2, nil, false, "Error: creating network: quota exceeded")
+		Eventually(func(g Gomega) {
+			c := condition(get(tc), infrav1.ApplyJobSucceededCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(infrav1.JobFailedReason))
+			g.Expect(c.Message).To(ContainSubstring("quota exceeded"))
+		}).Should(Succeed())
+		Expect(tc.Annotations).To(HaveKeyWithValue(engine.FailuresAnnotation, "1"))
+		Consistently(func() int { return len(jobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(2),
+			"no retry inside the 1 minute backoff")
+		clk.Step(61 * time.Second)
+		poke(tc)
+		job3 := waitForJob(tc, infrav1.TerraformClusterKind, 3)
+		completeJob(job3, &st, true, "")
+		Eventually(func() string { return get(tc).Annotations[engine.AppliedHashAnnotation] }).Should(
+			Equal(job3.Annotations[infrav1.InputsHashAnnotation]))
+		Expect(tc.Annotations).NotTo(HaveKey(engine.FailuresAnnotation))
+
+		By("deleting: a destroy Job, then state, inputs and leases go, then the object")
+		Expect(k8s.Delete(ctx, tc)).To(Succeed())
+		destroy := waitForJob(tc, infrav1.TerraformClusterKind, 4)
+		Expect(destroy.Labels).To(HaveKeyWithValue(infrav1.OperationLabel, string(infrav1.OperationDestroy)))
+		Expect(secretExists(f.ns, naming.StateSecretName(suffix))).To(BeTrue(), "state stays while destroy runs")
+		empty := statetest.Destroyed()
+		completeJob(destroy, &empty, true, "")
+		Eventually(gone(tc)).Should(BeTrue())
+		Expect(secretExists(f.ns, naming.StateSecretName(suffix))).To(BeFalse())
+		Expect(secretExists(f.ns, naming.InputsSecretName(suffix))).To(BeFalse())
+		Expect(leasesOf(f.ns)).To(BeEmpty())
+	})
+})
+
+// poke triggers a reconcile without changing the spec (an annotation the engine ignores).
+func poke(o client.Object) {
+	GinkgoHelper()
+	Eventually(func() error {
+		fresh := o.DeepCopyObject().(client.Object)
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(o), fresh); err != nil {
+			return err
+		}
+		a := fresh.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		a["test.captf.io/poke"] = time.Now().Format(time.RFC3339Nano)
+		fresh.SetAnnotations(a)
+		return k8s.Update(ctx, fresh)
+	}).Should(Succeed())
+}

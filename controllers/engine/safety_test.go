@@ -1,0 +1,124 @@
+package engine_test
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
+)
+
+func pauseCluster(f *fixture, paused bool) {
+	GinkgoHelper()
+	c := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster}}
+	update(c, func(c *clusterv1.Cluster) { c.Spec.Paused = &paused })
+}
+
+var _ = Describe("Pause and move", func() {
+	It("starts nothing while paused, and clears block-move only once the running Job ends", func() {
+		f := newFixture()
+		tc := f.createCluster()
+		job := waitForJob(tc, infrav1.TerraformClusterKind, 1)
+
+		By("pausing while the Job runs: block-move stays")
+		pauseCluster(f, true)
+		Eventually(func() *metav1.Condition { return condition(get(tc), infrav1.PausedCondition) }).Should(
+			HaveField("Status", metav1.ConditionTrue))
+		Consistently(func() map[string]string { return get(tc).Annotations }, "2s").Should(
+			HaveKey(infrav1.BlockMoveAnnotation), "block-move must stay while the Job runs")
+
+		By("the Job ends: block-move is cleared, and no new Job starts")
+		st := statetest.Cluster("10.2.0.1", 6443)
+		completeJob(job, &st, true, "")
+		Eventually(func() map[string]string { return get(tc).Annotations }).ShouldNot(HaveKey(infrav1.BlockMoveAnnotation))
+		update(tc, func(tc *infrav1.TerraformCluster) { tc.Spec.Variables = nil })
+		Consistently(func() int { return len(jobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(1),
+			"a paused object starts no Job, even with changed inputs")
+
+		By("a paused deletion destroys nothing and keeps the state")
+		Expect(k8s.Delete(ctx, tc)).To(Succeed())
+		Consistently(func() int { return len(jobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(1))
+		Expect(gone(tc)()).To(BeFalse(), "the finalizer holds a paused deletion")
+		Expect(secretExists(f.ns, naming.StateSecretName(suffixOf(tc, infrav1.TerraformClusterKind)))).To(BeTrue())
+
+		By("unpausing resumes the deletion through a destroy Job")
+		pauseCluster(f, false)
+		destroy := waitForJob(tc, infrav1.TerraformClusterKind, 2)
+		Expect(destroy.Labels).To(HaveKeyWithValue(infrav1.OperationLabel, string(infrav1.OperationDestroy)))
+	})
+
+	It("lets a delete-for-move deletion go without destroying or deleting state", func() {
+		f := newFixture()
+		tc := f.createCluster()
+		st := statetest.Cluster("10.3.0.1", 6443)
+		completeJob(waitForJob(tc, infrav1.TerraformClusterKind, 1), &st, true, "")
+		Eventually(func() bool { return get(tc).Status.IsProvisioned() }).Should(BeTrue())
+
+		// clusterctl move: pause, wait for block-move, annotate, delete.
+		pauseCluster(f, true)
+		Eventually(func() map[string]string { return get(tc).Annotations }).ShouldNot(HaveKey(infrav1.BlockMoveAnnotation))
+		update(tc, func(tc *infrav1.TerraformCluster) { tc.Annotations[infrav1.DeleteForMoveAnnotation] = "" })
+		pauseCluster(f, false) // even unpaused, a move deletion never destroys
+		Expect(k8s.Delete(ctx, tc)).To(Succeed())
+		Eventually(gone(tc)).Should(BeTrue())
+		Expect(jobsOf(tc, infrav1.TerraformClusterKind)).To(HaveLen(1), "no destroy Job")
+		Expect(secretExists(f.ns, naming.StateSecretName(suffixOf(tc, infrav1.TerraformClusterKind)))).To(BeTrue(),
+			"the state stays: it moved with the object")
+	})
+
+	It("recovers a wiped status without a new apply", func() {
+		f := newFixture()
+		tc := f.createCluster()
+		st := statetest.Cluster("10.4.0.1", 6443)
+		completeJob(waitForJob(tc, infrav1.TerraformClusterKind, 1), &st, true, "")
+		Eventually(func() bool { return get(tc).Status.IsProvisioned() }).Should(BeTrue())
+
+		Eventually(func() error {
+			get(tc)
+			tc.Status = infrav1.TerraformClusterStatus{}
+			return k8s.Status().Update(ctx, tc)
+		}).Should(Succeed())
+		Eventually(func(g Gomega) {
+			get(tc)
+			g.Expect(tc.Status.IsProvisioned()).To(BeTrue())
+			g.Expect(condition(tc, infrav1.ReadyCondition)).To(HaveField("Status", metav1.ConditionTrue))
+		}).Should(Succeed())
+		Consistently(func() int { return len(jobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(1))
+	})
+
+	It("adopts the Job an earlier attempt created before crashing, never creating a second", func() {
+		f := newFixture()
+		tc := &infrav1.TerraformCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
+			Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
+		}
+		// The crashed manager got as far as the lease and the Job (its UID is unknown yet, so
+		// create the object first, paused, and build the Job it would have built).
+		tc.Annotations = map[string]string{infrav1.PausedAnnotation: ""}
+		Expect(k8s.Create(ctx, tc)).To(Succeed())
+		name := naming.JobName(suffixOf(tc, infrav1.TerraformClusterKind), 1)
+		holder := name
+		Expect(k8s.Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: naming.RunLeaseName(suffixOf(tc, infrav1.TerraformClusterKind)),
+				Labels: map[string]string{infrav1.LeaseLabel: infrav1.LeaseKindRun}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, AcquireTime: &metav1.MicroTime{Time: clk.Now()}, RenewTime: &metav1.MicroTime{Time: clk.Now()}},
+		})).To(Succeed())
+		job, err := jobs.Build(crashParams(tc, name))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(k8s.Create(ctx, job)).To(Succeed())
+
+		// The restarted manager finds the object unpaused and the same run sequence.
+		update(tc, func(tc *infrav1.TerraformCluster) { delete(tc.Annotations, infrav1.PausedAnnotation) })
+		Eventually(func() *infrav1.ActiveJob { return get(tc).Status.ActiveJob }).Should(HaveField("Name", name))
+		Consistently(func() int { return len(jobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(1))
+		Expect(get(tc).Annotations).To(HaveKey(infrav1.BlockMoveAnnotation))
+	})
+})
+
+var _ = client.IgnoreNotFound

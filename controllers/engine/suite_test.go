@@ -1,0 +1,79 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/captf/cluster-api-provider-terraform/controllers/setup"
+	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+)
+
+var (
+	env    *envtest.Env
+	k8s    client.Client
+	ctx    context.Context
+	cancel context.CancelFunc
+	clk    *clocktesting.FakeClock
+	nsSeq  int
+)
+
+func TestEngine(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Engine lifecycle (envtest)")
+}
+
+var _ = BeforeSuite(func() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	SetDefaultEventuallyTimeout(20 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	ctx, cancel = context.WithCancel(context.Background())
+	capi, err := envtest.ClusterAPICRDs()
+	Expect(err).NotTo(HaveOccurred())
+	env, err = envtest.Start(envtest.Options{ExtraCRDPaths: []string{capi}})
+	Expect(err).NotTo(HaveOccurred())
+	fmt.Println(env.Describe())
+	k8s, err = client.New(env.Config, client.Options{Scheme: env.Scheme})
+	Expect(err).NotTo(HaveOccurred())
+
+	clk = clocktesting.NewFakeClock(time.Now())
+	mgr, err := setup.New(env.Config, setup.Options{
+		MetricsAddr: "0", ProbeAddr: "0", Clock: clk, Concurrency: 2,
+		RunnerImage: "captf/manager:test", RuntimeImage: "captf/tofu:test",
+	}, func(o *manager.Options) { o.Controller.SkipNameValidation = ptrTo(true) })
+	Expect(err).NotTo(HaveOccurred())
+	go func() {
+		defer GinkgoRecover()
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+})
+
+var _ = AfterSuite(func() {
+	if cancel != nil {
+		cancel()
+	}
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+})
+
+func ptrTo[T any](v T) *T { return &v }
+
+// newNamespace gives each spec its own namespace, so specs cannot see each other's objects.
+func newNamespace() string {
+	nsSeq++
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("engine-%d-%d", GinkgoParallelProcess(), nsSeq)}}
+	Expect(k8s.Create(ctx, ns)).To(Succeed())
+	return ns.Name
+}

@@ -1,0 +1,9 @@
+// Package setup builds the CAPTF manager from Options: the scheme, the scoped cache, the three
+// controllers and (when enabled) the webhooks. cmd/manager and the envtest suites use the same
+// function, so tests run the manager exactly as it is deployed.
+//
+// Invariants: Jobs are cached only when they carry captf.io/managed=true, so memory does not
+// grow with the cluster's other Jobs; Pods, Leases, Secrets and ConfigMaps are never cached
+// (always read live); every cached type has a watch registered at start-up, and reading a type
+// without one is an error (ReaderFailOnMissingInformer), never a lazily created informer.
+package setup

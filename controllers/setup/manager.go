@@ -1,0 +1,129 @@
+package setup
+
+import (
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
+	"github.com/captf/cluster-api-provider-terraform/controllers/terraformcluster"
+	"github.com/captf/cluster-api-provider-terraform/controllers/terraformmachine"
+	"github.com/captf/cluster-api-provider-terraform/controllers/terraformmachinepool"
+)
+
+// CacheOptions is the manager's cache: Jobs only when managed by CAPTF, everything fails
+// loudly if read without an informer started for it.
+func CacheOptions(o Options) cache.Options {
+	managed := labels.SelectorFromSet(labels.Set{infrav1.ManagedLabel: "true"})
+	co := cache.Options{
+		ReaderFailOnMissingInformer: true,
+		ByObject: map[client.Object]cache.ByObject{
+			&batchv1.Job{}: {Label: managed},
+		},
+		DefaultTransform: cache.TransformStripManagedFields(),
+	}
+	if o.SyncPeriod > 0 {
+		sp := o.SyncPeriod
+		co.SyncPeriod = &sp
+	}
+	if o.WatchNamespace != "" {
+		co.DefaultNamespaces = map[string]cache.Config{o.WatchNamespace: {}}
+	}
+	return co
+}
+
+// ClientOptions makes Pods, Leases, Secrets, ConfigMaps and RBAC objects always live.
+func ClientOptions() client.Options {
+	return client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{
+		&corev1.Pod{}, &coordinationv1.Lease{}, &corev1.Secret{}, &corev1.ConfigMap{},
+		&corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{},
+	}}}
+}
+
+// NewScheme returns the scheme the manager needs.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		corev1.AddToScheme, batchv1.AddToScheme, coordinationv1.AddToScheme, rbacv1.AddToScheme,
+		clusterv1AddToScheme, infrav1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("build scheme: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// New builds the manager with its controllers. Extra manager options (tests pass their own
+// metrics and health addresses, a cache double) are applied last.
+func New(cfg *rest.Config, o Options, extra ...func(*manager.Options)) (manager.Manager, error) {
+	o = o.withDefaults()
+	s, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	mo := manager.Options{
+		Scheme:                  s,
+		Cache:                   CacheOptions(o),
+		Client:                  ClientOptions(),
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:  o.ProbeAddr,
+		LeaderElection:          o.LeaderElection,
+		LeaderElectionID:        "captf-manager.infrastructure.cluster.x-k8s.io",
+		LeaderElectionNamespace: o.LeaderElectionNamespace,
+		// Stop reconciling at once when leadership is lost or the context ends.
+		LeaderElectionReleaseOnCancel: true,
+	}
+	if o.EnableWebhooks {
+		mo.WebhookServer = webhook.NewServer(webhook.Options{Port: o.WebhookPort, CertDir: o.WebhookCertDir})
+	}
+	for _, f := range extra {
+		f(&mo)
+	}
+	mgr, err := ctrl.NewManager(cfg, mo)
+	if err != nil {
+		return nil, fmt.Errorf("create manager: %w", err)
+	}
+	leaseOpts := runlease.DefaultOptions()
+	leaseOpts.ClusterOperationGate = !o.DisableClusterOperationGate
+	leaseOpts.Clock = o.Clock
+	leases := runlease.New(mgr.GetClient(), mgr.GetAPIReader(), leaseOpts)
+	for _, k := range []engine.Kind{terraformcluster.Kind{}, terraformmachine.Kind{}, terraformmachinepool.Kind{}} {
+		r := &engine.Reconciler{
+			Client:           mgr.GetClient(),
+			APIReader:        mgr.GetAPIReader(),
+			Kind:             k,
+			Leases:           leases,
+			Recorder:         mgr.GetEventRecorder("captf-" + k.Name()),
+			Clock:            o.Clock,
+			Jobs:             jobs.Defaults{RunnerImage: o.RunnerImage, RuntimeImage: o.RuntimeImage, ServiceAccountName: o.RunnerServiceAccount},
+			ManageRunnerRBAC: true,
+		}
+		if err := r.SetupWithManager(mgr, o.Concurrency); err != nil {
+			return nil, fmt.Errorf("set up %s controller: %w", k.Name(), err)
+		}
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("add healthz: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return nil, fmt.Errorf("add readyz: %w", err)
+	}
+	return mgr, nil
+}

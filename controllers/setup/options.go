@@ -1,0 +1,74 @@
+package setup
+
+import (
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// Options configure the manager. The zero value of a field means its documented default; the
+// flags of cmd/manager map one to one onto these fields (docs/configuration.md).
+type Options struct {
+	// MetricsAddr is where metrics are served ("0" disables). Default ":8080".
+	MetricsAddr string
+	// ProbeAddr serves /healthz and /readyz. Default ":8081".
+	ProbeAddr string
+	// LeaderElection turns leader election on. Default off (the Deployment turns it on).
+	LeaderElection bool
+	// LeaderElectionNamespace is where the leader election Lease lives.
+	LeaderElectionNamespace string
+	// WatchNamespace restricts the manager to one namespace ("" = all).
+	WatchNamespace string
+	// Concurrency is the number of workers per controller. Default 4.
+	Concurrency int
+	// ClusterOperationGate makes a cluster's mutating Jobs and its machines' mutating Jobs
+	// wait for each other (docs/leases.md). Default true; set DisableClusterOperationGate.
+	DisableClusterOperationGate bool
+	// RunnerImage is the manager's own image: an init container copies the runner from it
+	// into every Job. Default "ghcr.io/captf/cluster-api-provider-terraform:dev".
+	RunnerImage string
+	// RuntimeImage runs ConfigMap modules (it must hold terraform or tofu). Default: jobs.DefaultRuntimeImage.
+	RuntimeImage string
+	// RunnerServiceAccount is the account Jobs run as unless a spec names another; the
+	// controller creates and binds it in every namespace that has CAPTF objects. Default "captf-runner".
+	RunnerServiceAccount string
+	// SyncPeriod is how often every object is reconciled even without events. Default 10m.
+	SyncPeriod time.Duration
+	// EnableWebhooks serves the admission webhooks. Default true in cmd/manager.
+	EnableWebhooks bool
+	// WebhookPort and WebhookCertDir configure the webhook server.
+	WebhookPort    int
+	WebhookCertDir string
+	// Clock drives backoff and lease ages. Default the real clock; tests inject a fake one.
+	Clock clock.Clock
+	// GuardOverrideGroups may force a guarded removal with captf.io/guard-override-reason.
+	GuardOverrideGroups []string
+}
+
+func (o Options) withDefaults() Options {
+	if o.MetricsAddr == "" {
+		o.MetricsAddr = ":8080"
+	}
+	if o.ProbeAddr == "" {
+		o.ProbeAddr = ":8081"
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 4
+	}
+	if o.RunnerImage == "" {
+		o.RunnerImage = "ghcr.io/captf/cluster-api-provider-terraform:dev"
+	}
+	if o.RunnerServiceAccount == "" {
+		o.RunnerServiceAccount = "captf-runner"
+	}
+	if o.SyncPeriod == 0 {
+		o.SyncPeriod = 10 * time.Minute
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.WebhookPort == 0 {
+		o.WebhookPort = 9443
+	}
+	return o
+}
