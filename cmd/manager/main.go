@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/captf/cluster-api-provider-terraform/certs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/setup"
 )
 
@@ -42,6 +43,7 @@ func run() error {
 	fs.BoolVar(&o.EnableWebhooks, "enable-webhooks", false, "serve the admission webhooks (needs a certificate in --webhook-cert-dir)")
 	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "port of the webhook server")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "folder with tls.crt and tls.key (reloaded on change)")
+	fs.DurationVar(&o.WebhookCertPollInterval, "webhook-cert-poll-interval", certs.DefaultPollInterval, "how often the certificate files are re-read besides file change events")
 	fs.StringVar(&groups, "guard-override-groups", "", "comma-separated groups whose members may force a guarded removal")
 	zo := zap.Options{}
 	zo.BindFlags(fs)

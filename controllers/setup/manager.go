@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/certs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
@@ -90,8 +91,11 @@ func New(cfg *rest.Config, o Options, extra ...func(*manager.Options)) (manager.
 		// Stop reconciling at once when leadership is lost or the context ends.
 		LeaderElectionReleaseOnCancel: true,
 	}
+	var serving *certs.Serving
+	var builtServer webhook.Server
 	if o.EnableWebhooks {
-		mo.WebhookServer = webhook.NewServer(webhook.Options{Port: o.WebhookPort, CertDir: o.WebhookCertDir})
+		builtServer, serving = webhookServer(o)
+		mo.WebhookServer = builtServer
 	}
 	for _, f := range extra {
 		f(&mo)
@@ -124,6 +128,9 @@ func New(cfg *rest.Config, o Options, extra ...func(*manager.Options)) (manager.
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("add readyz: %w", err)
+	}
+	if err := addServingCertificate(mgr, serving, builtServer); err != nil {
+		return nil, err
 	}
 	return mgr, nil
 }

@@ -1,6 +1,8 @@
 package setup
 
 import (
+	"os"
+	"path/filepath"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -39,6 +41,9 @@ type Options struct {
 	// WebhookPort and WebhookCertDir configure the webhook server.
 	WebhookPort    int
 	WebhookCertDir string
+	// WebhookCertPollInterval is how often the certificate files are re-read besides file
+	// events. Default certs.DefaultPollInterval (5s).
+	WebhookCertPollInterval time.Duration
 	// Clock drives backoff and lease ages. Default the real clock; tests inject a fake one.
 	Clock clock.Clock
 	// GuardOverrideGroups may force a guarded removal with captf.io/guard-override-reason.
@@ -69,6 +74,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.WebhookPort == 0 {
 		o.WebhookPort = 9443
+	}
+	if o.WebhookCertDir == "" {
+		o.WebhookCertDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")
 	}
 	return o
 }

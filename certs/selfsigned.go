@@ -1,0 +1,159 @@
+package certs
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"time"
+)
+
+// File names inside a certificate folder: the keys cert-manager writes into a TLS Secret.
+const (
+	CertName = "tls.crt"
+	KeyName  = "tls.key"
+	CAName   = "ca.crt"
+)
+
+// DefaultValidity is how long SelfSigned certificates are valid.
+const DefaultValidity = 365 * 24 * time.Hour
+
+// CA is a certificate authority that signs serving certificates.
+type CA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	// CertPEM is the CA certificate, the caBundle of the webhook configurations.
+	CertPEM []byte
+}
+
+// Pair is a PEM-encoded serving certificate and its private key.
+type Pair struct {
+	CertPEM []byte
+	KeyPEM  []byte
+	// Serial identifies the certificate (the same as the parsed certificate's serial number).
+	Serial *big.Int
+}
+
+func serial() (*big.Int, error) {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, fmt.Errorf("generate serial number: %w", err)
+	}
+	return n, nil
+}
+
+func encodeKey(key *ecdsa.PrivateKey) ([]byte, error) {
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("encode private key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
+}
+
+// NewCA creates a self-signed certificate authority valid for validity (DefaultValidity when 0).
+func NewCA(commonName string, validity time.Duration) (*CA, error) {
+	if validity <= 0 {
+		validity = DefaultValidity
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate ca key: %w", err)
+	}
+	sn, err := serial()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          sn,
+		Subject:               pkix.Name{CommonName: commonName},
+		NotBefore:             now.Add(-time.Minute),
+		NotAfter:              now.Add(validity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, fmt.Errorf("sign ca certificate: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("parse ca certificate: %w", err)
+	}
+	return &CA{cert: cert, key: key, CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
+}
+
+// Issue signs a serving certificate for hosts (DNS names or IP addresses) valid for validity
+// (DefaultValidity when 0).
+func (ca *CA) Issue(hosts []string, validity time.Duration) (*Pair, error) {
+	if len(hosts) == 0 {
+		return nil, errors.New("issue serving certificate: no host names")
+	}
+	if validity <= 0 {
+		validity = DefaultValidity
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate serving key: %w", err)
+	}
+	sn, err := serial()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: sn,
+		Subject:      pkix.Name{CommonName: hosts[0]},
+		NotBefore:    now.Add(-time.Minute),
+		NotAfter:     now.Add(validity),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		return nil, fmt.Errorf("sign serving certificate: %w", err)
+	}
+	keyPEM, err := encodeKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return &Pair{CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), KeyPEM: keyPEM, Serial: sn}, nil
+}
+
+// Files returns the folder content cert-manager would write for this pair signed by ca.
+func (p *Pair) Files(ca *CA) map[string][]byte {
+	return map[string][]byte{CertName: p.CertPEM, KeyName: p.KeyPEM, CAName: bytes.Clone(ca.CertPEM)}
+}
+
+// SelfSigned creates a CA and a serving certificate for hosts and writes tls.crt, tls.key and
+// ca.crt into dir (see WriteAtomic). It returns the CA, whose CertPEM is the caBundle for the
+// webhook configurations; keep it to issue the next certificate on rotation.
+func SelfSigned(dir string, hosts []string) (*CA, error) {
+	ca, err := NewCA("captf-webhook-ca", 0)
+	if err != nil {
+		return nil, err
+	}
+	pair, err := ca.Issue(hosts, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := WriteAtomic(dir, pair.Files(ca)); err != nil {
+		return nil, err
+	}
+	return ca, nil
+}
