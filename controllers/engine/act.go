@@ -400,6 +400,21 @@ func (p *pass) cleanup(ctx context.Context) (ctrl.Result, error) {
 		log.FromContext(ctx).Info("a live lease holds the cleanup back", "leases", kept)
 		return ctrl.Result{RequeueAfter: LagRequeue}, nil
 	}
+	// I6: the state goes only when the destroy left nothing behind.
+	st, err := state.Read(ctx, p.r.APIReader, p.obj.GetNamespace(), p.suffix)
+	switch {
+	case errors.Is(err, state.ErrNoState):
+	case err != nil:
+		p.setCondition(infrav1.DeletingCondition, metav1.ConditionFalse, infrav1.DestroyingReason,
+			"the state cannot be read, so it is kept: "+err.Error())
+		return ctrl.Result{RequeueAfter: time.Minute}, nil
+	case !state.StateEmpty(st):
+		msg := "the destroy succeeded but the state still lists resources; the state is kept. Inspect it, then remove the annotation " +
+			DestroyedAnnotation + " to destroy again"
+		p.setCondition(infrav1.DeletingCondition, metav1.ConditionFalse, infrav1.DestroyingReason, msg)
+		p.event(corev1.EventTypeWarning, "StateNotEmpty", msg)
+		return ctrl.Result{RequeueAfter: time.Minute}, nil
+	}
 	ns := p.obj.GetNamespace()
 	for _, name := range []string{naming.StateSecretName(p.suffix), naming.InputsSecretName(p.suffix), naming.OutputsSecretName(p.suffix)} {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}

@@ -1,0 +1,222 @@
+package cachelag_test
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/stalecache"
+)
+
+// scene is one TerraformCluster in its own namespace. It is created unpaused but without its
+// Cluster, so passes only set block-move and wait; the test then arranges Jobs, leases and
+// status, and pauses it (as clusterctl move does), at which point "no lag" would clear
+// block-move at once.
+type scene struct {
+	ns string
+	tc *infrav1.TerraformCluster
+}
+
+func newScene(extraAnnotations map[string]string) *scene {
+	GinkgoHelper()
+	return newSceneIn(newNamespace(), "c1", extraAnnotations)
+}
+
+func newSceneIn(ns, name string, extraAnnotations map[string]string) *scene {
+	GinkgoHelper()
+	s := &scene{ns: ns}
+	s.tc = &infrav1.TerraformCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name, Annotations: extraAnnotations,
+			Labels: map[string]string{clusterv1.ClusterNameLabel: "absent"}, Finalizers: []string{infrav1.Finalizer}},
+		Spec: infrav1.TerraformClusterSpec{TerraformSpec: infrav1.TerraformSpec{
+			Module:    infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}},
+			Variables: &runtime.RawExtension{Raw: []byte(`{"a":1}`)}}},
+	}
+	Expect(k8s.Create(ctx, s.tc)).To(Succeed())
+	Eventually(annotations(s.tc)).Should(HaveKey(infrav1.BlockMoveAnnotation), "a normal pass sets block-move")
+	return s
+}
+
+// pause pauses the object, after which only lag can keep block-move on it.
+func (s *scene) pause() {
+	GinkgoHelper()
+	update(s.tc, func(tc *infrav1.TerraformCluster) { tc.Annotations[infrav1.PausedAnnotation] = "" })
+}
+
+func (s *scene) suffix() string {
+	return naming.StateSuffix(s.ns, infrav1.TerraformClusterKind, s.tc.Name)
+}
+
+// runningJob creates the Job of run seq for owner, running (as the Job controller shows it),
+// with its running pod.
+func runningJob(owner *infrav1.TerraformCluster, seq int64) (*batchv1.Job, *corev1.Pod) {
+	GinkgoHelper()
+	j, err := jobs.Build(jobs.Params{
+		Owner: jobs.Owner{APIVersion: infrav1.GroupVersion.String(), Kind: infrav1.TerraformClusterKind,
+			Name: owner.Name, Namespace: owner.Namespace, UID: owner.UID, Cluster: "c1"},
+		Suffix: naming.StateSuffix(owner.Namespace, infrav1.TerraformClusterKind, owner.Name), Seq: seq,
+		Operation: infrav1.OperationApply, InputsHash: "v1-test", Spec: owner.Spec.TerraformSpec,
+		Defaults: jobs.Defaults{RunnerImage: "captf/manager:test"},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(k8s.Create(ctx, j)).To(Succeed())
+	pod, err := envtest.StartJob(ctx, k8s, j)
+	Expect(err).NotTo(HaveOccurred())
+	return j, pod
+}
+
+// runLease creates the run lease of the TerraformCluster c1 of ns the way the controller
+// does (labels and all), held by holder.
+func runLease(ns, suffix, holder string) {
+	GinkgoHelper()
+	now := metav1.NewMicroTime(time.Now())
+	secs := int32(4500)
+	labels := naming.OwnerLabels(infrav1.TerraformClusterKind, "c1", "absent")
+	labels[infrav1.LeaseLabel] = infrav1.LeaseKindRun
+	Expect(k8s.Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.RunLeaseName(suffix), Labels: labels,
+			Annotations: map[string]string{infrav1.LeaseOpAnnotation: string(infrav1.OperationApply)}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, AcquireTime: &now, RenewTime: &now, LeaseDurationSeconds: &secs},
+	})).To(Succeed())
+}
+
+func annotations(o client.Object) func() map[string]string {
+	return func() map[string]string {
+		fresh := o.DeepCopyObject().(client.Object)
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(o), fresh)).To(Succeed())
+		return fresh.GetAnnotations()
+	}
+}
+
+func hiddenNow() int64 { return stale.Hidden() }
+
+var _ = Describe("Cache lag", func() {
+	It("(a) waits when status.activeJob names a Job the cache hides", func() {
+		s := newScene(nil)
+		job, _ := runningJob(s.tc, 1)
+		defer stale.Add(stalecache.ByName(&batchv1.Job{}, s.ns, job.Name))()
+		Eventually(func() error {
+			get(s.tc)
+			s.tc.Status.ActiveJob = &infrav1.ActiveJob{Name: job.Name, Operation: infrav1.OperationApply}
+			return k8s.Status().Update(ctx, s.tc)
+		}).Should(Succeed())
+		before := hiddenNow()
+		s.pause()
+
+		Consistently(annotations(s.tc)).Should(HaveKey(infrav1.BlockMoveAnnotation))
+		Expect(get(s.tc).Status.ActiveJob).NotTo(BeNil(), "activeJob must not be cleared while its Job runs")
+		Expect(hiddenNow()).To(BeNumerically(">", before), "the double must actually have hidden the Job")
+	})
+
+	It("(b) waits when block-move is written but activeJob is not, and the lease holder is hidden", func() {
+		s := newScene(nil)
+		job, _ := runningJob(s.tc, 1)
+		defer stale.Add(stalecache.ByName(&batchv1.Job{}, s.ns, job.Name))()
+		runLease(s.ns, s.suffix(), job.Name)
+		s.pause()
+		Consistently(annotations(s.tc)).Should(HaveKey(infrav1.BlockMoveAnnotation))
+	})
+
+	It("(c) sees no lag when the lease holder is a Job of another object", func() {
+		s := newScene(nil)
+		other := newSceneIn(s.ns, "c2", nil)
+		job, _ := runningJob(other.tc, 1)
+		// The other object's running Job sits in this object's lease: evidence of nothing here.
+		runLease(s.ns, s.suffix(), job.Name)
+		s.pause()
+		Eventually(annotations(s.tc)).ShouldNot(HaveKey(infrav1.BlockMoveAnnotation))
+	})
+
+	It("(d) sees no lag when the lease holder is not on the API server", func() {
+		s := newScene(nil)
+		runLease(s.ns, s.suffix(), naming.JobName(s.suffix(), 1))
+		s.pause()
+		Eventually(annotations(s.tc)).ShouldNot(HaveKey(infrav1.BlockMoveAnnotation))
+	})
+
+	It("(e) keeps the finalizer of a deleting object whose hidden Job holds the run lease", func() {
+		s := newScene(map[string]string{infrav1.DeleteForMoveAnnotation: ""})
+		job, pod := runningJob(s.tc, 1)
+		unhide := stale.Add(stalecache.ByName(&batchv1.Job{}, s.ns, job.Name))
+		defer unhide()
+		runLease(s.ns, s.suffix(), job.Name)
+		Expect(k8s.Delete(ctx, s.tc)).To(Succeed())
+		Consistently(func() bool {
+			return controllerutil.ContainsFinalizer(get(s.tc), infrav1.Finalizer)
+		}).Should(BeTrue())
+
+		By("once the cache catches up and the Job and its pod end, the move deletion lets the object go")
+		unhide()
+		Expect(envtest.FinishJob(ctx, k8s, get(job), pod, true, "")).To(Succeed())
+		Eventually(func() bool { return isGone(s.tc) }).Should(BeTrue())
+	})
+
+	It("(f) never takes a Job it created a moment ago, and the cache hides, as missing or failed", func() {
+		ns := newNamespace()
+		Expect(k8s.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1"},
+			Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformClusterKind, Name: "c1"}}})).To(Succeed())
+		// Hide every Job for its first 4 seconds: longer than several passes.
+		defer stale.Add(stalecache.Younger(&batchv1.Job{}, 4*time.Second, time.Now))()
+		before := hiddenNow()
+		s := newSceneIn(ns, "c1", nil)
+		update(s.tc, func(tc *infrav1.TerraformCluster) { tc.Labels[clusterv1.ClusterNameLabel] = "c1" })
+		Eventually(func() int { return len(jobsOf(s.tc)) }).Should(Equal(1))
+		Consistently(func(g Gomega) {
+			g.Expect(jobsOf(s.tc)).To(HaveLen(1), "a hidden Job must not be created twice")
+			c := condition(get(s.tc), infrav1.ApplyJobSucceededCondition)
+			if c != nil {
+				g.Expect(c.Status).NotTo(Equal(metav1.ConditionFalse), "a hidden Job must not be reported failed")
+			}
+		}, "5s").Should(Succeed())
+		Expect(hiddenNow()).To(BeNumerically(">", before))
+		Expect(get(s.tc).Status.ActiveJob).NotTo(BeNil())
+	})
+
+	It("(h) does not clean up a deleting object while its lease may still get its Job", func() {
+		// A lease inside the grace whose Job is not created yet is no cache lag (the seed's
+		// rule), but the cleanup must not delete state and leases under it: another manager may
+		// be about to create that Job.
+		s := newScene(nil)
+		runLease(s.ns, s.suffix(), naming.JobName(s.suffix(), 1))
+		Expect(k8s.Delete(ctx, s.tc)).To(Succeed())
+		Consistently(func() bool {
+			return controllerutil.ContainsFinalizer(get(s.tc), infrav1.Finalizer)
+		}).Should(BeTrue())
+
+		By("the Job appears and ends: the lease frees, and the object goes")
+		job, pod := runningJob(s.tc, 1)
+		Expect(envtest.FinishJob(ctx, k8s, get(job), pod, true, "")).To(Succeed())
+		Eventually(func() bool { return isGone(s.tc) }).Should(BeTrue())
+	})
+
+	It("(i) keeps everything while a finished Job's pod still runs", func() {
+		s := newScene(map[string]string{infrav1.DeleteForMoveAnnotation: ""})
+		job, pod := runningJob(s.tc, 1)
+		runLease(s.ns, s.suffix(), job.Name)
+		Expect(k8s.Delete(ctx, s.tc)).To(Succeed())
+		// The Job controller marked the Job failed (deadline) but the pod still terminates.
+		Expect(envtest.FinishJob(ctx, k8s, get(job), nil, false, "")).To(Succeed())
+		Consistently(func() bool {
+			return controllerutil.ContainsFinalizer(get(s.tc), infrav1.Finalizer)
+		}).Should(BeTrue())
+		Expect(get(s.tc).Annotations).To(HaveKey(infrav1.BlockMoveAnnotation))
+
+		By("the pod ends: the object goes")
+		Expect(envtest.FinishJob(ctx, k8s, get(job), pod, false, "")).To(Succeed())
+		Eventually(func() bool { return isGone(s.tc) }).Should(BeTrue())
+	})
+})

@@ -1,0 +1,167 @@
+package stalecache
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+)
+
+// Rule looks at an object the cache is about to return. It returns hide to make the cache
+// pretend the object does not exist, or a non-nil older copy to return instead.
+type Rule func(obj client.Object) (hide bool, older client.Object)
+
+// Reader wraps a cache reader with rules.
+type Reader struct {
+	inner  client.Reader
+	scheme *runtime.Scheme
+
+	mu    sync.RWMutex
+	rules map[int]Rule
+	next  int
+
+	hidden atomic.Int64
+	aged   atomic.Int64
+}
+
+// Wrap returns a Reader over inner (normally the manager's cache).
+func Wrap(inner client.Reader, scheme *runtime.Scheme) *Reader {
+	return &Reader{inner: inner, scheme: scheme, rules: map[int]Rule{}}
+}
+
+// Add installs a rule and returns the function that removes it.
+func (r *Reader) Add(rule Rule) (remove func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	id := r.next
+	r.next++
+	r.rules[id] = rule
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		delete(r.rules, id)
+	}
+}
+
+// Hidden is how many reads a rule answered with "not there"; Aged how many got an older copy.
+func (r *Reader) Hidden() int64 { return r.hidden.Load() }
+
+// Aged is how many reads returned an older copy.
+func (r *Reader) Aged() int64 { return r.aged.Load() }
+
+func (r *Reader) judge(obj client.Object) (bool, client.Object) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, rule := range r.rules {
+		if hide, older := rule(obj); hide || older != nil {
+			return hide, older
+		}
+	}
+	return false, nil
+}
+
+// Get implements client.Reader.
+func (r *Reader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := r.inner.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	hide, older := r.judge(obj)
+	switch {
+	case hide:
+		r.hidden.Add(1)
+		gvk, _ := apiutil.GVKForObject(obj, r.scheme)
+		return apierrors.NewNotFound(schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}, key.Name)
+	case older != nil:
+		r.aged.Add(1)
+		return copyInto(older, obj)
+	}
+	return nil
+}
+
+// List implements client.Reader.
+func (r *Reader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := r.inner.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return fmt.Errorf("extract list: %w", err)
+	}
+	kept := make([]runtime.Object, 0, len(items))
+	for _, it := range items {
+		obj, ok := it.(client.Object)
+		if !ok {
+			kept = append(kept, it)
+			continue
+		}
+		hide, older := r.judge(obj)
+		switch {
+		case hide:
+			r.hidden.Add(1)
+		case older != nil:
+			r.aged.Add(1)
+			kept = append(kept, older.DeepCopyObject())
+		default:
+			kept = append(kept, it)
+		}
+	}
+	return meta.SetList(list, kept)
+}
+
+func copyInto(src, dst client.Object) error {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(src)
+	if err != nil {
+		return fmt.Errorf("convert older copy: %w", err)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u, dst); err != nil {
+		return fmt.Errorf("convert older copy: %w", err)
+	}
+	return nil
+}
+
+// ByName hides the object of this kind (Go type of sample), namespace and name.
+func ByName(sample client.Object, namespace, name string) Rule {
+	t := fmt.Sprintf("%T", sample)
+	return func(obj client.Object) (bool, client.Object) {
+		return fmt.Sprintf("%T", obj) == t && obj.GetNamespace() == namespace && obj.GetName() == name, nil
+	}
+}
+
+// Younger hides objects of sample's type created less than d ago (by now()): the view an
+// informer gives of objects whose create events it has not processed yet.
+func Younger(sample client.Object, d time.Duration, now func() time.Time) Rule {
+	t := fmt.Sprintf("%T", sample)
+	return func(obj client.Object) (bool, client.Object) {
+		return fmt.Sprintf("%T", obj) == t && now().Sub(obj.GetCreationTimestamp().Time) < d, nil
+	}
+}
+
+// Snapshot serves a frozen copy of one object (its state when the rule was made) instead of
+// the current one: the view of an informer whose watch stalled.
+func Snapshot(frozen client.Object) Rule {
+	t := fmt.Sprintf("%T", frozen)
+	frozen = frozen.DeepCopyObject().(client.Object)
+	return func(obj client.Object) (bool, client.Object) {
+		if fmt.Sprintf("%T", obj) == t && obj.GetNamespace() == frozen.GetNamespace() && obj.GetName() == frozen.GetName() {
+			return false, frozen
+		}
+		return false, nil
+	}
+}
+
+// Random hides objects of sample's type with probability p (decided by rnd, which must be
+// safe for concurrent use), for chaos tests.
+func Random(sample client.Object, p float64, rnd func() float64) Rule {
+	t := fmt.Sprintf("%T", sample)
+	return func(obj client.Object) (bool, client.Object) {
+		return fmt.Sprintf("%T", obj) == t && rnd() < p, nil
+	}
+}
