@@ -123,10 +123,12 @@ var _ = Describe("Cache lag", func() {
 
 	It("(b) waits when block-move is written but activeJob is not, and the lease holder is hidden", func() {
 		s := newScene(nil)
+		// Hidden from its creation: no pass ever saw it, so status.activeJob stays unset.
+		defer stale.Add(stalecache.ByName(&batchv1.Job{}, s.ns, naming.JobName(s.suffix(), 1)))()
 		job, _ := runningJob(s.tc, 1)
-		defer stale.Add(stalecache.ByName(&batchv1.Job{}, s.ns, job.Name))()
 		runLease(s.ns, s.suffix(), job.Name)
 		s.pause()
+		Expect(get(s.tc).Status.ActiveJob).To(BeNil())
 		Consistently(annotations(s.tc)).Should(HaveKey(infrav1.BlockMoveAnnotation))
 	})
 
@@ -149,9 +151,9 @@ var _ = Describe("Cache lag", func() {
 
 	It("(e) keeps the finalizer of a deleting object whose hidden Job holds the run lease", func() {
 		s := newScene(map[string]string{infrav1.DeleteForMoveAnnotation: ""})
-		job, pod := runningJob(s.tc, 1)
-		unhide := stale.Add(stalecache.ByName(&batchv1.Job{}, s.ns, job.Name))
+		unhide := stale.Add(stalecache.ByName(&batchv1.Job{}, s.ns, naming.JobName(s.suffix(), 1)))
 		defer unhide()
+		job, pod := runningJob(s.tc, 1)
 		runLease(s.ns, s.suffix(), job.Name)
 		Expect(k8s.Delete(ctx, s.tc)).To(Succeed())
 		Consistently(func() bool {

@@ -1,0 +1,134 @@
+package chaos_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/captf/cluster-api-provider-terraform/controllers/setup"
+	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/stalecache"
+)
+
+var (
+	env   *envtest.Env
+	k8s   client.Client
+	ctx   context.Context
+	stop  context.CancelFunc
+	nsSeq int
+)
+
+func TestChaos(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Crashes, racing managers and starved caches (envtest)")
+}
+
+var _ = BeforeSuite(func() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	SetDefaultEventuallyTimeout(30 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	SetDefaultConsistentlyDuration(2 * time.Second)
+	ctx, stop = context.WithCancel(context.Background())
+	capi, err := envtest.ClusterAPICRDs()
+	Expect(err).NotTo(HaveOccurred())
+	env, err = envtest.Start(envtest.Options{ExtraCRDPaths: []string{capi}})
+	Expect(err).NotTo(HaveOccurred())
+	fmt.Println(env.Describe())
+	k8s, err = client.New(env.Config, client.Options{Scheme: env.Scheme})
+	Expect(err).NotTo(HaveOccurred())
+})
+
+var _ = AfterSuite(func() {
+	if stop != nil {
+		stop()
+	}
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+})
+
+func newNamespace(prefix string) string {
+	nsSeq++
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, nsSeq)}}
+	Expect(k8s.Create(ctx, ns)).To(Succeed())
+	return ns.Name
+}
+
+// running is a manager started by a test; Stop ends it and waits until it has returned.
+type running struct {
+	cancel context.CancelFunc
+	done   chan error
+	stale  *stalecache.Reader
+	once   sync.Once
+}
+
+func (r *running) Stop() error {
+	r.once.Do(r.cancel)
+	return <-r.done
+}
+
+// managerOpts says how a test manager is built.
+type managerOpts struct {
+	cfg          *rest.Config
+	clock        clock.Clock
+	intercept    *interceptor.Funcs
+	withStale    bool
+	syncTimeout  time.Duration
+	disableGate  bool
+}
+
+// startManager builds a manager exactly as the product does (setup.New) and runs it.
+func startManager(o managerOpts) *running {
+	GinkgoHelper()
+	cfg := o.cfg
+	if cfg == nil {
+		cfg = env.Config
+	}
+	r := &running{done: make(chan error, 1)}
+	mctx, cancel := context.WithCancel(ctx)
+	r.cancel = cancel
+	mgr, err := setup.New(cfg, setup.Options{MetricsAddr: "0", ProbeAddr: "0", Concurrency: 2, Clock: o.clock,
+		DisableClusterOperationGate: o.disableGate,
+		RunnerImage:                 "captf/manager:test", RuntimeImage: "captf/tofu:test"},
+		func(mo *manager.Options) {
+			skip := true
+			mo.Controller.SkipNameValidation = &skip
+			if o.syncTimeout > 0 {
+				mo.Controller.CacheSyncTimeout = o.syncTimeout
+			}
+			mo.NewClient = func(cfg *rest.Config, co client.Options) (client.Client, error) {
+				if o.withStale {
+					r.stale = stalecache.Wrap(co.Cache.Reader, co.Scheme)
+					co.Cache.Reader = r.stale
+				}
+				c, err := client.NewWithWatch(cfg, co)
+				if err != nil {
+					return nil, err
+				}
+				if o.intercept != nil {
+					return interceptor.NewClient(c, *o.intercept), nil
+				}
+				return c, nil
+			}
+		})
+	Expect(err).NotTo(HaveOccurred())
+	go func() { r.done <- mgr.Start(mctx) }()
+	return r
+}
+
+var errCrashed = errors.New("manager crashed")
