@@ -84,12 +84,12 @@ func (r *running) Stop() error {
 
 // managerOpts says how a test manager is built.
 type managerOpts struct {
-	cfg          *rest.Config
-	clock        clock.Clock
-	intercept    *interceptor.Funcs
-	withStale    bool
-	syncTimeout  time.Duration
-	disableGate  bool
+	cfg         *rest.Config
+	clock       clock.Clock
+	intercept   *interceptor.Funcs
+	withStale   bool
+	syncTimeout time.Duration
+	disableGate bool
 }
 
 // startManager builds a manager exactly as the product does (setup.New) and runs it.
