@@ -97,6 +97,35 @@ $(STAMPS)/tofu-$(OPENTOFU_VERSION):
 	hack/build-bin.sh tofu
 	@mkdir -p $(STAMPS) && touch $@
 
+##@ Release
+
+KUSTOMIZE := $(BIN)/kustomize
+# The release the clusterctl manifest names; metadata.yaml must hold its major.minor series.
+RELEASE_TAG ?= v0.1.0
+RELEASE_IMAGE ?= ghcr.io/captf/cluster-api-provider-terraform:$(RELEASE_TAG)
+RELEASE_DIR ?= out
+
+.PHONY: release-manifests
+release-manifests: $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) ## Write the clusterctl provider files: $(RELEASE_DIR)/infrastructure-components.yaml and metadata.yaml.
+	@mkdir -p $(RELEASE_DIR)
+	$(KUSTOMIZE) build config/clusterctl | sed 's|CAPTF_RELEASE_IMAGE|$(RELEASE_IMAGE)|g' > $(RELEASE_DIR)/infrastructure-components.yaml
+	cp metadata.yaml $(RELEASE_DIR)/metadata.yaml
+	@echo "wrote $(RELEASE_DIR)/infrastructure-components.yaml and $(RELEASE_DIR)/metadata.yaml ($(RELEASE_IMAGE))"
+
+.PHONY: kustomize
+kustomize: $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) ## Build kustomize into bin/.
+
+.PHONY: clusterctl
+clusterctl: $(STAMPS)/clusterctl-$(CLUSTER_API_VERSION) ## Build clusterctl from source into bin/.
+
+# The deployment tests (test/deploy) render config/ with kustomize and install the release
+# manifest through a real clusterctl.
+test-bins: $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) $(STAMPS)/clusterctl-$(CLUSTER_API_VERSION)
+
+$(STAMPS)/kustomize-$(KUSTOMIZE_VERSION):
+	GOBIN=$(BIN) go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+	@mkdir -p $(STAMPS) && touch $@
+
 .PHONY: help
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ { printf "  %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)

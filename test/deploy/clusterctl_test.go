@@ -1,0 +1,461 @@
+package deploy_test
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/certs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/setup"
+)
+
+const (
+	releaseTag   = "v0.1.0"
+	testImage    = "registry.example.com/captf/manager:test-1"
+	systemNS     = "captf-system"
+	managerSA    = "captf-controller-manager"
+	samplesNS    = "demo"
+	fieldManager = "captf-deploy-test"
+)
+
+// The variable flags of config/clusterctl; every other flag must equal config/default's.
+var variableFlags = []string{"runner-image", "runtime-image", "concurrency"}
+
+// clusterctlRepository lays out a local clusterctl provider repository holding the output of
+// `make release-manifests`, and a clusterctl config file that points at it.
+func clusterctlRepository(dir string) (configFile string) {
+	out := filepath.Join(dir, "out")
+	_, err := run(repo, cleanEnv(), "make", "-s", "release-manifests", "RELEASE_DIR="+out, "RELEASE_TAG="+releaseTag)
+	Expect(err).NotTo(HaveOccurred())
+	version := filepath.Join(dir, "repository", "infrastructure-terraform", releaseTag)
+	Expect(os.MkdirAll(version, 0o755)).To(Succeed())
+	for _, f := range []string{"infrastructure-components.yaml", "metadata.yaml"} {
+		b, err := os.ReadFile(filepath.Join(out, f))
+		Expect(err).NotTo(HaveOccurred(), "make release-manifests did not write %s", f)
+		Expect(os.WriteFile(filepath.Join(version, f), b, 0o644)).To(Succeed())
+	}
+	configFile = filepath.Join(dir, "clusterctl.yaml")
+	Expect(os.WriteFile(configFile, fmt.Appendf(nil, `providers:
+- name: terraform
+  type: InfrastructureProvider
+  url: file://%s
+`, filepath.Join(version, "infrastructure-components.yaml")), 0o644)).To(Succeed())
+	return configFile
+}
+
+// clusterctl runs bin/clusterctl with its own home, so no user configuration leaks in.
+func clusterctl(home string, extraEnv []string, args ...string) ([]byte, error) {
+	bin, err := tool("clusterctl")
+	if err != nil {
+		return nil, err
+	}
+	env := cleanEnv(append([]string{"HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
+		"CLUSTERCTL_DISABLE_VERSIONCHECK=true"}, extraEnv...)...)
+	return run(home, env, bin, args...)
+}
+
+// apply installs objects the way clusterctl does: the namespace and the CRDs first (waiting
+// until they are served), then everything else, with server-side apply.
+func apply(objs objects) {
+	rank := func(u *unstructured.Unstructured) int {
+		switch u.GetKind() {
+		case "Namespace":
+			return 0
+		case "CustomResourceDefinition":
+			return 1
+		}
+		return 2
+	}
+	for pass := 0; pass <= 2; pass++ {
+		for _, u := range objs {
+			if rank(u) != pass {
+				continue
+			}
+			Expect(admin.Apply(ctx, client.ApplyConfigurationFromUnstructured(u.DeepCopy()), client.FieldOwner(fieldManager), client.ForceOwnership)).
+				To(Succeed(), "apply %s %s/%s", u.GetKind(), u.GetNamespace(), u.GetName())
+			if u.GetKind() == "CustomResourceDefinition" {
+				Eventually(func(g Gomega) {
+					var crd apiextensionsv1.CustomResourceDefinition
+					g.Expect(admin.Get(ctx, types.NamespacedName{Name: u.GetName()}, &crd)).To(Succeed())
+					established := false
+					for _, c := range crd.Status.Conditions {
+						established = established || (c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue)
+					}
+					g.Expect(established).To(BeTrue(), "CRD %s not established", crd.Name)
+				}).WithTimeout(20 * time.Second).Should(Succeed())
+			}
+		}
+	}
+}
+
+// asServiceAccount is the manager's identity: the API server authorizes it with the RBAC that
+// clusterctl installed.
+func asServiceAccount(c *rest.Config) *rest.Config {
+	sa := rest.CopyConfig(c)
+	sa.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + systemNS + ":" + managerSA,
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + systemNS, "system:authenticated"},
+	}
+	return sa
+}
+
+func probe(addr, path string) (int, error) {
+	c := &http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + addr + path)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// servedSerial dials the webhook server as the API server does (trusting only the CA) and
+// returns the serial of the certificate it presents.
+func servedSerial(addr string, ca []byte) (*big.Int, error) {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].SerialNumber, nil
+}
+
+// pointWebhooksAt makes the installed configurations call the in-process webhook server (the
+// test's stand-in for the Service): only clientConfig changes; rules, matchConditions,
+// timeouts and failure policies stay as installed.
+func pointWebhooksAt(base string, ca []byte) {
+	var vs admissionregistrationv1.ValidatingWebhookConfigurationList
+	Expect(admin.List(ctx, &vs, client.MatchingLabels{providerLabel: providerLabelValue})).To(Succeed())
+	Expect(vs.Items).NotTo(BeEmpty())
+	for i := range vs.Items {
+		v := &vs.Items[i]
+		for j := range v.Webhooks {
+			cc := &v.Webhooks[j].ClientConfig
+			cc.URL = ptr.To(base + ptr.Deref(cc.Service.Path, "/"))
+			cc.Service = nil
+		}
+		Expect(admin.Update(ctx, v)).To(Succeed())
+	}
+	var ms admissionregistrationv1.MutatingWebhookConfigurationList
+	Expect(admin.List(ctx, &ms, client.MatchingLabels{providerLabel: providerLabelValue})).To(Succeed())
+	for i := range ms.Items {
+		m := &ms.Items[i]
+		for j := range m.Webhooks {
+			cc := &m.Webhooks[j].ClientConfig
+			cc.URL = ptr.To(base + ptr.Deref(cc.Service.Path, "/"))
+			cc.Service = nil
+		}
+		Expect(admin.Update(ctx, m)).To(Succeed())
+	}
+	// What cainjector does in a cluster.
+	names := func() (v, m []string) {
+		for _, x := range vs.Items {
+			v = append(v, x.Name)
+		}
+		for _, x := range ms.Items {
+			m = append(m, x.Name)
+		}
+		return v, m
+	}
+	v, m := names()
+	Expect(certs.InjectCABundle(ctx, admin, ca, v, m)).To(Succeed())
+}
+
+var _ = Describe("CAPTF installed through clusterctl from a local provider repository", Ordered, func() {
+	var (
+		dir, home, configFile string
+		generated             objects
+		generatedYAML         string
+		certDir, probeAddr    string
+		webhookAddr           string
+		ca                    *certs.CA
+		stopManager           func()
+	)
+
+	BeforeAll(func() {
+		dir = GinkgoT().TempDir()
+		home = filepath.Join(dir, "home")
+		Expect(os.MkdirAll(home, 0o755)).To(Succeed())
+		configFile = clusterctlRepository(dir)
+	})
+
+	AfterAll(func() {
+		if stopManager != nil {
+			stopManager()
+		}
+	})
+
+	It("renders the components with their variables substituted", func() {
+		out, err := clusterctl(home, []string{"CAPTF_IMAGE=" + testImage}, "generate", "provider", "--infrastructure", "terraform", "--config", configFile)
+		Expect(err).NotTo(HaveOccurred())
+		generatedYAML = string(out)
+		Expect(generatedYAML).NotTo(ContainSubstring("${"), "a variable was left unsubstituted")
+		Expect(generatedYAML).NotTo(ContainSubstring("CAPTF_RELEASE_IMAGE"), "make release-manifests left its placeholder")
+		generated, err = decode(out)
+		Expect(err).NotTo(HaveOccurred())
+
+		checkLabels(generated)
+		for _, u := range generated {
+			Expect(u.GetLabels()).To(HaveKey("clusterctl.cluster.x-k8s.io"), "clusterctl did not take %s %s as a component", u.GetKind(), u.GetName())
+		}
+		checkWebhooks(generated)
+		checkMatchConditions(generated)
+		checkManager(generated)
+
+		_, c, err := managerDeployment(generated)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.Image).To(Equal(testImage))
+		Expect(c.Args).To(ContainElement("--runner-image=" + testImage))
+		Expect(c.Args).To(ContainElement("--runtime-image=" + jobs.DefaultRuntimeImage))
+		Expect(c.Args).To(ContainElement("--concurrency=4"))
+
+		// Besides the variables, the release runs the manager exactly as config/default does.
+		def, err := kustomizeBuild("config/default")
+		Expect(err).NotTo(HaveOccurred())
+		_, dc, err := managerDeployment(def)
+		Expect(err).NotTo(HaveOccurred())
+		strip := func(args []string) []string {
+			var out []string
+			for _, a := range args {
+				keep := true
+				for _, f := range variableFlags {
+					keep = keep && !strings.HasPrefix(a, "--"+f+"=")
+				}
+				if keep {
+					out = append(out, a)
+				}
+			}
+			return out
+		}
+		Expect(strip(c.Args)).To(Equal(strip(dc.Args)))
+
+		// Without the variable, the default names the release.
+		out, err = clusterctl(home, nil, "generate", "provider", "--infrastructure", "terraform", "--config", configFile)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(out)).To(ContainSubstring("image: ghcr.io/captf/cluster-api-provider-terraform:" + releaseTag))
+	})
+
+	It("applies to a control plane with cert-manager's CRDs", func() {
+		Expect(generated).NotTo(BeEmpty())
+		apply(generated)
+
+		var crds apiextensionsv1.CustomResourceDefinitionList
+		Expect(admin.List(ctx, &crds, client.MatchingLabels{providerLabel: providerLabelValue})).To(Succeed())
+		Expect(crds.Items).To(HaveLen(6))
+		var vs admissionregistrationv1.ValidatingWebhookConfigurationList
+		Expect(admin.List(ctx, &vs, client.MatchingLabels{providerLabel: providerLabelValue})).To(Succeed())
+		Expect(vs.Items).NotTo(BeEmpty())
+		var ms admissionregistrationv1.MutatingWebhookConfigurationList
+		Expect(admin.List(ctx, &ms, client.MatchingLabels{providerLabel: providerLabelValue})).To(Succeed())
+		Expect(ms.Items).NotTo(BeEmpty())
+		for _, x := range vs.Items {
+			Expect(x.Annotations).To(HaveKeyWithValue(injectCAAnnotation, systemNS+"/captf-serving-cert"))
+		}
+		for _, kind := range []string{"Certificate", "Issuer"} {
+			list := &unstructured.UnstructuredList{}
+			list.SetAPIVersion("cert-manager.io/v1")
+			list.SetKind(kind + "List")
+			Expect(admin.List(ctx, list, client.InNamespace(systemNS))).To(Succeed())
+			Expect(list.Items).To(HaveLen(2), "%ss in %s", kind, systemNS)
+		}
+		var cert unstructured.Unstructured
+		cert.SetAPIVersion("cert-manager.io/v1")
+		cert.SetKind("Certificate")
+		Expect(admin.Get(ctx, types.NamespacedName{Namespace: systemNS, Name: "captf-serving-cert"}, &cert)).To(Succeed())
+		var dep unstructured.Unstructured
+		dep.SetAPIVersion("apps/v1")
+		dep.SetKind("Deployment")
+		Expect(admin.Get(ctx, types.NamespacedName{Namespace: systemNS, Name: "captf-controller-manager"}, &dep)).To(Succeed())
+	})
+
+	It("runs the manager under the installed RBAC: not ready before its certificate exists, ready after", func() {
+		certDir = filepath.Join(dir, "serving-certs")
+		Expect(os.MkdirAll(certDir, 0o755)).To(Succeed())
+		pp, err := freePort()
+		Expect(err).NotTo(HaveOccurred())
+		wp, err := freePort()
+		Expect(err).NotTo(HaveOccurred())
+		probeAddr = "127.0.0.1:" + strconv.Itoa(pp)
+		webhookAddr = "127.0.0.1:" + strconv.Itoa(wp)
+
+		mgr, err := setup.New(asServiceAccount(cfg), setup.Options{
+			MetricsAddr:             "0",
+			ProbeAddr:               probeAddr,
+			LeaderElection:          true,
+			LeaderElectionNamespace: systemNS,
+			EnableWebhooks:          true,
+			WebhookPort:             wp,
+			WebhookCertDir:          certDir,
+			RunnerImage:             testImage,
+		}, func(o *manager.Options) { o.GracefulShutdownTimeout = ptr.To(5 * time.Second) })
+		Expect(err).NotTo(HaveOccurred())
+		mctx, mcancel := contextWithCancel()
+		done := make(chan error, 1)
+		go func() { done <- mgr.Start(mctx) }()
+		stopManager = func() {
+			mcancel()
+			Eventually(done).WithTimeout(30 * time.Second).Should(Receive(Not(HaveOccurred())))
+		}
+
+		Eventually(func() (int, error) { return probe(probeAddr, "/healthz") }).WithTimeout(20 * time.Second).Should(Equal(http.StatusOK))
+		// The manager is up and elected, yet not ready: no certificate.
+		Consistently(func() (int, error) { return probe(probeAddr, "/readyz") }).
+			WithTimeout(2 * time.Second).WithPolling(100 * time.Millisecond).ShouldNot(Equal(http.StatusOK))
+		_, err = servedSerial(webhookAddr, nil)
+		Expect(err).To(HaveOccurred(), "the webhook server completed a handshake without a certificate")
+
+		written := time.Now()
+		ca, err = certs.SelfSigned(certDir, []string{"127.0.0.1"})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() (int, error) { return probe(probeAddr, "/readyz") }).WithTimeout(10 * time.Second).WithPolling(50 * time.Millisecond).Should(Equal(http.StatusOK))
+		fmt.Fprintf(GinkgoWriter, "ready %v after the certificate was written\n", time.Since(written).Round(time.Millisecond))
+		_, err = servedSerial(webhookAddr, ca.CertPEM)
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("serves admission through the installed webhook configurations", func() {
+		Expect(ca).NotTo(BeNil())
+		pointWebhooksAt("https://"+webhookAddr, ca.CertPEM)
+		Expect(admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: samplesNS}})).To(Succeed())
+
+		// Defaulting (mutating): a short deadline gets a lock timeout below it. Without the
+		// webhook the schema would refuse the default lock timeout of 300 s.
+		short := &infrav1.TerraformCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: samplesNS, Name: "short", Labels: map[string]string{infrav1.ClusterNameLabel: "short"}},
+			Spec: infrav1.TerraformClusterSpec{TerraformSpec: infrav1.TerraformSpec{
+				Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "sample-cluster-module"}},
+				Job:    infrav1.JobPolicy{ActiveDeadlineSeconds: ptr.To[int64](120)},
+			}},
+		}
+		Eventually(func() error { return admin.Create(ctx, short) }).WithTimeout(10 * time.Second).Should(Succeed())
+		Expect(short.Spec.Job.LockTimeoutSeconds).To(HaveValue(BeEquivalentTo(60)))
+
+		// Validation: a reserved environment variable is refused by the webhook.
+		bad := &infrav1.TerraformMachine{
+			ObjectMeta: metav1.ObjectMeta{Namespace: samplesNS, Name: "bad"},
+			Spec: infrav1.TerraformMachineSpec{TerraformSpec: infrav1.TerraformSpec{
+				Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}},
+				Job:    infrav1.JobPolicy{Env: []corev1.EnvVar{{Name: "CAPTF_JOB_NAME", Value: "x"}}},
+			}},
+		}
+		err := admin.Create(ctx, bad)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("denied the request"))
+		Expect(err.Error()).To(ContainSubstring("reserved"))
+	})
+
+	It("creates the samples and reconciles them under the installed RBAC", func() {
+		samples, err := kustomizeBuild("config/samples")
+		Expect(err).NotTo(HaveOccurred())
+		for _, u := range samples {
+			u.SetNamespace(samplesNS)
+		}
+		apply(samples)
+
+		// The manager, as its service account, created the runner's RBAC (it may grant only
+		// what it holds itself) and started an apply Job for the sample cluster.
+		Eventually(func(g Gomega) {
+			g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: samplesNS, Name: "captf-runner"}, &rbacv1.Role{})).To(Succeed())
+			g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: samplesNS, Name: "captf-runner"}, &rbacv1.RoleBinding{})).To(Succeed())
+			g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: samplesNS, Name: "captf-runner"}, &corev1.ServiceAccount{})).To(Succeed())
+			var js batchv1.JobList
+			g.Expect(admin.List(ctx, &js, client.InNamespace(samplesNS), client.MatchingLabels{
+				infrav1.OwnerKindLabel: infrav1.TerraformClusterKind, infrav1.OwnerNameLabel: "sample"})).To(Succeed())
+			g.Expect(js.Items).NotTo(BeEmpty(), "no Job for TerraformCluster sample yet")
+			g.Expect(js.Items[0].Spec.Template.Spec.InitContainers[0].Image).To(Equal(testImage))
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+	})
+
+	It("serves a rotated certificate within 10 s while admission requests flow, and none fails", func() {
+		Expect(ca).NotTo(BeNil())
+		first, err := servedSerial(webhookAddr, ca.CertPEM)
+		Expect(err).NotTo(HaveOccurred())
+
+		var ok, failed atomic.Int64
+		var firstErr atomic.Value
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		record := func(err error) {
+			if err != nil {
+				failed.Add(1)
+				firstErr.CompareAndSwap(nil, err.Error())
+				return
+			}
+			ok.Add(1)
+		}
+		// Creates go through defaulting and validation; spec patches through validation.
+		for w := 0; w < 2; w++ {
+			wg.Add(1)
+			go func() {
+				defer GinkgoRecover()
+				defer wg.Done()
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if w == 0 {
+						m := &infrav1.TerraformMachine{
+							ObjectMeta: metav1.ObjectMeta{Namespace: samplesNS, Name: fmt.Sprintf("load-%d", i),
+								Labels: map[string]string{infrav1.ClusterNameLabel: "load"}},
+							Spec: infrav1.TerraformMachineSpec{TerraformSpec: infrav1.TerraformSpec{
+								Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "sample-machine-module"}},
+							}},
+						}
+						record(admin.Create(ctx, m, client.DryRunAll))
+					} else {
+						patch := fmt.Appendf(nil, `{"spec":{"variables":{"api_server_port":%d}}}`, 6000+i%100)
+						record(admin.Patch(ctx, &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: samplesNS, Name: "short"}},
+							client.RawPatch(types.MergePatchType, patch), client.DryRunAll))
+					}
+				}
+			}()
+		}
+		Eventually(ok.Load).WithTimeout(10 * time.Second).Should(BeNumerically(">=", 20))
+
+		second, err := ca.Issue([]string{"127.0.0.1"}, time.Hour)
+		Expect(err).NotTo(HaveOccurred())
+		rotated := time.Now()
+		Expect(certs.WriteAtomic(certDir, second.Files(ca))).To(Succeed())
+		Eventually(func() (*big.Int, error) { return servedSerial(webhookAddr, ca.CertPEM) }).
+			WithTimeout(10 * time.Second).WithPolling(20 * time.Millisecond).Should(Equal(second.Serial))
+		took := time.Since(rotated)
+		before := ok.Load()
+		Eventually(ok.Load).WithTimeout(20 * time.Second).Should(BeNumerically(">=", before+20))
+		close(stop)
+		wg.Wait()
+		Expect(failed.Load()).To(BeZero(), "admission requests failed during the rotation, first: %v", firstErr.Load())
+		Expect(second.Serial).NotTo(Equal(first))
+		fmt.Fprintf(GinkgoWriter, "rotated certificate served %v after the write; %d admission requests, 0 failed\n", took.Round(time.Millisecond), ok.Load())
+	})
+})

@@ -1,0 +1,175 @@
+package deploy_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+)
+
+// tool returns bin/<name>, built by `make test-bins`.
+func tool(name string) (string, error) {
+	root, err := envtest.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(root, "bin", name)
+	if fi, err := os.Stat(p); err != nil || fi.IsDir() {
+		return "", fmt.Errorf("%s not found: run 'make test-bins' to build it from source", p)
+	}
+	return p, nil
+}
+
+// run runs a command and returns its stdout; a failure carries its stderr.
+func run(dir string, env []string, name string, args ...string) ([]byte, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = env
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.Bytes(), fmt.Errorf("%s %s: %w\n%s", filepath.Base(name), strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.Bytes(), nil
+}
+
+// cleanEnv is the environment without make's variables, so a nested make runs on its own.
+func cleanEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, extra...)
+}
+
+// decode splits a multi-document YAML stream into objects.
+func decode(data []byte) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("decode yaml: %w", err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		out = append(out, &unstructured.Unstructured{Object: m})
+	}
+}
+
+// kustomizeBuild renders a folder of config/ with bin/kustomize.
+func kustomizeBuild(dir string) ([]*unstructured.Unstructured, error) {
+	kz, err := tool("kustomize")
+	if err != nil {
+		return nil, err
+	}
+	root, err := envtest.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	out, err := run(root, nil, kz, "build", dir)
+	if err != nil {
+		return nil, err
+	}
+	return decode(out)
+}
+
+// objects indexes rendered objects by kind.
+type objects []*unstructured.Unstructured
+
+func (o objects) ofKind(kind string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, u := range o {
+		if u.GetKind() == kind {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+func (o objects) find(kind, namespace, name string) *unstructured.Unstructured {
+	for _, u := range o {
+		if u.GetKind() == kind && u.GetNamespace() == namespace && u.GetName() == name {
+			return u
+		}
+	}
+	return nil
+}
+
+// one returns the only object of kind, or an error.
+func (o objects) one(kind string) (*unstructured.Unstructured, error) {
+	all := o.ofKind(kind)
+	if len(all) != 1 {
+		return nil, fmt.Errorf("want exactly one %s, found %d", kind, len(all))
+	}
+	return all[0], nil
+}
+
+// as converts an object to a typed one.
+func as[T any](u *unstructured.Unstructured) (*T, error) {
+	out := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+		return nil, fmt.Errorf("convert %s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	return out, nil
+}
+
+// goModDir downloads a module through the module proxy (or finds it in the module cache) and
+// returns its folder.
+func goModDir(module string) (string, error) {
+	out, err := run("", nil, "go", "mod", "download", "-json", module)
+	if err != nil {
+		return "", err
+	}
+	var m struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
+		return "", fmt.Errorf("locate %s: %v %s", module, err, m.Error)
+	}
+	return m.Dir, nil
+}
+
+// freePort returns a TCP port nothing listens on right now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// argValue returns the value of --name=value in args.
+func argValue(args []string, name string) (string, bool) {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func contextWithCancel() (context.Context, context.CancelFunc) { return context.WithCancel(ctx) }
