@@ -234,7 +234,16 @@ var _ = Describe("Acquire", func() {
 				return c.Update(ctx, obj, opts...)
 			},
 		})
-		m := runlease.New(c, base, options(clk, true))
+		var leaseReads atomic.Int32 // reads of the run lease
+		reader := interceptor.NewClient(base, interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				if _, ok := obj.(*coordinationv1.Lease); ok && key.Name == owner.RunLeaseName() {
+					leaseReads.Add(1)
+				}
+				return c.Get(ctx, key, obj, opts...)
+			},
+		})
+		m := runlease.New(c, reader, options(clk, true))
 
 		By("a rival creates the lease between our read and our create")
 		beforeWrite = func() {
@@ -248,11 +257,13 @@ var _ = Describe("Acquire", func() {
 		Expect(res.Wait.Reason).To(Equal(infrav1.WaitingForRunLeaseReason))
 		Expect(creates.Load()).To(Equal(int32(1)))
 		Expect(updates.Load()).To(BeZero())
+		Expect(leaseReads.Load()).To(Equal(int32(1)), "one read, one write: no retry")
 		Expect(holderOf(ns, owner.RunLeaseName())).To(Equal(jobName(owner, 9)))
 
 		By("a rival takes the free lease between our read and our update")
 		clk.Step(2 * time.Minute) // holder 9 never created its Job: free
 		creates.Store(0)
+		leaseReads.Store(0)
 		beforeWrite = func() {
 			res, err := rival.Acquire(ctx, request(owner, 10, infrav1.OperationApply))
 			Expect(err).NotTo(HaveOccurred())
@@ -263,20 +274,18 @@ var _ = Describe("Acquire", func() {
 		Expect(res.Acquired).To(BeFalse())
 		Expect(updates.Load()).To(Equal(int32(1)))
 		Expect(creates.Load()).To(BeZero())
+		Expect(leaseReads.Load()).To(Equal(int32(1)), "one read, one write: no retry")
 		Expect(holderOf(ns, owner.RunLeaseName())).To(Equal(jobName(owner, 10)))
 	})
 
 	It("decides on the live reader, never on the client it writes with", func() {
 		ns := newNamespace()
 		clk := fakeClock()
-		owner := machineOwner(ns, "m1")
-		j := createJob(owner, jobName(owner, 1))
-		startJob(j)
-		Expect(newManager(clk, true).Acquire(ctx, request(owner, 1, infrav1.OperationApply))).To(HaveField("Acquired", true))
-		clk.Step(10 * time.Minute)
+		live := newManager(clk, true)
+		owner, cluster, m2 := machineOwner(ns, "m1"), clusterOwner(ns), machineOwner(ns, "m2")
 
 		// The writing client behaves like a cache that has seen nothing: every Get is NotFound
-		// and every List is empty. Only the live reader knows the running holder Job.
+		// and every List is empty. Only the live reader knows the truth.
 		base, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 		Expect(err).NotTo(HaveOccurred())
 		blind := interceptor.NewClient(base, interceptor.Funcs{
@@ -286,23 +295,65 @@ var _ = Describe("Acquire", func() {
 			List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error { return nil },
 		})
 		m := runlease.New(blind, base, options(clk, true))
+
+		By("its own hold: refreshed, not mistaken for a missing lease")
+		Expect(m.Acquire(ctx, request(owner, 1, infrav1.OperationApply))).To(HaveField("Acquired", true))
+		clk.Step(10 * time.Second)
+		Expect(m.Acquire(ctx, request(owner, 1, infrav1.OperationApply))).To(HaveField("Acquired", true))
+
+		By("a running holder Job keeps the lease past the grace")
+		j := createJob(owner, jobName(owner, 1))
+		startJob(j)
+		clk.Step(10 * time.Minute)
 		res, err := m.Acquire(ctx, request(owner, 2, infrav1.OperationApply))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Acquired).To(BeFalse(), "the holder Job runs; a blind cache must not free its lease")
+
+		By("a finished holder whose pod still runs keeps it too")
+		createPod(ns, j.Name, runlease.JobNameLabel, corev1.PodRunning)
+		finishJob(j, true)
+		Expect(m.Acquire(ctx, request(owner, 2, infrav1.OperationApply))).To(HaveField("Acquired", false))
 		Expect(holderOf(ns, owner.RunLeaseName())).To(Equal(j.Name))
+
+		By("the cluster sees the machine operation in flight")
+		Expect(live.Acquire(ctx, request(m2, 1, infrav1.OperationApply))).To(HaveField("Acquired", true))
+		startJob(createJob(m2, jobName(m2, 1)))
+		Expect(m.Acquire(ctx, request(cluster, 1, infrav1.OperationApply))).To(HaveField("Wait.Reason", infrav1.WaitingForMachineOperationsReason))
+
+		By("a machine sees the cluster lease")
+		m3 := machineOwner(ns, "m3")
+		Expect(m.Acquire(ctx, request(m3, 1, infrav1.OperationApply))).To(HaveField("Wait.Reason", infrav1.WaitingForClusterOperationReason))
+
+		By("evidence, confirmation, cleanup and release read live as well")
+		e, err := m.RunEvidence(ctx, owner)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(e.Live()).To(BeTrue())
+		Expect(e.HolderRuns()).To(BeTrue())
+		Expect(m.Confirm(ctx, request(cluster, 1, infrav1.OperationApply))).To(BeTrue())
+		Expect(m.Cleanup(ctx, owner)).To(Equal([]string{owner.RunLeaseName()}))
+		Expect(m.Release(ctx, cluster, jobName(cluster, 1))).To(ConsistOf(cluster.RunLeaseName(), cluster.ClusterLeaseName()))
 	})
 
 	It("rejects requests it cannot judge", func() {
+		ns := newNamespace()
 		m := newManager(fakeClock(), true)
 		for _, req := range []runlease.Request{
-			{Owner: runlease.Owner{Namespace: "ns", Kind: "Pod", Name: "p"}, Holder: "j", Operation: infrav1.OperationApply},
-			{Owner: machineOwner("ns", "m"), Operation: infrav1.OperationApply},
-			{Owner: machineOwner("ns", "m"), Holder: "j", Operation: "Dance"},
-			{Owner: runlease.Owner{Namespace: "ns", Kind: infrav1.TerraformMachineKind, Name: "m"}, Holder: "j", Operation: infrav1.OperationApply},
+			{Owner: runlease.Owner{Namespace: ns, Kind: "Pod", Name: "p"}, Holder: "j", Operation: infrav1.OperationApply},
+			{Owner: machineOwner(ns, "m"), Operation: infrav1.OperationApply},
+			{Owner: machineOwner(ns, "m"), Holder: "j", Operation: "Dance"},
+			{Owner: runlease.Owner{Namespace: ns, Kind: infrav1.TerraformMachineKind, Name: "m"}, Holder: "j", Operation: infrav1.OperationApply},
+			{Owner: runlease.Owner{Namespace: ns, Kind: infrav1.TerraformClusterKind, Name: "c"}, Holder: "j", Operation: infrav1.OperationDestroy},
 		} {
 			_, err := m.Acquire(ctx, req)
 			Expect(err).To(HaveOccurred(), "%+v", req)
 		}
+		var leases coordinationv1.LeaseList
+		Expect(admin.List(ctx, &leases, client.InNamespace(ns))).To(Succeed())
+		Expect(leases.Items).To(BeEmpty(), "a rejected request takes nothing")
+
+		By("without a cluster name, only the gate needs one: plans, and everything with the gate off, go through")
+		noCluster := runlease.Owner{Namespace: ns, Kind: infrav1.TerraformMachineKind, Name: "m"}
+		Expect(m.Acquire(ctx, runlease.Request{Owner: noCluster, Holder: "j", Operation: infrav1.OperationPlan})).To(HaveField("Acquired", true))
 	})
 })
 

@@ -77,6 +77,19 @@ func (h *hookedManager) releaseAt(write int, after bool) chan struct{} {
 	return ch
 }
 
+// Writes is the number of lease writes since the last noHook or releaseAt.
+func (h *hookedManager) Writes() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.writes
+}
+
+func (h *hookedManager) setHook(hook func(write int, after bool)) {
+	h.mu.Lock()
+	h.writes, h.hook = 0, hook
+	h.mu.Unlock()
+}
+
 func (h *hookedManager) noHook() {
 	h.mu.Lock()
 	h.writes, h.hook = 0, nil
@@ -90,6 +103,7 @@ var raceModes = []string{
 	"members start right before the cluster's cluster lease write",
 	"members start right after the cluster's cluster lease write",
 	"the cluster starts right after the machine's run lease write",
+	"the cluster runs entirely between the machine's look and its write",
 }
 
 // raceRound races a cluster apply against a machine apply and a pool apply, each through its
@@ -98,6 +112,8 @@ func raceRound(cm, mm, pm *hookedManager, cluster, machine, pool runlease.Owner,
 	open := make(chan struct{})
 	close(open)
 	clusterStart, memberStart := open, open
+	clusterDone := make(chan struct{})
+	poolStart := (<-chan struct{})(nil)
 	cm.noHook()
 	mm.noHook()
 	switch mode {
@@ -109,20 +125,38 @@ func raceRound(cm, mm, pm *hookedManager, cluster, machine, pool runlease.Owner,
 		memberStart = cm.releaseAt(2, true)
 	case 4:
 		clusterStart = mm.releaseAt(1, true)
+	case 5:
+		// The machine has looked at the cluster lease (free) and is about to write its hold;
+		// the cluster takes its leases, scans and decides before that write lands.
+		clusterStart = make(chan struct{})
+		poolStart = clusterDone
+		var once sync.Once
+		mm.setHook(func(n int, after bool) {
+			if n == 1 && !after {
+				once.Do(func() { close(clusterStart) })
+				<-clusterDone
+			}
+		})
 	}
 	var wg sync.WaitGroup
-	run := func(mgr *hookedManager, o runlease.Owner, start chan struct{}, out *runlease.Result) {
+	run := func(mgr *hookedManager, o runlease.Owner, start <-chan struct{}, out *runlease.Result, done chan struct{}) {
 		wg.Go(func() {
 			defer GinkgoRecover()
+			if done != nil {
+				defer close(done)
+			}
 			<-start
 			res, err := mgr.Acquire(ctx, request(o, seq, infrav1.OperationApply))
 			Expect(err).NotTo(HaveOccurred())
 			*out = res
 		})
 	}
-	run(cm, cluster, clusterStart, &c)
-	run(mm, machine, memberStart, &m)
-	run(pm, pool, memberStart, &p)
+	run(cm, cluster, clusterStart, &c, clusterDone)
+	run(mm, machine, memberStart, &m, nil)
+	if poolStart == nil {
+		poolStart = memberStart
+	}
+	run(pm, pool, poolStart, &p, nil)
 	wg.Wait()
 	return c, m, p
 }
@@ -167,7 +201,7 @@ var _ = Describe("The operation gate", func() {
 		fmt.Printf("gate on: %d rounds of cluster apply vs machine apply vs pool apply: cluster alone %d, members only %d, all waited %d, both proceeded 0\n",
 			rounds, clusterOnly, membersOnly, allWaited)
 		for i, name := range raceModes {
-			fmt.Printf("  %-62s cluster alone %2d, members only %2d, all waited %2d\n", name+":", perMode[i][0], perMode[i][1], perMode[i][2])
+			fmt.Printf("  %-70s cluster alone %2d, members only %2d, all waited %2d\n", name+":", perMode[i][0], perMode[i][1], perMode[i][2])
 		}
 		Expect(clusterOnly).To(BeNumerically(">", 0), "the race never let the cluster through: it proves nothing")
 		Expect(membersOnly).To(BeNumerically(">", 0), "the race never let a member through: it proves nothing")
@@ -192,7 +226,7 @@ var _ = Describe("The operation gate", func() {
 	It("prefers the writer: a waiting cluster holds its leases, new machine applies wait, and it proceeds once the operations in flight end", func() {
 		ns := newNamespace()
 		clk := fakeClock()
-		cm, mm := newManager(clk, true), newManager(clk, true)
+		cm, mm := newManager(clk, true), newHookedManager(clk, true)
 		cluster := clusterOwner(ns)
 		m1, m2, m3, m4 := machineOwner(ns, "m1"), machineOwner(ns, "m2"), poolOwner(ns, "p3"), machineOwner(ns, "m4")
 		startMember := func(o runlease.Owner, seq int64) runlease.Result {
@@ -223,7 +257,8 @@ var _ = Describe("The operation gate", func() {
 		Expect(holderOf(ns, cluster.ClusterLeaseName())).To(Equal(jobName(cluster, 1)))
 		firstMessage := res.Wait.Message
 
-		By("for five minutes of requeues, new machine applies wait and give their run leases back")
+		By("for five minutes of requeues, new machine applies wait without taking their run leases")
+		mm.noHook()
 		seq := int64(2)
 		for range 10 {
 			clk.Step(30 * time.Second)
@@ -235,6 +270,7 @@ var _ = Describe("The operation gate", func() {
 				Expect(getLease(ns, o.RunLeaseName())).To(BeNil())
 			}
 			seq++
+			Expect(mm.Writes()).To(BeZero(), "a machine that sees the cluster's hold writes nothing the cluster could trip over")
 			res = clusterPass()
 			Expect(res.Acquired).To(BeFalse())
 			Expect(res.Wait.Reason).To(Equal(infrav1.WaitingForMachineOperationsReason))
@@ -448,18 +484,44 @@ var _ = Describe("The operation gate", func() {
 	It("never hides a machine Job that already exists by giving its hold back", func() {
 		ns := newNamespace()
 		clk := fakeClock()
-		m := newManager(clk, true)
+		cm, mm := newManager(clk, true), newHookedManager(clk, true)
 		cluster, m1 := clusterOwner(ns), machineOwner(ns, "m1")
-		By("a machine apply runs and the cluster waits for it")
-		Expect(m.Acquire(ctx, request(m1, 1, infrav1.OperationApply))).To(HaveField("Acquired", true))
+		By("a machine apply runs")
+		Expect(mm.Acquire(ctx, request(m1, 1, infrav1.OperationApply))).To(HaveField("Acquired", true))
 		startJob(createJob(m1, jobName(m1, 1)))
-		Expect(m.Acquire(ctx, request(cluster, 1, infrav1.OperationApply))).To(HaveField("Wait.Reason", infrav1.WaitingForMachineOperationsReason))
-		By("a pass on a stale cache asks again under the running Job's name")
-		res, err := m.Acquire(ctx, request(m1, 1, infrav1.OperationApply))
+
+		By("a pass on a stale cache asks again under the running Job's name; the cluster takes its lease right after that pass's write")
+		clusterTook := mm.releaseAt(1, true)
+		var clusterRes runlease.Result
+		done := make(chan struct{})
+		go func() {
+			defer GinkgoRecover()
+			defer close(done)
+			<-clusterTook
+			var err error
+			clusterRes, err = cm.Acquire(ctx, request(cluster, 1, infrav1.OperationApply))
+			Expect(err).NotTo(HaveOccurred())
+		}()
+		mm.mu.Lock()
+		hook := mm.hook
+		mm.hook = func(n int, after bool) {
+			hook(n, after)
+			if n == 1 && after {
+				<-done // the machine reads the cluster lease only once the cluster holds it
+			}
+		}
+		mm.mu.Unlock()
+		res, err := mm.Acquire(ctx, request(m1, 1, infrav1.OperationApply))
 		Expect(err).NotTo(HaveOccurred())
+		Expect(clusterRes.Wait.Reason).To(Equal(infrav1.WaitingForMachineOperationsReason))
 		Expect(res.Acquired).To(BeTrue(), "the Job exists: the caller's create meets AlreadyExists and adopts it")
+		Expect(holderOf(ns, m1.RunLeaseName())).To(Equal(jobName(m1, 1)), "the hold of the running Job stays")
+
+		By("the cluster still sees the machine's operation, and a later stale pass waits without touching the hold")
+		Expect(cm.Acquire(ctx, request(cluster, 1, infrav1.OperationApply))).To(HaveField("Wait.Reason", infrav1.WaitingForMachineOperationsReason))
+		mm.noHook()
+		Expect(mm.Acquire(ctx, request(m1, 1, infrav1.OperationApply))).To(HaveField("Wait.Reason", infrav1.WaitingForClusterOperationReason))
 		Expect(holderOf(ns, m1.RunLeaseName())).To(Equal(jobName(m1, 1)))
-		By("the cluster still sees the machine's operation")
-		Expect(m.Acquire(ctx, request(cluster, 1, infrav1.OperationApply))).To(HaveField("Wait.Reason", infrav1.WaitingForMachineOperationsReason))
+		Expect(mm.Writes()).To(BeZero())
 	})
 })

@@ -53,7 +53,8 @@ func (m *Manager) Options() Options { return m.opts }
 //   - With the gate on, a machine's or pool's mutating operation then reads the cluster lease;
 //     if it is live, the machine gives its run lease back and waits (WaitingForClusterOperation)
 //     unless a Job of the holder's name already exists (then nothing new can start under that
-//     name and giving back would hide it from the cluster).
+//     name and giving back would hide it from the cluster). It also looks at the cluster lease
+//     before taking its run lease, and waits without writing anything while it is live.
 //   - Plans, refreshes and drift checks, and every operation with the gate off, take the run
 //     lease only.
 func (m *Manager) Acquire(ctx context.Context, req Request) (Result, error) {
@@ -61,6 +62,20 @@ func (m *Manager) Acquire(ctx context.Context, req Request) (Result, error) {
 		return Result{}, fmt.Errorf("acquire leases: %w", err)
 	}
 	logger := log.FromContext(ctx).WithValues("holder", req.Holder, "operation", req.Operation)
+	gated := m.opts.ClusterOperationGate && req.Operation.Mutating()
+	if gated && !req.Owner.IsCluster() {
+		// A look before the write: while the cluster's operation is live, a machine waits
+		// without writing a hold at all, so a cluster scanning for machine operations never
+		// trips over a hold that is about to be given back. Only an optimisation of the wait:
+		// the exclusion itself comes from the write-then-read below.
+		holder, live, err := m.clusterOperation(ctx, req.Owner)
+		if err != nil {
+			return Result{}, err
+		}
+		if live {
+			return m.wait(req, infrav1.WaitingForClusterOperationReason, req.Owner.ClusterLeaseName(), []string{holder}), nil
+		}
+	}
 	runName := req.Owner.RunLeaseName()
 	run, err := m.take(ctx, req, runName, infrav1.LeaseKindRun, req.Owner)
 	if err != nil {
@@ -70,7 +85,7 @@ func (m *Manager) Acquire(ctx context.Context, req Request) (Result, error) {
 		logger.V(1).Info("run lease held", "lease", runName, "by", run.holder)
 		return m.wait(req, infrav1.WaitingForRunLeaseReason, runName, run.holderList()), nil
 	}
-	if !m.opts.ClusterOperationGate || !req.Operation.Mutating() {
+	if !gated {
 		return Result{Acquired: true}, nil
 	}
 	if req.Owner.IsCluster() {
@@ -102,26 +117,32 @@ func (m *Manager) gateCluster(ctx context.Context, req Request) (Result, error) 
 	return Result{Acquired: true}, nil
 }
 
+// clusterOperation reads (live) the cluster lease of a machine's or pool's Cluster and reports
+// its holder when it is live.
+func (m *Manager) clusterOperation(ctx context.Context, member Owner) (string, bool, error) {
+	name := member.ClusterLeaseName()
+	var cl coordinationv1.Lease
+	err := m.live.Get(ctx, types.NamespacedName{Namespace: member.Namespace, Name: name}, &cl)
+	if apierrors.IsNotFound(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("read cluster lease %s/%s: %w", member.Namespace, name, err)
+	}
+	v, err := m.judge(ctx, &cl, clusterOwnerOf(&cl, member))
+	if err != nil {
+		return "", false, err
+	}
+	return holderOf(&cl), !v.Free, nil
+}
+
 // gateMember: the machine or pool holds its run lease (mine); read the cluster lease.
 func (m *Manager) gateMember(ctx context.Context, req Request, mine *coordinationv1.Lease) (Result, error) {
 	logger := log.FromContext(ctx)
-	name := req.Owner.ClusterLeaseName()
-	var cl coordinationv1.Lease
-	err := m.live.Get(ctx, types.NamespacedName{Namespace: req.Owner.Namespace, Name: name}, &cl)
-	if apierrors.IsNotFound(err) {
-		return Result{Acquired: true}, nil
+	holder, live, err := m.clusterOperation(ctx, req.Owner)
+	if err != nil || !live {
+		return Result{Acquired: err == nil}, err
 	}
-	if err != nil {
-		return Result{}, fmt.Errorf("read cluster lease %s/%s: %w", req.Owner.Namespace, name, err)
-	}
-	v, err := m.judge(ctx, &cl, clusterOwnerOf(&cl, req.Owner))
-	if err != nil {
-		return Result{}, err
-	}
-	if v.Free {
-		return Result{Acquired: true}, nil
-	}
-	holder := holderOf(&cl)
 	// Give the run lease back so the waiting cluster does not wait for an operation that never
 	// starts, unless a Job of this name already exists: then its hold must stay visible to the
 	// cluster, and the caller's create meets AlreadyExists and adopts that Job.
@@ -130,14 +151,14 @@ func (m *Manager) gateMember(ctx context.Context, req Request, mine *coordinatio
 		return Result{}, err
 	}
 	if exists {
-		logger.Info("cluster operation in flight, but a Job of this name already exists: keeping the run lease", "job", req.Holder, "clusterLease", name)
+		logger.Info("cluster operation in flight, but a Job of this name already exists: keeping the run lease", "job", req.Holder, "clusterLease", req.Owner.ClusterLeaseName())
 		return Result{Acquired: true}, nil
 	}
 	if _, err := m.deleteIfUnchanged(ctx, mine); err != nil {
 		// A failure to give back is only logged: the hold lapses after the grace.
 		logger.Error(err, "give back run lease", "lease", mine.Name)
 	}
-	return m.wait(req, infrav1.WaitingForClusterOperationReason, name, []string{holder}), nil
+	return m.wait(req, infrav1.WaitingForClusterOperationReason, req.Owner.ClusterLeaseName(), []string{holder}), nil
 }
 
 // memberOperations lists (live) the run leases of the cluster's machines and pools taken for a

@@ -140,6 +140,8 @@ var _ = Describe("Cleanup", func() {
 		lockName := naming.StateLockLeaseName(cluster.Suffix())
 		lock(lockName, nil)
 		lock(naming.StateLockLeaseName("0123456789abcdef"), map[string]string{infrav1.LeaseLabel: infrav1.LeaseKindRun})
+		// Some other Lease that carries the owner labels but is not one of CAPTF's two kinds.
+		lock("someone-elses-lease", nil)
 
 		By("the destroy Job was created and runs: its leases are live and kept")
 		dj := createJob(cluster, jobName(cluster, 1))
@@ -158,6 +160,7 @@ var _ = Describe("Cleanup", func() {
 		Expect(getLease(ns, cluster.ClusterLeaseName())).To(BeNil())
 		Expect(getLease(ns, lockName)).NotTo(BeNil())
 		Expect(getLease(ns, naming.StateLockLeaseName("0123456789abcdef"))).NotTo(BeNil())
+		Expect(getLease(ns, "someone-elses-lease")).NotTo(BeNil())
 		Expect(getLease(ns, m1.RunLeaseName())).NotTo(BeNil())
 
 		By("a hold whose Job was never created is kept inside the grace and deleted past it")
