@@ -68,7 +68,8 @@ tofu)
     grep -E '^replace .*hcl' "$modfile" || true; } > go.mod
   printf '//go:build tools\n\npackage tools\nimport _ "github.com/opentofu/opentofu/cmd/tofu"\n' > tools.go
   go mod tidy >/dev/null
-  go build -o "$bin_dir/tofu" github.com/opentofu/opentofu/cmd/tofu
+  # Stamp a release build the way OpenTofu's own releases do; otherwise it reports "-dev".
+  go build -trimpath -ldflags "-s -w -X github.com/opentofu/opentofu/version.dev=no" -o "$bin_dir/tofu" github.com/opentofu/opentofu/cmd/tofu
   ;;
 *)
   echo "unknown tool: $tool" >&2; exit 2 ;;

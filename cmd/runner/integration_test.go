@@ -237,7 +237,12 @@ func startRunner(op string, vars map[string]any, restore []byte) *run {
 		Operation: op, ModuleDir: moduleDir, InputsDir: inputs, WorkDir: work, ResultFile: result,
 		LockTimeout: 10 * time.Second, Binary: tfBinary,
 	})[1:]...)
-	cmd.Env = []string{"CAPTF_RUNNER_MAIN=1", "PATH=" + os.Getenv("PATH"), "HOME=" + dir, runnerapi.EnvKubeConfigPath + "=" + kubeconfig}
+	cmd.Env = []string{"CAPTF_RUNNER_MAIN=1", "PATH=" + os.Getenv("PATH"), "HOME=" + dir, runnerapi.EnvKubeConfigPath + "=" + kubeconfig,
+		// A hostile environment: each of these would move the state or skip the lock if it
+		// reached the backend or terraform (a module's kubernetes provider may use KUBE_*).
+		"KUBE_HOST=https://127.0.0.1:9", "KUBE_TOKEN=not-a-token", "KUBE_CTX=elsewhere", "KUBE_PROXY_URL=http://127.0.0.1:9",
+		"KUBE_NAMESPACE=elsewhere", "KUBE_INSECURE=true", "KUBE_CONFIG_PATHS=/nonexistent",
+		"TF_WORKSPACE=prod", "TF_CLI_ARGS_apply=-lock=false", "TF_CLI_ARGS_plan=-lock=false"}
 	out := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(out, GinkgoWriter), io.MultiWriter(out, GinkgoWriter)
 	Expect(cmd.Start()).To(Succeed())

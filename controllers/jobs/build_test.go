@@ -169,7 +169,8 @@ func TestJobSafetySettings(t *testing.T) {
 }
 
 func TestBuildRefusesReservedEnv(t *testing.T) {
-	for _, name := range []string{"KUBE_CONFIG_PATH", "KUBECONFIG", "KUBE_CONFIG_PATHS", "KUBE_IN_CLUSTER_CONFIG", "TF_WORKSPACE",
+	for _, name := range []string{"KUBE_CONFIG_PATH", "KUBECONFIG", "KUBE_CONFIG_PATHS", "KUBE_IN_CLUSTER_CONFIG", "KUBE_HOST", "KUBE_TOKEN",
+		"KUBE_CTX", "KUBE_PROXY_URL", "TF_WORKSPACE",
 		"TF_CLI_ARGS_apply", "TF_VAR_password", "TF_DATA_DIR", "TOFU_X", "CAPTF_TF_BINARY", "CAPTF_JOB_NAME"} {
 		p := imageParams(infrav1.OperationApply)
 		p.Spec.Job.Env = append(p.Spec.Job.Env, corev1.EnvVar{Name: name, Value: "x"})
@@ -177,7 +178,7 @@ func TestBuildRefusesReservedEnv(t *testing.T) {
 			t.Errorf("%s: got %v, want a refusal", name, err)
 		}
 	}
-	for _, name := range []string{"AWS_REGION", "KUBE_HOST", "KUBE_TOKEN", "HTTPS_PROXY", "PATH", "TFX"} {
+	for _, name := range []string{"AWS_REGION", "KUBERNETES_SERVICE_HOST", "HTTPS_PROXY", "PATH", "TFX", "MY_KUBE_HOST"} {
 		if IsReservedEnv(name) {
 			t.Errorf("%s is reserved", name)
 		}

@@ -14,12 +14,13 @@ var ReservedEnv = []string{
 	// inputs hash and redaction, TF_LOG can print secrets.
 	"TF_*",
 	"TOFU_*",
-	// These switch the runner (and the backend) from the pod's service account to a
-	// kubeconfig, that is to another cluster or identity.
+	// KUBECONFIG and KUBE_CONFIG_PATH switch the runner from the pod's service account to a
+	// kubeconfig; the other KUBE_* variables (KUBE_HOST, KUBE_TOKEN, KUBE_CTX,
+	// KUBE_PROXY_URL, ...) point Terraform's kubernetes backend at another cluster even when the
+	// backend block says otherwise. The runner removes them; refusing them tells the user at
+	// once. Configure a module's kubernetes or helm provider through variables instead.
 	"KUBECONFIG",
-	"KUBE_CONFIG_PATH",
-	"KUBE_CONFIG_PATHS",
-	"KUBE_IN_CLUSTER_CONFIG",
+	"KUBE_*",
 }
 
 // IsReservedEnv reports whether name matches ReservedEnv.

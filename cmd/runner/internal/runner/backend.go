@@ -44,9 +44,10 @@ func DetectBackendMode(getenv func(string) string) BackendMode {
 }
 
 // BackendOverride renders the override file. Besides the namespace, the suffix and the way in,
-// it pins every connection setting that the backend would otherwise take from KUBE_*
-// environment variables (KUBE_HOST, KUBE_TOKEN, KUBE_CTX, ...): those variables configure the
-// kubernetes provider of a module too, and must never move the state to another cluster.
+// it pins the connection settings that the backend would otherwise take from KUBE_*
+// environment variables (KUBE_HOST, KUBE_TOKEN, KUBE_CTX, ...), which must never move the state
+// to another cluster. OpenTofu honours the pins; Terraform treats "" as unset and still reads
+// the variables, so ChildEnv also removes them.
 func BackendOverride(b runnerapi.Backend, mode BackendMode) ([]byte, error) {
 	cfg := map[string]any{
 		"namespace":              b.Namespace,

@@ -5,10 +5,10 @@
 // the result document (runnerapi.Result).
 //
 // Invariants:
-//   - the state goes only where backend.json says: the override pins every KUBE_* connection
-//     setting, TF_WORKSPACE/TF_DATA_DIR/TF_CLI_ARGS* are removed from terraform's environment,
-//     the workspace is forced to default, and the backend init recorded is checked before any
-//     command that touches state;
+//   - the state goes only where backend.json says: the override pins the backend's connection
+//     settings, KUBE_* (but KUBE_CONFIG_PATH), TF_WORKSPACE, TF_DATA_DIR and TF_CLI_ARGS* are
+//     removed from terraform's environment, the workspace is forced to default, and the backend
+//     init recorded is checked before any command that touches state;
 //   - a SIGTERM/SIGINT is forwarded to the running command exactly once and the runner waits
 //     for it, so terraform stops gracefully and releases the state lock; no later step starts;
 //   - nothing the runner prints or reports carries a redact.json value or an obvious credential;

@@ -15,6 +15,9 @@ import (
 	"time"
 )
 
+// fakeBlockLimit bounds how long a blocking fake waits for a signal.
+const fakeBlockLimit = 20 * time.Second
+
 type fakeCall struct {
 	Args   []string          `json:"args,omitempty"`
 	Dir    string            `json:"dir,omitempty"`
@@ -48,7 +51,8 @@ func fakeTerraform(args []string) int {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	dir, _ := os.Getwd()
 	env := map[string]string{}
-	for _, k := range []string{"TF_WORKSPACE", "TF_DATA_DIR", "TF_CLI_ARGS", "TF_CLI_ARGS_apply", "TF_IN_AUTOMATION", "TF_INPUT", "CHECKPOINT_DISABLE", "KUBE_HOST", "TMPDIR"} {
+	for _, k := range []string{"TF_WORKSPACE", "TF_DATA_DIR", "TF_CLI_ARGS", "TF_CLI_ARGS_apply", "TF_IN_AUTOMATION", "TF_INPUT", "CHECKPOINT_DISABLE", "TMPDIR",
+		"KUBE_HOST", "KUBE_TOKEN", "KUBE_CTX", "KUBE_PROXY_URL", "KUBE_NAMESPACE", "KUBE_CONFIG_PATH"} {
 		if v, ok := os.LookupEnv(k); ok {
 			env[k] = v
 		}
@@ -64,7 +68,14 @@ func fakeTerraform(args []string) int {
 	}
 	if os.Getenv("FAKE_TF_BLOCK") == cmd {
 		record(fakeCall{Event: "started"})
-		sig := <-sigs
+		var sig os.Signal
+		select {
+		case sig = <-sigs:
+		case <-time.After(fakeBlockLimit):
+			// A safety net so a runner that never forwards fails its test instead of hanging it.
+			record(fakeCall{Event: "no-signal"})
+			return 4
+		}
 		record(fakeCall{Event: "signal", Signal: sig.String()})
 		fmt.Fprintln(os.Stderr, "Interrupt received. Gracefully shutting down...")
 		if release := os.Getenv("FAKE_TF_RELEASE"); release != "" {

@@ -341,8 +341,11 @@ wait:
 }
 
 // ChildEnv is the environment terraform runs with: the runner's own, without the variables that
-// would move the state or change the commands (TF_WORKSPACE, TF_DATA_DIR, TF_CLI_ARGS*), and
-// with automation settings and the default workspace forced.
+// would move the state or change the commands, and with automation settings and the default
+// workspace forced. Removed: TF_WORKSPACE, TF_DATA_DIR, TF_CLI_ARGS*, and every KUBE_* but
+// KUBE_CONFIG_PATH (which the override repeats as config_path). Terraform's kubernetes
+// backend falls back to KUBE_HOST, KUBE_TOKEN, KUBE_CTX, KUBE_PROXY_URL, ... even when the
+// override sets those settings to "", so pinning alone does not keep the state in place.
 func ChildEnv(environ []string) []string {
 	forced := []string{"TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1", "TF_WORKSPACE=default"}
 	out := make([]string, 0, len(environ)+len(forced))
@@ -350,7 +353,8 @@ func ChildEnv(environ []string) []string {
 		k, _, _ := strings.Cut(kv, "=")
 		switch {
 		case k == "TF_WORKSPACE", k == "TF_DATA_DIR", k == "TF_CLI_ARGS", strings.HasPrefix(k, "TF_CLI_ARGS_"),
-			k == "TF_IN_AUTOMATION", k == "TF_INPUT", k == "CHECKPOINT_DISABLE":
+			k == "TF_IN_AUTOMATION", k == "TF_INPUT", k == "CHECKPOINT_DISABLE",
+			strings.HasPrefix(k, "KUBE_") && k != runnerapi.EnvKubeConfigPath:
 			continue
 		}
 		out = append(out, kv)

@@ -270,15 +270,15 @@ func TestChildRunsInItsOwnProcessGroup(t *testing.T) {
 
 func TestChildEnvironmentCannotMoveTheState(t *testing.T) {
 	f := newFixture(t, runnerapi.OperationApply, nil)
-	f.env("TF_WORKSPACE=prod", "TF_DATA_DIR=/elsewhere", "TF_CLI_ARGS=-lock=false", "TF_CLI_ARGS_apply=-lock=false", "KUBE_HOST=https://other:6443")
+	f.env("TF_WORKSPACE=prod", "TF_DATA_DIR=/elsewhere", "TF_CLI_ARGS=-lock=false", "TF_CLI_ARGS_apply=-lock=false",
+		"KUBE_HOST=https://other:6443", "KUBE_TOKEN=t", "KUBE_CTX=other", "KUBE_PROXY_URL=http://proxy", "KUBE_NAMESPACE=other",
+		"KUBE_CONFIG_PATH=/kc")
 	if _, code := f.run(); code != runnerapi.ExitOK {
 		t.Fatalf("exit %d\n%s", code, f.out)
 	}
 	for _, c := range f.calls() {
 		want := map[string]string{"TF_WORKSPACE": "default", "TF_IN_AUTOMATION": "1", "TF_INPUT": "0", "CHECKPOINT_DISABLE": "1",
-			"TMPDIR": filepath.Join(f.cfg.WorkDir, "tmp"),
-			// The provider may use KUBE_HOST; the backend override pins host instead.
-			"KUBE_HOST": "https://other:6443"}
+			"TMPDIR": filepath.Join(f.cfg.WorkDir, "tmp"), "KUBE_CONFIG_PATH": "/kc"}
 		if !mapsEqual(c.Env, want) {
 			t.Fatalf("%v ran with %v, want %v", c.Args, c.Env, want)
 		}
