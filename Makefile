@@ -57,7 +57,13 @@ build: ## Build the manager, the runner and the sandbox.
 ##@ Test
 
 .PHONY: test-bins
-test-bins: $(STAMPS)/etcd-$(ETCD_VERSION) $(STAMPS)/kube-apiserver-$(KUBERNETES_VERSION) ## Build etcd and kube-apiserver from source (once).
+test-bins: $(STAMPS)/etcd-$(ETCD_VERSION) $(STAMPS)/kube-apiserver-$(KUBERNETES_VERSION) runtime-bin ## Build etcd and kube-apiserver from source (once), and make sure terraform or tofu exists.
+
+.PHONY: runtime-bin
+runtime-bin: ## Make sure the runner's integration tests have terraform or tofu: build bin/tofu only if none exists.
+	@if [ -x $(BIN)/tofu ]; then echo "runtime-bin: $(BIN)/tofu"; \
+	elif p=$$(command -v tofu || command -v terraform); then echo "runtime-bin: $$p"; \
+	else $(MAKE) --no-print-directory $(STAMPS)/tofu-$(OPENTOFU_VERSION); fi
 
 .PHONY: test
 test: test-bins vet ## Unit and envtest suites against the source-built kube-apiserver.
