@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -457,5 +458,33 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 		Expect(failed.Load()).To(BeZero(), "admission requests failed during the rotation, first: %v", firstErr.Load())
 		Expect(second.Serial).NotTo(Equal(first))
 		fmt.Fprintf(GinkgoWriter, "rotated certificate served %v after the write; %d admission requests, 0 failed\n", took.Round(time.Millisecond), ok.Load())
+	})
+
+	It("used only permissions docs/permissions.md lists as used, and was never refused", func() {
+		// Everything above ran the manager as its ServiceAccount: start, leader election,
+		// informers, admission, reconciling the samples. The API server's audit log says
+		// which permissions that took.
+		observed, forbidden, err := observedPermissions(auditLog, "system:serviceaccount:"+systemNS+":"+managerSA)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(observed).NotTo(BeEmpty(), "the audit log has no request of the manager")
+		Expect(forbidden).To(BeEmpty(), "the installed RBAC refused the manager")
+		used, unused, _, err := documentedPermissions(filepath.Join(repo, "docs", "permissions.md"))
+		Expect(err).NotTo(HaveOccurred())
+		anyRole := func(m map[permission]bool, p permission) bool {
+			for q := range m {
+				if q.group == p.group && q.resource == p.resource && q.verb == p.verb {
+					return true
+				}
+			}
+			return false
+		}
+		var lines []string
+		for p, n := range observed {
+			lines = append(lines, fmt.Sprintf("%s x%d", p, n))
+			Expect(anyRole(used, p)).To(BeTrue(), "the manager used %s, which docs/permissions.md does not list as used", p)
+			Expect(anyRole(unused, p)).To(BeFalse(), "the manager used %s, which docs/permissions.md lists as unused", p)
+		}
+		slices.Sort(lines)
+		fmt.Fprintf(GinkgoWriter, "permissions the manager used in this run (%d):\n  %s\n", len(observed), strings.Join(lines, "\n  "))
 	})
 })

@@ -26,15 +26,26 @@ import (
 // The suite's control plane starts with cert-manager's and Cluster API's CRDs only: CAPTF's
 // own CRDs, RBAC, webhooks and certificates arrive through clusterctl, as in a real install.
 var (
-	ctx     context.Context
-	cancel  context.CancelFunc
-	env     *ctrlenvtest.Environment
-	cfg     *rest.Config
-	admin   client.Client
-	scheme  *runtime.Scheme
-	repo    string
-	certMgr string
+	ctx    context.Context
+	cancel context.CancelFunc
+	env    *ctrlenvtest.Environment
+	cfg    *rest.Config
+	// auditLog records every request the API server serves (metadata only).
+	auditLog string
+	tmpDir   string
+	admin    client.Client
+	scheme   *runtime.Scheme
+	repo     string
+	certMgr  string
 )
+
+// auditPolicy logs who did what, without bodies, once per completed request.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+`
 
 func TestDeployment(t *testing.T) {
 	RegisterFailHandler(Fail)
@@ -79,6 +90,14 @@ var _ = BeforeSuite(func() {
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
 	}
+	tmpDir, err = os.MkdirTemp("", "captf-deploy-")
+	Expect(err).NotTo(HaveOccurred())
+	policy := filepath.Join(tmpDir, "audit-policy.yaml")
+	Expect(os.WriteFile(policy, []byte(auditPolicy), 0o600)).To(Succeed())
+	auditLog = filepath.Join(tmpDir, "audit.log")
+	env.ControlPlane.GetAPIServer().Configure().
+		Set("audit-policy-file", policy).
+		Set("audit-log-path", auditLog)
 	cfg, err = env.Start()
 	Expect(err).NotTo(HaveOccurred())
 	admin, err = client.New(cfg, client.Options{Scheme: scheme})
@@ -92,5 +111,8 @@ var _ = AfterSuite(func() {
 	}
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())
+	}
+	if tmpDir != "" {
+		Expect(os.RemoveAll(tmpDir)).To(Succeed())
 	}
 })

@@ -1,0 +1,160 @@
+package deploy_test
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/state"
+)
+
+// terraformBinary is bin/tofu (make runtime-bin), else tofu or terraform on PATH.
+func terraformBinary() (string, error) {
+	if p, err := tool("tofu"); err == nil {
+		return p, nil
+	}
+	for _, name := range []string{"tofu", "terraform"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New("no terraform or tofu binary (bin/tofu, or tofu/terraform on PATH): run 'make runtime-bin'")
+}
+
+// runModule applies a sample module offline with local state, as the runner would with the
+// kubernetes backend, and returns the state as CAPTF reads it.
+func runModule(tf, dir, main string, vars map[string]any) *state.State {
+	Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
+	Expect(os.WriteFile(filepath.Join(dir, "main.tf"), []byte(main), 0o644)).To(Succeed())
+	b, err := json.Marshal(vars)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(os.WriteFile(filepath.Join(dir, "vars.tfvars.json"), b, 0o644)).To(Succeed())
+	env := cleanEnv("TF_IN_AUTOMATION=1", "TF_CLI_CONFIG_FILE="+filepath.Join(dir, "none.tfrc"), "CHECKPOINT_DISABLE=1")
+	_, err = run(dir, env, tf, "init", "-input=false", "-no-color")
+	Expect(err).NotTo(HaveOccurred())
+	_, err = run(dir, env, tf, "apply", "-auto-approve", "-input=false", "-no-color", "-var-file=vars.tfvars.json")
+	Expect(err).NotTo(HaveOccurred())
+	raw, err := os.ReadFile(filepath.Join(dir, "terraform.tfstate"))
+	Expect(err).NotTo(HaveOccurred())
+	st, err := state.Parse(raw)
+	Expect(err).NotTo(HaveOccurred())
+	return st
+}
+
+var _ = Describe("config/samples", func() {
+	var all objects
+
+	BeforeEach(func() {
+		var err error
+		all, err = kustomizeBuild("config/samples")
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("holds one sample per CAPTF kind, and the Cluster API objects reference them", func() {
+		for _, kind := range []string{"TerraformCluster", "TerraformMachine", "TerraformMachinePool",
+			"TerraformClusterTemplate", "TerraformMachineTemplate", "TerraformMachinePoolTemplate"} {
+			Expect(all.ofKind(kind)).To(HaveLen(1), kind)
+		}
+		refs := map[string][]string{
+			"Cluster":           {"spec", "infrastructureRef"},
+			"Machine":           {"spec", "infrastructureRef"},
+			"MachinePool":       {"spec", "template", "spec", "infrastructureRef"},
+			"MachineDeployment": {"spec", "template", "spec", "infrastructureRef"},
+		}
+		for kind, path := range refs {
+			objs := all.ofKind(kind)
+			Expect(objs).To(HaveLen(1), kind)
+			ref, _, _ := unstructured.NestedStringMap(objs[0].Object, path...)
+			Expect(ref["apiGroup"]).To(Equal(infrav1.GroupVersion.Group))
+			Expect(all.find(ref["kind"], "", ref["name"])).NotTo(BeNil(), "%s references %s %s, which is not a sample", kind, ref["kind"], ref["name"])
+		}
+		// Every module ConfigMap a sample names exists.
+		for _, u := range all {
+			if u.GetAPIVersion() != infrav1.GroupVersion.String() {
+				continue
+			}
+			path := []string{"spec", "module", "configMap", "name"}
+			if _, isTemplate, _ := unstructured.NestedMap(u.Object, "spec", "template"); isTemplate {
+				path = append([]string{"spec", "template"}, path...)
+			}
+			name, ok, _ := unstructured.NestedString(u.Object, path...)
+			Expect(ok).To(BeTrue(), "%s %s uses no ConfigMap module", u.GetKind(), u.GetName())
+			Expect(all.find("ConfigMap", "", name)).NotTo(BeNil(), "%s %s names ConfigMap %s", u.GetKind(), u.GetName(), name)
+		}
+	})
+
+	It("runs its modules offline and they produce valid contract outputs", func() {
+		tf, err := terraformBinary()
+		Expect(err).NotTo(HaveOccurred())
+		dir := GinkgoT().TempDir()
+		module := func(kind string) (string, map[string]any, *unstructured.Unstructured) {
+			u := all.ofKind(kind)[0]
+			cmName, _, _ := unstructured.NestedString(u.Object, "spec", "module", "configMap", "name")
+			cm, err := as[corev1.ConfigMap](all.find("ConfigMap", "", cmName))
+			Expect(err).NotTo(HaveOccurred())
+			vars, _, _ := unstructured.NestedMap(u.Object, "spec", "variables")
+			if vars == nil {
+				vars = map[string]any{}
+			}
+			return cm.Data["main.tf"], vars, u
+		}
+		cluster, err := as[clusterv1.Cluster](all.ofKind("Cluster")[0])
+		Expect(err).NotTo(HaveOccurred())
+		bootstrap, err := as[corev1.Secret](all.ofKind("Secret")[0])
+		Expect(err).NotTo(HaveOccurred())
+		machine, err := as[clusterv1.Machine](all.ofKind("Machine")[0])
+		Expect(err).NotTo(HaveOccurred())
+		captf := func(u *unstructured.Unstructured) map[string]any {
+			return map[string]any{
+				"kind": u.GetKind(), "name": u.GetName(), "namespace": "demo", "cluster_name": cluster.Name,
+				"control_plane_endpoint": nil, "cluster_network": map[string]any{
+					"api_server_port": nil, "pods": cluster.Spec.ClusterNetwork.Pods.CIDRBlocks,
+					"services": cluster.Spec.ClusterNetwork.Services.CIDRBlocks, "service_domain": nil,
+				},
+				"bootstrap_data": nil, "failure_domain": nil, "version": nil, "cluster_outputs": map[string]any{},
+			}
+		}
+
+		main, vars, u := module("TerraformCluster")
+		vars["captf"] = captf(u)
+		cs := runModule(tf, filepath.Join(dir, "cluster"), main, vars)
+		co, err := state.Cluster(cs)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(co.ControlPlaneEndpoint.Host).NotTo(BeEmpty())
+		Expect(co.FailureDomains).NotTo(BeEmpty())
+		clusterOutputs := state.ClusterOutputsForMachines(cs)
+
+		forMachines := func(u *unstructured.Unstructured) map[string]any {
+			c := captf(u)
+			c["control_plane_endpoint"] = map[string]any{"host": co.ControlPlaneEndpoint.Host, "port": co.ControlPlaneEndpoint.Port}
+			c["bootstrap_data"] = bootstrap.StringData["value"]
+			c["version"] = machine.Spec.Version
+			c["cluster_outputs"] = clusterOutputs
+			return c
+		}
+		main, vars, u = module("TerraformMachine")
+		vars["captf"] = forMachines(u)
+		mo, err := state.Machine(runModule(tf, filepath.Join(dir, "machine"), main, vars))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(mo.ProviderID).To(HavePrefix("captf://"))
+		Expect(mo.Addresses).NotTo(BeEmpty())
+
+		main, vars, u = module("TerraformMachinePool")
+		vars["captf"] = forMachines(u)
+		po, err := state.MachinePool(runModule(tf, filepath.Join(dir, "pool"), main, vars))
+		Expect(err).NotTo(HaveOccurred())
+		mp, err := as[clusterv1.MachinePool](all.ofKind("MachinePool")[0])
+		Expect(err).NotTo(HaveOccurred())
+		Expect(po.Replicas).To(Equal(*mp.Spec.Replicas), "the pool module's replicas differ from the MachinePool's")
+		Expect(po.ProviderIDList).To(HaveLen(int(*mp.Spec.Replicas)))
+	})
+})
