@@ -54,6 +54,7 @@ func Check(ctx context.Context, in Input) (Verdict, error) {
 		err := in.APIReader.Get(ctx, types.NamespacedName{Namespace: in.Owner.Namespace, Name: in.ActiveJob}, j)
 		switch {
 		case err == nil:
+			lagTotal.WithLabelValues("activeJob").Inc()
 			return Verdict{Lag: true, Job: in.ActiveJob, Reason: ReasonActiveJob}, nil
 		case !apierrors.IsNotFound(err):
 			return Verdict{}, fmt.Errorf("read active job %s: %w", in.ActiveJob, err)
@@ -71,5 +72,6 @@ func Check(ctx context.Context, in Input) (Verdict, error) {
 	if ev.Holder == "" || cached[ev.Holder] || !ev.HolderRuns() || (ev.Job != nil && !ev.JobOfOwner) {
 		return Verdict{}, nil
 	}
+	lagTotal.WithLabelValues("runLease").Inc()
 	return Verdict{Lag: true, Job: ev.Holder, Reason: ReasonRunLease + " (" + string(ev.Verdict.Reason) + ")"}, nil
 }

@@ -99,6 +99,10 @@ func startManager(o managerOpts) *running {
 	if cfg == nil {
 		cfg = env.Config
 	}
+	// The product's manager gets client-go's defaults raised by ctrl.GetConfig; envtest's config
+	// has none, and client-side throttling at 5 QPS would measure the limiter, not the manager.
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 200, 400
 	r := &running{done: make(chan error, 1)}
 	mctx, cancel := context.WithCancel(ctx)
 	r.cancel = cancel

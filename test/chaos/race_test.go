@@ -1,0 +1,195 @@
+package chaos_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/cachelag"
+	"github.com/captf/cluster-api-provider-terraform/test/stalecache"
+)
+
+// lockedRand is a math/rand source safe for the managers' concurrent workers.
+type lockedRand struct {
+	mu sync.Mutex
+	r  *rand.Rand
+}
+
+func (l *lockedRand) Float64() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.Float64()
+}
+
+// executor plays the Job controller and the node: every Job it sees runs for a random moment,
+// then ends with the state terraform would leave.
+func runExecutor(ctx context.Context, rnd *lockedRand) *sync.WaitGroup {
+	wg := &sync.WaitGroup{}
+	wg.Add(1)
+	go func() {
+		defer GinkgoRecover()
+		defer wg.Done()
+		handled := map[string]bool{}
+		for ctx.Err() == nil {
+			list := &batchv1.JobList{}
+			if err := k8s.List(ctx, list, client.HasLabels{infrav1.ManagedLabel}); err == nil {
+				for i := range list.Items {
+					j := &list.Items[i]
+					if handled[j.Namespace+"/"+j.Name] || terminal(j) {
+						continue
+					}
+					handled[j.Namespace+"/"+j.Name] = true
+					wg.Add(1)
+					go func(j *batchv1.Job) {
+						defer GinkgoRecover()
+						defer wg.Done()
+						select {
+						case <-ctx.Done():
+							return
+						case <-time.After(time.Duration(100+rnd.Float64()*300) * time.Millisecond):
+						}
+						finish(j)
+					}(j.DeepCopy())
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	return wg
+}
+
+func createMachine(ns, cluster, name string) *infrav1.TerraformMachine {
+	GinkgoHelper()
+	boot := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-bootstrap"}, Data: map[string][]byte{"value": []byte("#cloud-config")}}
+	Expect(k8s.Create(ctx, boot)).To(Succeed())
+	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: clusterv1.MachineSpec{ClusterName: cluster, Bootstrap: clusterv1.Bootstrap{DataSecretName: &boot.Name},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformMachineKind, Name: name}}}
+	Expect(k8s.Create(ctx, m)).To(Succeed())
+	tm := &infrav1.TerraformMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: name, UID: m.UID}}},
+		Spec: infrav1.TerraformMachineSpec{TerraformSpec: infrav1.TerraformSpec{Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}},
+			Variables: &runtime.RawExtension{Raw: []byte(`{"flavor":"small"}`)}}},
+	}
+	Expect(k8s.Create(ctx, tm)).To(Succeed())
+	return tm
+}
+
+var _ = Describe("Two managers without leader election, under random cache lag", func() {
+	It("never breaks I1-I4 through create, input change and delete of 20 objects", func() {
+		mon := startMonitor()
+		rnd := &lockedRand{r: rand.New(rand.NewSource(GinkgoRandomSeed()))}
+		lagBefore := cachelag.Detected()
+		a := startManager(managerOpts{withStale: true})
+		b := startManager(managerOpts{withStale: true})
+		for _, m := range []*running{a, b} {
+			Eventually(func() *stalecache.Reader { return m.stale }).ShouldNot(BeNil())
+			m.stale.Add(stalecache.Random(&batchv1.Job{}, 0.3, rnd.Float64))
+			m.stale.Add(stalecache.Random(&infrav1.TerraformCluster{}, 0.1, rnd.Float64))
+			m.stale.Add(stalecache.Random(&infrav1.TerraformMachine{}, 0.1, rnd.Float64))
+		}
+		execCtx, stopExec := context.WithCancel(ctx)
+		execWG := runExecutor(execCtx, rnd)
+
+		var objs []client.Object
+		for i := 0; i < 4; i++ {
+			ns := newNamespace("race")
+			objs = append(objs, createCluster(ns, "c1", false))
+			for j := 0; j < 4; j++ {
+				objs = append(objs, createMachine(ns, "c1", fmt.Sprintf("m%d", j)))
+			}
+		}
+		provisioned := func(g Gomega) {
+			for _, o := range objs {
+				fresh := o.DeepCopyObject().(client.Object)
+				g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(o), fresh)).To(Succeed())
+				g.Expect(fresh.(interface {
+					GetTerraformStatus() *infrav1.TerraformStatus
+				}).GetTerraformStatus().IsProvisioned()).To(BeTrue(), "%s not provisioned", o.GetName())
+			}
+		}
+		By("create: all 20 provisioned")
+		Eventually(provisioned, "120s").Should(Succeed())
+
+		By("input change: every object applies its new inputs")
+		applied := map[string]string{}
+		for _, o := range objs {
+			applied[o.GetNamespace()+"/"+o.GetName()+"/"+fmt.Sprintf("%T", o)] = get(o).GetAnnotations()["captf.io/applied-hash"]
+		}
+		for _, o := range objs {
+			Eventually(func() error {
+				fresh := o.DeepCopyObject().(client.Object)
+				if err := k8s.Get(ctx, client.ObjectKeyFromObject(o), fresh); err != nil {
+					return err
+				}
+				spec := fresh.(interface{ GetTerraformSpec() *infrav1.TerraformSpec }).GetTerraformSpec()
+				spec.Variables = &runtime.RawExtension{Raw: []byte(`{"changed":true}`)}
+				return k8s.Update(ctx, fresh)
+			}).Should(Succeed())
+		}
+		Eventually(func(g Gomega) {
+			for _, o := range objs {
+				fresh := o.DeepCopyObject().(client.Object)
+				g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(o), fresh)).To(Succeed())
+				key := o.GetNamespace() + "/" + o.GetName() + "/" + fmt.Sprintf("%T", o)
+				g.Expect(fresh.GetAnnotations()["captf.io/applied-hash"]).NotTo(Equal(applied[key]), "%s not re-applied", key)
+			}
+		}, "120s").Should(Succeed())
+
+		By("delete: every object destroyed and gone")
+		for _, o := range objs {
+			Expect(client.IgnoreNotFound(k8s.Delete(ctx, o))).To(Succeed())
+		}
+		Eventually(func(g Gomega) {
+			for _, o := range objs {
+				fresh := o.DeepCopyObject().(client.Object)
+				err := k8s.Get(ctx, client.ObjectKeyFromObject(o), fresh)
+				g.Expect(client.IgnoreNotFound(err)).To(Succeed())
+				g.Expect(err).To(HaveOccurred(), "%s/%s still exists: %s", o.GetNamespace(), o.GetName(), describe(fresh))
+			}
+		}, "120s").Should(Succeed())
+
+		stopExec()
+		execWG.Wait()
+		Expect(a.Stop()).To(Succeed())
+		Expect(b.Stop()).To(Succeed())
+		violations, jobs := mon.check()
+		hidden := a.stale.Hidden() + b.stale.Hidden()
+		fmt.Printf("race: objects %d, jobs %d, reads hidden by the double %d, lags detected %.0f, violations %d\n",
+			len(objs), jobs, hidden, cachelag.Detected()-lagBefore, len(violations))
+		Expect(violations).To(BeEmpty())
+		Expect(jobs).To(BeNumerically(">=", 3*len(objs)), "each object applies twice and destroys once")
+		Expect(hidden).To(BeNumerically(">", 0), "the double must have injected lag")
+	})
+})
+
+// describe says what an object reports, for failure messages.
+func describe(o client.Object) string {
+	st := o.(interface{ GetTerraformStatus() *infrav1.TerraformStatus }).GetTerraformStatus()
+	var conds []string
+	for _, c := range st.Conditions {
+		conds = append(conds, fmt.Sprintf("%s=%s/%s: %s", c.Type, c.Status, c.Reason, c.Message))
+	}
+	var jobs []string
+	for _, j := range jobsOf(o.GetNamespace()) {
+		jobs = append(jobs, fmt.Sprintf("%s(%s, terminal=%v)", j.Name, j.Labels[infrav1.OperationLabel], terminal(&j)))
+	}
+	return fmt.Sprintf("annotations %v, finalizers %v, activeJob %+v, conditions %v, jobs in namespace %v",
+		o.GetAnnotations(), o.GetFinalizers(), st.ActiveJob, conds, jobs)
+}
