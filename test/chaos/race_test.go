@@ -181,7 +181,9 @@ var _ = Describe("Two managers without leader election, under random cache lag",
 
 // describe says what an object reports, for failure messages.
 func describe(o client.Object) string {
-	st := o.(interface{ GetTerraformStatus() *infrav1.TerraformStatus }).GetTerraformStatus()
+	st := o.(interface {
+		GetTerraformStatus() *infrav1.TerraformStatus
+	}).GetTerraformStatus()
 	var conds []string
 	for _, c := range st.Conditions {
 		conds = append(conds, fmt.Sprintf("%s=%s/%s: %s", c.Type, c.Status, c.Reason, c.Message))
