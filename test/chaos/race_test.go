@@ -121,7 +121,7 @@ var _ = Describe("Two managers without leader election, under random cache lag",
 				g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(o), fresh)).To(Succeed())
 				g.Expect(fresh.(interface {
 					GetTerraformStatus() *infrav1.TerraformStatus
-				}).GetTerraformStatus().IsProvisioned()).To(BeTrue(), "%s not provisioned", o.GetName())
+				}).GetTerraformStatus().IsProvisioned()).To(BeTrue(), "%s/%s not provisioned: %s", o.GetNamespace(), o.GetName(), describe(fresh))
 			}
 		}
 		By("create: all 20 provisioned")
@@ -148,7 +148,7 @@ var _ = Describe("Two managers without leader election, under random cache lag",
 				fresh := o.DeepCopyObject().(client.Object)
 				g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(o), fresh)).To(Succeed())
 				key := o.GetNamespace() + "/" + o.GetName() + "/" + fmt.Sprintf("%T", o)
-				g.Expect(fresh.GetAnnotations()["captf.io/applied-hash"]).NotTo(Equal(applied[key]), "%s not re-applied", key)
+				g.Expect(fresh.GetAnnotations()["captf.io/applied-hash"]).NotTo(Equal(applied[key]), "%s not re-applied: %s", key, describe(fresh))
 			}
 		}, "120s").Should(Succeed())
 

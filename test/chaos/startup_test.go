@@ -53,9 +53,8 @@ var _ = Describe("Start-up before the caches sync", func() {
 			g.Expect(fresh.Annotations).To(HaveKey(infrav1.BlockMoveAnnotation))
 			g.Expect(fresh.Finalizers).To(ContainElement(infrav1.Finalizer))
 		}, "6s").Should(Succeed())
-		var startErr error
-		Eventually(m.done, "30s").Should(Receive(&startErr), "the manager must give up, not run half-blind")
-		Expect(startErr).To(MatchError(ContainSubstring("timed out waiting for cache to be synced")))
+		Eventually(m.exited, "30s").Should(BeClosed(), "the manager must give up by itself, not run half-blind")
+		Expect(m.err).To(MatchError(ContainSubstring("timed out waiting for cache to be synced")))
 		get(tc)
 		Expect(tc.Annotations).To(HaveKey(infrav1.BlockMoveAnnotation))
 		Expect(tc.Finalizers).To(ContainElement(infrav1.Finalizer))

@@ -72,14 +72,18 @@ func newNamespace(prefix string) string {
 // running is a manager started by a test; Stop ends it and waits until it has returned.
 type running struct {
 	cancel context.CancelFunc
-	done   chan error
+	// exited is closed when the manager's Start has returned, with its error in err.
+	exited chan struct{}
 	stale  *stalecache.Reader
 	once   sync.Once
+	err    error
 }
 
+// Stop cancels the manager and waits until it has returned; it may be called again.
 func (r *running) Stop() error {
 	r.once.Do(r.cancel)
-	return <-r.done
+	<-r.exited
+	return r.err
 }
 
 // managerOpts says how a test manager is built.
@@ -103,7 +107,7 @@ func startManager(o managerOpts) *running {
 	// has none, and client-side throttling at 5 QPS would measure the limiter, not the manager.
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = 200, 400
-	r := &running{done: make(chan error, 1)}
+	r := &running{exited: make(chan struct{})}
 	mctx, cancel := context.WithCancel(ctx)
 	r.cancel = cancel
 	mgr, err := setup.New(cfg, setup.Options{MetricsAddr: "0", ProbeAddr: "0", Concurrency: 2, Clock: o.clock,
@@ -131,7 +135,12 @@ func startManager(o managerOpts) *running {
 			}
 		})
 	Expect(err).NotTo(HaveOccurred())
-	go func() { r.done <- mgr.Start(mctx) }()
+	go func() {
+		r.err = mgr.Start(mctx)
+		close(r.exited)
+	}()
+	// A failing spec must not leave its managers running into the next one.
+	DeferCleanup(func() { _ = r.Stop() })
 	return r
 }
 
