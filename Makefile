@@ -57,7 +57,10 @@ build: ## Build the manager, the runner and the sandbox.
 ##@ Test
 
 .PHONY: test-bins
-test-bins: $(STAMPS)/etcd-$(ETCD_VERSION) $(STAMPS)/kube-apiserver-$(KUBERNETES_VERSION) runtime-bin ## Build etcd and kube-apiserver from source (once), and make sure terraform or tofu exists.
+test-bins: $(STAMPS)/etcd-$(ETCD_VERSION) $(STAMPS)/kube-apiserver-$(KUBERNETES_VERSION) runtime-bin kubectl-bin ## Build etcd, kube-apiserver and kubectl from source (once), and make sure terraform or tofu exists.
+
+.PHONY: kubectl-bin
+kubectl-bin: $(STAMPS)/kubectl-$(KUBERNETES_VERSION) ## Build kubectl from source (once): the webhook tests run it against envtest.
 
 .PHONY: runtime-bin
 runtime-bin: ## Make sure the runner's integration tests have terraform or tofu: build bin/tofu only if none exists.

@@ -26,6 +26,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/terraformcluster"
 	"github.com/captf/cluster-api-provider-terraform/controllers/terraformmachine"
 	"github.com/captf/cluster-api-provider-terraform/controllers/terraformmachinepool"
+	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
 // CacheOptions is the manager's cache: Jobs only when managed by CAPTF, everything fails
@@ -108,6 +109,11 @@ func New(cfg *rest.Config, o Options, extra ...func(*manager.Options)) (manager.
 	leaseOpts.ClusterOperationGate = !o.DisableClusterOperationGate
 	leaseOpts.Clock = o.Clock
 	leases := runlease.New(mgr.GetClient(), mgr.GetAPIReader(), leaseOpts)
+	if o.EnableWebhooks {
+		if err := webhooks.Setup(mgr, webhooks.Options{OverrideGroups: o.GuardOverrideGroups, Leases: leases}); err != nil {
+			return nil, fmt.Errorf("set up webhooks: %w", err)
+		}
+	}
 	for _, k := range []engine.Kind{terraformcluster.Kind{}, terraformmachine.Kind{}, terraformmachinepool.Kind{}} {
 		r := &engine.Reconciler{
 			Client:           mgr.GetClient(),

@@ -1,0 +1,233 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
+)
+
+// Guard is the validating webhook that refuses unbacked removals of block-move, the provider
+// finalizer and status.activeJob. It serves all three kinds and their /status subresource: it
+// decodes only the marks they share.
+type Guard struct {
+	// Reader reads Jobs and Pods through the API server: mgr.GetAPIReader(), never a cache.
+	Reader client.Reader
+	// Leases judges the run lease; it must read through the API server too.
+	Leases *runlease.Manager
+	// Override decides the break-glass path and records its uses.
+	Override *Override
+}
+
+var _ admission.Handler = &Guard{}
+
+// Handle implements admission.Handler.
+func (g *Guard) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Update {
+		return admission.Allowed("the guard judges updates only")
+	}
+	switch req.Kind.Kind {
+	case infrav1.TerraformClusterKind, infrav1.TerraformMachineKind, infrav1.TerraformMachinePoolKind:
+	default:
+		return admission.Allowed("not a kind the guard protects")
+	}
+	oldM, err := DecodeMarks(req.OldObject.Raw)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("old object: %w", err))
+	}
+	newM, err := DecodeMarks(req.Object.Raw)
+	if err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("new object: %w", err))
+	}
+	ch := Diff(oldM, newM)
+	if !ch.Guarded() {
+		return admission.Allowed("")
+	}
+	ref := ObjectRef{Kind: req.Kind.Kind, Namespace: req.Namespace, Name: req.Name}
+	logger := log.FromContext(ctx).WithValues("object", ref.String(), "subresource", req.SubResource,
+		"user", req.UserInfo.Username, "change", ch.Describe())
+
+	ev, err := g.gather(ctx, runlease.Owner{Namespace: req.Namespace, Kind: req.Kind.Kind, Name: req.Name}, ch)
+	if err != nil {
+		// Fail closed: without evidence nothing backs the removal.
+		logger.Error(err, "guard could not read the evidence; denying")
+		return admission.Errored(http.StatusServiceUnavailable,
+			fmt.Errorf("CAPTF guard: this request %s on %s, and the guard could not confirm that no Job of the object runs: %w; retry", ch.Describe(), ref, err))
+	}
+	v := Decide(ch, ev)
+	if v.Allowed {
+		logger.V(1).Info("guarded removal backed by the evidence", "lease", ev.Lease.LeaseName, "leaseVerdict", ev.Lease.Verdict.Reason)
+		return admission.Allowed("")
+	}
+	msg := v.Message(ref, ch)
+	// On the object the reason counts only when this request sets it, so an override is always
+	// a deliberate act. A /status request cannot write metadata (the API server keeps the old
+	// metadata), so there the reason already on the object counts.
+	reason := ""
+	if req.SubResource == "status" || oldM.OverrideReason() != newM.OverrideReason() {
+		reason = newM.OverrideReason()
+	}
+	target := &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: req.Kind.Group + "/" + req.Kind.Version, Kind: req.Kind.Kind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name, UID: newM.UID, ResourceVersion: oldM.ResourceVersion},
+	}
+	if resp, ok := g.Override.Try(ctx, req, target, reason, ch.Describe(), v); ok {
+		return resp
+	}
+	if reason == "" && newM.OverrideReason() != "" {
+		msg += " (The captf.io/guard-override-reason annotation was already set before this request: an override must set a new reason in the request itself.)"
+	} else if reason != "" {
+		msg += " (" + g.Override.Refusal(req.UserInfo) + ")"
+	}
+	logger.Info("denied an unbacked removal", "blockers", v.Blockers)
+	return admission.Denied(msg)
+}
+
+// gather reads the evidence live: the run lease through runlease, and the Job named by the old
+// status.activeJob (reusing the lease's holder Job when it is the same one).
+func (g *Guard) gather(ctx context.Context, owner runlease.Owner, ch Change) (Evidence, error) {
+	opts := g.Leases.Options()
+	le, err := g.Leases.RunEvidence(ctx, owner)
+	if err != nil {
+		return Evidence{}, err
+	}
+	ev := Evidence{Lease: le, Now: opts.Clock.Now(), Grace: opts.Grace}
+	if ch.OldActiveJob != "" {
+		var known *batchv1.Job
+		if le.Job != nil && le.Job.Name == ch.OldActiveJob {
+			known = le.Job
+		}
+		st, err := JobStateOf(ctx, g.Reader, owner.Namespace, ch.OldActiveJob, known)
+		if err != nil {
+			return Evidence{}, err
+		}
+		ev.ActiveJob = &st
+	}
+	return ev, nil
+}
+
+// JobStateOf reads a Job and, when it is gone or finished, its non-terminal pods, through
+// reader (the API server). known, when not nil, is the Job as just read live by the caller.
+func JobStateOf(ctx context.Context, reader client.Reader, namespace, name string, known *batchv1.Job) (JobState, error) {
+	st := JobState{Name: name}
+	job := known
+	if job == nil {
+		j := &batchv1.Job{}
+		err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, j)
+		switch {
+		case err == nil:
+			job = j
+		case !apierrors.IsNotFound(err):
+			return st, fmt.Errorf("read job %s/%s: %w", namespace, name, err)
+		}
+	}
+	if job != nil {
+		st.Found = true
+		st.Finished = jobs.Finished(job)
+		st.Operation = job.Labels[infrav1.OperationLabel]
+		st.Since = job.CreationTimestamp.Time
+		if job.Status.StartTime != nil {
+			st.Since = job.Status.StartTime.Time
+		}
+		if !st.Finished {
+			return st, nil
+		}
+	}
+	pods, err := livePods(ctx, reader, namespace, name)
+	if err != nil {
+		return st, err
+	}
+	st.LivePods = pods
+	return st, nil
+}
+
+// livePods lists (live) the pods of a Job by either Job-name label and returns the names of
+// those neither Succeeded nor Failed, sorted.
+func livePods(ctx context.Context, reader client.Reader, namespace, job string) ([]string, error) {
+	var out []string
+	for _, label := range []string{runlease.JobNameLabel, runlease.LegacyJobNameLabel} {
+		var pods corev1.PodList
+		if err := reader.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{label: job}); err != nil {
+			return nil, fmt.Errorf("list pods of job %s/%s: %w", namespace, job, err)
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && !slices.Contains(out, p.Name) {
+				out = append(out, p.Name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Override is the break-glass path: a member of one of Groups may force a removal the guard
+// would deny by setting captf.io/guard-override-reason in the same request.
+type Override struct {
+	// Groups whose members may override; empty disables the path.
+	Groups []string
+	// Recorder emits the Warning event of each override.
+	Recorder events.EventRecorder
+}
+
+// Allows reports whether user may override with reason: reason is not empty and user is in
+// one of the groups. It is pure.
+func (o *Override) Allows(user authenticationv1.UserInfo, reason string) bool {
+	if o == nil || strings.TrimSpace(reason) == "" {
+		return false
+	}
+	for _, g := range user.Groups {
+		if g != "" && slices.Contains(o.Groups, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// Refusal explains why an override was not honoured.
+func (o *Override) Refusal(user authenticationv1.UserInfo) string {
+	if o == nil || len(o.Groups) == 0 {
+		return "the override reason was ignored: no override group is configured (manager flag --guard-override-groups)"
+	}
+	return fmt.Sprintf("the override reason was ignored: user %q is in none of the override groups %s", user.Username, strings.Join(o.Groups, ", "))
+}
+
+// Try allows a denied request when the override applies, after logging it and emitting a
+// Warning event on target (skipped for dry-run requests, which must have no side effects).
+func (o *Override) Try(ctx context.Context, req admission.Request, target runtime.Object, reason, what string, v Verdict) (admission.Response, bool) {
+	if !o.Allows(req.UserInfo, reason) {
+		return admission.Response{}, false
+	}
+	note := fmt.Sprintf("guard overridden by %s (groups %s): the request %s although %s; reason: %q",
+		req.UserInfo.Username, strings.Join(req.UserInfo.Groups, ", "), what, strings.Join(v.Blockers, "; and "), reason)
+	if len(note) > 1024 {
+		note = note[:1021] + "..."
+	}
+	logger := log.FromContext(ctx)
+	if req.DryRun != nil && *req.DryRun {
+		logger.Info("guard override (dry run: no event)", "user", req.UserInfo.Username, "reason", reason)
+		return admission.Allowed("dry run: guard override").WithWarnings("CAPTF guard overridden (dry run): " + note), true
+	}
+	logger.Info("GUARD OVERRIDE", "user", req.UserInfo.Username, "groups", req.UserInfo.Groups, "reason", reason, "blockers", v.Blockers)
+	if o.Recorder != nil {
+		o.Recorder.Eventf(target, nil, corev1.EventTypeWarning, "GuardOverridden", "Override", "%s", note)
+	}
+	return admission.Allowed("guard overridden").WithWarnings("CAPTF guard overridden: " + note), true
+}

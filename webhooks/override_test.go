@@ -1,0 +1,133 @@
+package webhooks_test
+
+import (
+	"fmt"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/webhooks"
+)
+
+// overrideEvents lists the GuardOverridden Warning events about name in ns.
+func overrideEvents(ns, name string) []eventsv1.Event {
+	GinkgoHelper()
+	list := &eventsv1.EventList{}
+	Expect(admin.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Reason == "GuardOverridden" && e.Regarding.Name == name && e.Type == "Warning" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func leaseOf(ns, name string) *coordinationv1.Lease {
+	GinkgoHelper()
+	l := &coordinationv1.Lease{}
+	Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, l)).To(Succeed())
+	return l
+}
+
+var _ = Describe("The break-glass override", func() {
+	It("lets a member of an override group force a removal with a reason set in the request, records it, and refuses everyone else", func() {
+		oncall, _ := userClient("oncall", breakGlassGroup)
+		dev, _ := userClient("dev", "devs")
+		ns := newNamespace()
+		kind := infrav1.TerraformClusterKind
+		create(kind, ns, "c")
+		r, err := startRun(ctx, admin, kind, ns, "c", 2)
+		Expect(err).NotTo(HaveOccurred())
+		for _, m := range allMarks {
+			Expect(ensureMark(ctx, admin, kind, ns, "c", m, r.job.Name)).To(Succeed())
+		}
+		withReason := func(reason string) string {
+			return fmt.Sprintf(`{"metadata":{"annotations":{"clusterctl.cluster.x-k8s.io/block-move":null,"captf.io/guard-override-reason":%q}}}`, reason)
+		}
+
+		By("someone outside the override groups: denied, and told why the reason did not count")
+		err = mergePatch(dev, kind, ns, "c", false, withReason("INC-42: runner wedged"))
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring(`the override reason was ignored: user "dev" is in none of the override groups captf:breakglass`))
+
+		By("a member without a reason: denied")
+		err = mergePatch(oncall, kind, ns, "c", false, `{"metadata":{"annotations":{"clusterctl.cluster.x-k8s.io/block-move":null}}}`)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+
+		By("a member with a reason set in the same request: allowed, logged, and a Warning event")
+		Expect(mergePatch(oncall, kind, ns, "c", false, withReason("INC-42: runner wedged"))).To(Succeed())
+		Expect(hasMark(ctx, admin, kind, ns, "c", markBlockMove)).To(BeFalse())
+		Eventually(func() []eventsv1.Event { return overrideEvents(ns, "c") }).Should(HaveLen(1))
+		ev := overrideEvents(ns, "c")[0]
+		fmt.Printf("\nOverride event: %s %s on %s/%s: %s\n\n", ev.Type, ev.Reason, ev.Regarding.Kind, ev.Regarding.Name, ev.Note)
+		Expect(ev.Note).To(ContainSubstring("guard overridden by oncall"))
+		Expect(ev.Note).To(ContainSubstring(`reason: "INC-42: runner wedged"`))
+		Expect(ev.Note).To(ContainSubstring("Job " + r.job.Name))
+
+		By("the same reason left on the object does not cover the next removal on the object")
+		err = mergePatch(oncall, kind, ns, "c", false, `{"metadata":{"finalizers":null}}`)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("an override must set a new reason in the request itself"))
+
+		By("on /status, which cannot write metadata, the reason on the object counts")
+		Expect(mergePatch(oncall, kind, ns, "c", true, `{"status":{"activeJob":null}}`)).To(Succeed())
+		Eventually(func() []eventsv1.Event { return overrideEvents(ns, "c") }).Should(HaveLen(2))
+		err = mergePatch(dev, kind, ns, "c", false, `{"metadata":{"annotations":{"captf.io/guard-override-reason":"mine"},"finalizers":null}}`)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+	})
+})
+
+var _ = Describe("The Lease guard", func() {
+	It("denies deleting a run or cluster lease whose holder Job runs, and intercepts nothing else about Leases", func() {
+		oncall, _ := userClient("oncall-leases", breakGlassGroup)
+		ns := newNamespace()
+		kind := infrav1.TerraformClusterKind
+		create(kind, ns, "c")
+		r, err := startRun(ctx, admin, kind, ns, "c", 1)
+		Expect(err).NotTo(HaveOccurred())
+		runLease := leaseOf(ns, r.owner.RunLeaseName())
+		clusterLease := leaseOf(ns, r.owner.ClusterLeaseName())
+
+		By("deleting the run lease and the cluster lease while the holder runs: denied")
+		for _, l := range []*coordinationv1.Lease{runLease, clusterLease} {
+			err := admin.Delete(ctx, l)
+			Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%s: %v", l.Name, err)
+			Expect(err.Error()).To(ContainSubstring(`admission webhook "lease-guard.captf.io" denied the request`))
+			Expect(err.Error()).To(ContainSubstring("its holder Job " + r.job.Name + " of TerraformCluster " + ns + "/c runs"))
+			Expect(err.Error()).To(ContainSubstring("second Job could start against the same Terraform state"))
+		}
+		fmt.Printf("\nLease guard denial: %v\n\n", admin.Delete(ctx, runLease))
+
+		By("other Leases, and every other operation on CAPTF's Leases, never reach the guard")
+		before, err := webhookCalls(webhooks.LeaseGuardPath)
+		Expect(err).NotTo(HaveOccurred())
+		lock := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns,
+			Name: naming.StateLockLeaseName(r.owner.Suffix())}}
+		Expect(admin.Create(ctx, lock)).To(Succeed())
+		Expect(admin.Delete(ctx, lock)).To(Succeed(), "the Terraform state lock Lease is not CAPTF's to guard")
+		Expect(admin.Patch(ctx, runLease, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"note":"x"}}}`)))).To(Succeed())
+		Expect(webhookCalls(webhooks.LeaseGuardPath)).To(Equal(before))
+
+		By("break-glass: a member annotates the lease with a reason, then deletes it")
+		Expect(admin.Patch(ctx, runLease, client.RawPatch(types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"captf.io/guard-override-reason":"INC-7: stale lease"}}}`)))).To(Succeed())
+		Expect(apierrors.IsForbidden(admin.Delete(ctx, runLease))).To(BeTrue(), "the admin is in no override group")
+		Expect(oncall.Delete(ctx, runLease)).To(Succeed())
+		Eventually(func() []eventsv1.Event { return overrideEvents(ns, runLease.Name) }).Should(HaveLen(1))
+
+		By("once the holder has finished, the cluster lease may go")
+		Expect(r.finish(ctx, admin)).To(Succeed())
+		Expect(admin.Delete(ctx, clusterLease)).To(Succeed())
+		Expect(strings.Contains(r.job.Name, r.owner.Suffix())).To(BeTrue())
+	})
+})

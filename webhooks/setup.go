@@ -1,0 +1,123 @@
+package webhooks
+
+import (
+	"fmt"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
+)
+
+// The webhook configurations are generated from these markers (make manifests); the kustomize
+// patches in config/webhook add what markers cannot express: matchConditions, namespaceSelector
+// and objectSelector.
+//
+// The guard and the Lease guard:
+// +kubebuilder:webhook:path=/guard-captf,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=terraformclusters;terraformclusters/status;terraformmachines;terraformmachines/status;terraformmachinepools;terraformmachinepools/status,verbs=update,versions=v1alpha1,name=guard.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/guard-captf-lease,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups=coordination.k8s.io,resources=leases,verbs=delete,versions=v1,name=lease-guard.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
+//
+// Defaulting on CREATE:
+// +kubebuilder:webhook:path=/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-terraformcluster,mutating=true,failurePolicy=fail,sideEffects=None,reinvocationPolicy=IfNeeded,groups=infrastructure.cluster.x-k8s.io,resources=terraformclusters,verbs=create,versions=v1alpha1,name=default.terraformcluster.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-terraformmachine,mutating=true,failurePolicy=fail,sideEffects=None,reinvocationPolicy=IfNeeded,groups=infrastructure.cluster.x-k8s.io,resources=terraformmachines,verbs=create,versions=v1alpha1,name=default.terraformmachine.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-terraformmachinepool,mutating=true,failurePolicy=fail,sideEffects=None,reinvocationPolicy=IfNeeded,groups=infrastructure.cluster.x-k8s.io,resources=terraformmachinepools,verbs=create,versions=v1alpha1,name=default.terraformmachinepool.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
+//
+// Spec validation. CREATE fails closed (failurePolicy Fail). UPDATE fails open (Ignore), and
+// the patches route only spec changes of live objects to it: a webhook outage blocks no edit
+// but the guarded removals, and the controller checks the same rules again when it runs.
+// +kubebuilder:webhook:path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-terraformcluster,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrastructure.cluster.x-k8s.io,resources=terraformclusters,verbs=create,versions=v1alpha1,name=validate.terraformcluster.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-terraformcluster,mutating=false,failurePolicy=ignore,sideEffects=None,groups=infrastructure.cluster.x-k8s.io,resources=terraformclusters,verbs=update,versions=v1alpha1,name=validate-update.terraformcluster.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-terraformmachine,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrastructure.cluster.x-k8s.io,resources=terraformmachines,verbs=create,versions=v1alpha1,name=validate.terraformmachine.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-terraformmachine,mutating=false,failurePolicy=ignore,sideEffects=None,groups=infrastructure.cluster.x-k8s.io,resources=terraformmachines,verbs=update,versions=v1alpha1,name=validate-update.terraformmachine.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-terraformmachinepool,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrastructure.cluster.x-k8s.io,resources=terraformmachinepools,verbs=create,versions=v1alpha1,name=validate.terraformmachinepool.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-terraformmachinepool,mutating=false,failurePolicy=ignore,sideEffects=None,groups=infrastructure.cluster.x-k8s.io,resources=terraformmachinepools,verbs=update,versions=v1alpha1,name=validate-update.terraformmachinepool.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-terraformclustertemplate,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrastructure.cluster.x-k8s.io,resources=terraformclustertemplates,verbs=create,versions=v1alpha1,name=validate.terraformclustertemplate.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-terraformclustertemplate,mutating=false,failurePolicy=ignore,sideEffects=None,groups=infrastructure.cluster.x-k8s.io,resources=terraformclustertemplates,verbs=update,versions=v1alpha1,name=validate-update.terraformclustertemplate.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-terraformmachinetemplate,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrastructure.cluster.x-k8s.io,resources=terraformmachinetemplates,verbs=create,versions=v1alpha1,name=validate.terraformmachinetemplate.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-terraformmachinetemplate,mutating=false,failurePolicy=ignore,sideEffects=None,groups=infrastructure.cluster.x-k8s.io,resources=terraformmachinetemplates,verbs=update,versions=v1alpha1,name=validate-update.terraformmachinetemplate.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-terraformmachinepooltemplate,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrastructure.cluster.x-k8s.io,resources=terraformmachinepooltemplates,verbs=create,versions=v1alpha1,name=validate.terraformmachinepooltemplate.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-terraformmachinepooltemplate,mutating=false,failurePolicy=ignore,sideEffects=None,groups=infrastructure.cluster.x-k8s.io,resources=terraformmachinepooltemplates,verbs=update,versions=v1alpha1,name=validate-update.terraformmachinepooltemplate.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
+
+// Paths the guards are served on.
+const (
+	GuardPath      = "/guard-captf"
+	LeaseGuardPath = "/guard-captf-lease"
+)
+
+// Options configure the webhooks.
+type Options struct {
+	// OverrideGroups are the groups whose members may force a guarded removal with
+	// captf.io/guard-override-reason (manager flag --guard-override-groups). Empty by default:
+	// no one may.
+	OverrideGroups []string
+	// Leases is the manager's lease manager, built over mgr.GetAPIReader(). When nil, Setup
+	// builds one with runlease.DefaultOptions over mgr.GetAPIReader().
+	Leases *runlease.Manager
+}
+
+// Setup registers every CAPTF webhook with the manager's webhook server. The guards read
+// through mgr.GetAPIReader(), never through the manager's cache.
+func Setup(mgr ctrl.Manager, o Options) error {
+	reader := mgr.GetAPIReader()
+	leases := o.Leases
+	if leases == nil {
+		leases = runlease.New(mgr.GetClient(), reader, runlease.DefaultOptions())
+	}
+	override := &Override{Groups: append([]string(nil), o.OverrideGroups...), Recorder: mgr.GetEventRecorder("captf-guard")}
+	srv := mgr.GetWebhookServer()
+	srv.Register(GuardPath, &admission.Webhook{Handler: &Guard{Reader: reader, Leases: leases, Override: override}})
+	srv.Register(LeaseGuardPath, &admission.Webhook{Handler: &LeaseGuard{Reader: reader, Leases: leases, Override: override}})
+
+	if err := register(mgr, &infrav1.TerraformCluster{}, infrav1.TerraformClusterKind); err != nil {
+		return err
+	}
+	if err := register(mgr, &infrav1.TerraformMachine{}, infrav1.TerraformMachineKind); err != nil {
+		return err
+	}
+	if err := register(mgr, &infrav1.TerraformMachinePool{}, infrav1.TerraformMachinePoolKind); err != nil {
+		return err
+	}
+	if err := registerTemplate(mgr, &infrav1.TerraformClusterTemplate{}, "TerraformClusterTemplate", clusterTemplateSpec); err != nil {
+		return err
+	}
+	if err := registerTemplate(mgr, &infrav1.TerraformMachineTemplate{}, "TerraformMachineTemplate", machineTemplateSpec); err != nil {
+		return err
+	}
+	if err := registerTemplate(mgr, &infrav1.TerraformMachinePoolTemplate{}, "TerraformMachinePoolTemplate", poolTemplateSpec); err != nil {
+		return err
+	}
+	return nil
+}
+
+func register[T Reconciled](mgr ctrl.Manager, obj T, kind string) error {
+	if err := ctrl.NewWebhookManagedBy(mgr, obj).
+		WithDefaulter(Defaulter[T]{}).
+		WithValidator(Validator[T]{Kind: kind}).
+		Complete(); err != nil {
+		return fmt.Errorf("register %s webhooks: %w", kind, err)
+	}
+	return nil
+}
+
+func registerTemplate[T client.Object](mgr ctrl.Manager, obj T, kind string, spec func(T) *infrav1.TerraformSpec) error {
+	if err := ctrl.NewWebhookManagedBy(mgr, obj).
+		WithValidator(TemplateValidator[T]{Kind: kind, Spec: spec}).
+		Complete(); err != nil {
+		return fmt.Errorf("register %s webhook: %w", kind, err)
+	}
+	return nil
+}
+
+func clusterTemplateSpec(t *infrav1.TerraformClusterTemplate) *infrav1.TerraformSpec {
+	return &t.Spec.Template.Spec.TerraformSpec
+}
+
+func machineTemplateSpec(t *infrav1.TerraformMachineTemplate) *infrav1.TerraformSpec {
+	return &t.Spec.Template.Spec.TerraformSpec
+}
+
+func poolTemplateSpec(t *infrav1.TerraformMachinePoolTemplate) *infrav1.TerraformSpec {
+	return &t.Spec.Template.Spec.TerraformSpec
+}

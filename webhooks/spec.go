@@ -1,0 +1,121 @@
+package webhooks
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+)
+
+// Reconciled is what the defaulter and the validator need of TerraformCluster,
+// TerraformMachine and TerraformMachinePool.
+type Reconciled interface {
+	client.Object
+	GetTerraformSpec() *infrav1.TerraformSpec
+	GetTerraformStatus() *infrav1.TerraformStatus
+}
+
+// Defaulter is the mutating webhook of a reconciled kind, called on CREATE: it adds the
+// provider finalizer, so no object is ever without it, and fills the defaults the schema
+// cannot express (DefaultTerraformSpec). It is idempotent, so reinvocation is safe.
+type Defaulter[T Reconciled] struct{}
+
+var _ admission.Defaulter[*infrav1.TerraformCluster] = Defaulter[*infrav1.TerraformCluster]{}
+
+// Default implements admission.Defaulter.
+func (Defaulter[T]) Default(_ context.Context, obj T) error {
+	if obj.GetDeletionTimestamp().IsZero() {
+		controllerutil.AddFinalizer(obj, infrav1.Finalizer)
+	}
+	DefaultTerraformSpec(obj.GetTerraformSpec())
+	return nil
+}
+
+// DefaultTerraformSpec fills the defaults the schema cannot express. The schema defaults
+// spec.job.lockTimeoutSeconds to 300 whatever the deadline, so a spec that only shortens
+// activeDeadlineSeconds to 300 or less would be refused for a value its author never wrote.
+// A lock timeout equal to that default and not below the deadline becomes half the deadline.
+// (The API server applies schema defaults before this webhook runs, so an explicit 300 cannot
+// be told from the default; it is treated the same way.) It is idempotent.
+func DefaultTerraformSpec(s *infrav1.TerraformSpec) {
+	deadline := EffectiveDeadline(s.Job)
+	lock := EffectiveLockTimeout(s.Job)
+	if lock == jobs.DefaultLockTimeoutSeconds && lock >= deadline {
+		half := deadline / 2
+		s.Job.LockTimeoutSeconds = &half
+	}
+}
+
+// Validator is the spec validation of a reconciled kind (CREATE and UPDATE).
+type Validator[T Reconciled] struct {
+	// Kind names the kind in errors.
+	Kind string
+}
+
+var _ admission.Validator[*infrav1.TerraformCluster] = Validator[*infrav1.TerraformCluster]{}
+
+// ValidateCreate implements admission.Validator.
+func (v Validator[T]) ValidateCreate(_ context.Context, obj T) (admission.Warnings, error) {
+	return nil, invalid(v.Kind, obj.GetName(), ValidateTerraformSpec(field.NewPath("spec"), obj.GetTerraformSpec()))
+}
+
+// ValidateUpdate implements admission.Validator. The update of a deleting object is never
+// refused for its spec: its finalizer must stay removable.
+func (v Validator[T]) ValidateUpdate(_ context.Context, oldObj, newObj T) (admission.Warnings, error) {
+	if !oldObj.GetDeletionTimestamp().IsZero() || !newObj.GetDeletionTimestamp().IsZero() {
+		return nil, nil
+	}
+	path := field.NewPath("spec")
+	errs := ValidateTerraformSpec(path, newObj.GetTerraformSpec())
+	errs = append(errs, ValidateTerraformSpecUpdate(path, oldObj.GetTerraformSpec(), newObj.GetTerraformSpec(),
+		Provisioned(oldObj.GetAnnotations(), oldObj.GetTerraformStatus()))...)
+	return nil, invalid(v.Kind, newObj.GetName(), errs)
+}
+
+// ValidateDelete implements admission.Validator; deletions are not validated.
+func (Validator[T]) ValidateDelete(context.Context, T) (admission.Warnings, error) { return nil, nil }
+
+// TemplateValidator is the spec validation of a template kind: the stamped spec must pass the
+// same checks as the object's. Templates are not provisioned, so nothing is immutable here.
+type TemplateValidator[T client.Object] struct {
+	// Kind names the kind in errors.
+	Kind string
+	// Spec returns the stamped object's shared spec.
+	Spec func(T) *infrav1.TerraformSpec
+}
+
+var _ admission.Validator[*infrav1.TerraformClusterTemplate] = TemplateValidator[*infrav1.TerraformClusterTemplate]{}
+
+var templateSpecPath = field.NewPath("spec", "template", "spec")
+
+// ValidateCreate implements admission.Validator.
+func (v TemplateValidator[T]) ValidateCreate(_ context.Context, obj T) (admission.Warnings, error) {
+	return nil, invalid(v.Kind, obj.GetName(), ValidateTerraformSpec(templateSpecPath, v.Spec(obj)))
+}
+
+// ValidateUpdate implements admission.Validator.
+func (v TemplateValidator[T]) ValidateUpdate(_ context.Context, _, newObj T) (admission.Warnings, error) {
+	if !newObj.GetDeletionTimestamp().IsZero() {
+		return nil, nil
+	}
+	return nil, invalid(v.Kind, newObj.GetName(), ValidateTerraformSpec(templateSpecPath, v.Spec(newObj)))
+}
+
+// ValidateDelete implements admission.Validator; deletions are not validated.
+func (TemplateValidator[T]) ValidateDelete(context.Context, T) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func invalid(kind, name string, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return errors.NewInvalid(schema.GroupKind{Group: infrav1.GroupVersion.Group, Kind: kind}, name, errs)
+}

@@ -1,0 +1,133 @@
+package webhooks_test
+
+import (
+	"fmt"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
+)
+
+var _ = Describe("Defaulting on create", func() {
+	It("adds the provider finalizer to every kind, and a lock timeout that fits a short deadline", func() {
+		ns := newNamespace()
+		for _, kind := range guardedKinds {
+			o := newObject(kind, ns, "d")
+			Expect(o.GetFinalizers()).To(BeEmpty())
+			Expect(admin.Create(ctx, o)).To(Succeed())
+			Expect(o.GetFinalizers()).To(ConsistOf(infrav1.Finalizer), "%s as created", kind)
+		}
+		short := newObject(infrav1.TerraformClusterKind, ns, "short").(*infrav1.TerraformCluster)
+		short.Spec.Job.ActiveDeadlineSeconds = ptr.To[int64](120)
+		Expect(admin.Create(ctx, short)).To(Succeed(), "without the dependent default the schema's 300 s lock timeout would be refused")
+		Expect(short.Spec.Job.LockTimeoutSeconds).To(HaveValue(BeEquivalentTo(60)))
+		kept := newObject(infrav1.TerraformClusterKind, ns, "kept").(*infrav1.TerraformCluster)
+		kept.Spec.Job.LockTimeoutSeconds = ptr.To[int64](900)
+		Expect(admin.Create(ctx, kept)).To(Succeed())
+		Expect(kept.Spec.Job.LockTimeoutSeconds).To(HaveValue(BeEquivalentTo(900)))
+		Expect(kept.Spec.Job.ActiveDeadlineSeconds).To(HaveValue(BeEquivalentTo(3600)))
+	})
+})
+
+var _ = Describe("Spec validation", func() {
+	It("refuses bad variable names and reserved environment names with a message per field, for objects and templates", func() {
+		ns := newNamespace()
+		bad := newObject(infrav1.TerraformMachineKind, ns, "bad").(*infrav1.TerraformMachine)
+		bad.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"captf":{},"count":2,"9lives":1,"ok_name":"x"}`)}
+		bad.Spec.Job.Env = []corev1.EnvVar{{Name: "AWS_REGION", Value: "eu-west-1"}, {Name: "TF_CLI_ARGS", Value: "-lock=false"}}
+		err := admin.Create(ctx, bad)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		fmt.Printf("\nSpec validation: %v\n\n", err)
+		for _, want := range []string{
+			`admission webhook "validate.terraformmachine.captf.io" denied the request`,
+			`spec.variables[captf]: Invalid value: "captf"`, "CAPTF reserves for the contract inputs",
+			`spec.variables[count]: Invalid value: "count"`, "a name Terraform reserves",
+			`spec.variables[9lives]: Invalid value: "9lives"`, "not a valid Terraform identifier",
+			"spec.job.env[1].name: Forbidden: TF_CLI_ARGS is reserved",
+		} {
+			Expect(err.Error()).To(ContainSubstring(want))
+		}
+		Expect(err.Error()).NotTo(ContainSubstring("ok_name"))
+		Expect(err.Error()).NotTo(ContainSubstring("AWS_REGION"))
+
+		tmpl := &infrav1.TerraformMachinePoolTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "t"}}
+		tmpl.Spec.Template.Spec.Module.Image = "example.com/module:1"
+		tmpl.Spec.Template.Spec.Job.Env = []corev1.EnvVar{{Name: "KUBECONFIG", Value: "/tmp/k"}}
+		err = admin.Create(ctx, tmpl)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("spec.template.spec.job.env[0].name: Forbidden: KUBECONFIG is reserved"))
+		tmpl.Spec.Template.Spec.Job.Env = nil
+		Expect(admin.Create(ctx, tmpl)).To(Succeed())
+		tmpl.Spec.Template.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"for_each":1}`)}
+		err = admin.Update(ctx, tmpl)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "template updates are validated too: %v", err)
+
+		By("a spec update of a live object is validated")
+		good := create(infrav1.TerraformClusterKind, ns, "good").(*infrav1.TerraformCluster)
+		good.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"depends_on":[]}`)}
+		err = admin.Update(ctx, good)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring(`validate-update.terraformcluster.captf.io`))
+
+		By("a lock timeout not below the deadline is refused (the schema's rule answers first)")
+		lt := newObject(infrav1.TerraformClusterKind, ns, "lock").(*infrav1.TerraformCluster)
+		lt.Spec.Job.ActiveDeadlineSeconds = ptr.To[int64](120)
+		lt.Spec.Job.LockTimeoutSeconds = ptr.To[int64](200)
+		err = admin.Create(ctx, lt)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("lockTimeoutSeconds must be below activeDeadlineSeconds"))
+	})
+
+	It("freezes the module source kind once the infrastructure is provisioned, including after a move", func() {
+		ns := newNamespace()
+		c := create(infrav1.TerraformClusterKind, ns, "c").(*infrav1.TerraformCluster)
+		By("before provisioning the kind may change")
+		c.Spec.Module = infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "module"}}
+		Expect(admin.Update(ctx, c)).To(Succeed())
+		c.Spec.Module = infrav1.ModuleSource{Image: "example.com/module:1"}
+		Expect(admin.Update(ctx, c)).To(Succeed())
+
+		By("provisioned (status): a new image passes, a ConfigMap does not")
+		c.Status.Initialization = &infrav1.Initialization{Provisioned: ptr.To(true)}
+		Expect(admin.Status().Update(ctx, c)).To(Succeed())
+		c.Spec.Module.Image = "example.com/module:2"
+		Expect(admin.Update(ctx, c)).To(Succeed())
+		c.Spec.Module = infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "module"}}
+		err := admin.Update(ctx, c)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("spec.module: Forbidden: the module source kind cannot change from image to configMap once the infrastructure is provisioned"))
+
+		By("a moved object has no status, but its applied-hash annotation says it is provisioned")
+		m := newObject(infrav1.TerraformMachineKind, ns, "moved").(*infrav1.TerraformMachine)
+		m.Annotations = map[string]string{engine.AppliedHashAnnotation: "v1-abc"}
+		Expect(admin.Create(ctx, m)).To(Succeed())
+		m.Spec.Module = infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "module"}}
+		Expect(apierrors.IsInvalid(admin.Update(ctx, m))).To(BeTrue())
+	})
+
+	It("never refuses a deleting object's update for its spec, so its finalizer stays removable", func() {
+		ns := newNamespace()
+		o := create(infrav1.TerraformMachineKind, ns, "leaving").(*infrav1.TerraformMachine)
+		o.Status.Initialization = &infrav1.Initialization{Provisioned: ptr.To(true)}
+		Expect(admin.Status().Update(ctx, o)).To(Succeed())
+		Expect(admin.Delete(ctx, o)).To(Succeed())
+		Expect(admin.Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+		Expect(o.DeletionTimestamp).NotTo(BeNil())
+		o.Spec.Job.Env = []corev1.EnvVar{{Name: "TF_LOG", Value: "TRACE"}}
+		o.Spec.Module = infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "module"}}
+		Expect(admin.Update(ctx, o)).To(Succeed(), "a deleting object's spec is not judged")
+		o.Finalizers = nil
+		Expect(admin.Update(ctx, o)).To(Succeed(), "nothing runs: the finalizer goes")
+		Eventually(func() bool {
+			return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(o), o))
+		}).Should(BeTrue())
+	})
+})

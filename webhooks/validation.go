@@ -1,0 +1,136 @@
+package webhooks
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
+	"github.com/captf/cluster-api-provider-terraform/controllers/inputs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+)
+
+// Module source kinds, as ModuleSourceKind names them.
+const (
+	ModuleSourceImage     = "image"
+	ModuleSourceConfigMap = "configMap"
+)
+
+// ModuleSourceKind says where a module comes from: ModuleSourceImage, ModuleSourceConfigMap,
+// or "" when neither is set (the schema refuses that).
+func ModuleSourceKind(m infrav1.ModuleSource) string {
+	switch {
+	case m.ConfigMap != nil:
+		return ModuleSourceConfigMap
+	case m.Image != "":
+		return ModuleSourceImage
+	}
+	return ""
+}
+
+// EffectiveDeadline and EffectiveLockTimeout are the values a Job runs with: the spec's, or the
+// defaults jobs.Build applies.
+func EffectiveDeadline(p infrav1.JobPolicy) int64 {
+	if p.ActiveDeadlineSeconds != nil {
+		return *p.ActiveDeadlineSeconds
+	}
+	return jobs.DefaultActiveDeadlineSeconds
+}
+
+// EffectiveLockTimeout: see EffectiveDeadline.
+func EffectiveLockTimeout(p infrav1.JobPolicy) int64 {
+	if p.LockTimeoutSeconds != nil {
+		return *p.LockTimeoutSeconds
+	}
+	return jobs.DefaultLockTimeoutSeconds
+}
+
+// ValidateTerraformSpec checks what the schema cannot: variable names, reserved environment
+// names, and the lock timeout against the deadline. path is where the spec sits (spec, or
+// spec.template.spec for a template). It is pure.
+func ValidateTerraformSpec(path *field.Path, s *infrav1.TerraformSpec) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, validateVariables(path.Child("variables"), s)...)
+	errs = append(errs, validateEnv(path.Child("job", "env"), s.Job)...)
+	errs = append(errs, validateLockTimeout(path.Child("job"), s.Job)...)
+	return errs
+}
+
+func validateVariables(path *field.Path, s *infrav1.TerraformSpec) field.ErrorList {
+	if s.Variables == nil || len(s.Variables.Raw) == 0 {
+		return nil
+	}
+	var vars map[string]json.RawMessage
+	if err := json.Unmarshal(s.Variables.Raw, &vars); err != nil {
+		// The value is not echoed: variables may hold secrets.
+		return field.ErrorList{field.Invalid(path, "<omitted>", "must be a JSON object whose keys are Terraform variable names")}
+	}
+	names := make([]string, 0, len(vars))
+	for k := range vars {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var errs field.ErrorList
+	for _, name := range names {
+		if err := inputs.ValidateVariableName(name, path.String()); err != nil {
+			errs = append(errs, field.Invalid(path.Key(name), name, err.Error()))
+		}
+	}
+	return errs
+}
+
+func validateEnv(path *field.Path, p infrav1.JobPolicy) field.ErrorList {
+	var errs field.ErrorList
+	for i, e := range p.Env {
+		if jobs.IsReservedEnv(e.Name) {
+			errs = append(errs, field.Forbidden(path.Index(i).Child("name"), fmt.Sprintf(
+				"%s is reserved: CAPTF sets it itself, or it would move the Terraform state, change the runner's commands or bypass the inputs hash; reserved names: %s",
+				e.Name, strings.Join(jobs.ReservedEnv, ", "))))
+		}
+	}
+	return errs
+}
+
+func validateLockTimeout(path *field.Path, p infrav1.JobPolicy) field.ErrorList {
+	lock, deadline := EffectiveLockTimeout(p), EffectiveDeadline(p)
+	if lock < deadline {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(path.Child("lockTimeoutSeconds"), lock, fmt.Sprintf(
+		"must be below the Job deadline (activeDeadlineSeconds %d): a run that waits that long for the state lock can never apply; lower it or raise activeDeadlineSeconds",
+		deadline))}
+}
+
+// ValidateTerraformSpecUpdate checks the fields that must not change once the object's
+// infrastructure was provisioned: the module's source kind (image or ConfigMap). A module
+// image runs its own terraform/tofu; a ConfigMap module runs the manager's runtime image.
+// Switching swaps the binary that owns the state (and may upgrade its format irreversibly)
+// and the module layout in one step. A new image or ConfigMap of the same kind stays allowed:
+// that is the normal way to change a module. It is pure.
+func ValidateTerraformSpecUpdate(path *field.Path, oldSpec, newSpec *infrav1.TerraformSpec, provisioned bool) field.ErrorList {
+	if !provisioned {
+		return nil
+	}
+	was, is := ModuleSourceKind(oldSpec.Module), ModuleSourceKind(newSpec.Module)
+	if was == is || was == "" {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(path.Child("module"), fmt.Sprintf(
+		"the module source kind cannot change from %s to %s once the infrastructure is provisioned: the other kind runs another terraform/tofu binary against the same state; "+
+			"change the %s instead, or create a new object", was, is, was))}
+}
+
+// Provisioned reports whether the object's infrastructure was provisioned: the status says so,
+// or the controller recorded a successful apply in the captf.io/applied-hash annotation (which,
+// unlike status, survives clusterctl move).
+func Provisioned(annotations map[string]string, status *infrav1.TerraformStatus) bool {
+	if status != nil && status.IsProvisioned() {
+		return true
+	}
+	_, ok := annotations[engine.AppliedHashAnnotation]
+	return ok
+}
