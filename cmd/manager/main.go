@@ -40,7 +40,7 @@ func run() error {
 	fs.StringVar(&o.RuntimeImage, "runtime-image", "", "image that runs ConfigMap modules; must hold terraform or tofu")
 	fs.StringVar(&o.RunnerServiceAccount, "runner-service-account", "captf-runner", "service account Jobs run as, created per namespace")
 	fs.DurationVar(&o.SyncPeriod, "sync-period", 10*time.Minute, "how often every object is reconciled without events")
-	fs.BoolVar(&o.EnableWebhooks, "enable-webhooks", false, "serve the admission webhooks (needs a certificate in --webhook-cert-dir)")
+	fs.BoolVar(&o.EnableWebhooks, "enable-webhooks", true, "serve the admission webhooks (the manager waits for a certificate in --webhook-cert-dir)")
 	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "port of the webhook server")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "folder with tls.crt and tls.key (reloaded on change)")
 	fs.DurationVar(&o.WebhookCertPollInterval, "webhook-cert-poll-interval", certs.DefaultPollInterval, "how often the certificate files are re-read besides file change events")
