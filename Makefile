@@ -72,6 +72,10 @@ runtime-bin: ## Make sure the runner's integration tests have terraform or tofu:
 test: test-bins vet ## Unit and envtest suites against the source-built kube-apiserver.
 	go test -v $(GO_TEST_FLAGS) $(TEST_PKGS) 2>&1 | hack/test-summary.sh
 
+.PHONY: bench
+bench: test-bins ## Benchmarks against the source-built API server: requests per pass, manager heap with foreign Jobs.
+	go test -run '^$$' -bench . -benchtime=1x -timeout 30m ./test/bench/
+
 ##@ Run
 
 .PHONY: run
