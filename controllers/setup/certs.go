@@ -22,16 +22,15 @@ func webhookServer(o Options) (webhook.Server, *certs.Serving) {
 }
 
 // addServingCertificate runs the certificate loader and makes /readyz fail until a certificate
-// is loaded and the webhook server answers TLS. It does nothing when the manager serves
-// webhooks from a server other than the one webhookServer built (a test's own).
-func addServingCertificate(mgr manager.Manager, serving *certs.Serving, built webhook.Server) error {
-	if serving == nil || mgr.GetWebhookServer() != built {
+// is loaded and the manager's webhook server (started by asking for it) answers TLS.
+func addServingCertificate(mgr manager.Manager, serving *certs.Serving) error {
+	if serving == nil {
 		return nil
 	}
 	if err := mgr.Add(serving); err != nil {
 		return fmt.Errorf("add webhook certificate loader: %w", err)
 	}
-	if err := mgr.AddReadyzCheck("webhook", serving.Checker(built.StartedChecker())); err != nil {
+	if err := mgr.AddReadyzCheck("webhook", serving.Checker(mgr.GetWebhookServer().StartedChecker())); err != nil {
 		return fmt.Errorf("add webhook readiness check: %w", err)
 	}
 	return nil

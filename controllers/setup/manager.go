@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/certs"
@@ -93,10 +92,8 @@ func New(cfg *rest.Config, o Options, extra ...func(*manager.Options)) (manager.
 		LeaderElectionReleaseOnCancel: true,
 	}
 	var serving *certs.Serving
-	var builtServer webhook.Server
 	if o.EnableWebhooks {
-		builtServer, serving = webhookServer(o)
-		mo.WebhookServer = builtServer
+		mo.WebhookServer, serving = webhookServer(o)
 	}
 	for _, f := range extra {
 		f(&mo)
@@ -135,7 +132,7 @@ func New(cfg *rest.Config, o Options, extra ...func(*manager.Options)) (manager.
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("add readyz: %w", err)
 	}
-	if err := addServingCertificate(mgr, serving, builtServer); err != nil {
+	if err := addServingCertificate(mgr, serving); err != nil {
 		return nil, err
 	}
 	return mgr, nil

@@ -28,8 +28,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/certs"
@@ -258,6 +260,28 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 			return out
 		}
 		Expect(strip(c.Args)).To(Equal(strip(dc.Args)))
+
+		// The release series of the tag implements the contract of this Cluster API.
+		meta, err := os.ReadFile(filepath.Join(dir, "out", "metadata.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		var md struct {
+			APIVersion    string `json:"apiVersion"`
+			Kind          string `json:"kind"`
+			ReleaseSeries []struct {
+				Major, Minor int32
+				Contract     string
+			} `json:"releaseSeries"`
+		}
+		Expect(yaml.Unmarshal(meta, &md)).To(Succeed())
+		Expect(md.Kind).To(Equal("Metadata"))
+		Expect(md.APIVersion).To(Equal("clusterctl.cluster.x-k8s.io/v1alpha3"))
+		contract := ""
+		for _, rs := range md.ReleaseSeries {
+			if fmt.Sprintf("v%d.%d.", rs.Major, rs.Minor) == releaseTag[:len("v0.1.")] {
+				contract = rs.Contract
+			}
+		}
+		Expect(contract).To(Equal(clusterv1.GroupVersion.Version), "metadata.yaml: contract of the %s series", releaseTag)
 
 		// Without the variable, the default names the release.
 		out, err = clusterctl(home, nil, "generate", "provider", "--infrastructure", "terraform", "--config", configFile)
