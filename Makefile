@@ -119,7 +119,7 @@ RELEASE_IMAGE ?= ghcr.io/captf/cluster-api-provider-terraform:$(RELEASE_TAG)
 RELEASE_DIR ?= out
 
 .PHONY: release-manifests
-release-manifests: $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) ## Write the clusterctl provider files: $(RELEASE_DIR)/infrastructure-components.yaml and metadata.yaml.
+release-manifests: $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) ## Write the clusterctl provider files into out/ (infrastructure-components.yaml, metadata.yaml).
 	@mkdir -p $(RELEASE_DIR)
 	$(KUSTOMIZE) build config/clusterctl | sed 's|CAPTF_RELEASE_IMAGE|$(RELEASE_IMAGE)|g' > $(RELEASE_DIR)/infrastructure-components.yaml
 	cp metadata.yaml $(RELEASE_DIR)/metadata.yaml
