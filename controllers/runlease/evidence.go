@@ -71,7 +71,7 @@ func (m *Manager) RunEvidence(ctx context.Context, owner Owner) (Evidence, error
 	e.Holder = holderOf(&l)
 	e.Operation = infrav1.Operation(l.Annotations[infrav1.LeaseOpAnnotation])
 	e.AcquiredAt = leaseTime(&l, m.opts.Clock.Now(), m.opts)
-	v, job, err := m.judgeWithJob(ctx, &l, owner)
+	v, job, err := m.Judge(ctx, &l, owner)
 	if err != nil {
 		return Evidence{}, fmt.Errorf("run lease evidence: %w", err)
 	}

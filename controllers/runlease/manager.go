@@ -323,14 +323,19 @@ func joinJobs(named []string, total int) string {
 	return s
 }
 
-// judge assesses a lease with live reads of its holder Job and, when they can change the
-// verdict, the holder's pods.
+// judge is Judge without the Job.
 func (m *Manager) judge(ctx context.Context, l *coordinationv1.Lease, owner Owner) (Verdict, error) {
-	v, _, err := m.judgeWithJob(ctx, l, owner)
+	v, _, err := m.Judge(ctx, l, owner)
 	return v, err
 }
 
-func (m *Manager) judgeWithJob(ctx context.Context, l *coordinationv1.Lease, owner Owner) (Verdict, *batchv1.Job, error) {
+// Judge assesses any run or cluster lease the way Acquire does: Assess with live reads of the
+// holder Job and, when they can change the verdict, of the holder's pods. owner is the object
+// the lease belongs to (for a cluster lease, its TerraformCluster). It returns the holder Job as
+// read (nil when absent, or not read because the lease has no holder or is past its backstop).
+// Callers that judge a lease they did not read by name (an admission request for a Lease, for
+// example) use it rather than repeating the reads.
+func (m *Manager) Judge(ctx context.Context, l *coordinationv1.Lease, owner Owner) (Verdict, *batchv1.Job, error) {
 	now := m.opts.Clock.Now()
 	v := Assess(l, owner, nil, nil, now, m.opts)
 	if v.Reason == FreeNoHolder || v.Reason == FreePastBackstop {

@@ -218,6 +218,10 @@ var _ = Describe("RunEvidence", func() {
 		Expect(e.Job).NotTo(BeNil())
 		Expect(e.Job.Name).To(Equal(j.Name))
 		Expect(e.JobOfOwner).To(BeTrue())
+		v, job, err := m.Judge(ctx, getLease(ns, owner.RunLeaseName()), owner)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(v).To(Equal(e.Verdict), "Judge and RunEvidence apply the same rules")
+		Expect(job.Name).To(Equal(j.Name))
 
 		By("the Job finished but its pod still terminates")
 		pod := createPod(ns, j.Name, runlease.JobNameLabel, corev1.PodRunning)
