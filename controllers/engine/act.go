@@ -383,6 +383,7 @@ func (p *pass) removeFinalizer(ctx context.Context, clearBlockMove bool, note st
 	}); err != nil {
 		return p.conflictOr(ctx, err, "remove finalizer")
 	}
+	p.r.memo.forget(p.obj.GetUID())
 	p.event(corev1.EventTypeNormal, "FinalizerRemoved", note)
 	return ctrl.Result{}, nil
 }

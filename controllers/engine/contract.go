@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sort"
+	"strings"
 	"fmt"
 	"time"
 
@@ -112,4 +114,30 @@ func groupOf(apiVersion string) string {
 // ListOwned lists objects of list's type in a namespace that carry the cluster-name label.
 func ListOwned(ctx context.Context, r client.Reader, list client.ObjectList, namespace, cluster string) error {
 	return r.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster})
+}
+
+// ResourceVersions fingerprints cached objects by kind, name and resourceVersion; a missing
+// object counts as "absent", so its appearance changes the fingerprint too.
+func ResourceVersions(ctx context.Context, r client.Reader, namespace string, objs map[string]client.Object) (string, error) {
+	keys := make([]string, 0, len(objs))
+	for name := range objs {
+		keys = append(keys, name)
+	}
+	sort.Strings(keys)
+	out := ""
+	for _, name := range keys {
+		o := objs[name]
+		rv := "absent"
+		if objName := name[strings.Index(name, "/")+1:]; objName != "" && o != nil {
+			err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: objName}, o)
+			switch {
+			case err == nil:
+				rv = o.GetResourceVersion()
+			case !apierrors.IsNotFound(err):
+				return "", fmt.Errorf("fingerprint %s: %w", name, err)
+			}
+		}
+		out += name + "@" + rv + ";"
+	}
+	return out, nil
 }

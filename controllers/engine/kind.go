@@ -28,6 +28,11 @@ type Kind interface {
 	// ApplyOutputs maps the module's outputs onto the object's contract fields (spec and
 	// status). A *state.OutputError means the module produced bad outputs.
 	ApplyOutputs(obj Object, st *state.State) error
+	// Fingerprint returns, from cached reads only, a string that changes whenever an object the
+	// contract inputs come from changes (resourceVersions of the Cluster, Machine, ...). The
+	// engine reuses an inputs hash while the fingerprint and the generation stay the same, so
+	// an idle pass costs no API request.
+	Fingerprint(ctx context.Context, env Env, obj Object) (string, error)
 	// Children lists the objects whose deletion must come first (a cluster's machines and
 	// pools), as "Kind/name". Only clusters have children.
 	Children(ctx context.Context, env Env, obj Object) ([]string, error)

@@ -63,6 +63,19 @@ type Reconciler struct {
 	// ManageRunnerRBAC creates the runner ServiceAccount, Role and RoleBinding in namespaces
 	// with CAPTF objects. Default true in the manager.
 	ManageRunnerRBAC bool
+	// InputsTTL is how long an inputs hash is reused while nothing the fingerprint covers
+	// changed. Sources the fingerprint cannot see (variablesFrom Secrets and ConfigMaps, the
+	// bootstrap data's content) are read again at the latest after it. Default 10 minutes.
+	InputsTTL time.Duration
+
+	memo inputsMemo
+}
+
+func (r *Reconciler) inputsTTL() time.Duration {
+	if r.InputsTTL > 0 {
+		return r.InputsTTL
+	}
+	return 10 * time.Minute
 }
 
 // pass is the state of one reconcile of one object.
@@ -260,6 +273,15 @@ func (p *pass) gatherDecisionInputs(ctx context.Context, deleting bool) error {
 			Message: "waiting for the owning Cluster: set the cluster.x-k8s.io/cluster-name label to an existing Cluster", RequeueAfter: time.Minute}
 		return nil
 	}
+	fp, err := p.r.Kind.Fingerprint(ctx, env, p.obj)
+	if err != nil {
+		return fmt.Errorf("fingerprint inputs: %w", err)
+	}
+	key := memoKey{uid: p.obj.GetUID(), generation: p.obj.GetGeneration(), fingerprint: p.owner.Cluster + "|" + fp}
+	if hash, ok := p.r.memo.get(key, p.ev.Now); ok {
+		p.ev.DesiredHash = hash
+		return nil
+	}
 	contract, wait, err := p.r.Kind.Contract(ctx, env, p.obj)
 	if err != nil {
 		return fmt.Errorf("gather contract inputs: %w", err)
@@ -277,6 +299,7 @@ func (p *pass) gatherDecisionInputs(ctx context.Context, deleting bool) error {
 		return nil
 	}
 	p.ev.DesiredHash = in.Hash
+	p.r.memo.put(key, in.Hash, p.ev.Now.Add(p.r.inputsTTL()))
 	return nil
 }
 

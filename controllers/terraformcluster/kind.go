@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
@@ -67,6 +70,13 @@ func (Kind) ApplyOutputs(obj engine.Object, st *state.State) error {
 	tc.Spec.ControlPlaneEndpoint = out.ControlPlaneEndpoint
 	tc.Status.FailureDomains = out.FailureDomains
 	return nil
+}
+
+// Fingerprint implements engine.Kind: the Cluster (network, endpoint).
+func (Kind) Fingerprint(ctx context.Context, env engine.Env, obj engine.Object) (string, error) {
+	return engine.ResourceVersions(ctx, env.Cache, obj.GetNamespace(), map[string]client.Object{
+		"Cluster/" + env.ClusterName: &clusterv1.Cluster{},
+	})
 }
 
 // Children implements engine.Kind: the machines and pools of the same Cluster.

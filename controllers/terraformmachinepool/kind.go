@@ -7,6 +7,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
@@ -79,6 +80,20 @@ func (Kind) ApplyOutputs(obj engine.Object, st *state.State) error {
 	tp.Status.Replicas = &replicas
 	tp.Status.Ready = true
 	return nil
+}
+
+// Fingerprint implements engine.Kind: the Cluster, its TerraformCluster (provisioning,
+// endpoint, outputs) and the owning MachinePool (bootstrap data name, version).
+func (Kind) Fingerprint(ctx context.Context, env engine.Env, obj engine.Object) (string, error) {
+	objs := map[string]client.Object{
+		"Cluster/" + env.ClusterName: &clusterv1.Cluster{},
+		"MachinePool/" + engine.OwnerOfKind(obj, "MachinePool"): &clusterv1.MachinePool{},
+	}
+	cluster := &clusterv1.Cluster{}
+	if err := env.Cache.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: env.ClusterName}, cluster); err == nil {
+		objs["TerraformCluster/"+cluster.Spec.InfrastructureRef.Name] = &infrav1.TerraformCluster{}
+	}
+	return engine.ResourceVersions(ctx, env.Cache, obj.GetNamespace(), objs)
 }
 
 // Children implements engine.Kind: pools have none.

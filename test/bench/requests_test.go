@@ -8,6 +8,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -163,6 +164,17 @@ func BenchmarkRequestsPerReconcile(b *testing.B) {
 				poke(b, tc, 100+p)
 			}
 		}))
+		tm := provisionMachine(b, ns)
+		quiesceMachine := func() { quiesce(infrav1.TerraformMachineKind) }
+		quiesceMachine()
+		c.reset()
+		before := passes(infrav1.TerraformMachineKind)
+		for p := 0; p < pokes; p++ {
+			poke(b, tm, p)
+		}
+		quiesceMachine()
+		byKind, total := c.snapshot()
+		rows = append(rows, row{scenario: "idle machine", passes: passes(infrav1.TerraformMachineKind) - before, requests: total, byKind: byKind})
 		break
 	}
 	b.StopTimer()
@@ -188,4 +200,47 @@ func format(m map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
 	}
 	return strings.Join(parts, " ")
+}
+
+// provisionMachine creates a Machine with its bootstrap data and a TerraformMachine, and
+// completes its apply.
+func provisionMachine(b *testing.B, ns string) *infrav1.TerraformMachine {
+	b.Helper()
+	boot := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "m1-bootstrap"}, Data: map[string][]byte{"value": []byte("#cloud-config")}}
+	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "m1"},
+		Spec: clusterv1.MachineSpec{ClusterName: "c1", Bootstrap: clusterv1.Bootstrap{DataSecretName: &boot.Name},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformMachineKind, Name: "m1"}}}
+	for _, o := range []client.Object{boot, m} {
+		if err := k8s.Create(ctx, o); err != nil {
+			b.Fatal(err)
+		}
+	}
+	tm := &infrav1.TerraformMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "m1", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: "m1", UID: m.UID}}},
+		Spec: infrav1.TerraformMachineSpec{TerraformSpec: infrav1.TerraformSpec{Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}}}},
+	}
+	if err := k8s.Create(ctx, tm); err != nil {
+		b.Fatal(err)
+	}
+	suffix := naming.StateSuffix(ns, infrav1.TerraformMachineKind, "m1")
+	job := &batchv1.Job{}
+	waitFor(b, "machine apply Job", func() bool {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: naming.JobName(suffix, 1)}, job) == nil
+	})
+	if err := statetest.Write(ctx, k8s, ns, suffix, statetest.Machine("tf://m1")); err != nil {
+		b.Fatal(err)
+	}
+	pod, err := envtest.StartJob(ctx, k8s, job)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := envtest.FinishJob(ctx, k8s, job, pod, true, ""); err != nil {
+		b.Fatal(err)
+	}
+	waitFor(b, "machine provisioned", func() bool {
+		fresh := &infrav1.TerraformMachine{}
+		return k8s.Get(ctx, client.ObjectKeyFromObject(tm), fresh) == nil && fresh.Status.IsProvisioned()
+	})
+	return tm
 }
