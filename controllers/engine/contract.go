@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sort"
 	"strings"
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"

@@ -89,7 +89,7 @@ func (Kind) ApplyOutputs(obj engine.Object, st *state.State) error {
 // endpoint, outputs) and the owning Machine (bootstrap data name, version).
 func (Kind) Fingerprint(ctx context.Context, env engine.Env, obj engine.Object) (string, error) {
 	objs := map[string]client.Object{
-		"Cluster/" + env.ClusterName: &clusterv1.Cluster{},
+		"Cluster/" + env.ClusterName:                    &clusterv1.Cluster{},
 		"Machine/" + engine.OwnerOfKind(obj, "Machine"): &clusterv1.Machine{},
 	}
 	cluster := &clusterv1.Cluster{}

@@ -86,7 +86,7 @@ func (Kind) ApplyOutputs(obj engine.Object, st *state.State) error {
 // endpoint, outputs) and the owning MachinePool (bootstrap data name, version).
 func (Kind) Fingerprint(ctx context.Context, env engine.Env, obj engine.Object) (string, error) {
 	objs := map[string]client.Object{
-		"Cluster/" + env.ClusterName: &clusterv1.Cluster{},
+		"Cluster/" + env.ClusterName:                            &clusterv1.Cluster{},
 		"MachinePool/" + engine.OwnerOfKind(obj, "MachinePool"): &clusterv1.MachinePool{},
 	}
 	cluster := &clusterv1.Cluster{}
