@@ -438,7 +438,7 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 			ok.Add(1)
 		}
 		// Creates go through defaulting and validation; spec patches through validation.
-		for w := 0; w < 2; w++ {
+		for w := 0; w < 4; w++ {
 			wg.Add(1)
 			go func() {
 				defer GinkgoRecover()
@@ -449,9 +449,9 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 						return
 					default:
 					}
-					if w == 0 {
+					if w%2 == 0 {
 						m := &infrav1.TerraformMachine{
-							ObjectMeta: metav1.ObjectMeta{Namespace: samplesNS, Name: fmt.Sprintf("load-%d", i),
+							ObjectMeta: metav1.ObjectMeta{Namespace: samplesNS, Name: fmt.Sprintf("load-%d-%d", w, i),
 								Labels: map[string]string{infrav1.ClusterNameLabel: "load"}},
 							Spec: infrav1.TerraformMachineSpec{TerraformSpec: infrav1.TerraformSpec{
 								Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "sample-machine-module"}},
@@ -466,7 +466,7 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 				}
 			}()
 		}
-		Eventually(ok.Load).WithTimeout(10 * time.Second).Should(BeNumerically(">=", 20))
+		Eventually(ok.Load).WithTimeout(10 * time.Second).Should(BeNumerically(">=", 50))
 
 		second, err := ca.Issue([]string{"127.0.0.1"}, time.Hour)
 		Expect(err).NotTo(HaveOccurred())
@@ -476,7 +476,7 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 			WithTimeout(10 * time.Second).WithPolling(20 * time.Millisecond).Should(Equal(second.Serial))
 		took := time.Since(rotated)
 		before := ok.Load()
-		Eventually(ok.Load).WithTimeout(20 * time.Second).Should(BeNumerically(">=", before+20))
+		Eventually(ok.Load).WithTimeout(20 * time.Second).Should(BeNumerically(">=", before+100))
 		close(stop)
 		wg.Wait()
 		Expect(failed.Load()).To(BeZero(), "admission requests failed during the rotation, first: %v", firstErr.Load())
