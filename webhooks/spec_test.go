@@ -123,7 +123,11 @@ var _ = Describe("Spec validation", func() {
 		Expect(o.DeletionTimestamp).NotTo(BeNil())
 		o.Spec.Job.Env = []corev1.EnvVar{{Name: "TF_LOG", Value: "TRACE"}}
 		o.Spec.Module = infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "module"}}
+		const path = "/validate-infrastructure-cluster-x-k8s-io-v1alpha1-terraformmachine"
+		before, err := webhookCalls(path)
+		Expect(err).NotTo(HaveOccurred())
 		Expect(admin.Update(ctx, o)).To(Succeed(), "a deleting object's spec is not judged")
+		Expect(webhookCalls(path)).To(Equal(before), "the matchCondition keeps a deleting object's update away from validation")
 		o.Finalizers = nil
 		Expect(admin.Update(ctx, o)).To(Succeed(), "nothing runs: the finalizer goes")
 		Eventually(func() bool {
