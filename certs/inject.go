@@ -16,48 +16,51 @@ import (
 // that run without cert-manager. A configuration that does not exist is an error.
 func InjectCABundle(ctx context.Context, c client.Client, caPEM []byte, validating, mutating []string) error {
 	for _, name := range validating {
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			var cfg admissionregistrationv1.ValidatingWebhookConfiguration
-			if err := c.Get(ctx, types.NamespacedName{Name: name}, &cfg); err != nil {
-				return err
-			}
-			changed := false
+		cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		err := inject(ctx, c, name, cfg, caPEM, func() []*admissionregistrationv1.WebhookClientConfig {
+			out := make([]*admissionregistrationv1.WebhookClientConfig, len(cfg.Webhooks))
 			for i := range cfg.Webhooks {
-				if !bytes.Equal(cfg.Webhooks[i].ClientConfig.CABundle, caPEM) {
-					cfg.Webhooks[i].ClientConfig.CABundle = caPEM
-					changed = true
-				}
+				out[i] = &cfg.Webhooks[i].ClientConfig
 			}
-			if !changed {
-				return nil
-			}
-			return c.Update(ctx, &cfg)
+			return out
 		})
 		if err != nil {
 			return fmt.Errorf("inject ca bundle into validating webhook configuration %s: %w", name, err)
 		}
 	}
 	for _, name := range mutating {
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			var cfg admissionregistrationv1.MutatingWebhookConfiguration
-			if err := c.Get(ctx, types.NamespacedName{Name: name}, &cfg); err != nil {
-				return err
-			}
-			changed := false
+		cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		err := inject(ctx, c, name, cfg, caPEM, func() []*admissionregistrationv1.WebhookClientConfig {
+			out := make([]*admissionregistrationv1.WebhookClientConfig, len(cfg.Webhooks))
 			for i := range cfg.Webhooks {
-				if !bytes.Equal(cfg.Webhooks[i].ClientConfig.CABundle, caPEM) {
-					cfg.Webhooks[i].ClientConfig.CABundle = caPEM
-					changed = true
-				}
+				out[i] = &cfg.Webhooks[i].ClientConfig
 			}
-			if !changed {
-				return nil
-			}
-			return c.Update(ctx, &cfg)
+			return out
 		})
 		if err != nil {
 			return fmt.Errorf("inject ca bundle into mutating webhook configuration %s: %w", name, err)
 		}
 	}
 	return nil
+}
+
+// inject reads obj, sets caPEM on the client configs of its webhooks and updates it when that
+// changed anything, retrying on conflicts.
+func inject(ctx context.Context, c client.Client, name string, obj client.Object, caPEM []byte, clientConfigs func() []*admissionregistrationv1.WebhookClientConfig) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, types.NamespacedName{Name: name}, obj); err != nil {
+			return err
+		}
+		changed := false
+		for _, cc := range clientConfigs() {
+			if !bytes.Equal(cc.CABundle, caPEM) {
+				cc.CABundle = bytes.Clone(caPEM)
+				changed = true
+			}
+		}
+		if !changed {
+			return nil
+		}
+		return c.Update(ctx, obj)
+	})
 }
