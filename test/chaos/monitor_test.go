@@ -40,6 +40,10 @@ func startMonitor() *monitor {
 	Expect(err).NotTo(HaveOccurred())
 	mctx, cancel := context.WithCancel(ctx)
 	m := &monitor{cancel: cancel}
+	DeferCleanup(func() {
+		cancel()
+		m.wg.Wait()
+	})
 	for _, list := range []client.ObjectList{&batchv1.JobList{}, &infrav1.TerraformClusterList{}, &infrav1.TerraformMachineList{}} {
 		w, err := wc.Watch(mctx, list)
 		Expect(err).NotTo(HaveOccurred())

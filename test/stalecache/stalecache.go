@@ -165,3 +165,34 @@ func Random(sample client.Object, p float64, rnd func() float64) Rule {
 		return fmt.Sprintf("%T", obj) == t && rnd() < p, nil
 	}
 }
+
+// Lagging serves, with probability p, the version of an object of sample's type that the
+// cache showed before the current one: the view of an informer one event behind. It never
+// hides an object, so a pass triggered by an event still finds its object (as with a real
+// informer, which raises the event only once the object is in the cache).
+func Lagging(sample client.Object, p float64, rnd func() float64) Rule {
+	t := fmt.Sprintf("%T", sample)
+	type versions struct{ prev, cur client.Object }
+	var mu sync.Mutex
+	seen := map[string]*versions{}
+	return func(obj client.Object) (bool, client.Object) {
+		if fmt.Sprintf("%T", obj) != t {
+			return false, nil
+		}
+		key := obj.GetNamespace() + "/" + obj.GetName()
+		mu.Lock()
+		defer mu.Unlock()
+		v := seen[key]
+		if v == nil {
+			v = &versions{}
+			seen[key] = v
+		}
+		if v.cur == nil || v.cur.GetResourceVersion() != obj.GetResourceVersion() {
+			v.prev, v.cur = v.cur, obj.DeepCopyObject().(client.Object)
+		}
+		if v.prev != nil && rnd() < p {
+			return false, v.prev.DeepCopyObject().(client.Object)
+		}
+		return false, nil
+	}
+}
