@@ -295,6 +295,9 @@ func (p *pass) bookkeep(ctx context.Context) (bool, error) {
 			if err != nil {
 				return false, err
 			}
+			if err := p.labelStateForMove(ctx); err != nil {
+				return false, err
+			}
 		}
 		prev := mutate
 		mutate = func(o Object) {
@@ -424,7 +427,13 @@ func (p *pass) cleanup(ctx context.Context) (ctrl.Result, error) {
 		}
 	}
 	p.setCondition(infrav1.DeletingCondition, metav1.ConditionTrue, infrav1.DestroyingReason, "destroyed; state, inputs and leases deleted")
-	return p.removeFinalizer(ctx, true, "destroyed; state, inputs and leases deleted")
+	res, err := p.removeFinalizer(ctx, true, "destroyed; state, inputs and leases deleted")
+	if err == nil && p.r.ManageRunnerRBAC {
+		if err := p.removeRunnerRBACIfLast(ctx); err != nil {
+			log.FromContext(ctx).Error(err, "remove the runner's account; it is recreated or removed by the next cleanup")
+		}
+	}
+	return res, err
 }
 
 func (p *pass) event(eventType, reason, note string) {
@@ -489,4 +498,27 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n-3] + "..."
+}
+
+// removeRunnerRBACIfLast removes the runner's ServiceAccount, Role and RoleBinding when this
+// object was the namespace's last CAPTF object (read from the cache). A Job of this object has
+// ended by now; an object created meanwhile recreates them before its first Job.
+func (p *pass) removeRunnerRBACIfLast(ctx context.Context) error {
+	ns := p.obj.GetNamespace()
+	lists := []client.ObjectList{&infrav1.TerraformClusterList{}, &infrav1.TerraformMachineList{}, &infrav1.TerraformMachinePoolList{}}
+	for _, l := range lists {
+		if err := p.r.Client.List(ctx, l, client.InNamespace(ns)); err != nil {
+			return fmt.Errorf("list remaining objects: %w", err)
+		}
+		items, err := meta.ExtractList(l)
+		if err != nil {
+			return fmt.Errorf("list remaining objects: %w", err)
+		}
+		for _, it := range items {
+			if o, ok := it.(client.Object); ok && o.GetUID() != p.obj.GetUID() {
+				return nil
+			}
+		}
+	}
+	return RemoveRunnerRBAC(ctx, p.r.Client, ns, p.r.Jobs.ServiceAccountName)
 }

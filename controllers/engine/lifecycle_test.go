@@ -5,8 +5,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
@@ -29,6 +33,8 @@ var _ = Describe("TerraformCluster lifecycle", func() {
 		Expect(tc.Finalizers).To(ContainElement(infrav1.Finalizer))
 		Expect(tc.Annotations).To(HaveKey(infrav1.BlockMoveAnnotation))
 		Expect(secretExists(f.ns, naming.InputsSecretName(suffix))).To(BeTrue())
+		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "captf-runner"}, &corev1.ServiceAccount{})).To(Succeed(),
+			"the runner's account exists before its first Job")
 		Eventually(func() bool { return secretExists(f.ns, naming.RunSecretName(job.Name)) }).Should(BeTrue())
 		Eventually(func() *infrav1.ActiveJob { return get(tc).Status.ActiveJob }).Should(
 			HaveField("Name", job.Name))
@@ -91,6 +97,10 @@ var _ = Describe("TerraformCluster lifecycle", func() {
 		Expect(secretExists(f.ns, naming.StateSecretName(suffix))).To(BeFalse())
 		Expect(secretExists(f.ns, naming.InputsSecretName(suffix))).To(BeFalse())
 		Expect(leasesOf(f.ns)).To(BeEmpty())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "captf-runner"}, &rbacv1.RoleBinding{}))
+		}).Should(BeTrue(), "the runner's RBAC goes with the namespace's last object")
+		Expect(apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "captf-runner"}, &corev1.ServiceAccount{}))).To(BeTrue())
 	})
 })
 
