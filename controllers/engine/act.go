@@ -16,6 +16,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -282,13 +283,13 @@ func (p *pass) bookkeep(ctx context.Context) (bool, error) {
 	family := familyOf(cur.Operation)
 
 	var outputsErr error
+	var outputs *state.State
 	mutate := func(o Object) {
 		setAnnotation(o, infrav1.RunSeqAnnotation, strconv.FormatInt(cur.Seq+1, 10))
 	}
 	if out.Outcome == infrav1.RunSucceeded {
 		p.setCondition(family, metav1.ConditionTrue, infrav1.JobSucceededReason, fmt.Sprintf("Job %s succeeded", job.Name))
 		p.event(corev1.EventTypeNormal, "JobSucceeded", fmt.Sprintf("Job %s (%s) succeeded", job.Name, cur.Operation))
-		var outputs *state.State
 		if cur.Operation == infrav1.OperationApply {
 			var err error
 			outputs, outputsErr, err = p.readOutputs(ctx)
@@ -336,6 +337,9 @@ func (p *pass) bookkeep(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	if cur.Operation == infrav1.OperationApply && out.Outcome == infrav1.RunSucceeded {
+		if outputsErr == nil && outputs != nil {
+			outputsErr = p.writeOutputsSecret(ctx, outputs)
+		}
 		p.recordOutputs(outputsErr)
 	}
 
@@ -521,4 +525,38 @@ func (p *pass) removeRunnerRBACIfLast(ctx context.Context) error {
 		}
 	}
 	return RemoveRunnerRBAC(ctx, p.r.Client, ns, p.r.Jobs.ServiceAccountName)
+}
+
+// writeOutputsSecret offers every module output to users in a Secret owned by the object
+// (naming.OutputsSecretName): sensitive outputs go there and nowhere else (never status or
+// events). A module whose outputs do not fit a Secret gets an outputs problem.
+func (p *pass) writeOutputsSecret(ctx context.Context, st *state.State) error {
+	gvk, err := apiutil.GVKForObject(p.obj, p.r.Client.Scheme())
+	if err != nil {
+		return fmt.Errorf("kind of object: %w", err)
+	}
+	want, err := state.OutputsSecret(p.obj, gvk, p.suffix, st)
+	if err != nil {
+		if _, ok := state.AsOutputError(err); ok {
+			return err
+		}
+		return fmt.Errorf("build outputs secret: %w", err)
+	}
+	have := &corev1.Secret{}
+	err = p.r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), have)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := p.r.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+			log.FromContext(ctx).Error(err, "create outputs secret")
+		}
+		return nil
+	case err != nil:
+		log.FromContext(ctx).Error(err, "read outputs secret")
+		return nil
+	}
+	have.Data, have.Labels, have.OwnerReferences = want.Data, want.Labels, want.OwnerReferences
+	if err := p.r.Client.Update(ctx, have); err != nil {
+		log.FromContext(ctx).Error(err, "update outputs secret")
+	}
+	return nil
 }

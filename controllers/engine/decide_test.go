@@ -153,3 +153,12 @@ func TestNeedsLagCheck(t *testing.T) {
 		}
 	}
 }
+
+func TestBackoffDoublesFromOneMinuteToTen(t *testing.T) {
+	want := []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 10 * time.Minute, 10 * time.Minute}
+	for i, w := range want {
+		if got := backoff(i + 1); got != w {
+			t.Errorf("backoff after %d failures = %s, want %s", i+1, got, w)
+		}
+	}
+}
