@@ -1,0 +1,246 @@
+// Command sandbox runs CAPTF locally (`make run`): a control plane built from source, CAPTF's,
+// Cluster API's and clusterctl's CRDs, the manager with its admission webhooks, and a Job
+// executor that runs each Job's runner with a real terraform or tofu as a local process. It
+// writes an administrator's kubeconfig, prints what to try, and stops everything on Ctrl-C.
+// It applies nothing unless asked (--apply-samples). See docs/sandbox.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go.uber.org/zap/zapcore"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox"
+)
+
+const module = "module github.com/captf/cluster-api-provider-terraform"
+
+// ReadyLine is printed once the sandbox serves; SamplesReadyLine once the samples are Ready.
+const (
+	ReadyLine        = "sandbox ready"
+	SamplesReadyLine = "samples ready"
+)
+
+type flags struct {
+	kubeconfig   string
+	applySamples bool
+	namespace    string
+	workDir      string
+	keep         bool
+	terraform    string
+	binDir       string
+	managerBin   string
+	runnerBin    string
+	repo         string
+	quietJobs    bool
+	managerArgs  stringList
+}
+
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, " ") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var f flags
+	fs := flag.NewFlagSet("sandbox", flag.ContinueOnError)
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "where to write the administrator's kubeconfig (default <repo>/bin/sandbox.kubeconfig)")
+	fs.BoolVar(&f.applySamples, "apply-samples", false, "apply config/samples once the sandbox is up (make run SAMPLES=1)")
+	fs.StringVar(&f.namespace, "namespace", "default", "namespace the samples go to")
+	fs.StringVar(&f.workDir, "work-dir", "", "folder for everything the sandbox writes (default: a temporary folder, removed on exit)")
+	fs.BoolVar(&f.keep, "keep-work-dir", false, "keep the temporary work folder on exit (Pods' folders and logs)")
+	fs.StringVar(&f.terraform, "terraform", "", "terraform or tofu binary the runner runs (default: tofu or terraform on PATH, else <bin-dir>/tofu)")
+	fs.StringVar(&f.binDir, "bin-dir", "", "folder of etcd, kube-apiserver, kustomize, manager and runner (default: this binary's folder)")
+	fs.StringVar(&f.managerBin, "manager-binary", "", "manager binary (default <bin-dir>/manager)")
+	fs.StringVar(&f.runnerBin, "runner-binary", "", "runner binary the Jobs run (default <bin-dir>/runner)")
+	fs.StringVar(&f.repo, "repo", "", "repository root holding config/ (default: found from the working folder or this binary)")
+	fs.BoolVar(&f.quietJobs, "quiet-jobs", false, "do not copy the Jobs' output to the console (each Pod's folder keeps a log)")
+	fs.Var(&f.managerArgs, "manager-arg", "extra flag for the manager (repeatable)")
+	zo := zap.Options{Development: true, Level: zapcore.InfoLevel}
+	zo.BindFlags(fs)
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+	logger := zap.New(zap.UseFlagOptions(&zo), zap.WriteTo(os.Stderr))
+	ctrl.SetLogger(logger)
+	if err := f.defaults(); err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	began := time.Now()
+	out := io.Writer(os.Stdout)
+	var jobsOut io.Writer = out
+	if f.quietJobs {
+		jobsOut = io.Discard
+	}
+	sb, err := sandbox.Start(ctx, sandbox.Options{
+		RepoRoot: f.repo, BinDir: f.binDir, ManagerBinary: f.managerBin, RunnerBinary: f.runnerBin, TerraformBinary: f.terraform,
+		WorkDir: f.workDir, KeepWorkDir: f.keep, KubeconfigPath: f.kubeconfig,
+		ManagerArgs: f.managerArgs, ManagerOutput: out, JobOutput: jobsOut, Log: logger.WithName("sandbox"),
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Fprintln(os.Stderr, "stopping the sandbox: the manager, running Jobs (SIGTERM, 30s grace), the control plane ...")
+		if err := sb.Stop(); err != nil {
+			logger.Error(err, "stop")
+		}
+		fmt.Fprintln(os.Stderr, "sandbox stopped")
+	}()
+	fmt.Printf("%s in %s\n", ReadyLine, time.Since(began).Round(100*time.Millisecond))
+	printHelp(os.Stdout, sb, f)
+
+	if f.applySamples {
+		if err := sb.ApplySamples(ctx, f.namespace); err != nil {
+			return err
+		}
+		go reportSamples(ctx, sb, f.namespace, began, logger)
+	}
+	<-ctx.Done()
+	stop()
+	return nil
+}
+
+func (f *flags) defaults() error {
+	if f.binDir == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find own binary: %w", err)
+		}
+		if self, err = filepath.EvalSymlinks(self); err != nil {
+			return fmt.Errorf("resolve own binary: %w", err)
+		}
+		f.binDir = filepath.Dir(self)
+	}
+	if f.repo == "" {
+		repo, err := findRepo(f.binDir)
+		if err != nil {
+			return err
+		}
+		f.repo = repo
+	}
+	if f.kubeconfig == "" {
+		f.kubeconfig = filepath.Join(f.repo, "bin", "sandbox.kubeconfig")
+	}
+	abs, err := filepath.Abs(f.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig path: %w", err)
+	}
+	f.kubeconfig = abs
+	return nil
+}
+
+// findRepo walks up from the working folder, then from binDir, to CAPTF's go.mod.
+func findRepo(binDir string) (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("working folder: %w", err)
+	}
+	for _, start := range []string{wd, binDir} {
+		for dir := start; ; dir = filepath.Dir(dir) {
+			if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.Contains(string(b), module+"\n") {
+				return dir, nil
+			}
+			if filepath.Dir(dir) == dir {
+				break
+			}
+		}
+	}
+	return "", errors.New("repository not found above the working folder or the binary; pass --repo")
+}
+
+func printHelp(w io.Writer, sb *sandbox.Sandbox, f flags) {
+	ns := f.namespace
+	fmt.Fprintf(w, `
+CAPTF sandbox: a local control plane, the manager with its webhooks, and a Job executor
+running the real runner with %s.
+
+  export KUBECONFIG=%s
+  kubectl apply -n %[3]s -k config/samples          # skip with make run SAMPLES=1
+  kubectl get clusters,terraformclusters,terraformmachines,terraformmachinepools -n %[3]s
+  kubectl get jobs,pods -n %[3]s -l captf.io/managed=true
+  kubectl wait -n %[3]s --for=condition=Ready --timeout=5m \
+      terraformcluster/sample terraformmachine/sample-machine-0 terraformmachinepool/sample-pool
+  kubectl get terraformmachine -n %[3]s sample-machine-0 -o jsonpath='{.spec.providerID}{"\n"}'
+  kubectl patch terraformmachinepool -n %[3]s sample-pool --type=merge -p '{"spec":{"variables":{"replicas":3}}}'
+  kubectl delete cluster -n %[3]s sample              # destroys through destroy Jobs
+
+Each Pod's folder (volumes, kubeconfig, log): %s
+Runs so far (one JSON line per Pod):        %s
+Ctrl-C stops everything.
+`, filepath.Base(sb.TerraformBinary()), sb.Kubeconfig(), ns, filepath.Join(sb.WorkDir(), "pods"), sb.HistoryFile())
+}
+
+// reportSamples prints when the samples are Ready, measured from the start of the sandbox.
+func reportSamples(ctx context.Context, sb *sandbox.Sandbox, ns string, began time.Time, logger logr.Logger) {
+	c := sb.Client()
+	objs := []client.Object{
+		&infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Name: "sample"}},
+		&infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Name: "sample-machine-0"}},
+		&infrav1.TerraformMachinePool{ObjectMeta: metav1.ObjectMeta{Name: "sample-pool"}},
+	}
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		ready := 0
+		for _, o := range objs {
+			if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: o.GetName()}, o); err == nil && isReady(o) {
+				ready++
+			}
+		}
+		if ready == len(objs) {
+			fmt.Printf("%s in %s (TerraformCluster, TerraformMachine and TerraformMachinePool Ready)\n", SamplesReadyLine, time.Since(began).Round(100*time.Millisecond))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func isReady(o client.Object) bool {
+	var conds []metav1.Condition
+	switch o := o.(type) {
+	case *infrav1.TerraformCluster:
+		conds = o.Status.Conditions
+	case *infrav1.TerraformMachine:
+		conds = o.Status.Conditions
+	case *infrav1.TerraformMachinePool:
+		conds = o.Status.Conditions
+	}
+	for _, c := range conds {
+		if c.Type == infrav1.ReadyCondition {
+			return c.Status == metav1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,208 @@
+package e2e_test
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+)
+
+// The sandbox binary as `make run SAMPLES=1` starts it, driven from outside with kubectl.
+var _ = Describe("make run with the samples", Ordered, func() {
+	var (
+		work, kubeconfig string
+		cmd              *exec.Cmd
+		lines            chan string
+		exited           chan error
+		began            time.Time
+		sb               *attached
+		children         []int
+	)
+	const ns = "default"
+
+	BeforeAll(func() {
+		work = GinkgoT().TempDir()
+		kubeconfig = filepath.Join(work, "sandbox.kubeconfig")
+		cmd = exec.Command(filepath.Join(built, "sandbox"), "--apply-samples", "--kubeconfig="+kubeconfig,
+			"--work-dir="+filepath.Join(work, "sandbox"), "--bin-dir="+binDir, "--repo="+repo,
+			"--manager-binary="+filepath.Join(built, "manager"), "--runner-binary="+filepath.Join(built, "runner"),
+			"--terraform="+tf)
+		cmd.Dir = repo
+		pr, pw := io.Pipe()
+		cmd.Stdout, cmd.Stderr = pw, GinkgoWriter
+		lines, exited = make(chan string, 1024), make(chan error, 1)
+		go func() {
+			sc := bufio.NewScanner(pr)
+			sc.Buffer(make([]byte, 64*1024), 1024*1024)
+			for sc.Scan() {
+				GinkgoWriter.Println(sc.Text())
+				select {
+				case lines <- sc.Text():
+				default:
+				}
+			}
+		}()
+		began = time.Now()
+		Expect(cmd.Start()).To(Succeed())
+		go func() { exited <- cmd.Wait(); _ = pw.Close() }()
+		DeferCleanup(func() {
+			if cmd.ProcessState == nil {
+				_ = cmd.Process.Kill()
+			}
+		})
+	})
+
+	waitLine := func(prefix string, timeout time.Duration) string {
+		GinkgoHelper()
+		deadline := time.After(timeout)
+		for {
+			select {
+			case l := <-lines:
+				if strings.HasPrefix(l, prefix) {
+					return l
+				}
+			case err := <-exited:
+				Fail("the sandbox exited early: " + errString(err))
+			case <-deadline:
+				Fail("no line starting with " + prefix)
+			}
+		}
+	}
+
+	It("comes up, writes the kubeconfig and brings the samples to Ready", func() {
+		ready := waitLine("sandbox ready", 3*time.Minute)
+		AddReportEntry("make run: sandbox ready", ready)
+		_, err := os.Stat(kubeconfig)
+		Expect(err).NotTo(HaveOccurred())
+		line := waitLine("samples ready", 3*time.Minute)
+		AddReportEntry("make run: samples Ready (from the sandbox's start)", line)
+		AddReportEntry("make run: samples Ready (from exec, measured by the test)", since(began))
+
+		sb = attach(kubeconfig, filepath.Join(work, "sandbox"))
+		kc := func(args ...string) string { GinkgoHelper(); return kubectl(sb, args...) }
+		kc("wait", "-n", ns, "--for=condition=Ready", "--timeout=60s",
+			"terraformcluster/sample", "terraformmachine/sample-machine-0", "terraformmachinepool/sample-pool")
+
+		By("the contract fields come from the modules' outputs")
+		Expect(kc("get", "terraformcluster", "-n", ns, "sample", "-o", "jsonpath={.spec.controlPlaneEndpoint.host}:{.spec.controlPlaneEndpoint.port}")).
+			To(Equal("sample.default.example.internal:6443"))
+		Expect(kc("get", "terraformcluster", "-n", ns, "sample", "-o", "jsonpath={.status.failureDomains[*].name}")).To(Equal("zone-a zone-b"))
+		Expect(kc("get", "terraformcluster", "-n", ns, "sample", "-o", "jsonpath={.status.initialization.provisioned}")).To(Equal("true"))
+		Expect(kc("get", "terraformmachine", "-n", ns, "sample-machine-0", "-o", "jsonpath={.spec.providerID}")).To(HavePrefix("captf://default/sample-machine-0/"))
+		Expect(kc("get", "terraformmachine", "-n", ns, "sample-machine-0", "-o", "jsonpath={.status.addresses[*].type}")).To(Equal("Hostname InternalIP"))
+		Expect(kc("get", "terraformmachine", "-n", ns, "sample-machine-0", "-o", "jsonpath={.status.failureDomain}")).To(Equal("zone-a"))
+		Expect(strings.Fields(kc("get", "terraformmachinepool", "-n", ns, "sample-pool", "-o", "jsonpath={.spec.providerIDList[*]}"))).To(HaveLen(2))
+		Expect(kc("get", "terraformmachinepool", "-n", ns, "sample-pool", "-o", "jsonpath={.status.replicas}")).To(Equal("2"))
+
+		By("the Cluster API stand-in copied them where Cluster API would")
+		Expect(kc("get", "cluster", "-n", ns, "sample", "-o", "jsonpath={.status.initialization.infrastructureProvisioned} {.spec.controlPlaneEndpoint.host}")).
+			To(Equal("true sample.default.example.internal"))
+		Expect(kc("get", "machine", "-n", ns, "sample-machine-0", "-o", "jsonpath={.spec.providerID}")).
+			To(Equal(kc("get", "terraformmachine", "-n", ns, "sample-machine-0", "-o", "jsonpath={.spec.providerID}")))
+
+		By("the state is in the sandbox API server, written by the runner under its own ServiceAccount")
+		st := stateOf(sb, infrav1.TerraformClusterKind, ns, "sample")
+		Expect(st).NotTo(BeNil())
+		Expect(st.Labels).To(HaveKey("clusterctl.cluster.x-k8s.io/move"))
+		for _, kind := range []string{infrav1.TerraformClusterKind, infrav1.TerraformMachineKind, infrav1.TerraformMachinePoolKind} {
+			name := map[string]string{infrav1.TerraformClusterKind: "sample", infrav1.TerraformMachineKind: "sample-machine-0", infrav1.TerraformMachinePoolKind: "sample-pool"}[kind]
+			Expect(runsOf(readHistory(sb.HistoryFile()), kind, ns, name, infrav1.OperationApply)).To(HaveLen(1), "%s %s", kind, name)
+		}
+	})
+
+	It("applies an input change once more", func() {
+		kc := func(args ...string) string { GinkgoHelper(); return kubectl(sb, args...) }
+		began := time.Now()
+		kc("patch", "machinepool", "-n", ns, "sample-pool", "--type=merge", "-p", `{"spec":{"replicas":3}}`)
+		kc("patch", "terraformmachinepool", "-n", ns, "sample-pool", "--type=merge", "-p", `{"spec":{"variables":{"replicas":3}}}`)
+		Eventually(func(g Gomega) {
+			g.Expect(strings.Fields(kc("get", "terraformmachinepool", "-n", ns, "sample-pool", "-o", "jsonpath={.spec.providerIDList[*]}"))).To(HaveLen(3))
+			g.Expect(kc("get", "terraformmachinepool", "-n", ns, "sample-pool", "-o", "jsonpath={.status.replicas}")).To(Equal("3"))
+		}).Should(Succeed())
+		AddReportEntry("input change applied", since(began))
+		eventuallyReady(sb, &infrav1.TerraformMachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sample-pool"}})
+		Consistently(func() []batchv1.Job {
+			return jobsOf(sb, infrav1.TerraformMachinePoolKind, ns, "sample-pool", infrav1.OperationApply)
+		}, 3*time.Second).Should(HaveLen(2), "one apply for the samples, one for the change")
+		Expect(jobsOf(sb, infrav1.TerraformClusterKind, ns, "sample", infrav1.OperationApply)).To(HaveLen(1))
+		Expect(jobsOf(sb, infrav1.TerraformMachineKind, ns, "sample-machine-0", infrav1.OperationApply)).To(HaveLen(1))
+	})
+
+	It("destroys everything through destroy Jobs when the Cluster is deleted, and leaves nothing behind", func() {
+		kc := func(args ...string) string { GinkgoHelper(); return kubectl(sb, args...) }
+		began := time.Now()
+		kc("delete", "cluster", "-n", ns, "sample", "--wait=false")
+		Eventually(func(g Gomega) {
+			for _, l := range []client.ObjectList{&clusterv1.ClusterList{}, &clusterv1.MachineList{}, &clusterv1.MachinePoolList{},
+				&infrav1.TerraformClusterList{}, &infrav1.TerraformMachineList{}, &infrav1.TerraformMachinePoolList{}} {
+				g.Expect(sb.Client().List(ctx, l, client.InNamespace(ns))).To(Succeed())
+				g.Expect(meta.LenList(l)).To(BeZero(), "%T", l)
+			}
+		}).Should(Succeed())
+		AddReportEntry("cluster deleted (destroy Jobs included)", since(began))
+
+		runs := readHistory(sb.HistoryFile())
+		for kind, name := range map[string]string{infrav1.TerraformClusterKind: "sample", infrav1.TerraformMachineKind: "sample-machine-0", infrav1.TerraformMachinePoolKind: "sample-pool"} {
+			d := runsOf(runs, kind, ns, name, infrav1.OperationDestroy)
+			Expect(d).To(HaveLen(1), "one destroy Job for %s %s", kind, name)
+			Expect(d[0].Phase).To(Equal(corev1.PodSucceeded))
+		}
+		By("no state, inputs or per-run Secret and no CAPTF lease is left; the Jobs went with their owners")
+		Eventually(func(g Gomega) {
+			var secrets corev1.SecretList
+			g.Expect(sb.Client().List(ctx, &secrets, client.InNamespace(ns))).To(Succeed())
+			for _, s := range secrets.Items {
+				g.Expect(s.Name).NotTo(Or(HavePrefix("tfstate-"), HavePrefix("captf-"), HaveSuffix("-run")), "secret %s is left", s.Name)
+			}
+			g.Expect(captfLeases(sb, ns)).To(BeEmpty())
+			var jobs batchv1.JobList
+			g.Expect(sb.Client().List(ctx, &jobs, client.InNamespace(ns))).To(Succeed())
+			g.Expect(jobs.Items).To(BeEmpty())
+			var pods corev1.PodList
+			g.Expect(sb.Client().List(ctx, &pods, client.InNamespace(ns))).To(Succeed())
+			g.Expect(pods.Items).To(BeEmpty())
+		}).Should(Succeed())
+		By("the backend's lock Leases stay (CAPTF never deletes them), unlocked")
+		for _, kind := range []string{infrav1.TerraformClusterKind, infrav1.TerraformMachineKind, infrav1.TerraformMachinePoolKind} {
+			name := map[string]string{infrav1.TerraformClusterKind: "sample", infrav1.TerraformMachineKind: "sample-machine-0", infrav1.TerraformMachinePoolKind: "sample-pool"}[kind]
+			lock := kc("get", "lease", "-n", ns, naming.StateLockLeaseName(naming.StateSuffix(ns, kind, name)), "-o", "jsonpath={.spec.holderIdentity}")
+			Expect(lock).To(BeEmpty())
+		}
+	})
+
+	It("stops everything on Ctrl-C", func() {
+		children = childrenOf(cmd.Process.Pid)
+		Expect(children).NotTo(BeEmpty(), "the sandbox runs etcd, kube-apiserver and the manager as children")
+		Expect(cmd.Process.Signal(syscall.SIGINT)).To(Succeed())
+		Eventually(exited, time.Minute).Should(Receive(BeNil()))
+		_, err := os.Stat(kubeconfig)
+		Expect(os.IsNotExist(err)).To(BeTrue(), "the kubeconfig of a stopped sandbox is removed")
+		Expect(processesUnder(work)).To(BeEmpty(), "no process of the sandbox is left")
+		for _, pid := range children {
+			Expect(alive(pid)).To(BeFalse(), "child %d of the sandbox is still alive", pid)
+		}
+	})
+})
+
+func errString(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}

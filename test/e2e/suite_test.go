@@ -1,0 +1,91 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	testenv "github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox"
+)
+
+var (
+	ctx    context.Context
+	cancel context.CancelFunc
+	// repo is the repository root; binDir its bin/ (control plane, kubectl, clusterctl, kustomize).
+	repo, binDir string
+	// built holds the manager, runner and sandbox built from this checkout.
+	built string
+	// tf is the terraform or tofu the Jobs run.
+	tf string
+	// shared is the sandbox most specs share.
+	shared *sandbox.Sandbox
+)
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "End to end: sandbox, real terraform, kubectl, clusterctl move")
+}
+
+var _ = BeforeSuite(func() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	SetDefaultEventuallyTimeout(2 * time.Minute)
+	SetDefaultEventuallyPollingInterval(250 * time.Millisecond)
+	ctx, cancel = context.WithCancel(context.Background())
+
+	var err error
+	repo, err = testenv.RepoRoot()
+	Expect(err).NotTo(HaveOccurred())
+	binDir = filepath.Join(repo, "bin")
+	for _, tool := range []string{"etcd", "kube-apiserver", "kubectl", "clusterctl", "kustomize"} {
+		_, err := os.Stat(filepath.Join(binDir, tool))
+		Expect(err).NotTo(HaveOccurred(), "%s is missing from bin/: run 'make test-bins' (it builds it from source)", tool)
+	}
+	tf, err = sandbox.FindTerraform(binDir)
+	Expect(err).NotTo(HaveOccurred())
+
+	began := time.Now()
+	built = GinkgoT().TempDir()
+	cmd := exec.Command("go", "build", "-o", built+string(os.PathSeparator), "./cmd/manager", "./cmd/runner", "./cmd/sandbox")
+	cmd.Dir = repo
+	out, err := cmd.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "build the binaries: %s", out)
+	fmt.Fprintf(GinkgoWriter, "built manager, runner and sandbox in %s; Jobs run %s\n", time.Since(began).Round(time.Millisecond), tf)
+
+	began = time.Now()
+	shared = startSandbox("main")
+	AddReportEntry("sandbox start (control plane, CRDs, webhooks, manager ready)", time.Since(began).Round(time.Millisecond).String())
+})
+
+var _ = AfterSuite(func() {
+	if shared != nil {
+		Expect(shared.Stop()).To(Succeed())
+	}
+	if cancel != nil {
+		cancel()
+	}
+})
+
+// startSandbox starts a sandbox running this checkout's manager and runner; the spec (or the
+// suite) that starts it stops it.
+func startSandbox(name string) *sandbox.Sandbox {
+	GinkgoHelper()
+	out := GinkgoWriter
+	sb, err := sandbox.Start(ctx, sandbox.Options{
+		Name: name, RepoRoot: repo, BinDir: binDir,
+		ManagerBinary: filepath.Join(built, "manager"), RunnerBinary: filepath.Join(built, "runner"),
+		TerraformBinary: tf, WorkDir: filepath.Join(GinkgoT().TempDir(), name),
+		ManagerOutput: out, JobOutput: out, Log: ctrl.Log.WithName(name),
+	})
+	Expect(err).NotTo(HaveOccurred())
+	return sb
+}

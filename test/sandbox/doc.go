@@ -1,0 +1,18 @@
+// Package sandbox runs CAPTF locally the way a management cluster would run it, without a
+// container runtime: a control plane (the etcd and kube-apiserver that `make test-bins` builds
+// from source), CAPTF's, Cluster API's and clusterctl's CRDs with the labels clusterctl looks
+// for, clusterctl's provider inventory, the manager binary as a child process serving its
+// admission webhooks (the configurations rendered from config/webhook, pointed at the child
+// and given the CA of a self-signed certificate), the Job executor (package executor) and the
+// Cluster API stand-in (package capi). cmd/sandbox (`make run`) and test/e2e use it.
+//
+// The manager runs under the ClusterRole of config/rbac as the ServiceAccount the Deployment
+// uses, and every Job's runner under the runner's ServiceAccount (a token bound to its Pod), so
+// RBAC in the sandbox is the RBAC of a cluster. The sandbox itself, the executor and the
+// stand-in use an administrator's credentials.
+//
+// Invariants: Stop leaves no process behind (the manager, every container and the control
+// plane are stopped, SIGKILL after a grace period), and children started by a sandbox die with
+// it even when it crashes (see package proc); nothing is applied to the control plane beyond
+// what Start documents unless the caller asks (ApplySamples).
+package sandbox

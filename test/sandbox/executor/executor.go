@@ -1,0 +1,224 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+)
+
+// DefaultNodeName is the node the executor's Pods are bound to.
+const DefaultNodeName = "captf-sandbox"
+
+// DefaultShutdownGrace is how long running containers get after SIGTERM when the executor stops.
+const DefaultShutdownGrace = 30 * time.Second
+
+// Options configure an Executor.
+type Options struct {
+	// RunnerBinary stands in for the runner inside the manager image (runnerapi.RunnerInImage):
+	// the init container copies it into the Job, and the main container runs that copy.
+	RunnerBinary string
+	// TerraformBinary is the terraform or tofu binary the runner runs (CAPTF_TF_BINARY).
+	TerraformBinary string
+	// WorkDir holds one private folder per Pod (volumes, termination message, logs).
+	WorkDir string
+	// NodeName is the node Pods are bound to. Default DefaultNodeName.
+	NodeName string
+	// Output receives every container's output, each line prefixed with the Pod's namespace
+	// and Job. Nil discards it (each Pod's folder keeps a log file either way).
+	Output io.Writer
+	// HistoryFile, when set, gets one JSON line (a Run) per finished Pod.
+	HistoryFile string
+	// ShutdownGrace is how long running containers get after SIGTERM when the executor
+	// stops. Default DefaultShutdownGrace.
+	ShutdownGrace time.Duration
+}
+
+// Run is the record of one Pod the executor ran.
+type Run struct {
+	Namespace string `json:"namespace"`
+	Job       string `json:"job"`
+	Pod       string `json:"pod"`
+	// Operation, OwnerKind and OwnerName come from the Job's CAPTF labels.
+	Operation string    `json:"operation"`
+	OwnerKind string    `json:"ownerKind"`
+	OwnerName string    `json:"ownerName"`
+	Started   time.Time `json:"started"`
+	Finished  time.Time `json:"finished"`
+	// ExitCode of the main container (128+signal when a signal ended it; -1 when it never ran).
+	ExitCode int32 `json:"exitCode"`
+	// Phase is Succeeded or Failed.
+	Phase corev1.PodPhase `json:"phase"`
+	// Reason says why a container stopped early: Terminated (SIGTERM by a deletion or the
+	// deadline), Killed (SIGKILL after the grace), or what the executor could not provide.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Executor runs CAPTF's Jobs as local processes.
+type Executor struct {
+	opts      Options
+	client    client.Client
+	apiReader client.Reader
+	clientset kubernetes.Interface
+	restCfg   *rest.Config
+	history   io.Writer
+
+	mu      sync.Mutex
+	workers map[string]*worker
+	runs    []Run
+	// workCtx outlives the manager's context so containers can stop gracefully and report
+	// their final status after the manager began to stop.
+	workCtx    context.Context
+	workCancel context.CancelFunc
+	wg         sync.WaitGroup
+}
+
+// CacheOptions restricts the manager's cache to what the executor watches: CAPTF's Jobs and
+// their Pods (the Pods copy the Job template's captf.io/managed label).
+func CacheOptions() cache.Options {
+	managed := labels.SelectorFromSet(labels.Set{infrav1.ManagedLabel: "true"})
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&batchv1.Job{}: {Label: managed},
+		&corev1.Pod{}:  {Label: managed},
+	}}
+}
+
+// New builds an Executor; SetupWithManager starts it with a manager whose cache was built
+// with CacheOptions.
+func New(cfg *rest.Config, opts Options) (*Executor, error) {
+	if opts.RunnerBinary == "" || opts.TerraformBinary == "" || opts.WorkDir == "" {
+		return nil, errors.New("new executor: the runner binary, the terraform binary and the work folder are required")
+	}
+	for _, b := range []string{opts.RunnerBinary, opts.TerraformBinary} {
+		if st, err := os.Stat(b); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+			return nil, fmt.Errorf("new executor: %s is not an executable file", b)
+		}
+	}
+	if opts.NodeName == "" {
+		opts.NodeName = DefaultNodeName
+	}
+	if opts.ShutdownGrace <= 0 {
+		opts.ShutdownGrace = DefaultShutdownGrace
+	}
+	if opts.Output == nil {
+		opts.Output = io.Discard
+	}
+	if err := os.MkdirAll(opts.WorkDir, 0o700); err != nil {
+		return nil, fmt.Errorf("new executor: create work folder: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("new executor: clientset: %w", err)
+	}
+	e := &Executor{opts: opts, clientset: cs, restCfg: rest.CopyConfig(cfg), workers: map[string]*worker{}, history: io.Discard}
+	if opts.HistoryFile != "" {
+		f, err := os.OpenFile(opts.HistoryFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("new executor: open history: %w", err)
+		}
+		e.history = f
+	}
+	e.workCtx, e.workCancel = context.WithCancel(context.Background())
+	return e, nil
+}
+
+// SetupWithManager registers the Job controller, the node (Pods) and the shutdown hook.
+func (e *Executor) SetupWithManager(mgr manager.Manager) error {
+	e.client = mgr.GetClient()
+	e.apiReader = mgr.GetAPIReader()
+	if err := e.setupJobController(mgr); err != nil {
+		return err
+	}
+	if err := e.setupNode(mgr); err != nil {
+		return err
+	}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		e.shutdown(log.FromContext(ctx))
+		return nil
+	})); err != nil {
+		return fmt.Errorf("add executor shutdown: %w", err)
+	}
+	return nil
+}
+
+// Runs returns the Pods run so far, in the order they finished.
+func (e *Executor) Runs() []Run {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]Run(nil), e.runs...)
+}
+
+// Running returns the Pods whose containers run now.
+func (e *Executor) Running() []types.NamespacedName {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []types.NamespacedName
+	for _, w := range e.workers {
+		if w.started() && !w.finished() {
+			out = append(out, w.pod)
+		}
+	}
+	return out
+}
+
+func (e *Executor) record(r Run) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.runs = append(e.runs, r)
+	if b, err := json.Marshal(r); err == nil {
+		_, _ = e.history.Write(append(b, '\n'))
+	}
+}
+
+// shutdown stops every container: SIGTERM, then SIGKILL after ShutdownGrace.
+func (e *Executor) shutdown(logger interface {
+	Info(string, ...any)
+}) {
+	e.mu.Lock()
+	n := 0
+	for _, w := range e.workers {
+		if !w.finished() {
+			n++
+			w.terminate(e.opts.ShutdownGrace, "executor stopping")
+		}
+	}
+	e.mu.Unlock()
+	if n > 0 {
+		logger.Info("stopping running containers", "count", n, "grace", e.opts.ShutdownGrace)
+	}
+	done := make(chan struct{})
+	go func() { e.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(e.opts.ShutdownGrace + 10*time.Second):
+		logger.Info("containers did not report back in time")
+	}
+	e.workCancel()
+	if c, ok := e.history.(io.Closer); ok {
+		_ = c.Close()
+	}
+}
+
+// podDir is the private folder of a Pod.
+func (e *Executor) podDir(pod *corev1.Pod) string {
+	return filepath.Join(e.opts.WorkDir, pod.Namespace, pod.Name)
+}

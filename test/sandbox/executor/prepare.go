@@ -1,0 +1,401 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+)
+
+// errWaiting marks something the Pod waits for (a Secret, a ConfigMap, a ServiceAccount), as
+// a kubelet keeps a Pod in ContainerCreating until its volumes can be mounted.
+var errWaiting = errors.New("waiting")
+
+// prepare writes the Pod's volumes and its ServiceAccount kubeconfig, waiting for what does not
+// exist yet, and returns the environment every container gets from the host.
+func (w *worker) prepare(ctx context.Context) ([]string, error) {
+	reported := ""
+	for {
+		env, err := w.tryPrepare(ctx)
+		if err == nil {
+			return env, nil
+		}
+		if !errors.Is(err, errWaiting) {
+			return nil, err
+		}
+		if msg := err.Error(); msg != reported {
+			reported = msg
+			log.FromContext(ctx).Info("pod waits", "for", msg)
+			_ = w.e.updatePodStatus(ctx, w.spec, func(s *corev1.PodStatus) {
+				s.Phase = corev1.PodPending
+				s.ContainerStatuses = nil
+				for _, c := range w.spec.Spec.Containers {
+					s.ContainerStatuses = append(s.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image,
+						State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating", Message: msg}}})
+				}
+			})
+		}
+		select {
+		case <-w.stop:
+			return nil, errStopped
+		case <-ctx.Done():
+			return nil, errStopped
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (w *worker) tryPrepare(ctx context.Context) ([]string, error) {
+	for _, v := range w.spec.Spec.Volumes {
+		if err := w.writeVolume(ctx, v); err != nil {
+			return nil, err
+		}
+	}
+	home := filepath.Join(w.dir, "home")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return nil, fmt.Errorf("create home: %w", err)
+	}
+	tf := w.e.opts.TerraformBinary
+	env := []string{
+		"PATH=" + filepath.Dir(tf) + string(os.PathListSeparator) + hostPath(),
+		"HOME=" + home,
+		runnerapi.EnvBinary + "=" + tf,
+	}
+	if w.spec.Spec.AutomountServiceAccountToken == nil || *w.spec.Spec.AutomountServiceAccountToken {
+		kc, err := w.writeKubeconfig(ctx)
+		if err != nil {
+			return nil, err
+		}
+		env = append(env, runnerapi.EnvKubeConfigPath+"="+kc)
+	}
+	return env, nil
+}
+
+func hostPath() string {
+	if p := os.Getenv("PATH"); p != "" {
+		return p
+	}
+	return "/usr/local/bin:/usr/bin:/bin"
+}
+
+func (w *worker) volumeDir(name string) string { return filepath.Join(w.dir, "volumes", name) }
+
+// writeVolume materialises one volume into the Pod's folder.
+func (w *worker) writeVolume(ctx context.Context, v corev1.Volume) error {
+	dir := w.volumeDir(v.Name)
+	switch {
+	case v.EmptyDir != nil:
+		return mkdir(dir)
+	case v.Secret != nil:
+		s := &corev1.Secret{}
+		err := w.e.apiReader.Get(ctx, types.NamespacedName{Namespace: w.pod.Namespace, Name: v.Secret.SecretName}, s)
+		if apierrors.IsNotFound(err) {
+			if v.Secret.Optional != nil && *v.Secret.Optional {
+				return mkdir(dir)
+			}
+			return fmt.Errorf("%w: secret %q not found", errWaiting, v.Secret.SecretName)
+		}
+		if err != nil {
+			return fmt.Errorf("read secret %s: %w", v.Secret.SecretName, err)
+		}
+		return writeKeys(dir, s.Data, v.Secret.Items, v.Secret.DefaultMode)
+	case v.ConfigMap != nil:
+		cm := &corev1.ConfigMap{}
+		err := w.e.apiReader.Get(ctx, types.NamespacedName{Namespace: w.pod.Namespace, Name: v.ConfigMap.Name}, cm)
+		if apierrors.IsNotFound(err) {
+			if v.ConfigMap.Optional != nil && *v.ConfigMap.Optional {
+				return mkdir(dir)
+			}
+			return fmt.Errorf("%w: configmap %q not found", errWaiting, v.ConfigMap.Name)
+		}
+		if err != nil {
+			return fmt.Errorf("read configmap %s: %w", v.ConfigMap.Name, err)
+		}
+		data := map[string][]byte{}
+		for k, s := range cm.Data {
+			data[k] = []byte(s)
+		}
+		for k, b := range cm.BinaryData {
+			data[k] = b
+		}
+		return writeKeys(dir, data, v.ConfigMap.Items, v.ConfigMap.DefaultMode)
+	}
+	return fmt.Errorf("%w: volume %q is neither a Secret, a ConfigMap nor an emptyDir", errUnsupported, v.Name)
+}
+
+func mkdir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	return nil
+}
+
+// writeKeys writes a Secret's or ConfigMap's keys as files, as the kubelet projects them.
+func writeKeys(dir string, data map[string][]byte, items []corev1.KeyToPath, defaultMode *int32) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("clear %s: %w", dir, err)
+	}
+	if err := mkdir(dir); err != nil {
+		return err
+	}
+	mode := os.FileMode(0o644)
+	if defaultMode != nil {
+		mode = os.FileMode(*defaultMode)
+	}
+	type file struct {
+		path string
+		mode os.FileMode
+		data []byte
+	}
+	var files []file
+	if len(items) == 0 {
+		for k, b := range data {
+			files = append(files, file{k, mode, b})
+		}
+	}
+	for _, it := range items {
+		b, ok := data[it.Key]
+		if !ok {
+			return fmt.Errorf("%w: key %q not found", errWaiting, it.Key)
+		}
+		m := mode
+		if it.Mode != nil {
+			m = os.FileMode(*it.Mode)
+		}
+		files = append(files, file{it.Path, m, b})
+	}
+	for _, f := range files {
+		p := filepath.Join(dir, filepath.FromSlash(f.path))
+		if !strings.HasPrefix(p, dir+string(filepath.Separator)) {
+			return fmt.Errorf("%w: key path %q leaves the volume", errUnsupported, f.path)
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return fmt.Errorf("create %s: %w", filepath.Dir(p), err)
+		}
+		if err := os.WriteFile(p, f.data, f.mode.Perm()); err != nil {
+			return fmt.Errorf("write %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// writeKubeconfig writes a kubeconfig with a token of the Pod's ServiceAccount, bound to the
+// Pod (it stops working when the Pod is deleted), the way a projected token volume does.
+func (w *worker) writeKubeconfig(ctx context.Context) (string, error) {
+	sa := w.spec.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	// The token must outlive the run: the Job's deadline plus the termination grace.
+	expiry := int64(3600)
+	if ref := metav1.GetControllerOf(w.spec); ref != nil && ref.Kind == "Job" {
+		job := &batchv1.Job{}
+		if err := w.e.apiReader.Get(ctx, types.NamespacedName{Namespace: w.pod.Namespace, Name: ref.Name}, job); err == nil && job.Spec.ActiveDeadlineSeconds != nil {
+			expiry = max(expiry, *job.Spec.ActiveDeadlineSeconds)
+		}
+	}
+	if g := w.spec.Spec.TerminationGracePeriodSeconds; g != nil {
+		expiry += *g
+	}
+	expiry += 600
+	tr, err := w.e.clientset.CoreV1().ServiceAccounts(w.pod.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{
+			ExpirationSeconds: &expiry,
+			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: w.pod.Name, UID: w.uid},
+		},
+	}, metav1.CreateOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("%w: serviceaccount %q not found", errWaiting, sa)
+	}
+	if err != nil {
+		return "", fmt.Errorf("request a token of serviceaccount %s: %w", sa, err)
+	}
+	ca := w.e.restCfg.CAData
+	if len(ca) == 0 && w.e.restCfg.CAFile != "" {
+		if ca, err = os.ReadFile(w.e.restCfg.CAFile); err != nil {
+			return "", fmt.Errorf("read api server ca: %w", err)
+		}
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["sandbox"] = &clientcmdapi.Cluster{Server: w.e.restCfg.Host, CertificateAuthorityData: ca}
+	cfg.AuthInfos[sa] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts["sandbox"] = &clientcmdapi.Context{Cluster: "sandbox", AuthInfo: sa, Namespace: w.pod.Namespace}
+	cfg.CurrentContext = "sandbox"
+	path := filepath.Join(w.dir, "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return "", fmt.Errorf("write kubeconfig: %w", err)
+	}
+	return path, nil
+}
+
+// mount is a container path the executor maps to a local folder.
+type mount struct{ path, local string }
+
+// command is the container's command line with every path into a mount (and the termination
+// message path) rewritten to the Pod's folder, and the runner the manager image would hold
+// replaced by the runner binary.
+func (w *worker) command(c *corev1.Container) ([]string, error) {
+	argv := append(append([]string{}, c.Command...), c.Args...)
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("%w: container %s has no command (an image entrypoint needs a container runtime)", errUnsupported, c.Name)
+	}
+	var mounts []mount
+	for _, m := range c.VolumeMounts {
+		if m.SubPath != "" || m.SubPathExpr != "" {
+			return nil, fmt.Errorf("%w: subPath mounts", errUnsupported)
+		}
+		mounts = append(mounts, mount{strings.TrimRight(m.MountPath, "/"), w.volumeDir(m.Name)})
+	}
+	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i].path) > len(mounts[j].path) })
+	termPath := c.TerminationMessagePath
+	if termPath == "" {
+		termPath = corev1.TerminationMessagePathDefault
+	}
+	rewrite := func(v string) string {
+		switch v {
+		case runnerapi.RunnerInImage:
+			return w.e.opts.RunnerBinary
+		case termPath:
+			return w.terminationFile()
+		}
+		for _, m := range mounts {
+			if v == m.path || strings.HasPrefix(v, m.path+"/") {
+				return m.local + strings.TrimPrefix(v, m.path)
+			}
+		}
+		return v
+	}
+	for i, a := range argv {
+		if name, value, ok := strings.Cut(a, "="); ok && strings.HasPrefix(name, "--") {
+			argv[i] = name + "=" + rewrite(value)
+			continue
+		}
+		argv[i] = rewrite(a)
+	}
+	// A runner whose module is not in a mount runs a module baked into an image.
+	if len(argv) > 1 && argv[1] == runnerapi.CommandRun {
+		for _, a := range argv[2:] {
+			if v, ok := strings.CutPrefix(a, "--"+runnerapi.FlagModuleDir+"="); ok && !strings.HasPrefix(v, w.dir+"/") {
+				return nil, fmt.Errorf("%w: the module is in the image %s; the sandbox runs ConfigMap modules only (spec.module.configMap)", errUnsupported, c.Image)
+			}
+		}
+	}
+	if inPod := strings.HasPrefix(argv[0], w.dir+"/"); !inPod && argv[0] != w.e.opts.RunnerBinary {
+		return nil, fmt.Errorf("%w: %s is a program of the image %s", errUnsupported, c.Command[0], c.Image)
+	}
+	return argv, nil
+}
+
+// containerEnv resolves the container's env and envFrom.
+func (w *worker) containerEnv(ctx context.Context, c *corev1.Container) ([]string, error) {
+	var env []string
+	for _, from := range c.EnvFrom {
+		data, err := w.source(ctx, from.SecretRef, from.ConfigMapRef)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range data {
+			env = append(env, from.Prefix+k+"="+v)
+		}
+	}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			env = append(env, e.Name+"="+e.Value)
+			continue
+		}
+		v, err := w.valueFrom(ctx, e.ValueFrom)
+		if err != nil {
+			return nil, fmt.Errorf("env %s: %w", e.Name, err)
+		}
+		env = append(env, e.Name+"="+v)
+	}
+	return env, nil
+}
+
+func (w *worker) source(ctx context.Context, s *corev1.SecretEnvSource, cm *corev1.ConfigMapEnvSource) (map[string]string, error) {
+	out := map[string]string{}
+	switch {
+	case s != nil:
+		sec := &corev1.Secret{}
+		err := w.e.apiReader.Get(ctx, types.NamespacedName{Namespace: w.pod.Namespace, Name: s.Name}, sec)
+		if apierrors.IsNotFound(err) && s.Optional != nil && *s.Optional {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read secret %s: %w", s.Name, err)
+		}
+		for k, b := range sec.Data {
+			out[k] = string(b)
+		}
+	case cm != nil:
+		m := &corev1.ConfigMap{}
+		err := w.e.apiReader.Get(ctx, types.NamespacedName{Namespace: w.pod.Namespace, Name: cm.Name}, m)
+		if apierrors.IsNotFound(err) && cm.Optional != nil && *cm.Optional {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read configmap %s: %w", cm.Name, err)
+		}
+		for k, v := range m.Data {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+func (w *worker) valueFrom(ctx context.Context, vf *corev1.EnvVarSource) (string, error) {
+	switch {
+	case vf.FieldRef != nil:
+		p := w.spec
+		switch f := vf.FieldRef.FieldPath; {
+		case f == "metadata.name":
+			return p.Name, nil
+		case f == "metadata.namespace":
+			return p.Namespace, nil
+		case f == "metadata.uid":
+			return string(p.UID), nil
+		case f == "spec.nodeName":
+			return w.e.opts.NodeName, nil
+		case f == "spec.serviceAccountName":
+			return p.Spec.ServiceAccountName, nil
+		case f == "status.podIP", f == "status.hostIP":
+			return "127.0.0.1", nil
+		case strings.HasPrefix(f, "metadata.labels['") && strings.HasSuffix(f, "']"):
+			return p.Labels[strings.TrimSuffix(strings.TrimPrefix(f, "metadata.labels['"), "']")], nil
+		case strings.HasPrefix(f, "metadata.annotations['") && strings.HasSuffix(f, "']"):
+			return p.Annotations[strings.TrimSuffix(strings.TrimPrefix(f, "metadata.annotations['"), "']")], nil
+		}
+		return "", fmt.Errorf("%w: field %s", errUnsupported, vf.FieldRef.FieldPath)
+	case vf.SecretKeyRef != nil:
+		r := vf.SecretKeyRef
+		data, err := w.source(ctx, &corev1.SecretEnvSource{LocalObjectReference: r.LocalObjectReference, Optional: r.Optional}, nil)
+		if err != nil {
+			return "", err
+		}
+		return data[r.Key], nil
+	case vf.ConfigMapKeyRef != nil:
+		r := vf.ConfigMapKeyRef
+		data, err := w.source(ctx, nil, &corev1.ConfigMapEnvSource{LocalObjectReference: r.LocalObjectReference, Optional: r.Optional})
+		if err != nil {
+			return "", err
+		}
+		return data[r.Key], nil
+	}
+	return "", fmt.Errorf("%w: this kind of env source", errUnsupported)
+}

@@ -1,0 +1,180 @@
+//go:build linux
+
+package executor
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+)
+
+func testWorker(t *testing.T) *worker {
+	t.Helper()
+	dir := t.TempDir()
+	e := &Executor{opts: Options{RunnerBinary: "/opt/bin/runner", TerraformBinary: "/usr/bin/tofu", WorkDir: dir, NodeName: DefaultNodeName}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job-abcde"}}
+	return newWorker(e, pod)
+}
+
+func runnerContainer(moduleMount bool) *corev1.Container {
+	inv := runnerapi.Invocation{Operation: "Apply", ModuleDir: ".", InputsDir: runnerapi.InputsDir, WorkDir: runnerapi.WorkDir,
+		ResultFile: runnerapi.TerminationLog, LockTimeout: 300 * time.Second}
+	mounts := []corev1.VolumeMount{
+		{Name: "inputs", MountPath: runnerapi.InputsDir},
+		{Name: "work", MountPath: runnerapi.WorkDir},
+		{Name: "runner", MountPath: runnerapi.BinDir},
+	}
+	if moduleMount {
+		inv.ModuleDir = runnerapi.ModuleDir
+		mounts = append(mounts, corev1.VolumeMount{Name: "module", MountPath: runnerapi.ModuleDir})
+	}
+	return &corev1.Container{Name: "terraform", Image: "tofu:minimal", Command: runnerapi.Command(runnerapi.RunnerPath, inv),
+		VolumeMounts: mounts, TerminationMessagePath: runnerapi.TerminationLog}
+}
+
+func TestCommandRewritesMountsAndTheTerminationLog(t *testing.T) {
+	w := testWorker(t)
+	argv, err := w.command(runnerContainer(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		w.volumeDir("runner") + "/runner", "run", "--operation=Apply",
+		"--module-dir=" + w.volumeDir("module"),
+		"--inputs-dir=" + w.volumeDir("inputs"),
+		"--work-dir=" + w.volumeDir("work"),
+		"--result-file=" + w.terminationFile(),
+		"--lock-timeout=300s",
+	}
+	if strings.Join(argv, " ") != strings.Join(want, " ") {
+		t.Fatalf("command\n got %q\nwant %q", argv, want)
+	}
+}
+
+func TestTheInitContainerCopiesTheRunnerBinary(t *testing.T) {
+	w := testWorker(t)
+	c := &corev1.Container{Name: "install-runner", Command: runnerapi.InstallCommand(),
+		VolumeMounts: []corev1.VolumeMount{{Name: "runner", MountPath: runnerapi.BinDir}}}
+	argv, err := w.command(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"/opt/bin/runner", "install", w.volumeDir("runner") + "/runner"}
+	if strings.Join(argv, " ") != strings.Join(want, " ") {
+		t.Fatalf("command\n got %q\nwant %q", argv, want)
+	}
+}
+
+func TestAnImageModuleIsRefusedNotRunWithoutItsModule(t *testing.T) {
+	w := testWorker(t)
+	_, err := w.command(runnerContainer(false))
+	if !errors.Is(err, errUnsupported) || !strings.Contains(err.Error(), "ConfigMap modules only") {
+		t.Fatalf("want an unsupported error naming ConfigMap modules, got %v", err)
+	}
+}
+
+func TestAProgramOfTheImageIsRefused(t *testing.T) {
+	w := testWorker(t)
+	_, err := w.command(&corev1.Container{Name: "c", Image: "busybox", Command: []string{"/bin/sh", "-c", "true"}})
+	if !errors.Is(err, errUnsupported) {
+		t.Fatalf("want an unsupported error, got %v", err)
+	}
+}
+
+func TestWriteKeysProjectsItemsAndModes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "v")
+	mode := int32(0o440)
+	data := map[string][]byte{"a": []byte("1"), "b": []byte("2")}
+	if err := writeKeys(dir, data, nil, &mode); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(filepath.Join(dir, "a"))
+	if err != nil || st.Mode().Perm() != 0o440 {
+		t.Fatalf("a: %v %v", st, err)
+	}
+	if err := writeKeys(dir, data, []corev1.KeyToPath{{Key: "b", Path: "sub/b.txt"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a")); !os.IsNotExist(err) {
+		t.Fatalf("a projection with items holds only the items: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "sub", "b.txt")); err != nil || string(b) != "2" {
+		t.Fatalf("b: %q %v", b, err)
+	}
+	if err := writeKeys(dir, data, []corev1.KeyToPath{{Key: "c", Path: "c"}}, nil); !errors.Is(err, errWaiting) {
+		t.Fatalf("a missing key waits, got %v", err)
+	}
+}
+
+// A container that ignores SIGTERM and leaves a child in the background is killed whole after
+// the grace period: nothing of its session survives.
+func TestStoppingKillsTheWholeContainerAfterTheGrace(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatalf("no sh: %v", err)
+	}
+	w := testWorker(t)
+	w.e.opts.RunnerBinary = sh
+	marker := filepath.Join(t.TempDir(), "child.pid")
+	script := "trap '' TERM; sleep 300 & echo $! > " + marker + "; wait"
+	c := &corev1.Container{Name: "c", Command: []string{runnerapi.RunnerInImage, "-c", script}}
+	out := &lineWriter{console: os.Stderr, file: &strings.Builder{}}
+	done := make(chan struct{})
+	var code int32
+	var reason string
+	go func() {
+		defer close(done)
+		code, reason, err = w.exec(context.Background(), c, nil, out)
+	}()
+	var child int
+	deadline := time.Now().Add(10 * time.Second)
+	for child == 0 && time.Now().Before(deadline) {
+		if b, rerr := os.ReadFile(marker); rerr == nil && len(strings.TrimSpace(string(b))) > 0 {
+			child, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if child == 0 {
+		t.Fatal("the container's child never started")
+	}
+	began := time.Now()
+	w.terminate(300*time.Millisecond, "test")
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the container was not killed after the grace")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reason != "Killed" || code != 137 {
+		t.Fatalf("want Killed/137, got %s/%d", reason, code)
+	}
+	if took := time.Since(began); took < 300*time.Millisecond {
+		t.Fatalf("killed before the grace ended (%s)", took)
+	}
+	if processAlive(child) {
+		t.Fatalf("the container's child %d survived", child)
+	}
+}
+
+// processAlive reports whether pid runs (a zombie does not).
+func processAlive(pid int) bool {
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(stat), ')')
+	return i > 0 && len(stat) > i+2 && stat[i+2] != 'Z'
+}

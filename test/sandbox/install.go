@@ -1,0 +1,432 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/certs"
+	testenv "github.com/captf/cluster-api-provider-terraform/test/envtest"
+)
+
+// Names the sandbox installs, as a clusterctl install of CAPTF and Cluster API would.
+const (
+	// ManagerNamespace is the namespace of CAPTF's inventory entry and manager identity.
+	ManagerNamespace = "captf-system"
+	// ManagerServiceAccount is the identity the manager runs as.
+	ManagerServiceAccount = "captf-controller-manager"
+	// ManagerClusterRole is config/rbac/role.yaml's ClusterRole under its deployed name.
+	ManagerClusterRole = "captf-manager-role"
+	// CoreNamespace holds Cluster API's inventory entry.
+	CoreNamespace = "capi-system"
+	// ProviderVersion is the version CAPTF's inventory entry claims (the release metadata.yaml
+	// describes).
+	ProviderVersion = "v0.1.0"
+	// ValidatingWebhookConfiguration and MutatingWebhookConfiguration are the names of the
+	// configurations, as config/default names them.
+	ValidatingWebhookConfiguration = "captf-validating-webhook-configuration"
+	MutatingWebhookConfiguration   = "captf-mutating-webhook-configuration"
+)
+
+// Labels clusterctl reads on CRDs and inventory entries.
+const (
+	clusterctlLabel = "clusterctl.cluster.x-k8s.io"
+	providerLabel   = "cluster.x-k8s.io/provider"
+)
+
+// startControlPlane starts etcd and kube-apiserver with every CRD installed.
+func (s *Sandbox) startControlPlane() error {
+	capiCRDs, err := testenv.ClusterAPICRDs()
+	if err != nil {
+		return err
+	}
+	inventory := filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(capiCRDs)))), "cmd", "clusterctl", "config", "manifest", "clusterctl-api.yaml")
+	s.env = &envtest.Environment{
+		BinaryAssetsDirectory: s.opts.BinDir,
+		CRDInstallOptions: envtest.CRDInstallOptions{
+			Paths:              []string{filepath.Join(s.opts.RepoRoot, "config", "crd", "bases"), capiCRDs, inventory},
+			ErrorIfPathMissing: true,
+			MaxTime:            time.Minute,
+		},
+		Scheme:                   s.scheme,
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStopTimeout:  time.Minute,
+	}
+	cfg, err := s.env.Start()
+	if err != nil {
+		return fmt.Errorf("start control plane (binaries from %s): %w", s.opts.BinDir, err)
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	admin, err := s.env.AddUser(envtest.User{Name: "captf-sandbox-admin", Groups: []string{"system:masters"}}, cfg)
+	if err != nil {
+		return fmt.Errorf("add administrator: %w", err)
+	}
+	kc, err := admin.KubeConfig()
+	if err != nil {
+		return fmt.Errorf("administrator kubeconfig: %w", err)
+	}
+	if err := writeFile(s.opts.KubeconfigPath, kc); err != nil {
+		return err
+	}
+	s.cfg = admin.Config()
+	s.cfg.QPS, s.cfg.Burst = 100, 200
+	s.client, err = client.New(s.cfg, client.Options{Scheme: s.scheme})
+	if err != nil {
+		return fmt.Errorf("administrator client: %w", err)
+	}
+	return nil
+}
+
+// install labels the CRDs for clusterctl, writes the provider inventory, the manager's RBAC and
+// identity, the webhook certificate and the webhook configurations.
+func (s *Sandbox) install(ctx context.Context) error {
+	if err := s.labelCRDs(ctx); err != nil {
+		return err
+	}
+	for _, ns := range []string{ManagerNamespace, CoreNamespace} {
+		if err := s.ensure(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+	}
+	if err := s.writeInventory(ctx); err != nil {
+		return err
+	}
+	if err := s.installManagerRBAC(ctx); err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	s.WebhookPort = port
+	_, ca, err := s.writeCertificates()
+	if err != nil {
+		return err
+	}
+	return s.installWebhooks(ctx, ca)
+}
+
+// labelCRDs gives every CRD the labels `clusterctl init` gives the CRDs it installs: move
+// discovers only CRDs labelled clusterctl.cluster.x-k8s.io.
+func (s *Sandbox) labelCRDs(ctx context.Context) error {
+	var crds apiextensionsv1.CustomResourceDefinitionList
+	if err := s.client.List(ctx, &crds); err != nil {
+		return fmt.Errorf("list crds: %w", err)
+	}
+	for i := range crds.Items {
+		crd := &crds.Items[i]
+		provider := "cluster-api"
+		switch crd.Spec.Group {
+		case infrav1.GroupVersion.Group:
+			provider = "infrastructure-terraform"
+		case "clusterctl.cluster.x-k8s.io":
+			continue // clusterctl's own inventory
+		}
+		patch := client.MergeFrom(crd.DeepCopy())
+		if crd.Labels == nil {
+			crd.Labels = map[string]string{}
+		}
+		crd.Labels[clusterctlLabel] = ""
+		crd.Labels[providerLabel] = provider
+		if err := s.client.Patch(ctx, crd, patch); err != nil {
+			return fmt.Errorf("label crd %s: %w", crd.Name, err)
+		}
+	}
+	return nil
+}
+
+// writeInventory records Cluster API and CAPTF as installed providers, which clusterctl move
+// reads in both management clusters.
+func (s *Sandbox) writeInventory(ctx context.Context) error {
+	for _, p := range []struct{ ns, name, kind, provider, version string }{
+		{CoreNamespace, "cluster-api", "CoreProvider", "cluster-api", testenv.ClusterAPIVersion()},
+		{ManagerNamespace, "infrastructure-terraform", "InfrastructureProvider", "terraform", ProviderVersion},
+	} {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("clusterctl.cluster.x-k8s.io/v1alpha3")
+		u.SetKind("Provider")
+		u.SetNamespace(p.ns)
+		u.SetName(p.name)
+		u.SetLabels(map[string]string{clusterctlLabel: "", providerLabel: p.name, "clusterctl.cluster.x-k8s.io/core": "inventory"})
+		u.Object["type"], u.Object["providerName"], u.Object["version"] = p.kind, p.provider, p.version
+		if err := s.ensure(ctx, u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// installManagerRBAC installs config/rbac's ClusterRole and binds it to the manager's
+// ServiceAccount.
+func (s *Sandbox) installManagerRBAC(ctx context.Context) error {
+	raw, err := os.ReadFile(filepath.Join(s.opts.RepoRoot, "config", "rbac", "role.yaml"))
+	if err != nil {
+		return fmt.Errorf("read manager role: %w", err)
+	}
+	objs, err := decodeYAML(raw)
+	if err != nil {
+		return fmt.Errorf("decode manager role: %w", err)
+	}
+	var role *rbacv1.ClusterRole
+	for _, u := range objs {
+		if u.GetKind() == "ClusterRole" {
+			role = &rbacv1.ClusterRole{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, role); err != nil {
+				return fmt.Errorf("decode manager role: %w", err)
+			}
+		}
+	}
+	if role == nil {
+		return errors.New("config/rbac/role.yaml holds no ClusterRole")
+	}
+	role.ObjectMeta = metav1.ObjectMeta{Name: ManagerClusterRole}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: ManagerClusterRole + "binding"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ManagerClusterRole},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: ManagerServiceAccount, Namespace: ManagerNamespace}},
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ManagerNamespace, Name: ManagerServiceAccount}}
+	for _, o := range []client.Object{role, binding, sa} {
+		if err := s.ensure(ctx, o); err != nil {
+			return err
+		}
+	}
+	user, err := s.env.AddUser(envtest.User{
+		Name:   "system:serviceaccount:" + ManagerNamespace + ":" + ManagerServiceAccount,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ManagerNamespace, "system:authenticated"},
+	}, s.cfg)
+	if err != nil {
+		return fmt.Errorf("add manager identity: %w", err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return fmt.Errorf("manager kubeconfig: %w", err)
+	}
+	return writeFile(s.managerKubeconfig(), kc)
+}
+
+func (s *Sandbox) managerKubeconfig() string {
+	return filepath.Join(s.opts.WorkDir, "manager.kubeconfig")
+}
+
+func (s *Sandbox) certDir() string { return filepath.Join(s.opts.WorkDir, "webhook-certs") }
+
+// installWebhooks renders config/webhook with kustomize (what ships), points every webhook at
+// the manager's local webhook server instead of the Service, and injects the CA.
+func (s *Sandbox) installWebhooks(ctx context.Context, ca *certs.CA) error {
+	objs, err := s.Kustomize(filepath.Join(s.opts.RepoRoot, "config", "webhook"))
+	if err != nil {
+		return err
+	}
+	base := fmt.Sprintf("https://127.0.0.1:%d", s.WebhookPort)
+	var validating, mutating []string
+	for _, u := range objs {
+		switch u.GetKind() {
+		case "ValidatingWebhookConfiguration":
+			cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, cfg); err != nil {
+				return fmt.Errorf("decode %s: %w", u.GetName(), err)
+			}
+			cfg.Name = ValidatingWebhookConfiguration
+			for i := range cfg.Webhooks {
+				if err := pointAt(&cfg.Webhooks[i].ClientConfig, base); err != nil {
+					return fmt.Errorf("webhook %s: %w", cfg.Webhooks[i].Name, err)
+				}
+			}
+			if err := s.client.Create(ctx, cfg); err != nil {
+				return fmt.Errorf("create %s: %w", cfg.Name, err)
+			}
+			validating = append(validating, cfg.Name)
+		case "MutatingWebhookConfiguration":
+			cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, cfg); err != nil {
+				return fmt.Errorf("decode %s: %w", u.GetName(), err)
+			}
+			cfg.Name = MutatingWebhookConfiguration
+			for i := range cfg.Webhooks {
+				if err := pointAt(&cfg.Webhooks[i].ClientConfig, base); err != nil {
+					return fmt.Errorf("webhook %s: %w", cfg.Webhooks[i].Name, err)
+				}
+			}
+			if err := s.client.Create(ctx, cfg); err != nil {
+				return fmt.Errorf("create %s: %w", cfg.Name, err)
+			}
+			mutating = append(mutating, cfg.Name)
+		}
+	}
+	if len(validating) == 0 || len(mutating) == 0 {
+		return errors.New("config/webhook rendered no validating or no mutating webhook configuration")
+	}
+	// What cert-manager's cainjector does in a cluster.
+	return certs.InjectCABundle(ctx, s.client, ca.CertPEM, validating, mutating)
+}
+
+// repointWebhooks points every webhook of the sandbox's configurations at another port of the
+// local webhook server.
+func (s *Sandbox) repointWebhooks(ctx context.Context, port int) error {
+	base := fmt.Sprintf("https://127.0.0.1:%d", port)
+	repoint := func(cc *admissionregistrationv1.WebhookClientConfig) {
+		if cc.URL == nil {
+			return
+		}
+		u, err := url.Parse(*cc.URL)
+		if err != nil {
+			return
+		}
+		v := base + u.Path
+		cc.URL = &v
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		if err := s.client.Get(ctx, client.ObjectKey{Name: ValidatingWebhookConfiguration}, v); err != nil {
+			return err
+		}
+		for i := range v.Webhooks {
+			repoint(&v.Webhooks[i].ClientConfig)
+		}
+		return s.client.Update(ctx, v)
+	})
+	if err != nil {
+		return fmt.Errorf("repoint %s: %w", ValidatingWebhookConfiguration, err)
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		if err := s.client.Get(ctx, client.ObjectKey{Name: MutatingWebhookConfiguration}, m); err != nil {
+			return err
+		}
+		for i := range m.Webhooks {
+			repoint(&m.Webhooks[i].ClientConfig)
+		}
+		return s.client.Update(ctx, m)
+	})
+	if err != nil {
+		return fmt.Errorf("repoint %s: %w", MutatingWebhookConfiguration, err)
+	}
+	s.WebhookPort = port
+	return nil
+}
+
+// pointAt replaces a Service reference with the URL of the local webhook server.
+func pointAt(cc *admissionregistrationv1.WebhookClientConfig, base string) error {
+	if cc.Service == nil || cc.Service.Path == nil {
+		return errors.New("no service path to point at the local webhook server")
+	}
+	u := base + *cc.Service.Path
+	cc.URL, cc.Service = &u, nil
+	return nil
+}
+
+// Kustomize renders a kustomization folder with bin/kustomize, else bin/kubectl, else the
+// first of them on PATH.
+func (s *Sandbox) Kustomize(dir string) ([]*unstructured.Unstructured, error) {
+	var cmd *exec.Cmd
+	switch {
+	case isFile(filepath.Join(s.opts.BinDir, "kustomize")):
+		cmd = exec.Command(filepath.Join(s.opts.BinDir, "kustomize"), "build", dir)
+	case isFile(filepath.Join(s.opts.BinDir, "kubectl")):
+		cmd = exec.Command(filepath.Join(s.opts.BinDir, "kubectl"), "kustomize", dir)
+	default:
+		if p, err := exec.LookPath("kustomize"); err == nil {
+			cmd = exec.Command(p, "build", dir)
+		} else if p, err := exec.LookPath("kubectl"); err == nil {
+			cmd = exec.Command(p, "kustomize", dir)
+		} else {
+			return nil, fmt.Errorf("render %s: no kustomize or kubectl in %s or on PATH: run 'make kustomize'", dir, s.opts.BinDir)
+		}
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("render %s: %w: %s", dir, err, strings.TrimSpace(stderr.String()))
+	}
+	return decodeYAML(out)
+}
+
+// ApplySamples renders config/samples and applies it into namespace (created if missing),
+// with server-side apply, ConfigMaps and Secrets first.
+func (s *Sandbox) ApplySamples(ctx context.Context, namespace string) error {
+	objs, err := s.Kustomize(filepath.Join(s.opts.RepoRoot, "config", "samples"))
+	if err != nil {
+		return err
+	}
+	if err := s.ensure(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
+		return err
+	}
+	first := func(u *unstructured.Unstructured) bool { return u.GetKind() == "ConfigMap" || u.GetKind() == "Secret" }
+	for _, pass := range []bool{true, false} {
+		for _, u := range objs {
+			if first(u) != pass {
+				continue
+			}
+			u.SetNamespace(namespace)
+			if err := s.client.Patch(ctx, u, client.Apply, client.FieldOwner("captf-sandbox"), client.ForceOwnership); err != nil {
+				return fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// ensure creates an object unless it exists.
+func (s *Sandbox) ensure(ctx context.Context, o client.Object) error {
+	if err := s.client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
+	}
+	return nil
+}
+
+func decodeYAML(raw []byte) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("decode yaml: %w", err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		out = append(out, &unstructured.Unstructured{Object: m})
+	}
+}
+
+func writeFile(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("create folder of %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+func isFile(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}

@@ -1,0 +1,318 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/certs"
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox/capi"
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox/executor"
+)
+
+// Options configure a sandbox. RepoRoot and BinDir are required.
+type Options struct {
+	// Name labels the sandbox's log lines ("sandbox" by default).
+	Name string
+	// RepoRoot is the repository: config/ (CRDs, RBAC, webhooks, samples) is read from it.
+	RepoRoot string
+	// BinDir holds etcd, kube-apiserver and kustomize (or kubectl), and by default the
+	// manager and runner binaries.
+	BinDir string
+	// ManagerBinary and RunnerBinary default to BinDir/manager and BinDir/runner.
+	ManagerBinary string
+	RunnerBinary  string
+	// TerraformBinary is what the runner runs. Default: FindTerraform(BinDir).
+	TerraformBinary string
+	// WorkDir receives everything the sandbox writes (certificates, Pods' folders, the run
+	// history). Default: a new temporary folder, removed by Stop unless KeepWorkDir.
+	WorkDir     string
+	KeepWorkDir bool
+	// KubeconfigPath is where the administrator's kubeconfig is written. Default
+	// WorkDir/kubeconfig. Stop removes it.
+	KubeconfigPath string
+	// ManagerArgs are more flags for the manager.
+	ManagerArgs []string
+	// NoManager leaves the manager stopped; start it with Manager().Start.
+	NoManager bool
+	// ManagerOutput receives the manager's output and JobOutput the containers' output, line
+	// by line with a prefix. Nil discards it.
+	ManagerOutput io.Writer
+	JobOutput     io.Writer
+	// Log is the sandbox's own logger.
+	Log logr.Logger
+}
+
+// Sandbox is a running sandbox.
+type Sandbox struct {
+	opts   Options
+	env    *envtest.Environment
+	cfg    *rest.Config
+	client client.Client
+	scheme *runtime.Scheme
+	exec   *executor.Executor
+	mgrPro *ManagerProcess
+	cancel context.CancelFunc
+	done   chan error
+	// WebhookPort serves the manager's admission webhooks.
+	WebhookPort int
+	tmpWork     bool
+	stopOnce    sync.Once
+	stopErr     error
+}
+
+// NewScheme knows the core, CRD, Cluster API and CAPTF types.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, clusterv1.AddToScheme, infrav1.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("build scheme: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// Start brings a sandbox up: control plane, CRDs, inventory, RBAC, certificates and webhook
+// configurations, the executor and the stand-in, and (unless NoManager) the manager, waiting
+// until it is ready to serve admission requests. On error everything started is stopped.
+func Start(ctx context.Context, opts Options) (*Sandbox, error) {
+	if opts.RepoRoot == "" || opts.BinDir == "" {
+		return nil, errors.New("start sandbox: RepoRoot and BinDir are required")
+	}
+	if opts.Name == "" {
+		opts.Name = "sandbox"
+	}
+	if opts.ManagerOutput == nil {
+		opts.ManagerOutput = io.Discard
+	}
+	if opts.JobOutput == nil {
+		opts.JobOutput = io.Discard
+	}
+	if opts.ManagerBinary == "" {
+		opts.ManagerBinary = filepath.Join(opts.BinDir, "manager")
+	}
+	if opts.RunnerBinary == "" {
+		opts.RunnerBinary = filepath.Join(opts.BinDir, "runner")
+	}
+	if opts.TerraformBinary == "" {
+		tf, err := FindTerraform(opts.BinDir)
+		if err != nil {
+			return nil, err
+		}
+		opts.TerraformBinary = tf
+	}
+	for _, b := range []string{"etcd", "kube-apiserver"} {
+		if _, err := os.Stat(filepath.Join(opts.BinDir, b)); err != nil {
+			return nil, fmt.Errorf("start sandbox: %s not found in %s: run 'make test-bins' to build it from source: %w", b, opts.BinDir, err)
+		}
+	}
+	for _, b := range []string{opts.ManagerBinary, opts.RunnerBinary} {
+		if _, err := os.Stat(b); err != nil {
+			return nil, fmt.Errorf("start sandbox: %s not found: run 'make build': %w", b, err)
+		}
+	}
+	s := &Sandbox{opts: opts}
+	if s.opts.WorkDir == "" {
+		dir, err := os.MkdirTemp("", "captf-sandbox-")
+		if err != nil {
+			return nil, fmt.Errorf("start sandbox: work folder: %w", err)
+		}
+		s.opts.WorkDir, s.tmpWork = dir, true
+	} else if err := os.MkdirAll(s.opts.WorkDir, 0o700); err != nil {
+		return nil, fmt.Errorf("start sandbox: work folder: %w", err)
+	}
+	if s.opts.KubeconfigPath == "" {
+		s.opts.KubeconfigPath = filepath.Join(s.opts.WorkDir, "kubeconfig")
+	}
+	if err := s.start(ctx); err != nil {
+		return nil, errors.Join(err, s.Stop())
+	}
+	return s, nil
+}
+
+func (s *Sandbox) start(ctx context.Context) error {
+	log := s.opts.Log
+	scheme, err := NewScheme()
+	if err != nil {
+		return err
+	}
+	s.scheme = scheme
+	began := time.Now()
+	if err := s.startControlPlane(); err != nil {
+		return err
+	}
+	log.Info("control plane up", "apiserver", s.cfg.Host, "took", time.Since(began).Round(time.Millisecond))
+	if err := s.install(ctx); err != nil {
+		return err
+	}
+	if err := s.startLocalControllers(); err != nil {
+		return err
+	}
+	mgr, err := s.managerProcess()
+	if err != nil {
+		return err
+	}
+	s.mgrPro = mgr
+	if s.opts.NoManager {
+		return nil
+	}
+	if err := mgr.Start(ctx); err != nil {
+		return err
+	}
+	log.Info("manager ready", "webhookPort", s.WebhookPort, "took", time.Since(began).Round(time.Millisecond))
+	return nil
+}
+
+// startLocalControllers runs the executor and the Cluster API stand-in in this process.
+func (s *Sandbox) startLocalControllers() error {
+	ex, err := executor.New(s.cfg, executor.Options{
+		RunnerBinary: s.opts.RunnerBinary, TerraformBinary: s.opts.TerraformBinary,
+		WorkDir: filepath.Join(s.opts.WorkDir, "pods"), Output: s.opts.JobOutput,
+		HistoryFile: s.HistoryFile(),
+	})
+	if err != nil {
+		return err
+	}
+	s.exec = ex
+	mgr, err := manager.New(s.cfg, manager.Options{
+		Scheme: s.scheme, Cache: executor.CacheOptions(), Logger: s.opts.Log.WithName("local"),
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return fmt.Errorf("create the sandbox's own manager: %w", err)
+	}
+	if err := ex.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&capi.StandIn{}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel, s.done = cancel, make(chan error, 1)
+	go func() { s.done <- mgr.Start(ctx) }()
+	syncCtx, syncCancel := context.WithTimeout(ctx, time.Minute)
+	defer syncCancel()
+	if !mgr.GetCache().WaitForCacheSync(syncCtx) {
+		return errors.New("the sandbox's own caches did not sync")
+	}
+	return nil
+}
+
+// Stop stops the manager, the containers (SIGTERM, then SIGKILL after the executor's grace),
+// the local controllers and the control plane, and removes the kubeconfig and, unless kept,
+// the work folder. It is safe to call more than once.
+func (s *Sandbox) Stop() error {
+	s.stopOnce.Do(func() {
+		var errs []error
+		if s.mgrPro != nil {
+			errs = append(errs, s.mgrPro.Stop(15*time.Second))
+		}
+		if s.cancel != nil {
+			s.cancel()
+			if err := <-s.done; err != nil {
+				errs = append(errs, fmt.Errorf("sandbox controllers: %w", err))
+			}
+		}
+		if s.env != nil {
+			if err := s.env.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("stop control plane: %w", err))
+			}
+		}
+		if err := os.Remove(s.opts.KubeconfigPath); err != nil && !os.IsNotExist(err) {
+			errs = append(errs, err)
+		}
+		if s.tmpWork && !s.opts.KeepWorkDir {
+			if err := os.RemoveAll(s.opts.WorkDir); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		s.stopErr = errors.Join(errs...)
+	})
+	return s.stopErr
+}
+
+// Config reaches the API server as an administrator.
+func (s *Sandbox) Config() *rest.Config { return rest.CopyConfig(s.cfg) }
+
+// Client is an administrator's client.
+func (s *Sandbox) Client() client.Client { return s.client }
+
+// Scheme knows the core, Cluster API and CAPTF types.
+func (s *Sandbox) Scheme() *runtime.Scheme { return s.scheme }
+
+// Kubeconfig is the path of the administrator's kubeconfig.
+func (s *Sandbox) Kubeconfig() string { return s.opts.KubeconfigPath }
+
+// Executor runs the Jobs.
+func (s *Sandbox) Executor() *executor.Executor { return s.exec }
+
+// Manager is the manager child process.
+func (s *Sandbox) Manager() *ManagerProcess { return s.mgrPro }
+
+// WorkDir is the sandbox's work folder.
+func (s *Sandbox) WorkDir() string { return s.opts.WorkDir }
+
+// HistoryFile has one JSON line per Pod the executor ran (executor.Run).
+func (s *Sandbox) HistoryFile() string { return filepath.Join(s.opts.WorkDir, "runs.jsonl") }
+
+// TerraformBinary is the binary the runner runs.
+func (s *Sandbox) TerraformBinary() string { return s.opts.TerraformBinary }
+
+// FindTerraform picks the binary Jobs run: tofu on PATH, else terraform on PATH, else
+// binDir/tofu (`make runtime-bin` builds it when neither is on PATH).
+func FindTerraform(binDir string) (string, error) {
+	for _, name := range []string{"tofu", "terraform"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return filepath.Abs(p)
+		}
+	}
+	p := filepath.Join(binDir, "tofu")
+	if st, err := os.Stat(p); err == nil && !st.IsDir() {
+		return p, nil
+	}
+	return "", fmt.Errorf("no terraform or tofu: none on PATH and no %s; run 'make runtime-bin'", p)
+}
+
+// freePort asks the kernel for a free TCP port on the loopback interface.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer func() { _ = l.Close() }()
+	_, port, err := net.SplitHostPort(l.Addr().String())
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	return strconv.Atoi(port)
+}
+
+// writeCertificates writes the webhook serving certificate and returns its CA.
+func (s *Sandbox) writeCertificates() (string, *certs.CA, error) {
+	dir := s.certDir()
+	ca, err := certs.SelfSigned(dir, []string{"127.0.0.1", "localhost"})
+	if err != nil {
+		return "", nil, fmt.Errorf("webhook certificate: %w", err)
+	}
+	return dir, ca, nil
+}
