@@ -41,12 +41,8 @@ var _ = BeforeSuite(func() {
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 	SetDefaultConsistentlyDuration(3 * time.Second)
 	ctx, cancel = context.WithCancel(context.Background())
-	capi, err := envtest.ClusterAPICRDs()
-	Expect(err).NotTo(HaveOccurred())
-	env, err = envtest.Start(envtest.Options{ExtraCRDPaths: []string{capi}})
-	Expect(err).NotTo(HaveOccurred())
-	fmt.Println(env.Describe())
-	k8s, err = client.New(env.Config, client.Options{Scheme: env.Scheme})
+	var err error
+	env, k8s, err = envtest.StartWithClusterAPI(envtest.Options{})
 	Expect(err).NotTo(HaveOccurred())
 
 	// The manager reads through the stale-cache double; writes and its API reader reach the

@@ -141,3 +141,74 @@ func ResourceVersions(ctx context.Context, r client.Reader, namespace string, ob
 	}
 	return out, nil
 }
+
+// Member says what a machine-like object (TerraformMachine, TerraformMachinePool) takes from
+// the Cluster API object that owns it (a Machine or a MachinePool).
+type Member struct {
+	// Kind is the reconciled kind; OwnerKind the Cluster API owner's kind.
+	Kind, OwnerKind string
+	// NewOwner returns an empty owner to read into.
+	NewOwner func() client.Object
+	// Details returns the owner's bootstrap data Secret name, failure domain and version.
+	Details func(owner client.Object) (bootstrapSecret *string, failureDomain, version string)
+}
+
+// MemberContract gathers a machine's or pool's contract inputs: it waits for the Cluster's
+// TerraformCluster to be provisioned, for an owner of OwnerKind and for its bootstrap data,
+// then adds the cluster's endpoint, network and non-sensitive outputs.
+func MemberContract(ctx context.Context, env Env, obj Object, m Member) (ContractInputs, *Wait, error) {
+	in := ContractInputs{Kind: m.Kind, Name: obj.GetName(), Namespace: obj.GetNamespace(), ClusterName: env.ClusterName}
+	cluster, err := GetCluster(ctx, env, obj.GetNamespace())
+	if err != nil {
+		return in, nil, err
+	}
+	tc, wait, err := ClusterInfra(ctx, env, cluster)
+	if err != nil || wait != nil {
+		return in, wait, err
+	}
+	ownerName := OwnerOfKind(obj, m.OwnerKind)
+	if ownerName == "" {
+		return in, &Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForBootstrapDataReason,
+			Message: fmt.Sprintf("waiting for a %s to own this %s", m.OwnerKind, m.Kind), RequeueAfter: DependencyWaitRequeue}, nil
+	}
+	owner := m.NewOwner()
+	if err := env.Cache.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: ownerName}, owner); err != nil {
+		if apierrors.IsNotFound(err) {
+			return in, &Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForBootstrapDataReason,
+				Message: fmt.Sprintf("%s %s not found", m.OwnerKind, ownerName), RequeueAfter: DependencyWaitRequeue}, nil
+		}
+		return in, nil, fmt.Errorf("get %s %s: %w", m.OwnerKind, ownerName, err)
+	}
+	secret, failureDomain, version := m.Details(owner)
+	data, wait, err := BootstrapData(ctx, env, obj.GetNamespace(), secret, m.OwnerKind+" "+ownerName)
+	if err != nil || wait != nil {
+		return in, wait, err
+	}
+	outs, err := ClusterOutputs(ctx, env, tc)
+	if err != nil {
+		return in, nil, err
+	}
+	ep := cluster.Spec.ControlPlaneEndpoint
+	if !ep.IsValid() {
+		ep = tc.Spec.ControlPlaneEndpoint
+	}
+	in.ControlPlaneEndpoint = &ep
+	in.ClusterNetwork = &cluster.Spec.ClusterNetwork
+	in.BootstrapData, in.FailureDomain, in.Version, in.ClusterOutputs = data, failureDomain, version, outs
+	return in, nil, nil
+}
+
+// MemberFingerprint fingerprints what MemberContract reads from the cache: the Cluster, its
+// TerraformCluster (provisioning, endpoint, outputs) and the owner (bootstrap data name,
+// version).
+func MemberFingerprint(ctx context.Context, env Env, obj Object, m Member) (string, error) {
+	objs := map[string]client.Object{
+		"Cluster/" + env.ClusterName:                      &clusterv1.Cluster{},
+		m.OwnerKind + "/" + OwnerOfKind(obj, m.OwnerKind): m.NewOwner(),
+	}
+	cluster := &clusterv1.Cluster{}
+	if err := env.Cache.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: env.ClusterName}, cluster); err == nil {
+		objs["TerraformCluster/"+cluster.Spec.InfrastructureRef.Name] = &infrav1.TerraformCluster{}
+	}
+	return ResourceVersions(ctx, env.Cache, obj.GetNamespace(), objs)
+}

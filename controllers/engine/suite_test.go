@@ -39,12 +39,8 @@ var _ = BeforeSuite(func() {
 	SetDefaultEventuallyTimeout(20 * time.Second)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 	ctx, cancel = context.WithCancel(context.Background())
-	capi, err := envtest.ClusterAPICRDs()
-	Expect(err).NotTo(HaveOccurred())
-	env, err = envtest.Start(envtest.Options{ExtraCRDPaths: []string{capi}})
-	Expect(err).NotTo(HaveOccurred())
-	fmt.Println(env.Describe())
-	k8s, err = client.New(env.Config, client.Options{Scheme: env.Scheme})
+	var err error
+	env, k8s, err = envtest.StartWithClusterAPI(envtest.Options{})
 	Expect(err).NotTo(HaveOccurred())
 
 	clk = clocktesting.NewFakeClock(time.Now())

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -19,6 +17,16 @@ type Kind struct{}
 
 var _ engine.Kind = Kind{}
 
+// member is what a TerraformMachine takes from its Machine.
+var member = engine.Member{
+	Kind: infrav1.TerraformMachineKind, OwnerKind: "Machine",
+	NewOwner: func() client.Object { return &clusterv1.Machine{} },
+	Details: func(o client.Object) (*string, string, string) {
+		m := o.(*clusterv1.Machine)
+		return m.Spec.Bootstrap.DataSecretName, m.Spec.FailureDomain, m.Spec.Version
+	},
+}
+
 // Name implements engine.Kind.
 func (Kind) Name() string { return infrav1.TerraformMachineKind }
 
@@ -27,48 +35,15 @@ func (Kind) New() engine.Object { return &infrav1.TerraformMachine{} }
 
 // Contract implements engine.Kind.
 func (Kind) Contract(ctx context.Context, env engine.Env, obj engine.Object) (engine.ContractInputs, *engine.Wait, error) {
-	tm := obj.(*infrav1.TerraformMachine)
-	in := engine.ContractInputs{Kind: infrav1.TerraformMachineKind, Name: tm.Name, Namespace: tm.Namespace, ClusterName: env.ClusterName}
-	cluster, err := engine.GetCluster(ctx, env, tm.Namespace)
-	if err != nil {
-		return in, nil, err
-	}
-	tc, wait, err := engine.ClusterInfra(ctx, env, cluster)
-	if err != nil || wait != nil {
-		return in, wait, err
-	}
-	machineName := engine.OwnerOfKind(tm, "Machine")
-	if machineName == "" {
-		return in, &engine.Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForBootstrapDataReason,
-			Message: "waiting for a Machine to own this TerraformMachine", RequeueAfter: engine.DependencyWaitRequeue}, nil
-	}
-	m := &clusterv1.Machine{}
-	if err := env.Cache.Get(ctx, types.NamespacedName{Namespace: tm.Namespace, Name: machineName}, m); err != nil {
-		if apierrors.IsNotFound(err) {
-			return in, &engine.Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForBootstrapDataReason,
-				Message: fmt.Sprintf("Machine %s not found", machineName), RequeueAfter: engine.DependencyWaitRequeue}, nil
-		}
-		return in, nil, fmt.Errorf("get machine %s: %w", machineName, err)
-	}
-	data, wait, err := engine.BootstrapData(ctx, env, tm.Namespace, m.Spec.Bootstrap.DataSecretName, "Machine "+m.Name)
-	if err != nil || wait != nil {
-		return in, wait, err
-	}
-	outs, err := engine.ClusterOutputs(ctx, env, tc)
-	if err != nil {
-		return in, nil, err
-	}
-	ep := cluster.Spec.ControlPlaneEndpoint
-	if !ep.IsValid() {
-		ep = tc.Spec.ControlPlaneEndpoint
-	}
-	in.ControlPlaneEndpoint = &ep
-	in.ClusterNetwork = &cluster.Spec.ClusterNetwork
-	in.BootstrapData, in.FailureDomain, in.Version, in.ClusterOutputs = data, m.Spec.FailureDomain, m.Spec.Version, outs
-	return in, nil, nil
+	return engine.MemberContract(ctx, env, obj, member)
 }
 
-// ApplyOutputs implements engine.Kind.
+// Fingerprint implements engine.Kind.
+func (Kind) Fingerprint(ctx context.Context, env engine.Env, obj engine.Object) (string, error) {
+	return engine.MemberFingerprint(ctx, env, obj, member)
+}
+
+// ApplyOutputs implements engine.Kind: provider_id (fixed once set), addresses, failure_domain.
 func (Kind) ApplyOutputs(obj engine.Object, st *state.State) error {
 	tm := obj.(*infrav1.TerraformMachine)
 	out, err := state.Machine(st)
@@ -83,20 +58,6 @@ func (Kind) ApplyOutputs(obj engine.Object, st *state.State) error {
 	tm.Status.Addresses = out.Addresses
 	tm.Status.FailureDomain = out.FailureDomain
 	return nil
-}
-
-// Fingerprint implements engine.Kind: the Cluster, its TerraformCluster (provisioning,
-// endpoint, outputs) and the owning Machine (bootstrap data name, version).
-func (Kind) Fingerprint(ctx context.Context, env engine.Env, obj engine.Object) (string, error) {
-	objs := map[string]client.Object{
-		"Cluster/" + env.ClusterName:                    &clusterv1.Cluster{},
-		"Machine/" + engine.OwnerOfKind(obj, "Machine"): &clusterv1.Machine{},
-	}
-	cluster := &clusterv1.Cluster{}
-	if err := env.Cache.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: env.ClusterName}, cluster); err == nil {
-		objs["TerraformCluster/"+cluster.Spec.InfrastructureRef.Name] = &infrav1.TerraformCluster{}
-	}
-	return engine.ResourceVersions(ctx, env.Cache, obj.GetNamespace(), objs)
 }
 
 // Children implements engine.Kind: machines have none.

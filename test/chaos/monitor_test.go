@@ -82,8 +82,10 @@ type objState struct {
 	activeJob                    string
 }
 
-// check stops the watches and replays the history; it returns the violations found.
-func (m *monitor) check() (violations []string, jobs int) {
+// check stops the watches and replays the history of the given namespaces (created after the
+// monitor started, so their whole history was watched; other specs' leftovers are ignored); it
+// returns the violations found.
+func (m *monitor) check(namespaces map[string]bool) (violations []string, jobs int) {
 	m.cancel()
 	m.wg.Wait()
 	sort.SliceStable(m.events, func(i, j int) bool { return m.events[i].rv < m.events[j].rv })
@@ -91,6 +93,9 @@ func (m *monitor) check() (violations []string, jobs int) {
 	objs := map[string]*objState{}
 	seen := map[string]bool{}
 	for _, e := range m.events {
+		if !namespaces[e.obj.GetNamespace()] {
+			continue
+		}
 		switch o := e.obj.(type) {
 		case *batchv1.Job:
 			owner := o.Labels[infrav1.OwnerKindLabel] + "/" + o.Namespace + "/" + ownerOf(o)

@@ -182,7 +182,11 @@ var _ = Describe("Two managers without leader election, under random cache lag",
 		execWG.Wait()
 		Expect(a.Stop()).To(Succeed())
 		Expect(b.Stop()).To(Succeed())
-		violations, jobs := mon.check()
+		namespaces := map[string]bool{}
+		for _, o := range objs {
+			namespaces[o.GetNamespace()] = true
+		}
+		violations, jobs := mon.check(namespaces)
 		hidden := a.stale.Hidden() + b.stale.Hidden()
 		aged := a.stale.Aged() + b.stale.Aged()
 		fmt.Printf("race: objects %d, jobs %d, Job reads hidden %d, stale object reads %d, lags detected %.0f, violations %d\n",

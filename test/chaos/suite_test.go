@@ -44,12 +44,8 @@ var _ = BeforeSuite(func() {
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 	SetDefaultConsistentlyDuration(2 * time.Second)
 	ctx, stop = context.WithCancel(context.Background())
-	capi, err := envtest.ClusterAPICRDs()
-	Expect(err).NotTo(HaveOccurred())
-	env, err = envtest.Start(envtest.Options{ExtraCRDPaths: []string{capi}})
-	Expect(err).NotTo(HaveOccurred())
-	fmt.Println(env.Describe())
-	k8s, err = client.New(env.Config, client.Options{Scheme: env.Scheme})
+	var err error
+	env, k8s, err = envtest.StartWithClusterAPI(envtest.Options{})
 	Expect(err).NotTo(HaveOccurred())
 })
 

@@ -13,6 +13,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
@@ -151,4 +152,26 @@ func ClusterAPICRDs() (string, error) {
 		return "", fmt.Errorf("cluster api crds: %w", err)
 	}
 	return dir, nil
+}
+
+// StartWithClusterAPI starts a control plane with CAPTF's and Cluster API's CRDs (plus
+// opts'), prints which API server the suite runs against (shown by go test -v), and returns
+// an administrator client for the suite.
+func StartWithClusterAPI(opts Options) (*Env, client.Client, error) {
+	capi, err := ClusterAPICRDs()
+	if err != nil {
+		return nil, nil, err
+	}
+	opts.ExtraCRDPaths = append([]string{capi}, opts.ExtraCRDPaths...)
+	env, err := Start(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Println(env.Describe())
+	c, err := client.New(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		_ = env.Stop()
+		return nil, nil, fmt.Errorf("client for the suite: %w", err)
+	}
+	return env, c, nil
 }
