@@ -83,7 +83,10 @@ func run() error {
 	zo := zap.Options{Development: true, Level: zapcore.InfoLevel}
 	zo.BindFlags(fs)
 	if err := fs.Parse(os.Args[1:]); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("parse flags: %w", err)
 	}
 	logger := zap.New(zap.UseFlagOptions(&zo), zap.WriteTo(os.Stderr))
 	ctrl.SetLogger(logger)
@@ -91,8 +94,19 @@ func run() error {
 		return err
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// The first Ctrl-C (or SIGTERM) stops the sandbox; later ones only say it is stopping: a
+	// sandbox killed half way would leave its etcd and kube-apiserver running.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-signals
+		cancel()
+		for range signals {
+			fmt.Fprintln(os.Stderr, "still stopping (running Jobs get 30s after SIGTERM); please wait")
+		}
+	}()
 	began := time.Now()
 	out := io.Writer(os.Stdout)
 	var jobsOut io.Writer = out
@@ -124,7 +138,6 @@ func run() error {
 		go reportSamples(ctx, sb, f.namespace, began, logger)
 	}
 	<-ctx.Done()
-	stop()
 	return nil
 }
 
@@ -178,12 +191,16 @@ func findRepo(binDir string) (string, error) {
 
 func printHelp(w io.Writer, sb *sandbox.Sandbox, f flags) {
 	ns := f.namespace
+	apply := "kubectl apply -n " + ns + " -k config/samples          # or start with make run SAMPLES=1"
+	if f.applySamples {
+		apply = "# config/samples is being applied to namespace " + ns + " (SAMPLES=1)"
+	}
 	fmt.Fprintf(w, `
 CAPTF sandbox: a local control plane, the manager with its webhooks, and a Job executor
 running the real runner with %s.
 
   export KUBECONFIG=%s
-  kubectl apply -n %[3]s -k config/samples          # skip with make run SAMPLES=1
+  %[4]s
   kubectl get clusters,terraformclusters,terraformmachines,terraformmachinepools -n %[3]s
   kubectl get jobs,pods -n %[3]s -l captf.io/managed=true
   kubectl wait -n %[3]s --for=condition=Ready --timeout=5m \
@@ -192,10 +209,10 @@ running the real runner with %s.
   kubectl patch terraformmachinepool -n %[3]s sample-pool --type=merge -p '{"spec":{"variables":{"replicas":3}}}'
   kubectl delete cluster -n %[3]s sample              # destroys through destroy Jobs
 
-Each Pod's folder (volumes, kubeconfig, log): %s
-Runs so far (one JSON line per Pod):        %s
+Each Pod's folder (volumes, kubeconfig, log): %[5]s
+Runs so far (one JSON line per Pod):        %[6]s
 Ctrl-C stops everything.
-`, filepath.Base(sb.TerraformBinary()), sb.Kubeconfig(), ns, filepath.Join(sb.WorkDir(), "pods"), sb.HistoryFile())
+`, filepath.Base(sb.TerraformBinary()), sb.Kubeconfig(), ns, apply, filepath.Join(sb.WorkDir(), "pods"), sb.HistoryFile())
 }
 
 // reportSamples prints when the samples are Ready, measured from the start of the sandbox.

@@ -194,9 +194,11 @@ func (s *Sandbox) startLocalControllers() error {
 		return err
 	}
 	s.exec = ex
+	grace := ex.GracefulShutdownTimeout()
 	mgr, err := manager.New(s.cfg, manager.Options{
 		Scheme: s.scheme, Cache: executor.CacheOptions(), Logger: s.opts.Log.WithName("local"),
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		GracefulShutdownTimeout: &grace,
 	})
 	if err != nil {
 		return fmt.Errorf("create the sandbox's own manager: %w", err)

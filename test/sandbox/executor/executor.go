@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -140,7 +141,14 @@ func New(cfg *rest.Config, opts Options) (*Executor, error) {
 	return e, nil
 }
 
-// SetupWithManager registers the Job controller, the node (Pods) and the shutdown hook.
+// GracefulShutdownTimeout is what the executor's manager must allow its runnables when it
+// stops: the containers' grace plus the time to report their end.
+func (e *Executor) GracefulShutdownTimeout() time.Duration {
+	return e.opts.ShutdownGrace + 20*time.Second
+}
+
+// SetupWithManager registers the Job controller, the node (Pods) and the shutdown hook. The
+// manager's GracefulShutdownTimeout must be at least GracefulShutdownTimeout().
 func (e *Executor) SetupWithManager(mgr manager.Manager) error {
 	e.client = mgr.GetClient()
 	e.apiReader = mgr.GetAPIReader()
@@ -190,9 +198,7 @@ func (e *Executor) record(r Run) {
 }
 
 // shutdown stops every container: SIGTERM, then SIGKILL after ShutdownGrace.
-func (e *Executor) shutdown(logger interface {
-	Info(string, ...any)
-}) {
+func (e *Executor) shutdown(logger logr.Logger) {
 	e.mu.Lock()
 	n := 0
 	for _, w := range e.workers {
