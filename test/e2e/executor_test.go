@@ -82,7 +82,7 @@ var _ = Describe("the executor, playing the Job controller and the kubelet", fun
 			})).To(Succeed())
 			return job
 		}
-		deadlined := start("deadline", 8)
+		deadlined := start("deadline", 15)
 		deleted := start("deleted", 3600)
 
 		By("both run; the runner reaches terraform's slow resource")

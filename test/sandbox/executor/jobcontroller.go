@@ -108,6 +108,17 @@ func (r *jobController) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, e.finishFailing(ctx, job, pods, c.Reason, c.Message)
 	}
 	if len(pods) == 0 {
+		// The cache may not hold a Pod created a moment ago: ask the API server before
+		// creating a second one or declaring the first one lost.
+		var live corev1.PodList
+		if err := e.apiReader.List(ctx, &live, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+			return ctrl.Result{}, fmt.Errorf("list pods of job %s: %w", job.Name, err)
+		}
+		for i := range live.Items {
+			if ref := metav1.GetControllerOf(&live.Items[i]); ref != nil && ref.UID == job.UID {
+				return ctrl.Result{RequeueAfter: time.Second}, nil
+			}
+		}
 		if job.Status.StartTime == nil {
 			return e.startJob(ctx, job)
 		}
@@ -218,10 +229,15 @@ func (e *Executor) syncCounts(ctx context.Context, job *batchv1.Job, pods []core
 		}
 	}
 	st := job.Status
-	if st.Active == active && ptr.Deref(st.Ready, 0) == ready && ptr.Deref(st.Terminating, 0) == terminating {
+	if st.StartTime != nil && st.Active == active && ptr.Deref(st.Ready, 0) == ready && ptr.Deref(st.Terminating, 0) == terminating {
 		return nil
 	}
 	return e.updateJobStatus(ctx, job, func(s *batchv1.JobStatus) {
+		if s.StartTime == nil {
+			// The write that records the start was lost after the Pod was created.
+			now := metav1.Now()
+			s.StartTime = &now
+		}
 		s.Active, s.Ready, s.Terminating = active, ptr.To(ready), ptr.To(terminating)
 	})
 }
@@ -231,6 +247,9 @@ func (e *Executor) completeJob(ctx context.Context, job *batchv1.Job) error {
 	log.FromContext(ctx).Info("job complete")
 	return e.updateJobStatus(ctx, job, func(s *batchv1.JobStatus) {
 		now := metav1.Now()
+		if s.StartTime == nil {
+			s.StartTime = &now
+		}
 		s.Active, s.Ready, s.Terminating, s.Succeeded = 0, ptr.To[int32](0), ptr.To[int32](0), 1
 		s.CompletionTime = &now
 		setCondition(s, batchv1.JobSuccessCriteriaMet, reasonCompletions, msgCompletions, now)
