@@ -13,9 +13,12 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -178,11 +181,15 @@ var _ = Describe("make run with the samples", Ordered, func() {
 			g.Expect(sb.Client().List(ctx, &pods, client.InNamespace(ns))).To(Succeed())
 			g.Expect(pods.Items).To(BeEmpty())
 		}).Should(Succeed())
-		By("the backend's lock Leases stay (CAPTF never deletes them), unlocked")
+		By("no state lock is held: the backend's lock Leases are unlocked, if they are still there")
 		for _, kind := range []string{infrav1.TerraformClusterKind, infrav1.TerraformMachineKind, infrav1.TerraformMachinePoolKind} {
 			name := map[string]string{infrav1.TerraformClusterKind: "sample", infrav1.TerraformMachineKind: "sample-machine-0", infrav1.TerraformMachinePoolKind: "sample-pool"}[kind]
-			lock := kc("get", "lease", "-n", ns, naming.StateLockLeaseName(naming.StateSuffix(ns, kind, name)), "-o", "jsonpath={.spec.holderIdentity}")
-			Expect(lock).To(BeEmpty())
+			lock := &coordinationv1.Lease{}
+			err := sb.Client().Get(ctx, types.NamespacedName{Namespace: ns, Name: naming.StateLockLeaseName(naming.StateSuffix(ns, kind, name))}, lock)
+			if client.IgnoreNotFound(err) != nil {
+				Expect(err).NotTo(HaveOccurred())
+			}
+			Expect(ptr.Deref(lock.Spec.HolderIdentity, "")).To(BeEmpty(), "the state lock of %s %s is held", kind, name)
 		}
 	})
 

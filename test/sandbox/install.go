@@ -62,7 +62,9 @@ func (s *Sandbox) startControlPlane() error {
 	if err != nil {
 		return err
 	}
-	inventory := filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(capiCRDs)))), "cmd", "clusterctl", "config", "manifest", "clusterctl-api.yaml")
+	// capiCRDs is <module>/core/config/crd/bases; clusterctl's inventory CRD is in the same module.
+	module := filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(capiCRDs))))
+	inventory := filepath.Join(module, "cmd", "clusterctl", "config", "manifest", "clusterctl-api.yaml")
 	s.env = &envtest.Environment{
 		BinaryAssetsDirectory: s.opts.BinDir,
 		CRDInstallOptions: envtest.CRDInstallOptions{

@@ -15,7 +15,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -173,19 +172,6 @@ func (e *Executor) Runs() []Run {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append([]Run(nil), e.runs...)
-}
-
-// Running returns the Pods whose containers run now.
-func (e *Executor) Running() []types.NamespacedName {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var out []types.NamespacedName
-	for _, w := range e.workers {
-		if w.started() && !w.finished() {
-			out = append(out, w.pod)
-		}
-	}
-	return out
 }
 
 func (e *Executor) record(r Run) {

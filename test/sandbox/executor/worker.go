@@ -45,7 +45,6 @@ type worker struct {
 	stop       chan time.Duration
 	mu         sync.Mutex
 	stopReason string
-	isStarted  atomic.Bool
 	isDone     atomic.Bool
 }
 
@@ -54,7 +53,6 @@ func newWorker(e *Executor, pod *corev1.Pod) *worker {
 		spec: pod.DeepCopy(), dir: e.podDir(pod), stop: make(chan time.Duration, 8)}
 }
 
-func (w *worker) started() bool  { return w.isStarted.Load() }
 func (w *worker) finished() bool { return w.isDone.Load() }
 
 // terminate asks the containers to stop: SIGTERM now, SIGKILL after grace.
@@ -163,7 +161,6 @@ func (w *worker) runContainers(ctx context.Context) (int32, string, string, meta
 	if err := w.e.updatePodStatus(ctx, w.spec, func(s *corev1.PodStatus) { runningStatus(s, w.spec, started, inits) }); err != nil {
 		log.FromContext(ctx).Error(err, "report the pod running")
 	}
-	w.isStarted.Store(true)
 	exit, reason, err := w.exec(ctx, c, env, out)
 	if err != nil {
 		return -1, "CreateContainerError", err.Error(), none, err
