@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,30 +44,28 @@ var _ = Describe("the executor, playing the Job controller and the kubelet", fun
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: sa},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}})).To(Succeed())
 
-		// The module, and a paused owner so the garbage collector keeps the Jobs and CAPTF
-		// starts nothing of its own.
-		applyFixture(shared, ns, "cluster.yaml", "holder", 0)
-		kubectl(shared, "annotate", "-n", ns, "terraformcluster", "holder", infrav1.PausedAnnotation+"=")
-		owner := tc(ns, "holder")
-		Expect(c.Get(ctx, client.ObjectKeyFromObject(owner), owner)).To(Succeed())
+		// The module, which also owns the Jobs (the garbage collector keeps them while it
+		// exists); no CAPTF object is involved, so the controller leaves these Jobs alone.
+		module := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "slow-module"}, Data: map[string]string{"main.tf": slowModule}}
+		Expect(c.Create(ctx, module)).To(Succeed())
 
 		start := func(name string, deadline int64) *batchv1.Job {
 			GinkgoHelper()
 			suffix := naming.StateSuffix(ns, "E2E", name)
 			job, err := jobs.Build(jobs.Params{
-				Owner: jobs.Owner{APIVersion: infrav1.GroupVersion.String(), Kind: infrav1.TerraformClusterKind, Name: owner.Name,
-					Namespace: ns, UID: owner.UID},
+				Owner:  jobs.Owner{APIVersion: "v1", Kind: "ConfigMap", Name: module.Name, Namespace: ns, UID: module.UID},
 				Suffix: suffix, Seq: 1, Operation: infrav1.OperationApply, InputsHash: "e2e-" + name,
 				Spec: infrav1.TerraformSpec{
-					Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "holder-cluster-module"}},
+					Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: module.Name}},
 					Job:    infrav1.JobPolicy{ActiveDeadlineSeconds: ptr.To(deadline), ServiceAccountName: sa},
 				},
 				Defaults: jobs.Defaults{RunnerImage: "captf/manager:e2e"},
 			})
 			Expect(err).NotTo(HaveOccurred())
-			// Labelled as another object's, so the holder's own passes do not count them.
 			job.Labels[infrav1.OwnerNameLabel] = name
 			job.Spec.Template.Labels[infrav1.OwnerNameLabel] = name
+			// Bounded, so a terraform that does not stop cannot hold the spec for CAPTF's 600 s.
+			job.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To[int64](60)
 			Expect(c.Create(ctx, job)).To(Succeed())
 			vars, err := json.Marshal(map[string]any{
 				"captf":         map[string]any{"namespace": ns, "cluster_name": name},
@@ -85,16 +84,13 @@ var _ = Describe("the executor, playing the Job controller and the kubelet", fun
 		deadlined := start("deadline", 15)
 		deleted := start("deleted", 3600)
 
-		By("both run; the runner reaches terraform's slow resource")
+		By("both run; terraform waits for the slow resource's provisioner")
 		for _, j := range []*batchv1.Job{deadlined, deleted} {
 			Eventually(func(g Gomega) {
 				pods := podsOf(j)
 				g.Expect(pods).To(HaveLen(1))
 				g.Expect(pods[0].Status.Phase).To(Equal(corev1.PodRunning))
-				logFile := pods[0].Annotations[executor.LogAnnotation]
-				b, err := os.ReadFile(logFile)
-				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(string(b)).To(ContainSubstring("terraform_data.slow: Creating..."))
+				g.Expect(provisionerRunning(filepath.Join(shared.WorkDir(), "pods", ns, pods[0].Name))).To(BeTrue())
 			}).Should(Succeed())
 		}
 		kubectl(shared, "delete", "job", "-n", ns, deleted.Name, "--wait=false")
@@ -162,4 +158,48 @@ func condition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobConditi
 		}
 	}
 	return nil
+}
+
+// slowModule waits in a provisioner for as long as it is told (the executor's Jobs pass 300 s).
+const slowModule = `
+variable "captf" {
+  type = any
+}
+
+variable "sleep_seconds" {
+  type = number
+}
+
+variable "generation" {
+  type = number
+}
+
+resource "terraform_data" "slow" {
+  triggers_replace = [var.generation]
+  provisioner "local-exec" {
+    command = "exec sleep ${var.sleep_seconds}"
+  }
+}
+`
+
+// provisionerRunning reports whether terraform's local-exec provisioner process (the sleep) runs
+// in the Pod's folder.
+func provisionerRunning(podDir string) bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.HasPrefix(string(cmdline), "sleep\x00") {
+			continue
+		}
+		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err == nil && strings.HasPrefix(cwd, podDir+"/") {
+			return true
+		}
+	}
+	return false
 }

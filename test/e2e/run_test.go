@@ -23,7 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox/executor"
 )
 
 // The sandbox binary as `make run SAMPLES=1` starts it, driven from outside with kubectl.
@@ -193,11 +195,25 @@ var _ = Describe("make run with the samples", Ordered, func() {
 		}
 	})
 
-	It("stops everything on Ctrl-C", func() {
+	It("stops everything on Ctrl-C, a running Job included", func() {
+		applyFixture(sb, ns, "cluster.yaml", "slow", 300)
+		job := eventuallyRunning(sb, infrav1.TerraformClusterKind, ns, "slow", infrav1.OperationApply)
 		children = childrenOf(cmd.Process.Pid)
 		Expect(children).NotTo(BeEmpty(), "the sandbox runs etcd, kube-apiserver and the manager as children")
 		Expect(cmd.Process.Signal(syscall.SIGINT)).To(Succeed())
+		interrupted := time.Now()
 		Eventually(exited, time.Minute).Should(Receive(BeNil()))
+		AddReportEntry("Ctrl-C to exit, with a Job running", since(interrupted))
+		var run *executor.Run
+		for _, r := range readHistory(sb.HistoryFile()) {
+			if r.Job == job.Name {
+				r := r
+				run = &r
+			}
+		}
+		Expect(run).NotTo(BeNil(), "the running Job's end was recorded")
+		Expect(run.Reason).To(Equal("Terminated"), "the runner got SIGTERM and stopped within the grace")
+		Expect(run.ExitCode).To(Equal(int32(runnerapi.ExitInterrupted)))
 		_, err := os.Stat(kubeconfig)
 		Expect(os.IsNotExist(err)).To(BeTrue(), "the kubeconfig of a stopped sandbox is removed")
 		Expect(processesUnder(work)).To(BeEmpty(), "no process of the sandbox is left")

@@ -22,6 +22,9 @@ const LogAnnotation = "sandbox.captf.io/log"
 
 const logFileName = "containers.log"
 
+// stopPoll is how often a stopping Pod is looked at until its containers ended.
+const stopPoll = time.Second
+
 // node plays the kubelet for Pods bound to the executor's node.
 type node struct{ e *Executor }
 
@@ -54,10 +57,12 @@ func (n *node) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 		if w := e.workers[podKey(req.NamespacedName)]; w != nil {
 			if w.finished() {
 				delete(e.workers, podKey(req.NamespacedName))
-			} else {
-				// Removed without a grace period (a forced delete): stop at once.
-				w.terminate(0, "pod removed")
+				return ctrl.Result{}, nil
 			}
+			// Removed without a grace period (a forced delete): stop at once, and look again
+			// to forget the worker once it ended.
+			w.terminate(0, "pod removed")
+			return ctrl.Result{RequeueAfter: stopPoll}, nil
 		}
 		return ctrl.Result{}, nil
 	}
@@ -80,9 +85,11 @@ func (n *node) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 	}
 	if pod.DeletionTimestamp != nil {
 		if w != nil && !w.finished() {
+			// The worker's last status write may come before it counts as finished, so no
+			// event is sure to follow its end: look again until it ended.
 			w.terminate(gracePeriod(pod), "pod deleted")
 			e.mu.Unlock()
-			return ctrl.Result{}, nil
+			return ctrl.Result{RequeueAfter: stopPoll}, nil
 		}
 		e.mu.Unlock()
 		return ctrl.Result{}, e.removePod(ctx, pod)
