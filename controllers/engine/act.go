@@ -8,6 +8,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -430,6 +431,9 @@ func (p *pass) cleanup(ctx context.Context) (ctrl.Result, error) {
 			return ctrl.Result{}, fmt.Errorf("delete secret %s: %w", name, err)
 		}
 	}
+	if err := p.deleteUnheldStateLock(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
 	p.setCondition(infrav1.DeletingCondition, metav1.ConditionTrue, infrav1.DestroyingReason, "destroyed; state, inputs and leases deleted")
 	res, err := p.removeFinalizer(ctx, true, "destroyed; state, inputs and leases deleted")
 	if err == nil && p.r.ManageRunnerRBAC {
@@ -557,6 +561,30 @@ func (p *pass) writeOutputsSecret(ctx context.Context, st *state.State) error {
 	have.Data, have.Labels, have.OwnerReferences = want.Data, want.Labels, want.OwnerReferences
 	if err := p.r.Client.Update(ctx, have); err != nil {
 		log.FromContext(ctx).Error(err, "update outputs secret")
+	}
+	return nil
+}
+
+// deleteUnheldStateLock deletes the Terraform backend's lock Lease once the state is gone, but
+// only when no terraform holds it (no holder), with UID and resourceVersion preconditions so a
+// lock taken meanwhile stays. A held lock is left alone: it is terraform's, and only its owner
+// or a force-unlock may release it.
+func (p *pass) deleteUnheldStateLock(ctx context.Context) error {
+	l := &coordinationv1.Lease{}
+	key := types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: naming.StateLockLeaseName(p.suffix)}
+	if err := p.r.APIReader.Get(ctx, key, l); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("read state lock %s: %w", key.Name, err)
+	}
+	if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+		log.FromContext(ctx).Info("the state lock is held; leaving it", "lease", key.Name, "holder", *l.Spec.HolderIdentity)
+		return nil
+	}
+	pre := client.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion}
+	if err := p.r.Client.Delete(ctx, l, pre); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete state lock %s: %w", key.Name, err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -91,9 +92,14 @@ var _ = Describe("TerraformCluster lifecycle", func() {
 		destroy := waitForJob(tc, infrav1.TerraformClusterKind, 4)
 		Expect(destroy.Labels).To(HaveKeyWithValue(infrav1.OperationLabel, string(infrav1.OperationDestroy)))
 		Expect(secretExists(f.ns, naming.StateSecretName(suffix))).To(BeTrue(), "state stays while destroy runs")
+		// terraform's backend leaves its lock Lease behind, unheld, after every run.
+		lock := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: naming.StateLockLeaseName(suffix)}}
+		Expect(k8s.Create(ctx, lock)).To(Succeed())
 		empty := statetest.Destroyed()
 		completeJob(destroy, &empty, true, "")
 		Eventually(gone(tc)).Should(BeTrue())
+		Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(lock), &coordinationv1.Lease{}))).To(BeTrue(),
+			"the unheld state lock goes with the state")
 		Expect(secretExists(f.ns, naming.StateSecretName(suffix))).To(BeFalse())
 		Expect(secretExists(f.ns, naming.InputsSecretName(suffix))).To(BeFalse())
 		Expect(leasesOf(f.ns)).To(BeEmpty())
