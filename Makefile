@@ -12,7 +12,7 @@ export KUBERNETES_VERSION ETCD_VERSION CONTROLLER_TOOLS_VERSION CLUSTER_API_VERS
 export KUBEBUILDER_ASSETS := $(BIN)
 
 CONTROLLER_GEN := $(BIN)/controller-gen
-GO_TEST_FLAGS ?= -timeout 45m
+GO_TEST_FLAGS ?= -count=1 -timeout 45m
 # Packages whose tests run in `make test`.
 TEST_PKGS ?= ./...
 
