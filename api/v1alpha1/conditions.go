@@ -44,8 +44,6 @@ const (
 	JobSucceededReason = "JobSucceeded"
 	// JobFailedReason: the last Job failed; the message carries the runner's reason.
 	JobFailedReason = "JobFailed"
-	// BackingOffReason: a failed Job is retried after a backoff.
-	BackingOffReason = "BackingOff"
 
 	// PausedReason and NotPausedReason explain the Paused condition.
 	PausedReason    = "Paused"

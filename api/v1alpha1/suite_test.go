@@ -2,7 +2,6 @@ package v1alpha1_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -26,12 +25,9 @@ func TestSchema(t *testing.T) {
 var _ = BeforeSuite(func() {
 	ctx = context.Background()
 	var err error
-	env, err = envtest.Start(envtest.Options{})
+	// StartSuite prints (go test -v) which API server the suite talks to.
+	env, k8s, err = envtest.StartSuite(envtest.Options{})
 	Expect(err).NotTo(HaveOccurred())
-	k8s, err = client.New(env.Config, client.Options{Scheme: env.Scheme})
-	Expect(err).NotTo(HaveOccurred())
-	// Printed (go test -v) so the log shows which API server the suite talked to.
-	fmt.Println(env.Describe())
 })
 
 var _ = AfterSuite(func() {

@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -34,11 +33,9 @@ func TestJobsAgainstAPIServer(t *testing.T) {
 var _ = BeforeSuite(func() {
 	ctx = context.Background()
 	var err error
-	env, err = envtest.Start(envtest.Options{})
+	// StartSuite prints (go test -v) which API server the suite talks to.
+	env, k8s, err = envtest.StartSuite(envtest.Options{})
 	Expect(err).NotTo(HaveOccurred())
-	k8s, err = client.New(env.Config, client.Options{Scheme: env.Scheme})
-	Expect(err).NotTo(HaveOccurred())
-	fmt.Println(env.Describe())
 })
 
 var _ = AfterSuite(func() {

@@ -2,7 +2,6 @@ package runlease_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -28,11 +27,8 @@ func TestLeasesOnARealAPIServer(t *testing.T) {
 var _ = BeforeSuite(func() {
 	ctx = context.Background()
 	var err error
-	env, err = envtest.Start(envtest.Options{})
+	env, admin, err = envtest.StartSuite(envtest.Options{})
 	Expect(err).NotTo(HaveOccurred())
-	admin, err = client.New(env.Config, client.Options{Scheme: env.Scheme})
-	Expect(err).NotTo(HaveOccurred())
-	fmt.Println(env.Describe())
 })
 
 var _ = AfterSuite(func() {

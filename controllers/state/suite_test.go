@@ -2,7 +2,6 @@ package state_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -26,11 +25,8 @@ func TestStateAgainstAPIServer(t *testing.T) {
 var _ = BeforeSuite(func() {
 	ctx = context.Background()
 	var err error
-	env, err = envtest.Start(envtest.Options{})
+	env, k8s, err = envtest.StartSuite(envtest.Options{})
 	Expect(err).NotTo(HaveOccurred())
-	k8s, err = client.New(env.Config, client.Options{Scheme: env.Scheme})
-	Expect(err).NotTo(HaveOccurred())
-	fmt.Println(env.Describe())
 })
 
 var _ = AfterSuite(func() {

@@ -154,15 +154,19 @@ func ClusterAPICRDs() (string, error) {
 	return dir, nil
 }
 
-// StartWithClusterAPI starts a control plane with CAPTF's and Cluster API's CRDs (plus
-// opts'), prints which API server the suite runs against (shown by go test -v), and returns
-// an administrator client for the suite.
+// StartWithClusterAPI is StartSuite with Cluster API's CRDs installed too.
 func StartWithClusterAPI(opts Options) (*Env, client.Client, error) {
 	capi, err := ClusterAPICRDs()
 	if err != nil {
 		return nil, nil, err
 	}
 	opts.ExtraCRDPaths = append([]string{capi}, opts.ExtraCRDPaths...)
+	return StartSuite(opts)
+}
+
+// StartSuite starts a control plane, prints which API server the suite runs against (shown by
+// go test -v), and returns an administrator client for the suite.
+func StartSuite(opts Options) (*Env, client.Client, error) {
 	env, err := Start(opts)
 	if err != nil {
 		return nil, nil, err
