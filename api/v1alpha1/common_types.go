@@ -171,6 +171,13 @@ type JobPolicy struct {
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 
+	// identityToken mounts a projected ServiceAccount token with a chosen audience into the
+	// main container, for cloud workload identity (AWS IRSA, GCP and Azure workload identity
+	// federation). The token is never issued for the Kubernetes API server's own audience: the
+	// module holds no Kubernetes credential (docs/runner.md, threat model).
+	// +optional
+	IdentityToken *IdentityToken `json:"identityToken,omitempty"`
+
 	// env adds environment variables to the main container (provider credentials, for example).
 	// Names CAPTF sets itself are refused by the admission webhook.
 	// +optional
@@ -178,6 +185,24 @@ type JobPolicy struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=64
 	Env []corev1.EnvVar `json:"env,omitempty"`
+}
+
+// IdentityToken is a projected ServiceAccount token for a cloud provider, never for the
+// Kubernetes API server.
+type IdentityToken struct {
+	// audience of the token, as the cloud provider expects it (for example sts.amazonaws.com).
+	// The admission webhook refuses the API server's audiences.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Audience string `json:"audience"`
+
+	// expirationSeconds of the token; the kubelet rotates it before it expires.
+	// +optional
+	// +kubebuilder:default=3600
+	// +kubebuilder:validation:Minimum=600
+	// +kubebuilder:validation:Maximum=86400
+	ExpirationSeconds *int64 `json:"expirationSeconds,omitempty"`
 }
 
 // DriftMode says what a drift check does when it finds drift.
@@ -256,7 +281,7 @@ type ActiveJob struct {
 }
 
 // RunOutcome is how a Job ended.
-// +kubebuilder:validation:Enum=Succeeded;Failed;Interrupted
+// +kubebuilder:validation:Enum=Succeeded;Failed;Interrupted;Fenced
 type RunOutcome string
 
 // The outcomes of a Job.
@@ -264,6 +289,9 @@ const (
 	RunSucceeded   RunOutcome = "Succeeded"
 	RunFailed      RunOutcome = "Failed"
 	RunInterrupted RunOutcome = "Interrupted"
+	// RunFenced: the state channel refused the run's lock or state write because the object's
+	// run lease no longer names the run's Job. Never counts toward the failure backoff.
+	RunFenced RunOutcome = "Fenced"
 )
 
 // LastRun reports the last Job that finished.
