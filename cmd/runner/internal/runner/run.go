@@ -98,146 +98,208 @@ func Run(ctx context.Context, cfg Config) (runnerapi.Result, int) {
 	return res, code
 }
 
-// execute runs the operation and fills res; it returns the exit code.
+// execute runs the operation and fills res; it returns the exit code. It is the three phases
+// in order: prepare (inputs, binary, module copy, backend, environment, commands), runSteps
+// (the commands, signals forwarded) and interpret (what the commands' ending means).
 func (s *session) execute(ctx context.Context, res *runnerapi.Result) int {
-	log := logr.FromContextOrDiscard(ctx)
-	fail := func(err error) int {
-		res.Outcome = runnerapi.OutcomeFailed
-		res.Error = s.redactor.Redact(err.Error())
-		log.Info("run failed", "error", res.Error)
-		var bad badInputError
-		switch {
-		case errors.As(err, &bad):
-			return runnerapi.ExitBadInput
-		case errors.Is(err, errBinaryMissing):
-			return runnerapi.ExitBinaryMissing
-		}
-		return runnerapi.ExitInternal
+	p, err := s.prepare(ctx, res)
+	if err != nil {
+		return s.fail(ctx, res, err)
 	}
+	return s.interpret(ctx, res, s.runSteps(ctx, p, res))
+}
 
-	cfg := s.cfg
+// prepared is what prepare hands to runSteps.
+type prepared struct {
+	in    Inputs
+	steps []Step
+	// pushFile is where a restore writes the state it pushes.
+	pushFile string
+}
+
+// prepare checks the configuration and the inputs, picks the binary, copies the module, writes
+// the backend override and sets up terraform's environment. It runs no terraform command.
+func (s *session) prepare(ctx context.Context, res *runnerapi.Result) (prepared, error) {
+	log := logr.FromContextOrDiscard(ctx)
+	cfg := &s.cfg
+	var p prepared
 	if !runnerapi.ValidOperation(cfg.Operation) {
-		return fail(badInput("unknown operation %q (want one of %v)", cfg.Operation, runnerapi.Operations))
+		return p, badInput("unknown operation %q (want one of %v)", cfg.Operation, runnerapi.Operations)
 	}
 	if cfg.LockTimeout < 0 {
-		return fail(badInput("negative lock timeout %s", cfg.LockTimeout))
+		return p, badInput("negative lock timeout %s", cfg.LockTimeout)
 	}
 	var err error
 	dirs := map[string]*string{runnerapi.FlagModuleDir: &cfg.ModuleDir, runnerapi.FlagInputsDir: &cfg.InputsDir, runnerapi.FlagWorkDir: &cfg.WorkDir}
 	for _, name := range []string{runnerapi.FlagModuleDir, runnerapi.FlagInputsDir, runnerapi.FlagWorkDir} {
-		p := dirs[name]
-		if *p == "" {
-			return fail(badInput("--%s is required", name))
+		d := dirs[name]
+		if *d == "" {
+			return p, badInput("--%s is required", name)
 		}
 		// A relative --module-dir is relative to the image's working directory.
-		if *p, err = filepath.Abs(*p); err != nil {
-			return fail(fmt.Errorf("resolve --%s: %w", name, err))
+		if *d, err = filepath.Abs(*d); err != nil {
+			return p, fmt.Errorf("resolve --%s: %w", name, err)
 		}
 	}
 
 	redact, err := readRedact(cfg.InputsDir)
 	if err != nil {
-		return fail(err)
+		return p, err
 	}
 	s.redactor = NewRedactor(redact)
-	in, err := readInputs(cfg.InputsDir, cfg.Operation, redact)
-	if err != nil {
-		return fail(err)
+	if p.in, err = readInputs(cfg.InputsDir, cfg.Operation, redact); err != nil {
+		return p, err
 	}
 	pathEnv := s.getenv("PATH")
 	if pathEnv == "" {
 		pathEnv = defaultPath
 	}
-	s.binary, err = SelectBinary(cfg.Binary, s.getenv(runnerapi.EnvBinary), pathEnv)
-	if err != nil {
-		return fail(err)
+	if s.binary, err = SelectBinary(cfg.Binary, s.getenv(runnerapi.EnvBinary), pathEnv); err != nil {
+		return p, err
 	}
 	res.Binary = filepath.Base(s.binary)
 	mode := DetectBackendMode(s.getenv)
 	log.Info("starting", "operation", cfg.Operation, "job", s.getenv(runnerapi.EnvJobName), "pod", s.getenv(runnerapi.EnvPodName),
-		"binary", s.binary, "namespace", in.Backend.Namespace, "stateSecret", "tfstate-default-"+in.Backend.SecretSuffix,
+		"binary", s.binary, "namespace", p.in.Backend.Namespace, "stateSecret", "tfstate-default-"+p.in.Backend.SecretSuffix,
 		"inCluster", mode.InCluster, "kubeconfig", strings.Join(mode.ConfigPaths, string(os.PathListSeparator)))
 
 	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
-		return fail(fmt.Errorf("create work folder: %w", err))
+		return p, fmt.Errorf("create work folder: %w", err)
 	}
 	s.dir = filepath.Join(cfg.WorkDir, "module")
 	if err := CopyModule(cfg.ModuleDir, s.dir); err != nil {
-		return fail(err)
+		return p, err
 	}
-	if err := writeBackendOverride(s.dir, in.Backend, mode); err != nil {
-		return fail(err)
+	if err := writeBackendOverride(s.dir, p.in.Backend, mode); err != nil {
+		return p, err
 	}
 	s.env = ChildEnv(cfg.Environ)
 	// Terraform writes temporary files (provider downloads); the image may have no writable
 	// /tmp (read-only root, minimal images).
 	tmp := filepath.Join(cfg.WorkDir, "tmp")
 	if err := os.MkdirAll(tmp, 0o700); err != nil {
-		return fail(fmt.Errorf("create temp folder: %w", err))
+		return p, fmt.Errorf("create temp folder: %w", err)
 	}
 	s.env = withDefault(s.env, "TMPDIR", tmp)
 	if bundle := caBundleFor(s.getenv, cfg.CABundle); bundle != "" {
 		s.env = withDefault(s.env, "SSL_CERT_FILE", bundle)
 	}
-	pushFile := filepath.Join(cfg.WorkDir, "restore.tfstate")
-	steps, err := Steps(cfg.Operation, StepOptions{VarFile: in.VarFile, LockTimeout: cfg.LockTimeout, PushFile: pushFile})
-	if err != nil {
-		return fail(err)
+	p.pushFile = filepath.Join(cfg.WorkDir, "restore.tfstate")
+	if p.steps, err = Steps(cfg.Operation, StepOptions{VarFile: p.in.VarFile, LockTimeout: cfg.LockTimeout, PushFile: p.pushFile}); err != nil {
+		return p, err
 	}
+	return p, nil
+}
 
+// stepsEnd says how runSteps ended.
+type stepsEnd struct {
+	// err: the runner itself failed (a command could not start, a restore was refused, the
+	// backend moved); the remaining fields are then unset.
+	err error
+	// step is the last step that ran (or was about to run, when ran is false).
+	step Step
+	// ran: the step ran and rec is its record; false when a signal stopped the run before it.
+	ran bool
+	rec runnerapi.Step
+	// tail is the redacted end of the step's stderr.
+	tail string
+	// last: step is the operation's last step.
+	last bool
+}
+
+// runSteps runs the commands in order, recording each in res.Steps and the plan and drift
+// findings in res. It stops at the first command that fails, at an interruption, or when the
+// runner itself fails.
+func (s *session) runSteps(ctx context.Context, p prepared, res *runnerapi.Result) stepsEnd {
 	var pulled []byte
-	for i, st := range steps {
+	for i, st := range p.steps {
+		last := i == len(p.steps)-1
 		if s.pollSignal(ctx) {
-			return s.interruptedBefore(res, st.Name)
+			return stepsEnd{step: st, last: last}
 		}
 		if st.Name == StepStatePush {
-			backup, err := os.ReadFile(in.RestoreFile)
+			backup, err := os.ReadFile(p.in.RestoreFile)
 			if err != nil {
-				return fail(badInput("read %s: %w", runnerapi.KeyRestoreState, err))
+				return stepsEnd{err: badInput("read %s: %w", runnerapi.KeyRestoreState, err)}
 			}
-			push, err := planRestore(pulled, backup, in.Restore)
+			push, err := planRestore(pulled, backup, p.in.Restore)
 			if err != nil {
-				return fail(err)
+				return stepsEnd{err: err}
 			}
-			if err := writePrivate(pushFile, push); err != nil {
-				return fail(err)
+			if err := writePrivate(p.pushFile, push); err != nil {
+				return stepsEnd{err: err}
 			}
 		}
 		rs, captured, tail, err := s.runStep(ctx, st)
 		res.Steps = append(res.Steps, rs)
+		end := stepsEnd{step: st, ran: true, rec: rs, tail: tail, last: last}
 		if err != nil {
-			return fail(err)
+			return stepsEnd{err: err}
 		}
-		if s.interrupted != nil && (!s.stepOK(st, rs.ExitCode) || i < len(steps)-1) {
-			res.Outcome = runnerapi.OutcomeInterrupted
-			res.Error = s.redactor.Redact(fmt.Sprintf("interrupted by %s during %s; %s exited with code %d\n%s",
-				s.interrupted, st.Name, res.Binary, rs.ExitCode, tail))
-			return runnerapi.ExitInterrupted
+		if s.interrupted != nil && (!s.stepOK(st, rs.ExitCode) || !last) {
+			return end
 		}
 		if !s.stepOK(st, rs.ExitCode) {
-			res.Outcome = runnerapi.OutcomeFailed
-			res.Error = s.redactor.Redact(fmt.Sprintf("%s exited with code %d\n%s", st.Name, rs.ExitCode, tail))
-			return runnerapi.ExitTerraformFailed
+			return end
 		}
 		switch {
 		case st.Name == StepInit:
-			if err := VerifyBackend(s.dir, in.Backend); err != nil {
-				return fail(err)
+			if err := VerifyBackend(s.dir, p.in.Backend); err != nil {
+				return stepsEnd{err: err}
 			}
 		case st.Name == StepStatePull:
 			pulled = captured
 		case st.DetailedExitCode:
 			changed := rs.ExitCode == 2
-			if cfg.Operation == runnerapi.OperationDrift {
+			if s.cfg.Operation == runnerapi.OperationDrift {
 				res.Drift = &changed
 			} else {
 				res.Changes = &changed
 			}
 		}
+		if last {
+			return end
+		}
+	}
+	return stepsEnd{}
+}
+
+// interpret turns how the steps ended into the result's outcome and error and the exit code.
+func (s *session) interpret(ctx context.Context, res *runnerapi.Result, end stepsEnd) int {
+	log := logr.FromContextOrDiscard(ctx)
+	switch {
+	case end.err != nil:
+		return s.fail(ctx, res, end.err)
+	case !end.ran && s.interrupted != nil:
+		return s.interruptedBefore(res, end.step.Name)
+	case s.interrupted != nil && (!s.stepOK(end.step, end.rec.ExitCode) || !end.last):
+		res.Outcome = runnerapi.OutcomeInterrupted
+		res.Error = s.redactor.Redact(fmt.Sprintf("interrupted by %s during %s; %s exited with code %d\n%s",
+			s.interrupted, end.step.Name, res.Binary, end.rec.ExitCode, end.tail))
+		return runnerapi.ExitInterrupted
+	case end.ran && !s.stepOK(end.step, end.rec.ExitCode):
+		res.Outcome = runnerapi.OutcomeFailed
+		res.Error = s.redactor.Redact(fmt.Sprintf("%s exited with code %d\n%s", end.step.Name, end.rec.ExitCode, end.tail))
+		return runnerapi.ExitTerraformFailed
 	}
 	res.Outcome = runnerapi.OutcomeSucceeded
-	log.Info("run succeeded", "operation", cfg.Operation)
+	log.Info("run succeeded", "operation", s.cfg.Operation)
 	return runnerapi.ExitOK
+}
+
+// fail records the runner's own failure and returns its exit code.
+func (s *session) fail(ctx context.Context, res *runnerapi.Result, err error) int {
+	res.Outcome = runnerapi.OutcomeFailed
+	res.Error = s.redactor.Redact(err.Error())
+	logr.FromContextOrDiscard(ctx).Info("run failed", "error", res.Error)
+	var bad badInputError
+	switch {
+	case errors.As(err, &bad):
+		return runnerapi.ExitBadInput
+	case errors.Is(err, errBinaryMissing):
+		return runnerapi.ExitBinaryMissing
+	}
+	return runnerapi.ExitInternal
 }
 
 func (s *session) stepOK(st Step, code int) bool {
