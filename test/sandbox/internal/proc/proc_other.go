@@ -2,13 +2,20 @@
 
 package proc
 
-import "syscall"
+import (
+	"os/exec"
+	"syscall"
+)
 
 // SessionAttrs starts a container's first process in a process group of its own. Outside
-// Linux, processes that leave that group (terraform starts its own) are not tracked.
+// Linux, processes that leave that group (terraform starts its own) are not tracked, and
+// children do not die with the sandbox when it is killed.
 func SessionAttrs() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
+
+// Start starts cmd.
+func Start(cmd *exec.Cmd) error { return cmd.Start() }
 
 // KillSession kills the process group sid.
 func KillSession(sid int) error {
@@ -17,3 +24,15 @@ func KillSession(sid int) error {
 	}
 	return nil
 }
+
+// EnableGuard does nothing outside Linux.
+func EnableGuard() error { return nil }
+
+// StopGuard does nothing outside Linux.
+func StopGuard() {}
+
+// RemoveOnExit does nothing outside Linux.
+func RemoveOnExit(string) {}
+
+// KeepOnExit does nothing outside Linux.
+func KeepOnExit(string) {}
