@@ -67,6 +67,9 @@ const (
 	InputsSourceMissingReason = "InputsSourceMissing"
 	// InvalidInputsReason: the inputs cannot be assembled (bad JSON, reserved names).
 	InvalidInputsReason = "InvalidInputs"
+	// VariablesSourceNotOptedInReason: a variablesFrom Secret or ConfigMap exists but does not
+	// carry the label captf.io/variables=true, so CAPTF refuses to read it.
+	VariablesSourceNotOptedInReason = "VariablesSourceNotOptedIn"
 
 	// OutputMissingReason and OutputInvalidReason explain OutputsValid=False.
 	OutputMissingReason = "OutputMissing"

@@ -2,7 +2,11 @@ package inputs
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -15,25 +19,50 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
 
-// TestSecretsAgainstAPIServer checks the builders against a real kube-apiserver: a per-run
-// Secret at exactly MaxRunSecretBytes is accepted (the limit is not too generous), and both
-// Secrets' owner references and labels are valid.
-func TestSecretsAgainstAPIServer(t *testing.T) {
-	env, err := envtest.Start(envtest.Options{})
-	if err != nil {
-		t.Fatalf("start envtest: %v", err)
-	}
-	t.Cleanup(func() {
+var (
+	envOnce sync.Once
+	env     *envtest.Env
+	envErr  error
+)
+
+// TestMain stops the control plane the API server tests started, if any.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if env != nil {
 		if err := env.Stop(); err != nil {
-			t.Errorf("stop envtest: %v", err)
+			fmt.Fprintf(os.Stderr, "stop envtest: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// apiServer starts one real kube-apiserver for the package's API server tests (the first caller
+// starts it) and returns it with an administrator client.
+func apiServer(t *testing.T) (*envtest.Env, client.Client) {
+	t.Helper()
+	envOnce.Do(func() {
+		env, envErr = envtest.Start(envtest.Options{})
+		if envErr == nil {
+			fmt.Println(env.Describe())
 		}
 	})
-	t.Log(env.Describe())
-	ctx := context.Background()
+	if envErr != nil {
+		t.Fatalf("start envtest: %v", envErr)
+	}
 	c, err := client.New(env.Config, client.Options{Scheme: env.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return env, c
+}
+
+// TestSecretsAgainstAPIServer checks the builders against a real kube-apiserver: a per-run
+// Secret at exactly MaxRunSecretBytes is accepted (the limit is not too generous), and both
+// Secrets' owner references and labels are valid.
+func TestSecretsAgainstAPIServer(t *testing.T) {
+	_, c := apiServer(t)
+	ctx := context.Background()
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
@@ -90,5 +119,66 @@ func TestSecretsAgainstAPIServer(t *testing.T) {
 	}
 	if back.Hash != full.Hash {
 		t.Fatalf("hash changed through the API server: %s != %s", back.Hash, full.Hash)
+	}
+}
+
+// TestOptInCommandAgainstAPIServer proves the refusal of an unlabelled source against a real
+// kube-apiserver and that the command its message names is the fix: running it with the real
+// kubectl makes the next assembly read the source. It covers a Secret without the label, a
+// ConfigMap labelled with another value (the command then needs --overwrite) and an optional
+// Secret without the label (refused too).
+func TestOptInCommandAgainstAPIServer(t *testing.T) {
+	e, c := apiServer(t)
+	ctx := context.Background()
+	const space = "optin"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: space}}); err != nil {
+		t.Fatal(err)
+	}
+	kubectl := e.ControlPlane.KubeCtl()
+	kubectl.Path = filepath.Join(e.BinaryAssetsDirectory, "kubectl")
+	if _, err := os.Stat(kubectl.Path); err != nil {
+		t.Fatalf("kubectl is missing from %s: run 'make test-bins' (it builds it from source): %v", e.BinaryAssetsDirectory, err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		obj  client.Object
+		src  infrav1.VariablesSource
+	}{
+		{name: "Secret without the label",
+			obj: &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: space}, Data: map[string][]byte{"password": []byte("pw")}},
+			src: infrav1.VariablesSource{SecretRef: &infrav1.LocalObjectReference{Name: "db"}}},
+		{name: "ConfigMap labelled false",
+			obj: &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: space, Labels: map[string]string{VariablesLabel: "false"}},
+				Data: map[string]string{"password": "pw"}},
+			src: infrav1.VariablesSource{ConfigMapRef: &infrav1.LocalObjectReference{Name: "settings"}}},
+		{name: "optional Secret without the label",
+			obj: &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "maybe", Namespace: space}, Data: map[string][]byte{"password": []byte("pw")}},
+			src: infrav1.VariablesSource{SecretRef: &infrav1.LocalObjectReference{Name: "maybe"}, Optional: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := c.Create(ctx, tc.obj); err != nil {
+				t.Fatal(err)
+			}
+			spec := &infrav1.TerraformSpec{VariablesFrom: []infrav1.VariablesSource{tc.src}}
+			contract := ContractInputs{Kind: infrav1.TerraformMachineKind, Name: "m", Namespace: space, ClusterName: "c1"}
+			_, err := Assemble(ctx, c, space, spec, contract)
+			ie := expectReason(t, err, infrav1.VariablesSourceNotOptedInReason)
+			_, command, ok := strings.Cut(ie.Message, "run: ")
+			if !ok || !strings.HasPrefix(command, "kubectl label ") {
+				t.Fatalf("the message names no kubectl label command: %s", ie.Message)
+			}
+			stdout, stderr, err := kubectl.Run(strings.Fields(command)[1:]...)
+			if err != nil {
+				t.Fatalf("%s: %v\n%s%s", command, err, stdout, stderr)
+			}
+			in, err := Assemble(ctx, c, space, spec, contract)
+			if err != nil {
+				t.Fatalf("after %q the source is still refused: %v", command, err)
+			}
+			if got := decodeVars(t, in)["password"]; got != "pw" {
+				t.Fatalf("password = %v after opting in, want pw", got)
+			}
+		})
 	}
 }

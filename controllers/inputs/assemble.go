@@ -149,7 +149,8 @@ func tooLarge(size int, in *Inputs, restore int) *InputsError {
 }
 
 // readSource returns the keys of one variablesFrom entry, nil when an optional source is
-// missing.
+// missing. A source that exists without the opt-in label (VariablesLabel) is refused, optional
+// or not, and none of its data is returned.
 func readSource(ctx context.Context, reader client.Reader, namespace string, i int, src infrav1.VariablesSource) (map[string][]byte, bool, string, error) {
 	switch {
 	case src.SecretRef != nil && src.ConfigMapRef == nil:
@@ -157,6 +158,9 @@ func readSource(ctx context.Context, reader client.Reader, namespace string, i i
 		var s corev1.Secret
 		if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: src.SecretRef.Name}, &s); err != nil {
 			return missingOr(err, src.Optional, where, true)
+		}
+		if !optedIn(&s) {
+			return nil, true, where, notOptedIn(where, "Secret", namespace, src.SecretRef.Name, &s)
 		}
 		if s.Data == nil {
 			return map[string][]byte{}, true, where, nil
@@ -167,6 +171,9 @@ func readSource(ctx context.Context, reader client.Reader, namespace string, i i
 		var cm corev1.ConfigMap
 		if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: src.ConfigMapRef.Name}, &cm); err != nil {
 			return missingOr(err, src.Optional, where, false)
+		}
+		if !optedIn(&cm) {
+			return nil, false, where, notOptedIn(where, "ConfigMap", namespace, src.ConfigMapRef.Name, &cm)
 		}
 		values := make(map[string][]byte, len(cm.Data)+len(cm.BinaryData))
 		for k, v := range cm.Data {

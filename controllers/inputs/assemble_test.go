@@ -30,16 +30,21 @@ func contractFor(name string) ContractInputs {
 	return ContractInputs{Kind: infrav1.TerraformMachineKind, Name: name, Namespace: ns, ClusterName: "c1"}
 }
 
+// optIn are the labels of a variables source that opted in.
+func optIn() map[string]string { return map[string]string{VariablesLabel: VariablesLabelValue} }
+
+// secret is a Secret that opted in as a variables source.
 func secret(name string, data map[string]string) *corev1.Secret {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: map[string][]byte{}}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: optIn()}, Data: map[string][]byte{}}
 	for k, v := range data {
 		s.Data[k] = []byte(v)
 	}
 	return s
 }
 
+// configMap is a ConfigMap that opted in as a variables source.
 func configMap(name string, data map[string]string) *corev1.ConfigMap {
-	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data}
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: optIn()}, Data: data}
 }
 
 func fakeReader(t *testing.T, objs ...client.Object) client.WithWatch {
@@ -306,7 +311,7 @@ func TestMissingSources(t *testing.T) {
 }
 
 func TestNonUTF8ValueIsRefused(t *testing.T) {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bin", Namespace: ns}, BinaryData: map[string][]byte{"blob": {0xff, 0xfe, 0x00}}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bin", Namespace: ns, Labels: optIn()}, BinaryData: map[string][]byte{"blob": {0xff, 0xfe, 0x00}}}
 	_, err := assemble(t, fakeReader(t, cm), infrav1.TerraformSpec{VariablesFrom: []infrav1.VariablesSource{fromConfigMap("bin", false)}}, contractFor("m"))
 	expectReason(t, err, infrav1.InvalidInputsReason)
 }

@@ -8,6 +8,9 @@
 // adds the contract inputs under the one reserved variable "captf".
 //
 // Invariants:
+//   - Only Secrets and ConfigMaps labelled captf.io/variables=true (VariablesLabel) are read.
+//     A source without the label is an InputsError (VariablesSourceNotOptedIn) whether or not
+//     its entry is optional: optional covers a missing source, never a foreign one.
 //   - Precedence is fixed: variablesFrom entries in order, later entries win; spec.variables
 //     wins over all of them; nothing a user writes can replace the "captf" variable.
 //   - Every variable name is a valid Terraform identifier that a module can declare.
@@ -18,8 +21,8 @@
 //     can mask it in logs and results.
 //   - Inputs never exceed what the per-run Secret can hold (MaxRunSecretBytes, all keys
 //     counted); too large is a typed error, never a truncated Secret.
-//   - Problems a user can fix (a missing source, a bad name, inputs too large) are returned as
-//     *InputsError with a condition reason; anything else (API errors) is returned wrapped, so
-//     the caller retries instead of reporting a user error.
+//   - Problems a user can fix (a missing or unlabelled source, a bad name, inputs too large)
+//     are returned as *InputsError with a condition reason; anything else (API errors) is
+//     returned wrapped, so the caller retries instead of reporting a user error.
 //   - Values are never logged; log lines name sources and keys only.
 package inputs

@@ -12,8 +12,8 @@ import (
 //
 //nolint:revive // the name is the one the engine and the webhooks use.
 type InputsError struct {
-	// Reason is one of infrav1.InputsSourceMissingReason, InvalidInputsReason,
-	// InputsTooLargeReason.
+	// Reason is one of infrav1.InputsSourceMissingReason, VariablesSourceNotOptedInReason,
+	// InvalidInputsReason, InputsTooLargeReason.
 	Reason string
 	// Message says what is wrong and where; it never contains a variable's value.
 	Message string
