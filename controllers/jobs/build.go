@@ -23,11 +23,21 @@ import (
 const (
 	MainContainer    = "terraform"
 	InstallContainer = "install-runner"
+	// ChannelContainer is the state channel, a native sidecar (an init container with
+	// restartPolicy Always): the only container with a Kubernetes credential.
+	ChannelContainer = "state-channel"
 
-	volumeInputs = "inputs"
-	volumeModule = "module"
-	volumeWork   = "work"
-	volumeBin    = "runner"
+	volumeInputs  = "inputs"
+	volumeModule  = "module"
+	volumeWork    = "work"
+	volumeBin     = "runner"
+	volumeChannel = "channel"
+	// VolumeServiceAccount is the projected ServiceAccount token, mounted only into the
+	// state channel.
+	VolumeServiceAccount = "captf-serviceaccount"
+	// VolumeIdentity is the optional cloud identity token (spec.job.identityToken), mounted
+	// only into the main container.
+	VolumeIdentity = "captf-identity"
 )
 
 // Defaults of every Job, set by the manager's flags.
@@ -46,6 +56,13 @@ const (
 	TerminationGracePeriodSeconds int64 = 600
 	// RunnerUID is the user (and group) the pod runs as.
 	RunnerUID int64 = 65532
+	// ChannelTokenExpirationSeconds is the lifetime of the state channel's projected token; the
+	// kubelet refreshes it before it expires and the channel reads the file on every request.
+	ChannelTokenExpirationSeconds int64 = 3600
+	// DefaultIdentityTokenExpirationSeconds applies when spec.job.identityToken leaves
+	// expirationSeconds unset; the kubelet refuses less than MinTokenExpirationSeconds.
+	DefaultIdentityTokenExpirationSeconds int64 = 3600
+	MinTokenExpirationSeconds             int64 = 600
 )
 
 // Defaults carries the manager-wide settings of Jobs.
@@ -117,11 +134,15 @@ func Build(p Params) (*batchv1.Job, error) {
 		WorkDir:     runnerapi.WorkDir,
 		ResultFile:  runnerapi.TerminationLog,
 		LockTimeout: time.Duration(lockTimeout) * time.Second,
+		ChannelDir:  runnerapi.ChannelDir,
 	}
+	// The main container reads the channel's folder but cannot write it: the channel's
+	// records (fenced, lock broken, lock holder) are the channel's word, not the module's.
 	mounts := []corev1.VolumeMount{
 		{Name: volumeInputs, MountPath: runnerapi.InputsDir, ReadOnly: true},
 		{Name: volumeWork, MountPath: runnerapi.WorkDir},
 		{Name: volumeBin, MountPath: runnerapi.BinDir, ReadOnly: true},
+		{Name: volumeChannel, MountPath: runnerapi.ChannelDir, ReadOnly: true},
 	}
 	volumes := []corev1.Volume{
 		{Name: volumeInputs, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
@@ -129,6 +150,21 @@ func Build(p Params) (*batchv1.Job, error) {
 		}}},
 		{Name: volumeWork, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 		{Name: volumeBin, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		// The channel's address and per-run credential live in memory, never on the node's disk.
+		{Name: volumeChannel, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+			Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("1Mi"))}}},
+		{Name: VolumeServiceAccount, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			DefaultMode: ptr.To[int32](0o440),
+			Sources: []corev1.VolumeProjection{
+				// No audience: the API server's own, the only place this token is good for.
+				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+					Path: runnerapi.ServiceAccountTokenFile, ExpirationSeconds: ptr.To(ChannelTokenExpirationSeconds)}},
+				{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
+					Items: []corev1.KeyToPath{{Key: "ca.crt", Path: runnerapi.ServiceAccountCAFile}}}},
+				{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{
+					Path: runnerapi.ServiceAccountNamespaceFile, FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
+			},
+		}}},
 	}
 	var image string
 	// The root filesystem of the runtime image is read-only: the runner needs only its
@@ -160,9 +196,28 @@ func Build(p Params) (*batchv1.Job, error) {
 		corev1.EnvVar{Name: runnerapi.EnvJobName, Value: name},
 		corev1.EnvVar{Name: runnerapi.EnvPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
 	)
+	if id := p.Spec.Job.IdentityToken; id != nil {
+		exp := DefaultIdentityTokenExpirationSeconds
+		if id.ExpirationSeconds != nil {
+			exp = *id.ExpirationSeconds
+		}
+		env = append(env, corev1.EnvVar{Name: runnerapi.EnvIdentityTokenFile, Value: path.Join(runnerapi.IdentityDir, runnerapi.IdentityTokenFile)})
+		mounts = append(mounts, corev1.VolumeMount{Name: VolumeIdentity, MountPath: runnerapi.IdentityDir, ReadOnly: true})
+		volumes = append(volumes, corev1.Volume{Name: VolumeIdentity, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			DefaultMode: ptr.To[int32](0o440),
+			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+				Audience: id.Audience, ExpirationSeconds: ptr.To(exp), Path: runnerapi.IdentityTokenFile}}},
+		}}})
+	}
 	for _, e := range p.Spec.Job.Env {
 		env = append(env, *e.DeepCopy())
 	}
+	channel := runnerapi.ChannelCommand(runnerapi.RunnerPath, runnerapi.ChannelInvocation{
+		Dir: runnerapi.ChannelDir, Namespace: p.Owner.Namespace, Suffix: p.Suffix, Job: name, RunLease: naming.RunLeaseName(p.Suffix),
+		OwnerKind: p.Owner.Kind, OwnerName: p.Owner.Name, OwnerUID: string(p.Owner.UID),
+		TokenFile: path.Join(runnerapi.ServiceAccountDir, runnerapi.ServiceAccountTokenFile),
+		CAFile:    path.Join(runnerapi.ServiceAccountDir, runnerapi.ServiceAccountCAFile),
+	})
 
 	job := &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: batchv1.SchemeGroupVersion.String(), Kind: "Job"},
@@ -197,8 +252,9 @@ func Build(p Params) (*batchv1.Job, error) {
 					RestartPolicy:                 corev1.RestartPolicyNever,
 					TerminationGracePeriodSeconds: ptr.To(TerminationGracePeriodSeconds),
 					ServiceAccountName:            sa,
-					// The kubernetes backend authenticates with the pod's service account token.
-					AutomountServiceAccountToken: ptr.To(true),
+					// No container gets the default token: only the state channel mounts one,
+					// through its own projected volume. Terraform and the module hold none.
+					AutomountServiceAccountToken: ptr.To(false),
 					// Thousands of service variables would only crowd terraform's environment.
 					EnableServiceLinks: ptr.To(false),
 					SecurityContext: &corev1.PodSecurityContext{
@@ -217,6 +273,30 @@ func Build(p Params) (*batchv1.Job, error) {
 							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
 						},
 						VolumeMounts:             []corev1.VolumeMount{{Name: volumeBin, MountPath: runnerapi.BinDir}},
+						TerminationMessagePath:   runnerapi.TerminationLog,
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+						SecurityContext:          containerSecurity(true),
+					}, {
+						// A native sidecar: started after install-runner and before the main
+						// container, stopped after it. It runs in the manager's image, never in
+						// the module's.
+						Name:          ChannelContainer,
+						Image:         p.RunnerImage,
+						Command:       channel,
+						RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+						Env: []corev1.EnvVar{
+							{Name: runnerapi.EnvChannelPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
+							{Name: runnerapi.EnvChannelPodNamespace, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}},
+						},
+						Resources: corev1.ResourceRequirements{
+							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+						},
+						VolumeMounts: []corev1.VolumeMount{
+							{Name: volumeBin, MountPath: runnerapi.BinDir, ReadOnly: true},
+							{Name: volumeChannel, MountPath: runnerapi.ChannelDir},
+							{Name: VolumeServiceAccount, MountPath: runnerapi.ServiceAccountDir, ReadOnly: true},
+						},
 						TerminationMessagePath:   runnerapi.TerminationLog,
 						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 						SecurityContext:          containerSecurity(true),
@@ -287,6 +367,14 @@ func validate(p Params) error {
 	for _, e := range p.Spec.Job.Env {
 		if IsReservedEnv(e.Name) {
 			errs = append(errs, fmt.Errorf("spec.job.env sets %s, which CAPTF reserves", e.Name))
+		}
+	}
+	if id := p.Spec.Job.IdentityToken; id != nil {
+		if id.Audience == "" {
+			errs = append(errs, errors.New("spec.job.identityToken.audience is required"))
+		}
+		if e := id.ExpirationSeconds; e != nil && *e < MinTokenExpirationSeconds {
+			errs = append(errs, fmt.Errorf("spec.job.identityToken.expirationSeconds %d is below %d", *e, MinTokenExpirationSeconds))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -38,6 +38,7 @@ func imageParams(op infrav1.Operation) Params {
 				ActiveDeadlineSeconds: ptr.To[int64](1800),
 				LockTimeoutSeconds:    ptr.To[int64](120),
 				ServiceAccountName:    "infra-runner",
+				IdentityToken:         &infrav1.IdentityToken{Audience: "sts.amazonaws.com", ExpirationSeconds: ptr.To[int64](7200)},
 				Resources: corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
 					Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
@@ -161,10 +162,91 @@ func TestJobSafetySettings(t *testing.T) {
 		}
 		check("per-run Secret mounted", inputs != nil && inputs.Secret.SecretName == naming.RunSecretName(job.Name))
 		for _, m := range main.VolumeMounts {
-			if m.MountPath == "/captf/inputs" || m.MountPath == "/captf/module" || m.MountPath == "/captf/bin" {
+			if m.MountPath == "/captf/inputs" || m.MountPath == "/captf/module" || m.MountPath == "/captf/bin" || m.MountPath == "/captf/channel" {
 				check(m.MountPath+" read-only", m.ReadOnly)
 			}
 		}
+		checkCredentials(t, p, job)
+	}
+}
+
+// checkCredentials proves the state channel's isolation: no container gets the pod's default
+// token; the channel, a native sidecar in the manager's image, alone mounts a token of the API
+// server's audience; the main container has no Kubernetes credential and no KUBE_* variable,
+// only (when asked) a cloud identity token of another audience.
+func checkCredentials(t *testing.T, p Params, job *batchv1.Job) {
+	t.Helper()
+	pod := job.Spec.Template.Spec
+	check := func(what string, ok bool) {
+		t.Helper()
+		if !ok {
+			t.Errorf("%s/%s: %s", p.Owner.Kind, p.Operation, what)
+		}
+	}
+	check("automountServiceAccountToken false", pod.AutomountServiceAccountToken != nil && !*pod.AutomountServiceAccountToken)
+	check("init containers: install-runner, then the state channel", len(pod.InitContainers) == 2 &&
+		pod.InitContainers[0].Name == InstallContainer && pod.InitContainers[0].RestartPolicy == nil &&
+		pod.InitContainers[1].Name == ChannelContainer)
+	sidecar := pod.InitContainers[1]
+	check("the channel is a native sidecar", ptr.Deref(sidecar.RestartPolicy, "") == corev1.ContainerRestartPolicyAlways)
+	check("the channel runs in the manager's image", sidecar.Image == p.RunnerImage)
+	cmd := strings.Join(sidecar.Command, " ")
+	for _, want := range []string{"/captf/bin/runner channel", "--namespace=" + p.Owner.Namespace, "--suffix=" + p.Suffix,
+		"--job=" + job.Name, "--run-lease=" + naming.RunLeaseName(p.Suffix), "--owner-uid=" + string(p.Owner.UID),
+		"--owner-kind=" + p.Owner.Kind, "--owner-name=" + p.Owner.Name,
+		"--token-file=/var/run/secrets/captf.io/serviceaccount/token", "--ca-file=/var/run/secrets/captf.io/serviceaccount/ca.crt"} {
+		check("channel command has "+want, strings.Contains(cmd, want))
+	}
+	var saVolume *corev1.Volume
+	for i := range pod.Volumes {
+		if pod.Volumes[i].Name == VolumeServiceAccount {
+			saVolume = &pod.Volumes[i]
+		}
+	}
+	check("projected ServiceAccount volume", saVolume != nil && saVolume.Projected != nil)
+	if saVolume != nil && saVolume.Projected != nil {
+		var tok *corev1.ServiceAccountTokenProjection
+		for _, src := range saVolume.Projected.Sources {
+			if src.ServiceAccountToken != nil {
+				tok = src.ServiceAccountToken
+			}
+		}
+		check("its token is for the API server (no audience), one hour", tok != nil && tok.Audience == "" && ptr.Deref(tok.ExpirationSeconds, 0) == 3600)
+	}
+	for _, c := range append(append([]corev1.Container{}, pod.InitContainers...), pod.Containers...) {
+		for _, m := range c.VolumeMounts {
+			if m.Name == VolumeServiceAccount {
+				check(c.Name+" mounts the ServiceAccount token: only the channel may", c.Name == ChannelContainer && m.ReadOnly)
+			}
+			if m.Name == VolumeIdentity {
+				check(c.Name+" mounts the identity token: only the main container may", c.Name == MainContainer && m.ReadOnly)
+			}
+			check(c.Name+" mounts "+m.MountPath+": nothing under the default token path", !strings.HasPrefix(m.MountPath, "/var/run/secrets/kubernetes.io"))
+		}
+	}
+	main := pod.Containers[0]
+	for _, e := range main.Env {
+		check("main container env "+e.Name+": no KUBE_* or KUBECONFIG", !strings.HasPrefix(e.Name, "KUBE") && !strings.HasPrefix(e.Name, "TF_HTTP"))
+	}
+	check("main container runs the channel's client", strings.Contains(strings.Join(main.Command, " "), "--channel-dir=/captf/channel"))
+	var idEnv string
+	for _, e := range main.Env {
+		if e.Name == "CAPTF_IDENTITY_TOKEN_FILE" {
+			idEnv = e.Value
+		}
+	}
+	if id := p.Spec.Job.IdentityToken; id != nil {
+		check("identity token file named", idEnv == "/var/run/secrets/captf.io/identity/token")
+		var tok *corev1.ServiceAccountTokenProjection
+		for _, v := range pod.Volumes {
+			if v.Name == VolumeIdentity && v.Projected != nil && len(v.Projected.Sources) == 1 {
+				tok = v.Projected.Sources[0].ServiceAccountToken
+			}
+		}
+		check("identity token of the chosen audience and lifetime", tok != nil && tok.Audience == id.Audience && tok.Path == "token" &&
+			ptr.Deref(tok.ExpirationSeconds, 0) == ptr.Deref(id.ExpirationSeconds, DefaultIdentityTokenExpirationSeconds))
+	} else {
+		check("no identity token unless asked", idEnv == "")
 	}
 }
 
@@ -187,14 +269,18 @@ func TestBuildRefusesReservedEnv(t *testing.T) {
 
 func TestBuildValidates(t *testing.T) {
 	cases := map[string]func(*Params){
-		"no owner uid":       func(p *Params) { p.Owner.UID = "" },
-		"bad suffix":         func(p *Params) { p.Suffix = "short" },
-		"negative seq":       func(p *Params) { p.Seq = -1 },
-		"unknown op":         func(p *Params) { p.Operation = "Import" },
-		"no inputs hash":     func(p *Params) { p.InputsHash = "" },
-		"no runner image":    func(p *Params) { p.RunnerImage = "" },
-		"two module sources": func(p *Params) { p.Spec.Module.ConfigMap = &infrav1.ConfigMapModule{Name: "x"} },
-		"no module source":   func(p *Params) { p.Spec.Module.Image = "" },
+		"no owner uid":                    func(p *Params) { p.Owner.UID = "" },
+		"bad suffix":                      func(p *Params) { p.Suffix = "short" },
+		"negative seq":                    func(p *Params) { p.Seq = -1 },
+		"unknown op":                      func(p *Params) { p.Operation = "Import" },
+		"no inputs hash":                  func(p *Params) { p.InputsHash = "" },
+		"no runner image":                 func(p *Params) { p.RunnerImage = "" },
+		"two module sources":              func(p *Params) { p.Spec.Module.ConfigMap = &infrav1.ConfigMapModule{Name: "x"} },
+		"no module source":                func(p *Params) { p.Spec.Module.Image = "" },
+		"identity token without audience": func(p *Params) { p.Spec.Job.IdentityToken = &infrav1.IdentityToken{} },
+		"identity token too short": func(p *Params) {
+			p.Spec.Job.IdentityToken = &infrav1.IdentityToken{Audience: "a", ExpirationSeconds: ptr.To[int64](60)}
+		},
 	}
 	for name, mutate := range cases {
 		p := imageParams(infrav1.OperationApply)

@@ -43,6 +43,12 @@ type Outcome struct {
 	Result *Result
 	// ExitCode is the main container's exit code, when it terminated.
 	ExitCode *int32
+	// LockBroken: the run's state channel broke a stale state lock (I8); the controller emits
+	// one StateLockBroken event for it. From the result.
+	LockBroken *LockBroken
+	// LockHolder: the run could not take the state lock because this holder has it (a run
+	// that did not succeed); the controller reports StateLocked naming it. From the result.
+	LockHolder *LockHolder
 }
 
 // Running reports a Job without a terminal condition.
@@ -94,6 +100,7 @@ func OutcomeOf(job *batchv1.Job, pods []corev1.Pod) Outcome {
 		out.ExitCode = &term.ExitCode
 		if r, err := runnerapi.ParseResult([]byte(term.Message)); err == nil {
 			out.Result = &r
+			out.LockBroken, out.LockHolder = r.LockBroken, r.LockHolder
 		}
 	}
 	cond, success := terminal(job)
@@ -135,6 +142,8 @@ func failureOutcome(cond *batchv1.JobCondition, r *Result, term *corev1.Containe
 			return infrav1.RunFailed
 		case term.ExitCode == runnerapi.ExitInterrupted, term.ExitCode == 128+9, term.ExitCode == 128+15:
 			return infrav1.RunInterrupted
+		case term.ExitCode == runnerapi.ExitFenced:
+			return infrav1.RunFenced
 		}
 	}
 	return infrav1.RunFailed
@@ -148,6 +157,12 @@ func message(o Outcome, cond *batchv1.JobCondition) string {
 		}
 		if r.Drift != nil {
 			parts = append(parts, fmt.Sprintf("drift: %t", *r.Drift))
+		}
+		if b := r.LockBroken; b != nil {
+			parts = append(parts, fmt.Sprintf("broke the stale state lock %s of pod %s (Job %s)", b.LockID, b.Pod, b.Job))
+		}
+		if h := r.LockHolder; h != nil {
+			parts = append(parts, "the state is locked by "+describeHolder(*h))
 		}
 		if r.Error != "" {
 			parts = append(parts, r.Error)
@@ -176,6 +191,23 @@ func message(o Outcome, cond *batchv1.JobCondition) string {
 	return msg
 }
 
+// describeHolder names a lock holder for a message: who, the lock ID, the operation and since
+// when, as far as its lock info says.
+func describeHolder(h LockHolder) string {
+	who := h.Who
+	if who == "" {
+		who = "an unknown holder"
+	}
+	s := fmt.Sprintf("%s (lock %s", who, h.ID)
+	if h.Operation != "" {
+		s += ", " + h.Operation
+	}
+	if h.Created != "" {
+		s += ", since " + h.Created
+	}
+	return s + ")"
+}
+
 // ExitCodeMeaning names a runner exit code (docs/runner.md).
 func ExitCodeMeaning(code int32) string {
 	switch code {
@@ -191,6 +223,8 @@ func ExitCodeMeaning(code int32) string {
 		return "interrupted"
 	case runnerapi.ExitInternal:
 		return "runner error"
+	case runnerapi.ExitFenced:
+		return "fenced: the run lease names another Job"
 	case 128 + 9:
 		return "killed"
 	case 128 + 15:

@@ -87,6 +87,12 @@ func TestOutcomeOf(t *testing.T) {
 		{"binary missing, no result", testJob(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded)),
 			[]corev1.Pod{testPod("a", t0, runnerapi.ExitBinaryMissing, "Error", "garbage")}, true, infrav1.RunFailed, batchv1.JobReasonBackoffLimitExceeded, "no terraform or tofu binary", false},
 		{"no pods left", testJob(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded)), nil, true, infrav1.RunFailed, batchv1.JobReasonBackoffLimitExceeded, "left no result", false},
+		{"fenced: the runner says so", testJob(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded)),
+			[]corev1.Pod{testPod("a", t0, runnerapi.ExitFenced, "Error", resultDoc(runnerapi.OutcomeFenced, "fenced: the object's run lease names captf-x-9", nil))},
+			true, infrav1.RunFenced, batchv1.JobReasonBackoffLimitExceeded, "run lease names captf-x-9", true},
+		{"fenced, no result: the exit code says so", testJob(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded)),
+			[]corev1.Pod{testPod("a", t0, runnerapi.ExitFenced, "Error", "")},
+			true, infrav1.RunFenced, batchv1.JobReasonBackoffLimitExceeded, "fenced", false},
 		{"another Job's pod is ignored", testJob(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded)),
 			[]corev1.Pod{foreign, testPod("a", t0, runnerapi.ExitTerraformFailed, "Error", resultDoc(runnerapi.OutcomeFailed, "mine", nil))},
 			true, infrav1.RunFailed, batchv1.JobReasonBackoffLimitExceeded, "mine", true},
@@ -110,6 +116,24 @@ func TestOutcomeOf(t *testing.T) {
 				t.Fatalf("message of %d bytes", len(got.Message))
 			}
 		})
+	}
+}
+
+func TestOutcomeExposesTheStateLock(t *testing.T) {
+	broken := &runnerapi.LockBroken{LockID: "b1", Who: "runner@old", Pod: "old-pod", Job: "captf-0123456789abcdef-0"}
+	holder := &runnerapi.LockHolder{ID: "h1", Who: "ops@laptop", Operation: "OperationTypeApply", Created: "2026-01-01T00:00:00Z"}
+	ok := string(runnerapi.Encode(runnerapi.Result{Operation: "Apply", Outcome: runnerapi.OutcomeSucceeded, Steps: []runnerapi.Step{}, LockBroken: broken}))
+	got := OutcomeOf(testJob(cond(batchv1.JobComplete, "CompletionsReached")), []corev1.Pod{testPod("a", time.Now(), 0, "", ok)})
+	if got.Outcome != infrav1.RunSucceeded || got.LockBroken == nil || *got.LockBroken != *broken || got.LockHolder != nil ||
+		!strings.Contains(got.Message, "broke the stale state lock b1 of pod old-pod") {
+		t.Fatalf("%+v", got)
+	}
+	failed := string(runnerapi.Encode(runnerapi.Result{Operation: "Apply", Outcome: runnerapi.OutcomeFailed, Steps: []runnerapi.Step{},
+		LockHolder: holder, Error: "apply exited with code 1\nError acquiring the state lock"}))
+	got = OutcomeOf(testJob(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded)), []corev1.Pod{testPod("a", time.Now(), 10, "Error", failed)})
+	if got.Outcome != infrav1.RunFailed || got.LockHolder == nil || *got.LockHolder != *holder ||
+		!strings.Contains(got.Message, "the state is locked by ops@laptop (lock h1, OperationTypeApply, since 2026-01-01T00:00:00Z)") {
+		t.Fatalf("%+v", got)
 	}
 }
 

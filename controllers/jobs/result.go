@@ -5,6 +5,12 @@ import "github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnera
 // Result is the runner's result document (see runnerapi.Result).
 type Result = runnerapi.Result
 
+// LockBroken and LockHolder are the state lock parts of a Result.
+type (
+	LockBroken = runnerapi.LockBroken
+	LockHolder = runnerapi.LockHolder
+)
+
 // ParseResult decodes a runner result (a pod's termination message).
 func ParseResult(b []byte) (Result, error) {
 	return runnerapi.ParseResult(b)

@@ -109,3 +109,10 @@ func ParseJobSeq(suffix, jobName string) (int64, error) {
 	}
 	return seq, nil
 }
+
+// RunnerServiceAccountName is the per-object ServiceAccount a Job of the object runs under:
+// its Role lets the state channel read and write only this object's state Secret and lock
+// Lease (see jobs.RunnerPolicyRules).
+func RunnerServiceAccountName(suffix string) string {
+	return "captf-runner-" + suffix
+}

@@ -46,7 +46,79 @@ const (
 	// TerminationLog is where the runner writes its result; the kubelet copies it into the
 	// container's terminated state.
 	TerminationLog = "/dev/termination-log"
+	// ChannelDir is an emptyDir shared by the state channel (read-write) and the main
+	// container (read-only): the channel's address, its per-run credential and its records.
+	ChannelDir = "/captf/channel"
+	// ServiceAccountDir is the projected ServiceAccount token volume, mounted only into the
+	// state channel: files ServiceAccountTokenFile, ServiceAccountCAFile and
+	// ServiceAccountNamespaceFile.
+	ServiceAccountDir           = "/var/run/secrets/captf.io/serviceaccount"
+	ServiceAccountTokenFile     = "token"
+	ServiceAccountCAFile        = "ca.crt"
+	ServiceAccountNamespaceFile = "namespace"
+	// IdentityDir holds the optional cloud identity token (spec.job.identityToken), mounted
+	// only into the main container; the token is the file IdentityTokenFile.
+	IdentityDir       = "/var/run/secrets/captf.io/identity"
+	IdentityTokenFile = "token"
 )
+
+// Files the state channel writes into ChannelDir. The channel writes each through a
+// temporary file and a rename, so a reader never sees half a file.
+const (
+	// ChannelAddressFile holds the channel's base URL (http://127.0.0.1:<port>), written last:
+	// its presence means the channel is serving.
+	ChannelAddressFile = "address"
+	// ChannelCredentialFile holds the per-run password of the channel's basic auth (mode 0600).
+	ChannelCredentialFile = "credential"
+	// ChannelFencedFile records that the channel refused a lock or a state write because the
+	// object's run lease named another Job (a JSON Fenced document).
+	ChannelFencedFile = "fenced.json"
+	// ChannelLockBrokenFile records the stale lock the channel broke (a JSON LockBroken).
+	ChannelLockBrokenFile = "lock-broken.json"
+	// ChannelLockHolderFile records the holder of a lock the channel could not take (a JSON
+	// LockHolder); the channel removes it once it takes the lock.
+	ChannelLockHolderFile = "lock-holder.json"
+	// ChannelUsername is the user name of the channel's basic auth.
+	ChannelUsername = "captf"
+)
+
+// Fenced is the content of ChannelFencedFile.
+type Fenced struct {
+	// Request is what was refused: LOCK or POST (a state write).
+	Request string `json:"request"`
+	// RunLeaseHolder is the Job the run lease named instead ("" when it named none or was
+	// missing).
+	RunLeaseHolder string `json:"runLeaseHolder"`
+}
+
+// The Terraform kubernetes backend's layout, which the state channel writes too, so a state
+// written by either is read by the other.
+const (
+	// StateKey is the data key of the state Secret: the gzip'd state JSON.
+	StateKey = "tfstate"
+	// StateLockInfoAnnotation on the lock Lease holds the lock info JSON of the holder, whose
+	// ID is the Lease's holderIdentity.
+	StateLockInfoAnnotation = "app.terraform.io/lock-info"
+	// StateEncodingAnnotation ("gzip") is set on the state Secret.
+	StateEncodingAnnotation = "encoding"
+	// LockPodAnnotation and LockJobAnnotation on the lock Lease name the pod and the Job whose
+	// state channel holds the lock (set with the lock, removed with it). Only the state
+	// channel writes them; a lock without them is never broken (I8).
+	LockPodAnnotation = "captf.io/lock-pod"
+	LockJobAnnotation = "captf.io/lock-job"
+)
+
+// StateLabels are the labels Terraform's kubernetes backend puts on the state Secret and the
+// lock Lease of a suffix in the default workspace. Terraform 1.10 and later find the state
+// Secret by listing with exactly these labels: a state Secret without them reads as no state.
+func StateLabels(suffix string) map[string]string {
+	return map[string]string{
+		"tfstate":                      "true",
+		"tfstateSecretSuffix":          suffix,
+		"tfstateWorkspace":             "default",
+		"app.kubernetes.io/managed-by": "terraform",
+	}
+}
 
 // Keys of the per-run Secret.
 const (
@@ -73,16 +145,26 @@ const (
 	// EnvJobName and EnvPodName only label the runner's logs.
 	EnvJobName = "CAPTF_JOB_NAME"
 	EnvPodName = "CAPTF_POD_NAME"
-	// EnvKubeConfigPath and EnvKubeConfig, when set, make the backend use that kubeconfig
-	// instead of the pod's service account (the sandbox and the integration tests).
+	// EnvKubeConfigPath and EnvKubeConfig, when set and the run has no state channel, make
+	// the kubernetes backend use that kubeconfig instead of the pod's service account.
 	EnvKubeConfigPath = "KUBE_CONFIG_PATH"
 	EnvKubeConfig     = "KUBECONFIG"
+	// EnvIdentityTokenFile, in the main container, names the cloud identity token file when
+	// spec.job.identityToken is set.
+	EnvIdentityTokenFile = "CAPTF_IDENTITY_TOKEN_FILE"
+	// EnvPodName and EnvPodNamespace are the state channel's pod (downward API).
+	EnvChannelPodName      = "POD_NAME"
+	EnvChannelPodNamespace = "POD_NAMESPACE"
+	// EnvServiceHost and EnvServicePort locate the API server (set by the kubelet).
+	EnvServiceHost = "KUBERNETES_SERVICE_HOST"
+	EnvServicePort = "KUBERNETES_SERVICE_PORT"
 )
 
 // Subcommands and flags of the runner.
 const (
 	CommandRun     = "run"
 	CommandInstall = "install"
+	CommandChannel = "channel"
 
 	FlagOperation   = "operation"
 	FlagModuleDir   = "module-dir"
@@ -91,6 +173,23 @@ const (
 	FlagResultFile  = "result-file"
 	FlagLockTimeout = "lock-timeout"
 	FlagBinary      = "binary"
+	// FlagChannelDir (run): use the state channel whose files are in this folder; unset: the
+	// kubernetes backend (local runs, the sandbox before it runs sidecars).
+	FlagChannelDir = "channel-dir"
+	// FlagChannelWait (run): how long to wait for the channel's address file.
+	FlagChannelWait = "channel-wait"
+
+	// Flags of `runner channel`.
+	FlagDir       = "dir"
+	FlagNamespace = "namespace"
+	FlagSuffix    = "suffix"
+	FlagJob       = "job"
+	FlagRunLease  = "run-lease"
+	FlagOwnerKind = "owner-kind"
+	FlagOwnerName = "owner-name"
+	FlagOwnerUID  = "owner-uid"
+	FlagTokenFile = "token-file"
+	FlagCAFile    = "ca-file"
 )
 
 // Exit codes of the runner. They stay clear of 1 and 2 (shells, the Go runtime), 126/127
@@ -109,6 +208,9 @@ const (
 	ExitInterrupted = 13
 	// ExitInternal: the runner itself failed (I/O on the work dir, for example).
 	ExitInternal = 14
+	// ExitFenced: the state channel refused the run's lock or state write because the
+	// object's run lease names another Job. Never a reason for backoff.
+	ExitFenced = 15
 )
 
 // Invocation is what the main container's command says.
@@ -121,6 +223,8 @@ type Invocation struct {
 	LockTimeout time.Duration
 	// Binary, when set, names the terraform/tofu binary explicitly.
 	Binary string
+	// ChannelDir, when set, makes the runner use the state channel whose files are there.
+	ChannelDir string
 }
 
 // Command is the main container's command for an invocation: the only place the runner's
@@ -138,7 +242,48 @@ func Command(runner string, inv Invocation) []string {
 	if inv.Binary != "" {
 		cmd = append(cmd, flag(FlagBinary, inv.Binary))
 	}
+	if inv.ChannelDir != "" {
+		cmd = append(cmd, flag(FlagChannelDir, inv.ChannelDir))
+	}
 	return cmd
+}
+
+// ChannelInvocation is what the state channel's command says.
+type ChannelInvocation struct {
+	// Dir is the shared folder (ChannelDir in a Job).
+	Dir string
+	// Namespace and Suffix name the object's state Secret and lock Lease.
+	Namespace string
+	Suffix    string
+	// Job is the Job the channel serves; RunLease the object's run lease, which must name Job.
+	Job      string
+	RunLease string
+	// OwnerKind, OwnerName and OwnerUID are the object: a stale lock is broken only when its
+	// holder's Job is controlled by this UID.
+	OwnerKind string
+	OwnerName string
+	OwnerUID  string
+	// TokenFile and CAFile are the projected ServiceAccount token and the API server's CA.
+	TokenFile string
+	CAFile    string
+}
+
+// ChannelCommand is the state channel's command: the only place its command line is
+// assembled.
+func ChannelCommand(runner string, inv ChannelInvocation) []string {
+	return []string{
+		runner, CommandChannel,
+		flag(FlagDir, inv.Dir),
+		flag(FlagNamespace, inv.Namespace),
+		flag(FlagSuffix, inv.Suffix),
+		flag(FlagJob, inv.Job),
+		flag(FlagRunLease, inv.RunLease),
+		flag(FlagOwnerKind, inv.OwnerKind),
+		flag(FlagOwnerName, inv.OwnerName),
+		flag(FlagOwnerUID, inv.OwnerUID),
+		flag(FlagTokenFile, inv.TokenFile),
+		flag(FlagCAFile, inv.CAFile),
+	}
 }
 
 // InstallCommand is the init container's command: copy the runner from the manager image.

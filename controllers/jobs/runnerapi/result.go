@@ -23,7 +23,55 @@ const (
 	OutcomeSucceeded   Outcome = "Succeeded"
 	OutcomeFailed      Outcome = "Failed"
 	OutcomeInterrupted Outcome = "Interrupted"
+	// OutcomeFenced: the state channel refused the lock or a state write because the object's
+	// run lease names another Job; the state was not written. Never counts toward backoff.
+	OutcomeFenced Outcome = "Fenced"
 )
+
+// maxLockField bounds each string of LockBroken and LockHolder, so the result stays within
+// MaxResultBytes whatever a lock's holder wrote into its lock info.
+const maxLockField = 256
+
+// LockBroken reports a stale state lock the run's state channel broke (I8): its holder was a
+// pod of one of the object's own Jobs that had gone or terminated.
+type LockBroken struct {
+	// LockID is the broken lock's ID, Who its lock info's Who.
+	LockID string `json:"lockID"`
+	Who    string `json:"who,omitempty"`
+	// Pod and Job held the lock.
+	Pod string `json:"pod"`
+	Job string `json:"job"`
+}
+
+// LockHolder names the holder of a state lock the run could not take.
+type LockHolder struct {
+	ID        string `json:"id"`
+	Who       string `json:"who,omitempty"`
+	Operation string `json:"operation,omitempty"`
+	// Created is when the holder took the lock, as its lock info says (RFC 3339).
+	Created string `json:"created,omitempty"`
+}
+
+// Bounded returns b with each field cut to at most 256 bytes.
+func (b LockBroken) Bounded() LockBroken {
+	return LockBroken{LockID: cut(b.LockID), Who: cut(b.Who), Pod: cut(b.Pod), Job: cut(b.Job)}
+}
+
+// Bounded returns h with each field cut to at most 256 bytes.
+func (h LockHolder) Bounded() LockHolder {
+	return LockHolder{ID: cut(h.ID), Who: cut(h.Who), Operation: cut(h.Operation), Created: cut(h.Created)}
+}
+
+func cut(s string) string {
+	if len(s) <= maxLockField {
+		return s
+	}
+	end := maxLockField
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end]
+}
 
 // Step is one terraform/tofu command the runner ran.
 type Step struct {
@@ -47,14 +95,27 @@ type Result struct {
 	// Drift (drift only): the infrastructure differs from what the module describes. Drift is
 	// not a failure.
 	Drift *bool `json:"drift,omitempty"`
+	// LockBroken: the state channel broke a stale lock before the run took it.
+	LockBroken *LockBroken `json:"lockBroken,omitempty"`
+	// LockHolder (a failed run): the state lock was held by this holder, which the channel
+	// does not break.
+	LockHolder *LockHolder `json:"lockHolder,omitempty"`
 	// Error is the end of the failing command's stderr (or the runner's own reason), with
 	// secrets masked.
 	Error string `json:"error,omitempty"`
 }
 
 // Encode renders r as JSON of at most MaxResultBytes, cutting the beginning of r.Error (and,
-// should that not be enough, dropping steps) until it fits.
+// should that not be enough, dropping steps) until it fits. The lock fields are bounded first.
 func Encode(r Result) []byte {
+	if r.LockBroken != nil {
+		b := r.LockBroken.Bounded()
+		r.LockBroken = &b
+	}
+	if r.LockHolder != nil {
+		h := r.LockHolder.Bounded()
+		r.LockHolder = &h
+	}
 	b := marshal(r)
 	if len(b) <= MaxResultBytes {
 		return b
@@ -121,7 +182,7 @@ func ParseResult(b []byte) (Result, error) {
 		return Result{}, fmt.Errorf("parse runner result: %w", err)
 	}
 	switch r.Outcome {
-	case OutcomeSucceeded, OutcomeFailed, OutcomeInterrupted:
+	case OutcomeSucceeded, OutcomeFailed, OutcomeInterrupted, OutcomeFenced:
 	default:
 		return Result{}, fmt.Errorf("parse runner result: unknown outcome %q", r.Outcome)
 	}

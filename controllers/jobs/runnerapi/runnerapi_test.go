@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
@@ -24,6 +25,7 @@ func TestSpellingMatchesTheAPI(t *testing.T) {
 	}
 	for out, api := range map[runnerapi.Outcome]infrav1.RunOutcome{
 		runnerapi.OutcomeSucceeded: infrav1.RunSucceeded, runnerapi.OutcomeFailed: infrav1.RunFailed, runnerapi.OutcomeInterrupted: infrav1.RunInterrupted,
+		runnerapi.OutcomeFenced: infrav1.RunFenced,
 	} {
 		if string(out) != string(api) {
 			t.Errorf("outcome %s != %s", out, api)
@@ -41,6 +43,50 @@ func TestCommand(t *testing.T) {
 	}
 	if got := runnerapi.InstallCommand(); !slices.Equal(got, []string{"/runner", "install", "/captf/bin/runner"}) {
 		t.Fatalf("install %q", got)
+	}
+	got = runnerapi.Command(runnerapi.RunnerPath, runnerapi.Invocation{
+		Operation: "Apply", ModuleDir: "/m", InputsDir: "/i", WorkDir: "/w", ResultFile: "/r", LockTimeout: time.Minute, ChannelDir: "/captf/channel",
+	})
+	if got[len(got)-1] != "--channel-dir=/captf/channel" {
+		t.Fatalf("channel run %q", got)
+	}
+	got = runnerapi.ChannelCommand(runnerapi.RunnerPath, runnerapi.ChannelInvocation{
+		Dir: "/captf/channel", Namespace: "ns", Suffix: "0123456789abcdef", Job: "captf-0123456789abcdef-4", RunLease: "captf-run-0123456789abcdef",
+		OwnerKind: "TerraformMachine", OwnerName: "m", OwnerUID: "u-1", TokenFile: "/t/token", CAFile: "/t/ca.crt",
+	})
+	want = []string{"/captf/bin/runner", "channel", "--dir=/captf/channel", "--namespace=ns", "--suffix=0123456789abcdef",
+		"--job=captf-0123456789abcdef-4", "--run-lease=captf-run-0123456789abcdef", "--owner-kind=TerraformMachine", "--owner-name=m",
+		"--owner-uid=u-1", "--token-file=/t/token", "--ca-file=/t/ca.crt"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("channel %q", got)
+	}
+}
+
+func TestLockFieldsAreBoundedAndRoundTrip(t *testing.T) {
+	long := strings.Repeat("ü", 400) // 800 bytes of two-byte runes
+	r := runnerapi.Result{Operation: "Apply", Outcome: runnerapi.OutcomeFenced, Steps: []runnerapi.Step{{Name: "init"}, {Name: "apply", ExitCode: 1}},
+		LockBroken: &runnerapi.LockBroken{LockID: long, Who: long, Pod: long, Job: long},
+		LockHolder: &runnerapi.LockHolder{ID: long, Who: long, Operation: long, Created: long},
+		Error:      strings.Repeat("Error: locked\n", 500)}
+	b := runnerapi.Encode(r)
+	if len(b) > runnerapi.MaxResultBytes {
+		t.Fatalf("%d bytes", len(b))
+	}
+	got, err := runnerapi.ParseResult(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Outcome != runnerapi.OutcomeFenced || got.LockBroken == nil || got.LockHolder == nil || len(got.Steps) != 2 {
+		t.Fatalf("lost fields: %s", b)
+	}
+	for _, f := range []string{got.LockBroken.LockID, got.LockBroken.Who, got.LockBroken.Pod, got.LockBroken.Job,
+		got.LockHolder.ID, got.LockHolder.Who, got.LockHolder.Operation, got.LockHolder.Created} {
+		if len(f) == 0 || len(f) > 256 || !utf8.ValidString(f) {
+			t.Fatalf("field of %d bytes (valid UTF-8: %t)", len(f), utf8.ValidString(f))
+		}
+	}
+	if r.LockBroken.LockID != long {
+		t.Fatal("Encode changed its argument")
 	}
 }
 
@@ -111,6 +157,9 @@ func TestParseResultRejectsGarbage(t *testing.T) {
 		}
 	}
 	if r, err := runnerapi.ParseResult([]byte(`{"operation":"Drift","outcome":"Succeeded","steps":[],"drift":true}`)); err != nil || r.Drift == nil || !*r.Drift {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if r, err := runnerapi.ParseResult([]byte(`{"operation":"Apply","outcome":"Fenced","steps":[]}`)); err != nil || r.Outcome != runnerapi.OutcomeFenced {
 		t.Fatalf("%+v %v", r, err)
 	}
 }
