@@ -1,8 +1,10 @@
-// Command runner runs inside every CAPTF Job: it copies the module into a work folder, points
-// the kubernetes backend at the object's state, runs the terraform/tofu commands of one
-// operation, forwards SIGTERM/SIGINT to them, and writes a small JSON result to the
-// termination log. `runner install <dest>` copies the binary (the Job's init container).
-// See docs/runner.md.
+// Command runner runs inside every CAPTF Job. `runner run` copies the module into a work
+// folder, points terraform's backend at the object's state (the http backend on the Job's
+// state channel, or the kubernetes backend when run without one), runs the terraform/tofu
+// commands of one operation, forwards SIGTERM/SIGINT to them, and writes a small JSON result
+// to the termination log. `runner channel` is the state channel, the Job's native sidecar and
+// the only holder of a Kubernetes credential. `runner install <dest>` copies the binary (the
+// Job's init container). See docs/runner.md.
 package main
 
 import (

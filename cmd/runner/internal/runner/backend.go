@@ -99,12 +99,92 @@ func writeBackendOverride(moduleDir string, b runnerapi.Backend, mode BackendMod
 // override files (sorted after CAPTF's) put the state elsewhere: such a state would be
 // invisible to the controller.
 func VerifyBackend(moduleDir string, want runnerapi.Backend) error {
+	rec, err := readBackendRecord(moduleDir)
+	if err != nil {
+		return err
+	}
+	if rec.Type != "kubernetes" {
+		return badInput("the module's backend is %q after init, not CAPTF's kubernetes backend: remove backend blocks from the module's override files", rec.Type)
+	}
+	ns, _ := rec.Config["namespace"].(string)
+	suffix, _ := rec.Config["secret_suffix"].(string)
+	if ns != want.Namespace || suffix != want.SecretSuffix {
+		return badInput("the kubernetes backend after init stores state in %s/tfstate-default-%s, not %s/tfstate-default-%s: remove backend settings from the module's override files",
+			ns, suffix, want.Namespace, want.SecretSuffix)
+	}
+	return nil
+}
+
+// ChannelBackend is how terraform reaches the state channel: its state URL and password.
+type ChannelBackend struct {
+	// URL is the state's address on the channel (http://127.0.0.1:<port>/state/<ns>/<suffix>),
+	// also its lock and unlock address.
+	URL string
+	// Password is the channel's per-run credential; it reaches terraform only through
+	// TF_HTTP_PASSWORD, never a file in the module copy.
+	Password string
+}
+
+// HTTPBackendOverride is the override file of a channel run: an empty http backend block. The
+// settings come from -backend-config (HTTPBackendConfig), which wins over anything the
+// module's own files set, and the password from TF_HTTP_PASSWORD.
+func HTTPBackendOverride() []byte {
+	return []byte(`{"terraform": {"backend": {"http": {}}}}` + "\n")
+}
+
+// HTTPBackendConfig are init's -backend-config values for the channel.
+func HTTPBackendConfig(c ChannelBackend) []string {
+	return []string{
+		"address=" + c.URL,
+		"lock_address=" + c.URL,
+		"unlock_address=" + c.URL,
+		"update_method=POST",
+		"lock_method=LOCK",
+		"unlock_method=UNLOCK",
+		"username=" + runnerapi.ChannelUsername,
+	}
+}
+
+// VerifyHTTPBackend reads what init recorded and checks it is the http backend pointing every
+// address at the channel's state URL, with the protocol's methods. It catches a module whose
+// own override files replace the backend.
+func VerifyHTTPBackend(moduleDir string, c ChannelBackend) error {
+	url := c.URL
+	rec, err := readBackendRecord(moduleDir)
+	if err != nil {
+		return err
+	}
+	if rec.Type != "http" {
+		return badInput("the module's backend is %q after init, not the http backend of CAPTF's state channel: remove backend blocks from the module's override files", rec.Type)
+	}
+	want := map[string]string{"address": url, "lock_address": url, "unlock_address": url,
+		"update_method": "POST", "lock_method": "LOCK", "unlock_method": "UNLOCK", "username": runnerapi.ChannelUsername}
+	for k, v := range want {
+		if got, _ := rec.Config[k].(string); got != v {
+			return badInput("the http backend after init has %s=%q, not %q: remove backend settings from the module's override files", k, got, v)
+		}
+	}
+	// Init may record the password it took from TF_HTTP_PASSWORD; any other came from the
+	// module.
+	if p, _ := rec.Config["password"].(string); p != "" && p != c.Password {
+		return badInput("the http backend after init has a password from the configuration: remove backend settings from the module's override files")
+	}
+	return nil
+}
+
+// backendRecord is what init records in .terraform/terraform.tfstate.
+type backendRecord struct {
+	Type   string
+	Config map[string]any
+}
+
+func readBackendRecord(moduleDir string) (backendRecord, error) {
 	b, err := os.ReadFile(filepath.Join(moduleDir, ".terraform", "terraform.tfstate"))
 	if errors.Is(err, fs.ErrNotExist) {
-		return badInput("init recorded no backend: the module does not use the kubernetes backend CAPTF configures")
+		return backendRecord{}, badInput("init recorded no backend: the module does not use the backend CAPTF configures")
 	}
 	if err != nil {
-		return fmt.Errorf("read backend record: %w", err)
+		return backendRecord{}, fmt.Errorf("read backend record: %w", err)
 	}
 	var rec struct {
 		Backend *struct {
@@ -113,20 +193,10 @@ func VerifyBackend(moduleDir string, want runnerapi.Backend) error {
 		} `json:"backend"`
 	}
 	if err := json.Unmarshal(b, &rec); err != nil {
-		return fmt.Errorf("parse backend record: %w", err)
+		return backendRecord{}, fmt.Errorf("parse backend record: %w", err)
 	}
-	if rec.Backend == nil || rec.Backend.Type != "kubernetes" {
-		typ := "none"
-		if rec.Backend != nil {
-			typ = rec.Backend.Type
-		}
-		return badInput("the module's backend is %q after init, not CAPTF's kubernetes backend: remove backend blocks from the module's override files", typ)
+	if rec.Backend == nil {
+		return backendRecord{Type: "none"}, nil
 	}
-	ns, _ := rec.Backend.Config["namespace"].(string)
-	suffix, _ := rec.Backend.Config["secret_suffix"].(string)
-	if ns != want.Namespace || suffix != want.SecretSuffix {
-		return badInput("the kubernetes backend after init stores state in %s/tfstate-default-%s, not %s/tfstate-default-%s: remove backend settings from the module's override files",
-			ns, suffix, want.Namespace, want.SecretSuffix)
-	}
-	return nil
+	return backendRecord{Type: rec.Backend.Type, Config: rec.Backend.Config}, nil
 }

@@ -13,13 +13,17 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/captf/cluster-api-provider-terraform/cmd/runner/internal/channel"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
 )
 
 const usage = `usage:
   runner run --operation=<Apply|Destroy|Plan|Refresh|Drift|Restore> --module-dir=<dir>
              --inputs-dir=<dir> --work-dir=<dir> --result-file=<file> [--lock-timeout=300s]
-             [--binary=<terraform or tofu>]
+             [--binary=<terraform or tofu>] [--channel-dir=<dir> [--channel-wait=60s]]
+  runner channel --dir=<dir> --namespace=<ns> --suffix=<suffix> --job=<job> --run-lease=<lease>
+             --owner-kind=<kind> --owner-name=<name> --owner-uid=<uid>
+             [--token-file=<file>] [--ca-file=<file>]
   runner install <destination>
 `
 
@@ -59,6 +63,8 @@ func Main(ctx context.Context, args, environ []string, stdout, stderr io.Writer,
 		}
 		_, code := Run(ctx, cfg)
 		return code
+	case runnerapi.CommandChannel:
+		return channel.Main(ctx, args[1:], environ, stderr, signals)
 	case "-h", "--help", "help":
 		_, _ = fmt.Fprint(stdout, usage)
 		return runnerapi.ExitOK
@@ -78,6 +84,8 @@ func parseRun(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.ResultFile, runnerapi.FlagResultFile, runnerapi.TerminationLog, "file the result document is written to")
 	fs.DurationVar(&cfg.LockTimeout, runnerapi.FlagLockTimeout, 300*time.Second, "how long terraform waits for the state lock")
 	fs.StringVar(&cfg.Binary, runnerapi.FlagBinary, "", "terraform or tofu binary (default: $CAPTF_TF_BINARY, else tofu, else terraform on PATH)")
+	fs.StringVar(&cfg.ChannelDir, runnerapi.FlagChannelDir, "", "state channel folder: use the http backend on the channel (default: the kubernetes backend)")
+	fs.DurationVar(&cfg.ChannelWait, runnerapi.FlagChannelWait, DefaultChannelWait, "how long to wait for the state channel")
 	if err := fs.Parse(args); err != nil {
 		return cfg, fmt.Errorf("parse flags: %w", err)
 	}

@@ -1,14 +1,21 @@
 // Package runner is the logic of the runner binary that runs inside each CAPTF Job: it reads
 // the per-run inputs, picks the terraform/tofu binary, copies the module (resolving ConfigMap
-// symlinks) into a work folder, writes the kubernetes backend override, runs the operation's
-// commands (Steps is the one mapping from operation to commands), forwards signals and writes
-// the result document (runnerapi.Result).
+// symlinks) into a work folder, writes the backend override (the http backend on the state
+// channel in a Job, else the kubernetes backend), runs the operation's commands (Steps is the
+// one mapping from operation to commands), forwards signals and writes the result document
+// (runnerapi.Result), including what the state channel recorded (fenced, a lock broken, a lock
+// holder). The three phases of a run are prepare, runSteps and interpret.
 //
 // Invariants:
-//   - the state goes only where backend.json says: the override pins the backend's connection
-//     settings, KUBE_* (but KUBE_CONFIG_PATH), TF_WORKSPACE, TF_DATA_DIR and TF_CLI_ARGS* are
+//   - the state goes only where backend.json says: with the channel, the http backend's
+//     addresses come from -backend-config (which no module file overrides) and its password
+//     from TF_HTTP_PASSWORD, never a file in the module copy; without it, the override pins the
+//     kubernetes backend's connection settings. KUBE_* (all of them with the channel, all but
+//     KUBE_CONFIG_PATH without), TF_HTTP_*, TF_WORKSPACE, TF_DATA_DIR and TF_CLI_ARGS* are
 //     removed from terraform's environment, the workspace is forced to default, and the backend
 //     init recorded is checked before any command that touches state;
+//   - the runner waits for the state channel a bounded time, and reports a run the channel
+//     fenced as Fenced (exit 15) only when a command failed;
 //   - a SIGTERM/SIGINT is forwarded to the running command exactly once and the runner waits
 //     for it, so terraform stops gracefully and releases the state lock; no later step starts;
 //   - nothing the runner prints or reports carries a redact.json value or an obvious credential;

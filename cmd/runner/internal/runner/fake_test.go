@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func fakeTerraform(args []string) int {
 	dir, _ := os.Getwd()
 	env := map[string]string{}
 	for _, k := range []string{"TF_WORKSPACE", "TF_DATA_DIR", "TF_CLI_ARGS", "TF_CLI_ARGS_apply", "TF_IN_AUTOMATION", "TF_INPUT", "CHECKPOINT_DISABLE", "TMPDIR",
-		"KUBE_HOST", "KUBE_TOKEN", "KUBE_CTX", "KUBE_PROXY_URL", "KUBE_NAMESPACE", "KUBE_CONFIG_PATH"} {
+		"KUBE_HOST", "KUBE_TOKEN", "KUBE_CTX", "KUBE_PROXY_URL", "KUBE_NAMESPACE", "KUBE_CONFIG_PATH", "KUBECONFIG", "TF_HTTP_PASSWORD", "TF_HTTP_ADDRESS"} {
 		if v, ok := os.LookupEnv(k); ok {
 			env[k] = v
 		}
@@ -119,11 +120,26 @@ func fakeTerraform(args []string) int {
 			fmt.Fprintln(os.Stderr, "fake init:", err)
 			return 1
 		}
+		typ := "kubernetes"
 		cfg := o.Terraform.Backend["kubernetes"]
-		if os.Getenv("FAKE_TF_INIT_BACKEND") == "elsewhere" {
-			cfg["namespace"] = "elsewhere"
+		if http, ok := o.Terraform.Backend["http"]; ok {
+			// Like terraform: -backend-config values fill the (empty) http block.
+			typ, cfg = "http", http
+			for _, a := range args {
+				if kv, ok := strings.CutPrefix(a, "-backend-config="); ok {
+					k, v, _ := strings.Cut(kv, "=")
+					cfg[k] = v
+				}
+			}
 		}
-		rec, _ := json.Marshal(map[string]any{"version": 3, "backend": map[string]any{"type": "kubernetes", "config": cfg}})
+		switch os.Getenv("FAKE_TF_INIT_BACKEND") {
+		case "elsewhere":
+			cfg["namespace"] = "elsewhere"
+			cfg["address"] = "http://127.0.0.1:1/state/elsewhere/x"
+		case "s3":
+			typ = "s3"
+		}
+		rec, _ := json.Marshal(map[string]any{"version": 3, "backend": map[string]any{"type": typ, "config": cfg}})
 		_ = os.MkdirAll(filepath.Join(dir, ".terraform"), 0o755)
 		if err := os.WriteFile(filepath.Join(dir, ".terraform", "terraform.tfstate"), rec, 0o644); err != nil {
 			return 1

@@ -10,11 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 
+	"github.com/captf/cluster-api-provider-terraform/cmd/runner/internal/channel"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
 )
 
@@ -49,7 +51,16 @@ type Config struct {
 	// its own: `runner install` puts the manager image's bundle beside the runner, so a
 	// runtime image needs nothing but the binary. Empty: offer none.
 	CABundle string
+	// ChannelDir, when set, is the state channel's folder: terraform uses the http backend on
+	// the channel (the Job's way). Empty: the kubernetes backend with the pod's or a
+	// kubeconfig's credentials.
+	ChannelDir string
+	// ChannelWait bounds the wait for the channel's address file; default DefaultChannelWait.
+	ChannelWait time.Duration
 }
+
+// DefaultChannelWait is how long the runner waits for the state channel to serve.
+const DefaultChannelWait = 60 * time.Second
 
 // defaultPath is searched for terraform/tofu when the image sets no PATH (minimal images).
 const defaultPath = "/usr/local/bin:/usr/bin:/bin"
@@ -106,7 +117,12 @@ func (s *session) execute(ctx context.Context, res *runnerapi.Result) int {
 	if err != nil {
 		return s.fail(ctx, res, err)
 	}
-	return s.interpret(ctx, res, s.runSteps(ctx, p, res))
+	end := s.runSteps(ctx, p, res)
+	code := s.interpret(ctx, res, end)
+	if p.channel != nil {
+		code = s.interpretChannel(ctx, res, end, code)
+	}
+	return code
 }
 
 // prepared is what prepare hands to runSteps.
@@ -115,6 +131,8 @@ type prepared struct {
 	steps []Step
 	// pushFile is where a restore writes the state it pushes.
 	pushFile string
+	// channel is the state channel terraform uses; nil: the kubernetes backend.
+	channel *ChannelBackend
 }
 
 // prepare checks the configuration and the inputs, picks the binary, copies the module, writes
@@ -159,9 +177,19 @@ func (s *session) prepare(ctx context.Context, res *runnerapi.Result) (prepared,
 	}
 	res.Binary = filepath.Base(s.binary)
 	mode := DetectBackendMode(s.getenv)
-	log.Info("starting", "operation", cfg.Operation, "job", s.getenv(runnerapi.EnvJobName), "pod", s.getenv(runnerapi.EnvPodName),
-		"binary", s.binary, "namespace", p.in.Backend.Namespace, "stateSecret", "tfstate-default-"+p.in.Backend.SecretSuffix,
-		"inCluster", mode.InCluster, "kubeconfig", strings.Join(mode.ConfigPaths, string(os.PathListSeparator)))
+	if cfg.ChannelDir != "" {
+		if p.channel, err = s.waitForChannel(ctx, p.in.Backend); err != nil {
+			return p, err
+		}
+		s.redactor = NewRedactor(append(slices.Clone(redact), p.channel.Password))
+		log.Info("starting", "operation", cfg.Operation, "job", s.getenv(runnerapi.EnvJobName), "pod", s.getenv(runnerapi.EnvPodName),
+			"binary", s.binary, "namespace", p.in.Backend.Namespace, "stateSecret", "tfstate-default-"+p.in.Backend.SecretSuffix,
+			"stateChannel", p.channel.URL)
+	} else {
+		log.Info("starting", "operation", cfg.Operation, "job", s.getenv(runnerapi.EnvJobName), "pod", s.getenv(runnerapi.EnvPodName),
+			"binary", s.binary, "namespace", p.in.Backend.Namespace, "stateSecret", "tfstate-default-"+p.in.Backend.SecretSuffix,
+			"inCluster", mode.InCluster, "kubeconfig", strings.Join(mode.ConfigPaths, string(os.PathListSeparator)))
+	}
 
 	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
 		return p, fmt.Errorf("create work folder: %w", err)
@@ -170,10 +198,19 @@ func (s *session) prepare(ctx context.Context, res *runnerapi.Result) (prepared,
 	if err := CopyModule(cfg.ModuleDir, s.dir); err != nil {
 		return p, err
 	}
-	if err := writeBackendOverride(s.dir, p.in.Backend, mode); err != nil {
-		return p, err
+	var backendConfig []string
+	if p.channel != nil {
+		if err := os.WriteFile(filepath.Join(s.dir, BackendOverrideFile), HTTPBackendOverride(), 0o644); err != nil {
+			return p, fmt.Errorf("write backend override: %w", err)
+		}
+		backendConfig = HTTPBackendConfig(*p.channel)
+		s.env = append(childEnv(cfg.Environ, true), "TF_HTTP_PASSWORD="+p.channel.Password)
+	} else {
+		if err := writeBackendOverride(s.dir, p.in.Backend, mode); err != nil {
+			return p, err
+		}
+		s.env = ChildEnv(cfg.Environ)
 	}
-	s.env = ChildEnv(cfg.Environ)
 	// Terraform writes temporary files (provider downloads); the image may have no writable
 	// /tmp (read-only root, minimal images).
 	tmp := filepath.Join(cfg.WorkDir, "tmp")
@@ -185,7 +222,7 @@ func (s *session) prepare(ctx context.Context, res *runnerapi.Result) (prepared,
 		s.env = withDefault(s.env, "SSL_CERT_FILE", bundle)
 	}
 	p.pushFile = filepath.Join(cfg.WorkDir, "restore.tfstate")
-	if p.steps, err = Steps(cfg.Operation, StepOptions{VarFile: p.in.VarFile, LockTimeout: cfg.LockTimeout, PushFile: p.pushFile}); err != nil {
+	if p.steps, err = Steps(cfg.Operation, StepOptions{VarFile: p.in.VarFile, LockTimeout: cfg.LockTimeout, PushFile: p.pushFile, BackendConfig: backendConfig}); err != nil {
 		return p, err
 	}
 	return p, nil
@@ -243,6 +280,10 @@ func (s *session) runSteps(ctx context.Context, p prepared, res *runnerapi.Resul
 			return end
 		}
 		switch {
+		case st.Name == StepInit && p.channel != nil:
+			if err := VerifyHTTPBackend(s.dir, *p.channel); err != nil {
+				return stepsEnd{err: err}
+			}
 		case st.Name == StepInit:
 			if err := VerifyBackend(s.dir, p.in.Backend); err != nil {
 				return stepsEnd{err: err}
@@ -286,6 +327,83 @@ func (s *session) interpret(ctx context.Context, res *runnerapi.Result, end step
 	log.Info("run succeeded", "operation", s.cfg.Operation)
 	return runnerapi.ExitOK
 }
+
+// interpretChannel adds what the state channel recorded: a lock it broke (always reported), a
+// fencing that explains a failed run (outcome Fenced), and the holder of a lock the run could
+// not take (a run that did not succeed).
+func (s *session) interpretChannel(ctx context.Context, res *runnerapi.Result, end stepsEnd, code int) int {
+	log := logr.FromContextOrDiscard(ctx)
+	rec, err := channel.ReadRecords(s.cfg.ChannelDir)
+	if err != nil {
+		log.Error(err, "read the state channel's records")
+	}
+	res.LockBroken = rec.LockBroken
+	if res.Outcome == runnerapi.OutcomeSucceeded {
+		return code
+	}
+	res.LockHolder = rec.LockHolder
+	if rec.Fenced != nil && end.err == nil && end.ran {
+		res.Outcome = runnerapi.OutcomeFenced
+		holder := rec.Fenced.RunLeaseHolder
+		if holder == "" {
+			holder = "no Job"
+		}
+		res.Error = s.redactor.Redact(fmt.Sprintf("fenced: the object's run lease names %s, not this Job, so the state channel refused %s; %s exited with code %d\n%s",
+			holder, rec.Fenced.Request, end.step.Name, end.rec.ExitCode, end.tail))
+		log.Info("run fenced", "runLeaseHolder", rec.Fenced.RunLeaseHolder, "request", rec.Fenced.Request)
+		return runnerapi.ExitFenced
+	}
+	return code
+}
+
+// waitForChannel waits (bounded, and no longer once a signal came) for the state channel's
+// address file and reads its credential.
+func (s *session) waitForChannel(ctx context.Context, b runnerapi.Backend) (*ChannelBackend, error) {
+	log := logr.FromContextOrDiscard(ctx)
+	wait := s.cfg.ChannelWait
+	if wait <= 0 {
+		wait = DefaultChannelWait
+	}
+	addrFile := filepath.Join(s.cfg.ChannelDir, runnerapi.ChannelAddressFile)
+	deadline := time.Now().Add(wait)
+	for {
+		addr, err := os.ReadFile(addrFile)
+		if err == nil && len(bytes.TrimSpace(addr)) > 0 {
+			cred, err := os.ReadFile(filepath.Join(s.cfg.ChannelDir, runnerapi.ChannelCredentialFile))
+			if err != nil {
+				return nil, fmt.Errorf("read the state channel's credential: %w", err)
+			}
+			base := strings.TrimRight(strings.TrimSpace(string(addr)), "/")
+			if !strings.HasPrefix(base, "http://127.0.0.1:") {
+				return nil, fmt.Errorf("the state channel's address %q is not on loopback", base)
+			}
+			c := &ChannelBackend{URL: base + channel.StatePathPrefix + b.Namespace + "/" + b.SecretSuffix, Password: strings.TrimSpace(string(cred))}
+			if c.Password == "" {
+				return nil, errors.New("the state channel's credential is empty")
+			}
+			log.Info("state channel found", "address", base)
+			return c, nil
+		}
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("read the state channel's address: %w", err)
+		}
+		if s.pollSignal(ctx) {
+			// runSteps reports the interruption before init.
+			return &ChannelBackend{}, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the state channel did not write %s within %s", addrFile, wait)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait for the state channel: %w", ctx.Err())
+		case <-time.After(channelPoll):
+		}
+	}
+}
+
+// channelPoll is how often the runner looks for the channel's address file.
+const channelPoll = 20 * time.Millisecond
 
 // fail records the runner's own failure and returns its exit code.
 func (s *session) fail(ctx context.Context, res *runnerapi.Result, err error) int {
@@ -404,19 +522,27 @@ wait:
 
 // ChildEnv is the environment terraform runs with: the runner's own, without the variables that
 // would move the state or change the commands, and with automation settings and the default
-// workspace forced. Removed: TF_WORKSPACE, TF_DATA_DIR, TF_CLI_ARGS*, and every KUBE_* but
-// KUBE_CONFIG_PATH (which the override repeats as config_path). Terraform's kubernetes
-// backend falls back to KUBE_HOST, KUBE_TOKEN, KUBE_CTX, KUBE_PROXY_URL, ... even when the
-// override sets those settings to "", so pinning alone does not keep the state in place.
+// workspace forced. Removed: TF_WORKSPACE, TF_DATA_DIR, TF_CLI_ARGS*, TF_HTTP_* (the http
+// backend's settings; a channel run sets its password itself), and every KUBE_* but
+// KUBE_CONFIG_PATH (which the override repeats as config_path). Terraform's kubernetes backend
+// falls back to KUBE_HOST, KUBE_TOKEN, KUBE_CTX, KUBE_PROXY_URL, ... even when the override sets
+// those settings to "", so pinning alone does not keep the state in place.
 func ChildEnv(environ []string) []string {
+	return childEnv(environ, false)
+}
+
+// childEnv is ChildEnv; a channel run (which needs no Kubernetes access at all) also drops
+// KUBE_CONFIG_PATH and KUBECONFIG.
+func childEnv(environ []string, channelRun bool) []string {
 	forced := []string{"TF_IN_AUTOMATION=1", "TF_INPUT=0", "CHECKPOINT_DISABLE=1", "TF_WORKSPACE=default"}
 	out := make([]string, 0, len(environ)+len(forced))
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
 		switch {
-		case k == "TF_WORKSPACE", k == "TF_DATA_DIR", k == "TF_CLI_ARGS", strings.HasPrefix(k, "TF_CLI_ARGS_"),
+		case k == "TF_WORKSPACE", k == "TF_DATA_DIR", k == "TF_CLI_ARGS", strings.HasPrefix(k, "TF_CLI_ARGS_"), strings.HasPrefix(k, "TF_HTTP_"),
 			k == "TF_IN_AUTOMATION", k == "TF_INPUT", k == "CHECKPOINT_DISABLE",
-			strings.HasPrefix(k, "KUBE_") && k != runnerapi.EnvKubeConfigPath:
+			strings.HasPrefix(k, "KUBE_") && (channelRun || k != runnerapi.EnvKubeConfigPath),
+			channelRun && k == runnerapi.EnvKubeConfig:
 			continue
 		}
 		out = append(out, kv)

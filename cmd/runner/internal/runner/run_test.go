@@ -472,7 +472,8 @@ func TestMainCommandLine(t *testing.T) {
 	if fi, _ := os.Stat(dest); fi.Mode().Perm() != 0o755 {
 		t.Fatalf("installed mode %v", fi.Mode())
 	}
-	for _, args := range [][]string{nil, {"frobnicate"}, {"install"}, {"run", "--no-such-flag"}, {"run", "extra"}} {
+	for _, args := range [][]string{nil, {"frobnicate"}, {"install"}, {"run", "--no-such-flag"}, {"run", "extra"},
+		{"channel", "--no-such-flag"}, {"channel"}, {"channel", "extra"}} {
 		if code := Main(context.Background(), args, nil, &out, &errOut, nil); code != runnerapi.ExitBadInput {
 			t.Errorf("%q: exit %d, want %d", args, code, runnerapi.ExitBadInput)
 		}

@@ -36,6 +36,8 @@ type StepOptions struct {
 	// PushFile is the state file `state push` reads (restore only); the runner writes it after
 	// `state pull`.
 	PushFile string
+	// BackendConfig are init's -backend-config key=value settings (the state channel's).
+	BackendConfig []string
 }
 
 // Steps is the one place that maps an operation to terraform/tofu commands.
@@ -45,6 +47,9 @@ func Steps(op string, o StepOptions) ([]Step, error) {
 	// -reconfigure: use the backend as configured now and never offer to migrate a state from
 	// a backend recorded in a .terraform folder that came with the module.
 	init := Step{Name: StepInit, Args: []string{"init", "-input=false", "-no-color", "-reconfigure"}}
+	for _, kv := range o.BackendConfig {
+		init.Args = append(init.Args, "-backend-config="+kv)
+	}
 	switch op {
 	case runnerapi.OperationApply:
 		return []Step{init, {Name: StepApply, Args: []string{"apply", "-auto-approve", "-input=false", "-no-color", lock, vars}}}, nil

@@ -1,0 +1,279 @@
+package channel
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+)
+
+// Config is one state channel.
+type Config struct {
+	// Dir is the folder shared with the main container (address, credential, records).
+	Dir string
+	// Namespace and Suffix name the state Secret tfstate-default-<Suffix> and the lock Lease
+	// lock-tfstate-default-<Suffix>, the only state the channel serves.
+	Namespace string
+	Suffix    string
+	// Job is the channel's Job; RunLease the object's run lease, which must name Job for any
+	// lock or state write (fencing).
+	Job      string
+	RunLease string
+	// Pod is the channel's pod ($POD_NAME), recorded on the locks it takes.
+	Pod string
+	// OwnerKind, OwnerName and OwnerUID are the object whose Jobs' stale locks may be broken.
+	OwnerKind string
+	OwnerName string
+	OwnerUID  string
+	// APIServer is the API server's URL; default https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT.
+	APIServer string
+	// TokenFile (re-read on every request) and CAFile authenticate the channel.
+	TokenFile string
+	CAFile    string
+	// Listen is the address to listen on; default 127.0.0.1:0 (an ephemeral port: pods of the
+	// sandbox share one loopback). A restarted channel first tries the port it had.
+	Listen string
+}
+
+// ShutdownGrace bounds how long a stopping channel waits for requests in flight.
+const ShutdownGrace = 10 * time.Second
+
+var (
+	dns1123Label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	// A suffix ends a Secret and a Lease name and must not contain '/'.
+	suffixPattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+)
+
+func (c Config) validate() error {
+	var errs []error
+	for name, v := range map[string]string{
+		runnerapi.FlagDir: c.Dir, runnerapi.FlagJob: c.Job, runnerapi.FlagRunLease: c.RunLease,
+		runnerapi.FlagOwnerKind: c.OwnerKind, runnerapi.FlagOwnerName: c.OwnerName, runnerapi.FlagOwnerUID: c.OwnerUID,
+		runnerapi.FlagTokenFile: c.TokenFile, runnerapi.FlagCAFile: c.CAFile, "$" + runnerapi.EnvChannelPodName: c.Pod,
+	} {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s is required", name))
+		}
+	}
+	if !dns1123Label.MatchString(c.Namespace) || len(c.Namespace) > 63 {
+		errs = append(errs, fmt.Errorf("namespace %q is not a namespace name", c.Namespace))
+	}
+	if !suffixPattern.MatchString(c.Suffix) || len(c.Suffix) > 200 {
+		errs = append(errs, fmt.Errorf("suffix %q cannot end a Secret name", c.Suffix))
+	}
+	return errors.Join(errs...)
+}
+
+// usageError marks bad flags or configuration.
+type usageError struct{ error }
+
+// Main is `runner channel`: it parses the flags, serves until a signal or ctx ends, and
+// returns the exit code.
+func Main(ctx context.Context, args, environ []string, stderr io.Writer, signals <-chan os.Signal) int {
+	log := logr.FromContextOrDiscard(ctx).WithName("channel")
+	ctx = logr.NewContext(ctx, log)
+	cfg, err := parse(args, environ, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return runnerapi.ExitOK
+	}
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "runner channel: %v\n", err)
+		return runnerapi.ExitBadInput
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case sig := <-signals:
+			log.Info("signal received; stopping", "signal", sig.String())
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := Serve(ctx, cfg); err != nil {
+		log.Error(err, "state channel failed")
+		var ue usageError
+		if errors.As(err, &ue) {
+			return runnerapi.ExitBadInput
+		}
+		return runnerapi.ExitInternal
+	}
+	return runnerapi.ExitOK
+}
+
+func parse(args, environ []string, stderr io.Writer) (Config, error) {
+	env := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	cfg := Config{Pod: env[runnerapi.EnvChannelPodName]}
+	if host, port := env[runnerapi.EnvServiceHost], env[runnerapi.EnvServicePort]; host != "" && port != "" {
+		cfg.APIServer = "https://" + net.JoinHostPort(host, port)
+	}
+	fs := flag.NewFlagSet("runner channel", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.Dir, runnerapi.FlagDir, runnerapi.ChannelDir, "folder shared with the main container")
+	fs.StringVar(&cfg.Namespace, runnerapi.FlagNamespace, "", "namespace of the object's state")
+	fs.StringVar(&cfg.Suffix, runnerapi.FlagSuffix, "", "state suffix of the object")
+	fs.StringVar(&cfg.Job, runnerapi.FlagJob, "", "the channel's Job")
+	fs.StringVar(&cfg.RunLease, runnerapi.FlagRunLease, "", "the object's run lease")
+	fs.StringVar(&cfg.OwnerKind, runnerapi.FlagOwnerKind, "", "kind of the object")
+	fs.StringVar(&cfg.OwnerName, runnerapi.FlagOwnerName, "", "name of the object")
+	fs.StringVar(&cfg.OwnerUID, runnerapi.FlagOwnerUID, "", "UID of the object")
+	fs.StringVar(&cfg.TokenFile, runnerapi.FlagTokenFile, filepath.Join(runnerapi.ServiceAccountDir, runnerapi.ServiceAccountTokenFile), "projected ServiceAccount token")
+	fs.StringVar(&cfg.CAFile, runnerapi.FlagCAFile, filepath.Join(runnerapi.ServiceAccountDir, runnerapi.ServiceAccountCAFile), "the API server's CA bundle")
+	if err := fs.Parse(args); err != nil {
+		return cfg, fmt.Errorf("parse flags: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments %v", fs.Args())
+	}
+	if ns := env[runnerapi.EnvChannelPodNamespace]; ns != "" && ns != cfg.Namespace {
+		return cfg, fmt.Errorf("--%s=%s but the pod runs in namespace %s", runnerapi.FlagNamespace, cfg.Namespace, ns)
+	}
+	if cfg.APIServer == "" {
+		return cfg, fmt.Errorf("$%s and $%s are required", runnerapi.EnvServiceHost, runnerapi.EnvServicePort)
+	}
+	return cfg, cfg.validate()
+}
+
+// Serve runs the channel until ctx ends: it writes the credential, listens on loopback,
+// writes the address (last: its presence says the channel serves) and answers Terraform's
+// http backend for the one state of cfg.
+func Serve(ctx context.Context, cfg Config) error {
+	_, err := serve(ctx, cfg, nil)
+	return err
+}
+
+// serve is Serve; ready, when set, receives the server once it listens (tests).
+func serve(ctx context.Context, cfg Config, ready func(*server)) (*server, error) {
+	log := logr.FromContextOrDiscard(ctx)
+	if err := cfg.validate(); err != nil {
+		return nil, usageError{err}
+	}
+	kube, err := newKubeClient(cfg.APIServer, cfg.CAFile, cfg.TokenFile)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create channel folder: %w", err)
+	}
+	cred, err := credential(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := listen(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &server{
+		cfg: cfg, store: newStore(kube, cfg.Namespace, cfg.Suffix, cfg.RunLease), credential: cred,
+		ownerNameLabel: labelValue(cfg.OwnerName), records: &records{dir: cfg.Dir, log: log},
+	}
+	hs := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 30 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	addr := "http://" + ln.Addr().String()
+	if err := writeAtomic(filepath.Join(cfg.Dir, runnerapi.ChannelAddressFile), []byte(addr), 0o644); err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	if ready != nil {
+		ready(s)
+	}
+	log.Info("serving", "address", addr, "path", s.statePath(), "job", cfg.Job, "pod", cfg.Pod, "runLease", cfg.RunLease)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return s, fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownGrace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		return s, fmt.Errorf("shut down: %w", err)
+	}
+	log.Info("stopped")
+	return s, nil
+}
+
+// credential returns the per-run password: the one in the folder when the channel restarts
+// (the runner's terraform already holds it), else a new random one written with mode 0600.
+func credential(dir string) (string, error) {
+	p := filepath.Join(dir, runnerapi.ChannelCredentialFile)
+	if b, err := os.ReadFile(p); err == nil && len(strings.TrimSpace(string(b))) >= 32 {
+		return strings.TrimSpace(string(b)), nil
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("read credential: %w", err)
+	}
+	buf := make([]byte, 32)
+	if _, err := rand.Read(buf); err != nil {
+		return "", fmt.Errorf("generate credential: %w", err)
+	}
+	cred := hex.EncodeToString(buf)
+	if err := writeAtomic(p, []byte(cred), 0o600); err != nil {
+		return "", err
+	}
+	return cred, nil
+}
+
+// listen listens on cfg.Listen, or on the loopback port a previous run of this channel had
+// (a restarted sidecar keeps its address), else on an ephemeral loopback port.
+func listen(cfg Config) (net.Listener, error) {
+	if cfg.Listen != "" {
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		}
+		return ln, nil
+	}
+	if b, err := os.ReadFile(filepath.Join(cfg.Dir, runnerapi.ChannelAddressFile)); err == nil {
+		if u, err := url.Parse(strings.TrimSpace(string(b))); err == nil {
+			if host, _, err := net.SplitHostPort(u.Host); err == nil && host == "127.0.0.1" {
+				if ln, err := net.Listen("tcp", u.Host); err == nil {
+					return ln, nil
+				}
+			}
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen on loopback: %w", err)
+	}
+	return ln, nil
+}
+
+// labelValue is controllers/naming.LabelValue (the owner-name label of CAPTF's Jobs): names of
+// 63 characters or less stay; longer ones keep a prefix and end in a hash of the whole name.
+// A test keeps the two equal; the runner does not import the controller's packages.
+func labelValue(name string) string {
+	if len(name) <= 63 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	const suffixLength = 16
+	prefix := strings.TrimRight(name[:63-suffixLength-1], "-._")
+	return prefix + "-" + hex.EncodeToString(sum[:])[:suffixLength]
+}

@@ -1,0 +1,27 @@
+// Package channel is the runner's state channel (`runner channel`): a native sidecar of every
+// CAPTF Job that speaks Terraform's http backend on loopback and stores the state in exactly
+// the layout of Terraform's kubernetes backend (Secret tfstate-default-<suffix>, gzip'd JSON
+// under key tfstate, the backend's labels; lock Lease lock-tfstate-default-<suffix> whose
+// holderIdentity is the lock ID, with the lock info annotation). It alone holds the pod's
+// Kubernetes credential; terraform and the module reach the state only through it, with a
+// per-run password.
+//
+// Invariants:
+//   - it serves one state, named by its flags: a request for another namespace or suffix is
+//     refused (403), a request without the per-run credential is refused (401);
+//   - it reads and writes only the state Secret and the lock Lease of its suffix, and reads
+//     only the run lease, Jobs and Pods of its namespace; it never creates or deletes;
+//   - fencing: a LOCK or a state write (POST) happens only when the object's run lease, read
+//     live just before, names the channel's Job; otherwise it is refused (403) and recorded in
+//     fenced.json, which the runner reports as the outcome Fenced;
+//   - a state write needs the lock: its ?ID= must be the lock Lease's holder, taken by this
+//     pod's channel (read live);
+//   - a held lock is broken only under ARCHITECTURE.md I8: its holder is a pod of one of this
+//     object's own Jobs (Job read live, controlled by the object's UID), that pod is gone or
+//     terminal, this Job holds the run lease, and the write that breaks it carries the
+//     resourceVersion it read (a conflict means no break). A break is recorded in
+//     lock-broken.json; any other holder gets 423 and is named in lock-holder.json;
+//   - the API token is read from its file on every request (the kubelet rotates it);
+//   - updates go through the object as read, so fields the channel does not know (finalizers,
+//     owner references, labels) are kept.
+package channel

@@ -1,0 +1,417 @@
+package channel
+
+import (
+	"context"
+	"crypto/md5" //nolint:gosec // Terraform's http backend protocol uses Content-MD5 as a checksum.
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/go-logr/logr"
+
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+)
+
+// HTTP methods of Terraform's http backend besides GET and POST.
+const (
+	methodLock   = "LOCK"
+	methodUnlock = "UNLOCK"
+)
+
+// StatePathPrefix starts the path of the one state the channel serves:
+// /state/<namespace>/<suffix>.
+const StatePathPrefix = "/state/"
+
+// maxLockInfoBytes bounds a lock info document (Terraform's are a few hundred bytes).
+const maxLockInfoBytes = 16 << 10
+
+// lockInfo is the part of Terraform's lock info the channel reads. The document itself is
+// stored as sent, in the lock-info annotation, as the kubernetes backend does.
+type lockInfo struct {
+	ID        string `json:"ID"`
+	Operation string `json:"Operation"`
+	Who       string `json:"Who"`
+	Created   string `json:"Created"`
+}
+
+// server answers Terraform's http backend for one object's state.
+type server struct {
+	cfg   Config
+	store *store
+	// credential is the per-run password of the basic auth.
+	credential string
+	// ownerNameLabel is the owner-name label value of the object's Jobs.
+	ownerNameLabel string
+	// records writes the files the runner reads.
+	records *records
+	// lockMu serialises LOCK, UNLOCK and POST: terraform sends one at a time, and a second
+	// client (a module misusing the credential) must not interleave with the first.
+	lockMu sync.Mutex
+	// beforeBreak, when set (tests only), runs after the I8 evidence was read and before the
+	// write that breaks the lock.
+	beforeBreak func()
+}
+
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := logr.NewContext(r.Context(), logr.FromContextOrDiscard(r.Context()).WithValues("method", r.Method))
+	if !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Basic realm="captf-state-channel"`)
+		http.Error(w, "wrong or missing credential", http.StatusUnauthorized)
+		return
+	}
+	ns, suffix, ok := parseStatePath(r.URL.Path)
+	if !ok {
+		http.Error(w, "not found: the channel serves "+s.statePath(), http.StatusNotFound)
+		return
+	}
+	if ns != s.cfg.Namespace || suffix != s.cfg.Suffix {
+		logr.FromContextOrDiscard(ctx).Info("refused a request for another object's state", "path", r.URL.Path)
+		http.Error(w, "forbidden: this channel serves only "+s.statePath(), http.StatusForbidden)
+		return
+	}
+	switch r.Method {
+	case http.MethodGet:
+		s.getState(ctx, w)
+	case http.MethodPost:
+		s.postState(ctx, w, r)
+	case methodLock:
+		s.lock(ctx, w, r)
+	case methodUnlock:
+		s.unlock(ctx, w, r)
+	default:
+		w.Header().Set("Allow", "GET, POST, LOCK, UNLOCK")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+func (s *server) statePath() string {
+	return StatePathPrefix + s.cfg.Namespace + "/" + s.cfg.Suffix
+}
+
+// parseStatePath splits /state/<namespace>/<suffix>.
+func parseStatePath(p string) (string, string, bool) {
+	rest, ok := strings.CutPrefix(p, StatePathPrefix)
+	if !ok {
+		return "", "", false
+	}
+	ns, suffix, ok := strings.Cut(rest, "/")
+	if !ok || ns == "" || suffix == "" || strings.Contains(suffix, "/") {
+		return "", "", false
+	}
+	return ns, suffix, true
+}
+
+// authorized checks the basic auth credential in constant time (of the hashes).
+func (s *server) authorized(r *http.Request) bool {
+	user, pass, ok := r.BasicAuth()
+	if !ok {
+		return false
+	}
+	got := sha256.Sum256([]byte(user + "\x00" + pass))
+	want := sha256.Sum256([]byte(runnerapi.ChannelUsername + "\x00" + s.credential))
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+}
+
+func (s *server) getState(ctx context.Context, w http.ResponseWriter) {
+	state, err := s.store.readState(ctx)
+	if err != nil {
+		s.serverError(ctx, w, "read state", err)
+		return
+	}
+	if state == nil {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	sum := md5.Sum(state) //nolint:gosec // protocol checksum
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-MD5", base64.StdEncoding.EncodeToString(sum[:]))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(state)
+}
+
+// postState writes the state. It needs the lock (?ID=), held by this pod's channel as the lock
+// Lease says live, and the object's run lease naming this Job (fencing), both read just
+// before the write.
+func (s *server) postState(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	log := logr.FromContextOrDiscard(ctx)
+	id := r.URL.Query().Get("ID")
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxStateBytes+1))
+	if err != nil {
+		http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if len(body) > maxStateBytes {
+		http.Error(w, "state too large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	if want := r.Header.Get("Content-MD5"); want != "" {
+		sum := md5.Sum(body) //nolint:gosec // protocol checksum
+		if base64.StdEncoding.EncodeToString(sum[:]) != want {
+			http.Error(w, "Content-MD5 does not match the body", http.StatusBadRequest)
+			return
+		}
+	}
+	if !json.Valid(body) {
+		http.Error(w, "the state is not JSON", http.StatusBadRequest)
+		return
+	}
+	if id == "" {
+		http.Error(w, "conflict: a state write needs the lock (?ID=<lock id>)", http.StatusConflict)
+		return
+	}
+	s.lockMu.Lock()
+	defer s.lockMu.Unlock()
+	if s.fenced(ctx, w, "POST") {
+		return
+	}
+	lock, err := s.store.getLock(ctx)
+	if err != nil {
+		s.serverError(ctx, w, "read lock", err)
+		return
+	}
+	if lock.holder() != id || lock.annotations()[runnerapi.LockPodAnnotation] != s.cfg.Pod {
+		log.Info("refused a state write without the lock", "lockID", id, "holder", lock.holder())
+		writeLockInfo(w, http.StatusConflict, lock)
+		return
+	}
+	if err := s.store.writeState(ctx, body); err != nil {
+		if errors.Is(err, errTooLarge) {
+			http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
+			return
+		}
+		s.serverError(ctx, w, "write state", err)
+		return
+	}
+	log.Info("state written", "lockID", id, "bytes", len(body), "sha256", shortHash(body))
+	w.WriteHeader(http.StatusOK)
+}
+
+// lockRetries bounds the read-modify-write retries of LOCK and UNLOCK after a conflict.
+const lockRetries = 3
+
+// lock takes the lock for the lock info in the body: when the lock is free (and this Job holds
+// the run lease), when it is already this ID's, or when it is stale by I8 (break and take in
+// one conditional write). Otherwise it answers 423 with the holder's lock info.
+func (s *server) lock(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	log := logr.FromContextOrDiscard(ctx)
+	raw, info, ok := readLockInfo(w, r)
+	if !ok {
+		return
+	}
+	s.lockMu.Lock()
+	defer s.lockMu.Unlock()
+	for attempt := 0; ; attempt++ {
+		lock, err := s.store.getLock(ctx)
+		if err != nil {
+			s.serverError(ctx, w, "read lock", err)
+			return
+		}
+		held := lock.holder()
+		if held == "" || held == info.ID {
+			if s.fenced(ctx, w, methodLock) {
+				return
+			}
+			if held == info.ID {
+				w.WriteHeader(http.StatusOK)
+				return
+			}
+			s.take(lock, raw, info)
+			err := s.store.putLock(ctx, lock)
+			if isConflict(err) && attempt < lockRetries {
+				continue
+			}
+			if err != nil {
+				s.serverError(ctx, w, "take lock", err)
+				return
+			}
+			s.records.clearHolder()
+			log.Info("lock taken", "lockID", info.ID, "who", info.Who, "operation", info.Operation)
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		s.heldByOther(ctx, w, lock, raw, info)
+		return
+	}
+}
+
+// heldByOther answers a LOCK that found another holder: break the lock when I8 allows it,
+// else refuse (403 when this Job is fenced, 423 with the holder's lock info otherwise).
+func (s *server) heldByOther(ctx context.Context, w http.ResponseWriter, lock object, raw []byte, info lockInfo) {
+	log := logr.FromContextOrDiscard(ctx)
+	old := holderOf(lock)
+	v, err := s.judgeStale(ctx, lock)
+	if err != nil {
+		s.serverError(ctx, w, "read the lock holder's evidence", err)
+		return
+	}
+	if v.breakable {
+		if s.beforeBreak != nil {
+			s.beforeBreak()
+		}
+		// (d) the lock is still the one read: the write carries the resourceVersion read.
+		s.take(lock, raw, info)
+		err := s.store.putLock(ctx, lock)
+		if err == nil {
+			s.records.lockBroken(runnerapi.LockBroken{LockID: old.ID, Who: old.Who, Pod: v.pod, Job: v.job})
+			s.records.clearHolder()
+			log.Info("broke a stale lock and took it", "brokenLockID", old.ID, "brokenWho", old.Who, "pod", v.pod, "job", v.job, "lockID", info.ID)
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		if !isConflict(err) {
+			s.serverError(ctx, w, "break lock", err)
+			return
+		}
+		log.Info("did not break the lock: it changed since it was read", "lockID", old.ID)
+		if lock, err = s.store.getLock(ctx); err != nil {
+			s.serverError(ctx, w, "read lock", err)
+			return
+		}
+		old = holderOf(lock)
+	} else {
+		log.Info("lock held; not breaking it", "holder", old.ID, "who", old.Who, "reason", v.why)
+	}
+	if s.fenced(ctx, w, methodLock) {
+		return
+	}
+	s.records.lockHolder(old)
+	writeLockInfo(w, http.StatusLocked, lock)
+}
+
+// take sets the lock to info, recording this pod and Job, and the backend's labels.
+func (s *server) take(lock object, raw []byte, info lockInfo) {
+	lock.setHolder(info.ID)
+	rawInfo, pod, job := string(raw), s.cfg.Pod, s.cfg.Job
+	lock.setStringMap("annotations", map[string]*string{
+		runnerapi.StateLockInfoAnnotation: &rawInfo,
+		runnerapi.LockPodAnnotation:       &pod,
+		runnerapi.LockJobAnnotation:       &job,
+	})
+	lock.setStringMap("labels", s.store.backendLabels())
+}
+
+// unlock releases the lock named by the body's ID. It is not fenced: a run whose lease moved
+// on still releases the lock it holds.
+func (s *server) unlock(ctx context.Context, w http.ResponseWriter, r *http.Request) {
+	log := logr.FromContextOrDiscard(ctx)
+	_, info, ok := readLockInfo(w, r)
+	if !ok {
+		return
+	}
+	s.lockMu.Lock()
+	defer s.lockMu.Unlock()
+	for attempt := 0; ; attempt++ {
+		lock, err := s.store.getLock(ctx)
+		if err != nil {
+			s.serverError(ctx, w, "read lock", err)
+			return
+		}
+		if lock.holder() != info.ID {
+			log.Info("refused to unlock a lock this ID does not hold", "lockID", info.ID, "holder", lock.holder())
+			writeLockInfo(w, http.StatusConflict, lock)
+			return
+		}
+		lock.setHolder("")
+		lock.setStringMap("annotations", map[string]*string{
+			runnerapi.StateLockInfoAnnotation: nil,
+			runnerapi.LockPodAnnotation:       nil,
+			runnerapi.LockJobAnnotation:       nil,
+		})
+		err = s.store.putLock(ctx, lock)
+		if isConflict(err) && attempt < lockRetries {
+			continue
+		}
+		if err != nil {
+			s.serverError(ctx, w, "release lock", err)
+			return
+		}
+		log.Info("lock released", "lockID", info.ID)
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+}
+
+// fenced checks the run lease live; when it names another Job it records the refusal,
+// answers 403 and returns true. An error reading the lease answers 503 and returns true.
+func (s *server) fenced(ctx context.Context, w http.ResponseWriter, request string) bool {
+	holder, err := s.store.runLeaseHolder(ctx)
+	if err != nil {
+		s.serverError(ctx, w, "read run lease", err)
+		return true
+	}
+	if holder == s.cfg.Job {
+		return false
+	}
+	s.records.fenced(runnerapi.Fenced{Request: request, RunLeaseHolder: holder})
+	logr.FromContextOrDiscard(ctx).Info("fenced: the run lease names another Job; refusing", "request", request, "runLeaseHolder", holder, "job", s.cfg.Job)
+	http.Error(w, fmt.Sprintf("fenced: the run lease %s names %q, not Job %s; this run may no longer lock or write the state",
+		s.cfg.RunLease, holder, s.cfg.Job), http.StatusForbidden)
+	return true
+}
+
+// serverError answers 412 for a missing state Secret or lock Lease (the controller creates
+// both; retrying does not help), 422 for a chunked state, and 503 otherwise (Terraform's
+// client retries those).
+func (s *server) serverError(ctx context.Context, w http.ResponseWriter, what string, err error) {
+	logr.FromContextOrDiscard(ctx).Error(err, "state channel request failed", "step", what)
+	switch {
+	case errors.Is(err, errNoObject):
+		http.Error(w, what+": "+err.Error()+" (the controller creates it before the first Job)", http.StatusPreconditionFailed)
+	case errors.Is(err, errChunked):
+		http.Error(w, what+": "+err.Error(), http.StatusUnprocessableEntity)
+	default:
+		http.Error(w, what+": "+err.Error(), http.StatusServiceUnavailable)
+	}
+}
+
+// readLockInfo reads and checks a LOCK or UNLOCK body.
+func readLockInfo(w http.ResponseWriter, r *http.Request) ([]byte, lockInfo, bool) {
+	var info lockInfo
+	raw, err := io.ReadAll(io.LimitReader(r.Body, maxLockInfoBytes+1))
+	if err != nil || len(raw) > maxLockInfoBytes {
+		http.Error(w, "lock info missing or too large", http.StatusBadRequest)
+		return nil, info, false
+	}
+	if err := json.Unmarshal(raw, &info); err != nil || info.ID == "" {
+		http.Error(w, "the body is not a lock info document with an ID", http.StatusBadRequest)
+		return nil, info, false
+	}
+	return raw, info, true
+}
+
+// holderOf reads the lock info of the Lease's holder (only the ID when the annotation is
+// missing or unreadable, as with a Lease whose holder was set by hand).
+func holderOf(lock object) runnerapi.LockHolder {
+	h := runnerapi.LockHolder{ID: lock.holder()}
+	var info lockInfo
+	if err := json.Unmarshal([]byte(lock.annotations()[runnerapi.StateLockInfoAnnotation]), &info); err == nil && info.ID == h.ID {
+		h.Who, h.Operation, h.Created = info.Who, info.Operation, info.Created
+	}
+	return h
+}
+
+// writeLockInfo answers with the current holder's lock info, which Terraform prints.
+func writeLockInfo(w http.ResponseWriter, code int, lock object) {
+	body := lock.annotations()[runnerapi.StateLockInfoAnnotation]
+	var info lockInfo
+	if json.Unmarshal([]byte(body), &info) != nil || info.ID != lock.holder() {
+		b, _ := json.Marshal(map[string]string{"ID": lock.holder()})
+		body = string(b)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, body)
+}
+
+func shortHash(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6])
+}

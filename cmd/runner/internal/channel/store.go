@@ -1,0 +1,208 @@
+package channel
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+)
+
+// maxSecretData bounds the gzip'd state the channel writes into the one state Secret: the API
+// server refuses a Secret whose data exceeds 1 MiB. Terraform's kubernetes backend splits a
+// larger state over several Secrets (tfstate-default-<suffix>-part-<n>); the channel, which
+// may touch only the one Secret, refuses it instead.
+const maxSecretData = 1<<20 - 4<<10
+
+// maxStateBytes bounds an uncompressed state the channel accepts or reads back.
+const maxStateBytes = 256 << 20
+
+// errNoObject: the state Secret or the lock Lease does not exist. The controller creates both
+// before the first Job; the channel cannot (it holds no create permission).
+var errNoObject = errors.New("missing")
+
+// errChunked: the state Secret holds the first part of a state Terraform split over several
+// Secrets, which the channel does not read.
+var errChunked = errors.New("the state Secret holds part of a chunked state")
+
+// store reads and writes one object's state Secret and lock Lease, in the layout of
+// Terraform's kubernetes backend, and reads its run lease.
+type store struct {
+	kube      *kubeClient
+	namespace string
+	suffix    string
+	secret    string
+	lockLease string
+	runLease  string
+}
+
+func newStore(kube *kubeClient, namespace, suffix, runLease string) *store {
+	return &store{
+		kube: kube, namespace: namespace, suffix: suffix, runLease: runLease,
+		secret:    "tfstate-default-" + suffix,
+		lockLease: "lock-tfstate-default-" + suffix,
+	}
+}
+
+// readState returns the state JSON, or nil when there is none: no Secret, or a Secret without
+// the tfstate key (which the controller creates empty), as the kubernetes backend treats both.
+func (s *store) readState(ctx context.Context) ([]byte, error) {
+	sec, err := s.kube.get(ctx, secretPath(s.namespace, s.secret))
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read state secret: %w", err)
+	}
+	b64, ok := sec.dataValue(runnerapi.StateKey)
+	if !ok {
+		return nil, nil
+	}
+	return gunzipState(b64)
+}
+
+func gunzipState(b64 string) ([]byte, error) {
+	raw, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return nil, fmt.Errorf("decode state secret: %w", err)
+	}
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("gunzip state: %w", err)
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, maxStateBytes+1))
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, errChunked
+	}
+	if err != nil {
+		return nil, fmt.Errorf("gunzip state: %w", err)
+	}
+	if len(out) > maxStateBytes {
+		return nil, fmt.Errorf("state is larger than %d bytes", maxStateBytes)
+	}
+	return out, nil
+}
+
+func gzipState(state []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(state); err != nil {
+		return nil, fmt.Errorf("gzip state: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("gzip state: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// errTooLarge: the gzip'd state does not fit one Secret.
+var errTooLarge = fmt.Errorf("the gzip'd state is larger than %d bytes, more than one state Secret holds", maxSecretData)
+
+// conflictRetries bounds the read-modify-write retries of a state write that met a conflict
+// (the controller may patch the Secret's labels or finalizers meanwhile; nobody else writes
+// the tfstate key while the run holds the lock).
+const conflictRetries = 5
+
+// writeState stores state in the Secret: gzip'd under tfstate, with the backend's labels and
+// encoding annotation, keeping every other field. It never creates the Secret.
+func (s *store) writeState(ctx context.Context, state []byte) error {
+	gz, err := gzipState(state)
+	if err != nil {
+		return err
+	}
+	if len(gz) > maxSecretData {
+		return errTooLarge
+	}
+	b64 := base64.StdEncoding.EncodeToString(gz)
+	for attempt := 0; ; attempt++ {
+		sec, err := s.kube.get(ctx, secretPath(s.namespace, s.secret))
+		if isNotFound(err) {
+			return fmt.Errorf("state secret %s/%s: %w", s.namespace, s.secret, errNoObject)
+		}
+		if err != nil {
+			return fmt.Errorf("read state secret: %w", err)
+		}
+		sec.setData(runnerapi.StateKey, b64)
+		sec.setStringMap("labels", s.backendLabels())
+		gzipName := "gzip"
+		sec.setStringMap("annotations", map[string]*string{runnerapi.StateEncodingAnnotation: &gzipName})
+		_, err = s.kube.put(ctx, secretPath(s.namespace, s.secret), sec)
+		if isConflict(err) && attempt < conflictRetries {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("write state secret: %w", err)
+		}
+		return nil
+	}
+}
+
+// backendLabels are the kubernetes backend's labels, to be set on the state Secret and the
+// lock Lease.
+func (s *store) backendLabels() map[string]*string {
+	out := map[string]*string{}
+	for k, v := range runnerapi.StateLabels(s.suffix) {
+		out[k] = &v
+	}
+	return out
+}
+
+// getLock reads the lock Lease.
+func (s *store) getLock(ctx context.Context) (object, error) {
+	l, err := s.kube.get(ctx, leasePath(s.namespace, s.lockLease))
+	if isNotFound(err) {
+		return nil, fmt.Errorf("lock lease %s/%s: %w", s.namespace, s.lockLease, errNoObject)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read lock lease: %w", err)
+	}
+	return l, nil
+}
+
+// putLock writes the lock Lease back; a changed resourceVersion makes it fail with a conflict.
+func (s *store) putLock(ctx context.Context, l object) error {
+	if _, err := s.kube.put(ctx, leasePath(s.namespace, s.lockLease), l); err != nil {
+		return fmt.Errorf("write lock lease: %w", err)
+	}
+	return nil
+}
+
+// runLeaseHolder reads the run lease live and returns its holder ("" when it names none or
+// does not exist).
+func (s *store) runLeaseHolder(ctx context.Context) (string, error) {
+	l, err := s.kube.get(ctx, leasePath(s.namespace, s.runLease))
+	if isNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read run lease: %w", err)
+	}
+	return l.holder(), nil
+}
+
+// getJob and getPod read a Job or a Pod of the namespace live; a missing one is (nil, nil).
+func (s *store) getJob(ctx context.Context, name string) (object, error) {
+	return s.getOptional(ctx, jobPath(s.namespace, name))
+}
+
+func (s *store) getPod(ctx context.Context, name string) (object, error) {
+	return s.getOptional(ctx, podPath(s.namespace, name))
+}
+
+func (s *store) getOptional(ctx context.Context, path string) (object, error) {
+	o, err := s.kube.get(ctx, path)
+	if isNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return o, nil
+}
