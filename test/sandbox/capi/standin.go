@@ -6,7 +6,9 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -46,8 +48,12 @@ func (s *StandIn) SetupWithManager(mgr manager.Manager) error {
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 	})
+	if err := s.indexInfraRefs(mgr); err != nil {
+		return err
+	}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("sandbox-cluster").For(&clusterv1.Cluster{}).
 		Watches(&infrav1.TerraformCluster{}, byCluster).
+		Watches(&infrav1.TerraformCluster{}, s.referrers(&clusterv1.ClusterList{}, infrav1.TerraformClusterKind)).
 		Watches(&clusterv1.Machine{}, byCluster).
 		Watches(&clusterv1.MachinePool{}, byCluster).
 		Watches(&clusterv1.MachineDeployment{}, byCluster).
@@ -56,12 +62,14 @@ func (s *StandIn) SetupWithManager(mgr manager.Manager) error {
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("sandbox-machine").For(&clusterv1.Machine{}).
 		Watches(&infrav1.TerraformMachine{}, ownedBy("Machine")).
+		Watches(&infrav1.TerraformMachine{}, s.referrers(&clusterv1.MachineList{}, infrav1.TerraformMachineKind)).
 		Watches(&clusterv1.Cluster{}, members(s, &clusterv1.MachineList{})).
 		WithOptions(opts).Complete(reconcile.Func(s.reconcileMachine)); err != nil {
 		return fmt.Errorf("set up machine stand-in: %w", err)
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("sandbox-machinepool").For(&clusterv1.MachinePool{}).
 		Watches(&infrav1.TerraformMachinePool{}, ownedBy("MachinePool")).
+		Watches(&infrav1.TerraformMachinePool{}, s.referrers(&clusterv1.MachinePoolList{}, infrav1.TerraformMachinePoolKind)).
 		Watches(&clusterv1.Cluster{}, members(s, &clusterv1.MachinePoolList{})).
 		WithOptions(opts).Complete(reconcile.Func(s.reconcileMachinePool)); err != nil {
 		return fmt.Errorf("set up machinepool stand-in: %w", err)
@@ -73,6 +81,59 @@ func (s *StandIn) SetupWithManager(mgr manager.Manager) error {
 	return nil
 }
 
+// infraRefIndex indexes Clusters, Machines and MachinePools by the infrastructure object they
+// reference ("<Kind>/<name>").
+const infraRefIndex = "sandbox.captf.io/infrastructure-ref"
+
+// indexInfraRefs registers infraRefIndex for the three kinds.
+func (s *StandIn) indexInfraRefs(mgr manager.Manager) error {
+	key := func(ref clusterv1.ContractVersionedObjectReference) []string {
+		if ref.Kind == "" || ref.Name == "" {
+			return nil
+		}
+		return []string{ref.Kind + "/" + ref.Name}
+	}
+	idx := mgr.GetFieldIndexer()
+	ctx := context.Background()
+	for _, f := range []struct {
+		obj client.Object
+		fn  client.IndexerFunc
+	}{
+		{&clusterv1.Cluster{}, func(o client.Object) []string { return key(o.(*clusterv1.Cluster).Spec.InfrastructureRef) }},
+		{&clusterv1.Machine{}, func(o client.Object) []string { return key(o.(*clusterv1.Machine).Spec.InfrastructureRef) }},
+		{&clusterv1.MachinePool{}, func(o client.Object) []string {
+			return key(o.(*clusterv1.MachinePool).Spec.Template.Spec.InfrastructureRef)
+		}},
+	} {
+		if err := idx.IndexField(ctx, f.obj, infraRefIndex, f.fn); err != nil {
+			return fmt.Errorf("index %T by infrastructure reference: %w", f.obj, err)
+		}
+	}
+	return nil
+}
+
+// referrers maps an infrastructure object of kind to the Clusters, Machines or MachinePools
+// (list says which) whose infrastructure reference names it: an infrastructure object created
+// after the object that references it is linked as soon as it appears, as Cluster API's
+// controllers, which watch their infrastructure kinds, do.
+func (s *StandIn) referrers(list client.ObjectList, kind string) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		l := list.DeepCopyObject().(client.ObjectList)
+		if err := s.client.List(ctx, l, client.InNamespace(o.GetNamespace()), client.MatchingFields{infraRefIndex: kind + "/" + o.GetName()}); err != nil {
+			log.FromContext(ctx).Error(err, "list referrers of an infrastructure object", "kind", kind, "name", o.GetName())
+			return nil
+		}
+		var out []reconcile.Request
+		_ = meta.EachListItem(l, func(item runtime.Object) error {
+			if m, ok := item.(client.Object); ok {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(m)})
+			}
+			return nil
+		})
+		return out
+	})
+}
+
 // ownedBy maps an infrastructure object to its Cluster API owner of kind.
 func ownedBy(kind string) handler.EventHandler {
 	return handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -81,7 +142,7 @@ func ownedBy(kind string) handler.EventHandler {
 				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}}}
 			}
 		}
-		// Not linked yet: the infrastructureRef side links it.
+		// Not linked yet: referrers maps it by the reference to it.
 		return nil
 	})
 }
