@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
 )
 
@@ -12,21 +13,15 @@ import (
 type JobState struct {
 	// Name of the Job.
 	Name string
-	// Found is false when the API server has no Job of that name.
-	Found bool
-	// Finished: the Job has a terminal condition (jobs.Finished).
-	Finished bool
+	// Summary says whether it exists, finished, and which pods still run; its Runs is the
+	// one rule of jobstatus. Pods are listed only when the Job is gone or finished (a Job that
+	// has not finished runs whatever its pods do).
+	jobstatus.Summary
 	// Operation is the Job's captf.io/operation label ("" when unknown).
 	Operation string
 	// Since is when the Job started (status.startTime, else its creation time).
 	Since time.Time
-	// LivePods names the Job's pods that are neither Succeeded nor Failed. They are listed only
-	// when the Job is gone or finished (a Job that has not finished runs whatever its pods do).
-	LivePods []string
 }
-
-// Runs reports a Job that exists and has not finished, or a non-terminal pod of it.
-func (j JobState) Runs() bool { return (j.Found && !j.Finished) || len(j.LivePods) > 0 }
 
 // Evidence is everything the guard decides on, read live for one request.
 type Evidence struct {

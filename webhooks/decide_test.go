@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
@@ -112,10 +113,10 @@ func TestDecide(t *testing.T) {
 	toOther := webhooks.Change{OldActiveJob: "captf-abc-2", NewActiveJob: "captf-abc-9"}
 	toHolderAndBlockMove := webhooks.Change{OldActiveJob: "captf-abc-2", NewActiveJob: holder, BlockMoveRemoved: true}
 
-	oldRuns := &webhooks.JobState{Name: "captf-abc-2", Found: true, Operation: "Apply", Since: taken}
-	oldPods := &webhooks.JobState{Name: "captf-abc-2", Found: true, Finished: true, LivePods: []string{"captf-abc-2-pod"}}
-	oldGonePods := &webhooks.JobState{Name: "captf-abc-2", LivePods: []string{"captf-abc-2-pod"}}
-	oldDone := &webhooks.JobState{Name: "captf-abc-2", Found: true, Finished: true}
+	oldRuns := &webhooks.JobState{Name: "captf-abc-2", Summary: jobstatus.Summary{Found: true}, Operation: "Apply", Since: taken}
+	oldPods := &webhooks.JobState{Name: "captf-abc-2", Summary: jobstatus.Summary{Found: true, Finished: true, LivePods: []string{"captf-abc-2-pod"}}}
+	oldGonePods := &webhooks.JobState{Name: "captf-abc-2", Summary: jobstatus.Summary{LivePods: []string{"captf-abc-2-pod"}}}
+	oldDone := &webhooks.JobState{Name: "captf-abc-2", Summary: jobstatus.Summary{Found: true, Finished: true}}
 	oldGone := &webhooks.JobState{Name: "captf-abc-2"}
 
 	cases := []struct {

@@ -11,17 +11,15 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
 )
 
@@ -124,58 +122,23 @@ func (g *Guard) gather(ctx context.Context, owner runlease.Owner, ch Change) (Ev
 	return ev, nil
 }
 
-// JobStateOf reads a Job and, when it is gone or finished, its non-terminal pods, through
-// reader (the API server). known, when not nil, is the Job as just read live by the caller.
+// JobStateOf reads a Job and, when it is gone or finished, its pods, through reader (the API
+// server), by jobstatus's rules. known, when not nil, is the Job as just read live by the
+// caller.
 func JobStateOf(ctx context.Context, reader client.Reader, namespace, name string, known *batchv1.Job) (JobState, error) {
-	st := JobState{Name: name}
-	job := known
-	if job == nil {
-		j := &batchv1.Job{}
-		err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, j)
-		switch {
-		case err == nil:
-			job = j
-		case !apierrors.IsNotFound(err):
-			return st, fmt.Errorf("read job %s/%s: %w", namespace, name, err)
-		}
+	live, err := jobstatus.Read(ctx, reader, namespace, name, known)
+	if err != nil {
+		return JobState{Name: name}, err
 	}
-	if job != nil {
-		st.Found = true
-		st.Finished = jobs.Finished(job)
+	st := JobState{Name: name, Summary: jobstatus.Summarize(live.Job, live.Pods)}
+	if job := live.Job; job != nil {
 		st.Operation = job.Labels[infrav1.OperationLabel]
 		st.Since = job.CreationTimestamp.Time
 		if job.Status.StartTime != nil {
 			st.Since = job.Status.StartTime.Time
 		}
-		if !st.Finished {
-			return st, nil
-		}
 	}
-	pods, err := livePods(ctx, reader, namespace, name)
-	if err != nil {
-		return st, err
-	}
-	st.LivePods = pods
 	return st, nil
-}
-
-// livePods lists (live) the pods of a Job by either Job-name label and returns the names of
-// those neither Succeeded nor Failed, sorted.
-func livePods(ctx context.Context, reader client.Reader, namespace, job string) ([]string, error) {
-	var out []string
-	for _, label := range []string{runlease.JobNameLabel, runlease.LegacyJobNameLabel} {
-		var pods corev1.PodList
-		if err := reader.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{label: job}); err != nil {
-			return nil, fmt.Errorf("list pods of job %s/%s: %w", namespace, job, err)
-		}
-		for _, p := range pods.Items {
-			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && !slices.Contains(out, p.Name) {
-				out = append(out, p.Name)
-			}
-		}
-	}
-	slices.Sort(out)
-	return out, nil
 }
 
 // Override is the break-glass path: a member of one of Groups may force a removal the guard

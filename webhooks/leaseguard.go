@@ -8,11 +8,7 @@ import (
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -50,7 +46,7 @@ func (g *LeaseGuard) Handle(ctx context.Context, req admission.Request) admissio
 		return admission.Allowed("not a CAPTF run or cluster lease")
 	}
 	logger := log.FromContext(ctx).WithValues("lease", l.Namespace+"/"+l.Name, "user", req.UserInfo.Username)
-	v, job, err := g.judge(ctx, l, owner)
+	v, job, err := g.Leases.Judge(ctx, l, owner)
 	if err != nil {
 		logger.Error(err, "lease guard could not read the evidence; denying")
 		return admission.Errored(http.StatusServiceUnavailable,
@@ -97,38 +93,4 @@ func LeaseOwner(l *coordinationv1.Lease) (runlease.Owner, bool) {
 	}
 	return runlease.Owner{Namespace: l.Namespace, Kind: kind, Name: l.Labels[infrav1.OwnerNameLabel],
 		Cluster: l.Labels[infrav1.ClusterNameLabel]}, true
-}
-
-// judge applies runlease.Assess to the lease being deleted, with its holder Job and (when they
-// can change the verdict) the holder's pods, all read live.
-func (g *LeaseGuard) judge(ctx context.Context, l *coordinationv1.Lease, owner runlease.Owner) (runlease.Verdict, *batchv1.Job, error) {
-	opts := g.Leases.Options()
-	now := opts.Clock.Now()
-	v := runlease.Assess(l, owner, nil, nil, now, opts)
-	if v.Reason == runlease.FreeNoHolder || v.Reason == runlease.FreePastBackstop {
-		return v, nil, nil
-	}
-	holder := *l.Spec.HolderIdentity
-	var job *batchv1.Job
-	j := &batchv1.Job{}
-	err := g.Reader.Get(ctx, types.NamespacedName{Namespace: l.Namespace, Name: holder}, j)
-	switch {
-	case err == nil:
-		job = j
-	case !apierrors.IsNotFound(err):
-		return runlease.Verdict{}, nil, fmt.Errorf("read holder job %s/%s: %w", l.Namespace, holder, err)
-	}
-	v = runlease.Assess(l, owner, job, nil, now, opts)
-	if v.Reason == runlease.LiveHolderRunning {
-		return v, job, nil
-	}
-	var pods []corev1.Pod
-	for _, label := range []string{runlease.JobNameLabel, runlease.LegacyJobNameLabel} {
-		var list corev1.PodList
-		if err := g.Reader.List(ctx, &list, client.InNamespace(l.Namespace), client.MatchingLabels{label: holder}); err != nil {
-			return runlease.Verdict{}, nil, fmt.Errorf("list pods of holder job %s/%s: %w", l.Namespace, holder, err)
-		}
-		pods = append(pods, list.Items...)
-	}
-	return runlease.Assess(l, owner, job, pods, now, opts), job, nil
 }

@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
 )
 
 var _ = Describe("Defaulting on create", func() {
@@ -107,7 +106,7 @@ var _ = Describe("Spec validation", func() {
 
 		By("a moved object has no status, but its applied-hash annotation says it is provisioned")
 		m := newObject(infrav1.TerraformMachineKind, ns, "moved").(*infrav1.TerraformMachine)
-		m.Annotations = map[string]string{engine.AppliedHashAnnotation: "v1-abc"}
+		m.Annotations = map[string]string{infrav1.AppliedHashAnnotation: "v1-abc"}
 		Expect(admin.Create(ctx, m)).To(Succeed())
 		m.Spec.Module = infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "module"}}
 		Expect(apierrors.IsInvalid(admin.Update(ctx, m))).To(BeTrue())

@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
 	"github.com/captf/cluster-api-provider-terraform/controllers/inputs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 )
@@ -131,6 +130,6 @@ func Provisioned(annotations map[string]string, status *infrav1.TerraformStatus)
 	if status != nil && status.IsProvisioned() {
 		return true
 	}
-	_, ok := annotations[engine.AppliedHashAnnotation]
+	_, ok := annotations[infrav1.AppliedHashAnnotation]
 	return ok
 }

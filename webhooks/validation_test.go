@@ -13,7 +13,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
@@ -120,7 +119,7 @@ func TestProvisioned(t *testing.T) {
 		t.Error("fresh object is not provisioned")
 	case !webhooks.Provisioned(nil, &infrav1.TerraformStatus{Initialization: &infrav1.Initialization{Provisioned: &yes}}):
 		t.Error("status says provisioned")
-	case !webhooks.Provisioned(map[string]string{engine.AppliedHashAnnotation: "v1-x"}, &infrav1.TerraformStatus{}):
+	case !webhooks.Provisioned(map[string]string{infrav1.AppliedHashAnnotation: "v1-x"}, &infrav1.TerraformStatus{}):
 		t.Error("a moved object (no status) with an applied hash is provisioned")
 	}
 }

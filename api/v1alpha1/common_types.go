@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 )
 
 // Well-known names shared by the controller, the webhooks and the runner.
@@ -21,10 +22,10 @@ const (
 	DeleteForMoveAnnotation = "clusterctl.cluster.x-k8s.io/delete-for-move"
 
 	// PausedAnnotation pauses reconciliation of one object (Cluster API's annotation).
-	PausedAnnotation = "cluster.x-k8s.io/paused"
+	PausedAnnotation = clusterv1.PausedAnnotation
 
 	// ClusterNameLabel names the owning Cluster (Cluster API's label).
-	ClusterNameLabel = "cluster.x-k8s.io/cluster-name"
+	ClusterNameLabel = clusterv1.ClusterNameLabel
 
 	// GuardOverrideReasonAnnotation, set by a member of an allowed group, forces a guarded
 	// removal during an incident. Every use is logged and emitted as a Warning event.
@@ -53,6 +54,27 @@ const (
 	// RunSeqAnnotation, on a reconciled object, is the sequence number of its next Job: the Job
 	// name is derived from it, so the name does not change while the object waits for a lease.
 	RunSeqAnnotation = "captf.io/run-seq"
+)
+
+// Annotations the controller keeps on reconciled objects. They hold what must survive a
+// `clusterctl move` and a restart (a move drops status), so status is never load-bearing.
+const (
+	// AppliedHashAnnotation is the inputs hash of the last successful apply. Its presence
+	// means the object has applied before.
+	AppliedHashAnnotation = "captf.io/applied-hash"
+	// DestroyedAnnotation ("true") is set once a destroy Job of the object succeeded.
+	DestroyedAnnotation = "captf.io/destroyed"
+	// FailuresAnnotation counts consecutive failed Jobs (it drives the backoff).
+	FailuresAnnotation = "captf.io/failures"
+	// RetryAtAnnotation is when a failed operation may run again (RFC 3339).
+	RetryAtAnnotation = "captf.io/retry-at"
+	// LastErrorAnnotation keeps the last failed Job's redacted message (at most 1 KiB), so the
+	// backoff condition can say why even when a status patch was lost.
+	LastErrorAnnotation = "captf.io/last-error"
+	// EndpointFromOutputsAnnotation marks a TerraformCluster's spec.controlPlaneEndpoint that the
+	// controller filled from the module's output; such an endpoint is not fed back into the
+	// module's inputs (it would change the inputs hash after every first apply).
+	EndpointFromOutputsAnnotation = "captf.io/endpoint-from-outputs"
 )
 
 // Lease kinds, the values of LeaseLabel.

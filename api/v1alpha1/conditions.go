@@ -84,4 +84,13 @@ const (
 
 	// CacheLagReason marks a pass that waited because the cache trails the API server.
 	CacheLagReason = "CacheLag"
+
+	// DependenciesReadyReason: everything the object needs exists and is ready.
+	DependenciesReadyReason = "DependenciesReady"
+	// InputsAssembledReason: the inputs were assembled and are valid.
+	InputsAssembledReason = "InputsAssembled"
+	// OutputsValidReason: the module's outputs fill the contract.
+	OutputsValidReason = "OutputsValid"
+	// NotDeletingReason: the object is not being deleted.
+	NotDeletingReason = "NotDeleting"
 )

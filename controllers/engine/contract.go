@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
@@ -212,3 +213,50 @@ func MemberFingerprint(ctx context.Context, env Env, obj Object, m Member) (stri
 	}
 	return ResourceVersions(ctx, env.Cache, obj.GetNamespace(), objs)
 }
+
+// MemberKind is the one Kind adapter of machines and pools: they differ only in their Cluster
+// API owner, their types and how their outputs map onto the contract.
+type MemberKind struct {
+	Member
+	// NewObject and NewObjectList return empty objects of the kind.
+	NewObject     func() Object
+	NewObjectList func() client.ObjectList
+	// OwnerMap maps an event of the Cluster API owner (Machine, MachinePool) to the object its
+	// infrastructure reference names.
+	OwnerMap handler.MapFunc
+	// Outputs maps the module's outputs onto the object (Kind.ApplyOutputs).
+	Outputs func(obj Object, st *state.State) error
+}
+
+var _ Kind = MemberKind{}
+
+// Name implements Kind.
+func (m MemberKind) Name() string { return m.Kind }
+
+// New implements Kind.
+func (m MemberKind) New() Object { return m.NewObject() }
+
+// NewList implements Kind.
+func (m MemberKind) NewList() client.ObjectList { return m.NewObjectList() }
+
+// Watches implements Kind: the TerraformCluster (provisioning, endpoint, outputs) and the
+// owner (bootstrap data, version).
+func (m MemberKind) Watches() []Watch {
+	return []Watch{{Object: &infrav1.TerraformCluster{}}, {Object: m.NewOwner(), Map: m.OwnerMap}}
+}
+
+// Contract implements Kind.
+func (m MemberKind) Contract(ctx context.Context, env Env, obj Object) (ContractInputs, *Wait, error) {
+	return MemberContract(ctx, env, obj, m.Member)
+}
+
+// Fingerprint implements Kind.
+func (m MemberKind) Fingerprint(ctx context.Context, env Env, obj Object) (string, error) {
+	return MemberFingerprint(ctx, env, obj, m.Member)
+}
+
+// ApplyOutputs implements Kind.
+func (m MemberKind) ApplyOutputs(obj Object, st *state.State) error { return m.Outputs(obj, st) }
+
+// Children implements Kind: machines and pools have none.
+func (MemberKind) Children(context.Context, Env, Object) ([]string, error) { return nil, nil }

@@ -1,12 +1,13 @@
 package engine
 
 import (
+	"fmt"
 	"time"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 )
 
-// JobPhase is what the cache (and, for finished Jobs, a live pod check) says of a Job.
+// JobPhase is what the cache says of a Job (jobstatus.Finished on the cached copy).
 type JobPhase string
 
 // Job phases.
@@ -24,11 +25,35 @@ type JobView struct {
 	Phase      JobPhase
 }
 
+// PodsView is what a live listing of the current Job's pods found.
+type PodsView string
+
+// Pod listings.
+const (
+	// PodsNotListed: the pods were not read (the current Job has not finished, or there is none).
+	PodsNotListed PodsView = ""
+	// PodsTerminal: every pod of the Job is Succeeded or Failed (or there is none).
+	PodsTerminal PodsView = "Terminal"
+	// PodsRunning: a pod of the finished Job is still not terminal.
+	PodsRunning PodsView = "Running"
+)
+
+// LagView is the outcome of the live cache-lag checks (controllers/cachelag).
+type LagView struct {
+	// Checked is true when the checks ran; they run only when NeedsLagCheck says so.
+	Checked bool
+	// Found is true when they found a Job of the object that the cache does not show.
+	Found bool
+	// Job and Reason say what they found.
+	Job, Reason string
+}
+
 // Evidence is everything a pass knows when it decides. Gathering it is the only part of a pass
 // that reads; Decide is a pure function of it.
 type Evidence struct {
 	Now time.Time
 
+	// The object, from the cache.
 	Deleting     bool
 	HasFinalizer bool
 	// Paused: the object's paused annotation or its Cluster's spec.paused.
@@ -38,19 +63,24 @@ type Evidence struct {
 	BlockMove    bool
 	// ActiveJob is status.activeJob.name ("" when unset).
 	ActiveJob string
+	// Provisioned is status.initialization.provisioned.
+	Provisioned bool
 
-	// RunSeq is the object's durable run sequence; the Job of this sequence is Current.
+	// RunSeq is the object's durable run sequence; the Job of RunSeq is Current.
 	RunSeq int64
 	// Current is the Job of RunSeq as the cache shows it (nil: not in the cache).
 	Current *JobView
 	// Running lists every running Job of the object in the cache (normally at most Current).
 	Running []JobView
+	// CurrentPods is the live listing of the pods of Current once it has finished
+	// (NeedsPods).
+	CurrentPods PodsView
 
-	// Lag is true when the cache-lag checks found a Job the cache does not show yet.
-	Lag bool
-	// LagChecked is true when the checks ran (they run only when their answer matters).
-	LagChecked bool
+	// Lag is the outcome of the live cache-lag checks (NeedsLagCheck).
+	Lag LagView
 
+	// Gathered is true when the decision inputs below were read (NeedsDecisionInputs).
+	Gathered bool
 	// DependencyWait, when set, is what the object waits for before it can apply.
 	DependencyWait *Wait
 	// InputsProblem, when set, is why the inputs cannot be assembled.
@@ -65,7 +95,7 @@ type Evidence struct {
 	// Destroyed: a destroy Job of this object succeeded (durable annotation captf.io/destroyed).
 	Destroyed bool
 
-	// RetryAt is when a failed apply may be retried (zero: now), and LastError why it failed.
+	// RetryAt is when a failed operation may be retried (zero: now), and LastError why it failed.
 	RetryAt   time.Time
 	LastError string
 }
@@ -85,69 +115,142 @@ type Problem struct {
 	Message       string
 }
 
-// Action is what a pass does after bookkeeping.
+// Action is what a pass does.
 type Action string
 
 // Actions.
 const (
-	// ActionWaitJob: a Job runs; keep block-move and activeJob, wait for the Job watch.
+	// ActionNone: a deleting object whose finalizer is gone; nothing is left to do.
+	ActionNone Action = "None"
+	// ActionAddFinalizer: add the provider finalizer before anything else.
+	ActionAddFinalizer Action = "AddFinalizer"
+	// ActionWaitJob: a Job runs (or its pods do); keep block-move and activeJob, wait.
 	ActionWaitJob Action = "WaitJob"
-	// ActionWaitLag: the cache trails the API server; change nothing, requeue after 5 s.
+	// ActionBookkeep: count the finished current Job once (outcome, outputs, markers, leases).
+	ActionBookkeep Action = "Bookkeep"
+	// ActionWaitLag: the cache trails the API server (or the live checks did not run); change
+	// nothing, look again after LagRequeue.
 	ActionWaitLag Action = "WaitLag"
 	// ActionStart: start a Job of Operation.
 	ActionStart Action = "Start"
 	// ActionIdle: nothing to run.
 	ActionIdle Action = "Idle"
-	// ActionWait: blocked (dependency, inputs, backoff, children, paused deletion).
+	// ActionRecoverStatus: nothing to run, but status lost what the state still says (a move
+	// drops status): rebuild it from the state without a Job.
+	ActionRecoverStatus Action = "RecoverStatus"
+	// ActionWait: blocked (dependency, inputs, backoff, children, paused).
 	ActionWait Action = "Wait"
-	// ActionRemoveFinalizer: the object may go; remove the finalizer.
+	// ActionRemoveFinalizer: the object may go with its state kept (a move); remove the finalizer.
 	ActionRemoveFinalizer Action = "RemoveFinalizer"
-	// ActionCleanupAndRemoveFinalizer: destroy succeeded (or nothing was ever created): delete
-	// state, inputs and leases, then remove the finalizer.
-	ActionCleanupAndRemoveFinalizer Action = "CleanupAndRemoveFinalizer"
+	// ActionCleanup: the destroy succeeded (or nothing was ever created): delete state, inputs
+	// and leases, then remove the finalizer.
+	ActionCleanup Action = "Cleanup"
 )
 
-// Decision is the outcome of Decide.
+// Decision is the outcome of Decide: one action, and what it does to the guarded marks.
 type Decision struct {
 	Action    Action
 	Operation infrav1.Operation
-	// SetBlockMove: write block-move if missing (normal passes while work may start).
+	// SetBlockMove: write block-move if missing (while a Job runs or work may start).
 	SetBlockMove bool
 	// ClearBlockMove: remove block-move (only when paused or leaving, nothing runs, no lag).
 	ClearBlockMove bool
-	// ClearActiveJob: clear status.activeJob (nothing runs, no lag).
+	// SetActiveJob names the running Job status.activeJob must name ("" to leave it).
+	SetActiveJob string
+	// ClearActiveJob: clear status.activeJob (nothing runs, no lag; or it names the Job being
+	// bookkept).
 	ClearActiveJob bool
-	// Wait explains ActionWait and ActionWaitLag.
+	// Wait explains ActionWait, ActionWaitJob and ActionWaitLag.
 	Wait *Wait
 	// Problem, when set, becomes a False condition.
 	Problem *Problem
 }
 
+// Clears reports whether the decision removes block-move, status.activeJob or the finalizer.
+func (d Decision) Clears() bool {
+	return d.ClearBlockMove || d.ClearActiveJob || d.Action == ActionRemoveFinalizer || d.Action == ActionCleanup
+}
+
 // LagRequeue is how long a pass that saw cache lag waits before it looks again.
 const LagRequeue = 5 * time.Second
 
+// PodsRequeue is how soon a pass looks again at a finished Job whose pods still run (pods
+// are not watched).
+const PodsRequeue = 10 * time.Second
+
+// NeedsPods reports whether the pass must list the current Job's pods live: the Job finished
+// in the cache and nothing else runs, so bookkeeping is next, and a pod still running would
+// make it early.
+func NeedsPods(ev Evidence) bool {
+	return ev.HasFinalizer && len(ev.Running) == 0 && ev.Current != nil && ev.Current.Phase == JobFinished
+}
+
 // NeedsLagCheck reports whether the live cache-lag checks can change what this pass does:
-// only when the pass would otherwise clear block-move or status.activeJob or drop the
-// finalizer. An idle object reads nothing live.
+// only when nothing runs in the cache, no finished Job waits to be counted, and the pass
+// could clear block-move or status.activeJob or drop the finalizer. An idle object reads
+// nothing live.
 func NeedsLagCheck(ev Evidence) bool {
-	if len(ev.Running) > 0 {
+	if !ev.HasFinalizer || len(ev.Running) > 0 || NeedsPods(ev) {
 		return false
 	}
 	wouldClearBlockMove := ev.BlockMove && (ev.Paused || ev.Deleting)
 	return wouldClearBlockMove || ev.ActiveJob != "" || ev.Deleting
 }
 
-// Decide picks what a pass does. It is pure: same evidence, same decision.
+// NeedsDecisionInputs reports whether the pass gets as far as choosing an operation, so the
+// decision inputs (dependencies and inputs hash, or children and state) are worth reading.
+func NeedsDecisionInputs(ev Evidence) bool {
+	if !ev.HasFinalizer || ev.Paused || (ev.Deleting && ev.MoveDeletion) || len(ev.Running) > 0 || NeedsPods(ev) {
+		return false
+	}
+	return !NeedsLagCheck(ev) || (ev.Lag.Checked && !ev.Lag.Found)
+}
+
+// Decide picks what a pass does. It is pure: same evidence, same decision. Every branch that
+// sets, keeps or clears block-move, status.activeJob or the finalizer, and every start,
+// bookkeeping or wait for a Job, is decided here and nowhere else.
 func Decide(ev Evidence) Decision {
+	if !ev.HasFinalizer {
+		if ev.Deleting {
+			// Gone as far as this controller can tell: the API server deletes it now.
+			return Decision{Action: ActionNone}
+		}
+		// The finalizer first; a Job that runs keeps block-move in the same write.
+		return Decision{Action: ActionAddFinalizer, SetBlockMove: len(ev.Running) > 0 && !ev.BlockMove}
+	}
+
 	// A running Job wins over everything: keep the marks and wait for its watch event.
 	if len(ev.Running) > 0 {
-		return Decision{Action: ActionWaitJob, SetBlockMove: !ev.BlockMove}
+		run := ev.Running[0]
+		d := Decision{Action: ActionWaitJob, SetBlockMove: !ev.BlockMove}
+		if ev.ActiveJob != run.Name {
+			d.SetActiveJob = run.Name
+		}
+		return d
 	}
-	if ev.Lag {
-		return Decision{Action: ActionWaitLag, Wait: &Wait{Reason: infrav1.CacheLagReason,
-			Message: "a Job of this object exists on the API server but not yet in the cache", RequeueAfter: LagRequeue}}
+	if ev.Current != nil && ev.Current.Phase == JobFinished {
+		cur := ev.Current
+		if ev.CurrentPods != PodsTerminal {
+			// I2/I3: the Job finished but a pod still runs (or was not looked at): the Job is
+			// not over until its pods are.
+			return Decision{Action: ActionWaitJob, SetBlockMove: !ev.BlockMove,
+				Wait: &Wait{Reason: infrav1.JobRunningReason, RequeueAfter: PodsRequeue,
+					Message: fmt.Sprintf("Job %s finished but a pod of it is not terminated yet", cur.Name)}}
+		}
+		return Decision{Action: ActionBookkeep, Operation: cur.Operation, ClearActiveJob: ev.ActiveJob == cur.Name}
 	}
-	// From here on nothing runs, as far as the cache and (when they ran) the live checks tell.
+
+	// From here on nothing runs as far as the cache tells. A clear needs the live checks.
+	if NeedsLagCheck(ev) {
+		switch {
+		case !ev.Lag.Checked:
+			return Decision{Action: ActionWaitLag, Wait: &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue,
+				Message: "the live cache-lag checks did not run; nothing is cleared without them"}}
+		case ev.Lag.Found:
+			return Decision{Action: ActionWaitLag, Wait: &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue,
+				Message: fmt.Sprintf("Job %s exists on the API server but not yet in the cache (%s)", ev.Lag.Job, ev.Lag.Reason)}}
+		}
+	}
 	clearActive := ev.ActiveJob != ""
 
 	if ev.Deleting {
@@ -160,6 +263,10 @@ func Decide(ev Evidence) Decision {
 	}
 	d := Decision{SetBlockMove: !ev.BlockMove, ClearActiveJob: clearActive}
 	switch {
+	case !ev.Gathered:
+		d.Action = ActionWait
+		d.Wait = &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue,
+			Message: "the decision inputs were not read; nothing starts without them"}
 	case ev.DependencyWait != nil:
 		d.Action, d.Wait = ActionWait, ev.DependencyWait
 	case ev.InputsProblem != nil:
@@ -171,6 +278,8 @@ func Decide(ev Evidence) Decision {
 			return d
 		}
 		d.Action, d.Operation = ActionStart, infrav1.OperationApply
+	case !ev.Provisioned && ev.AppliedHash != "":
+		d.Action = ActionRecoverStatus
 	default:
 		d.Action = ActionIdle
 	}
@@ -190,24 +299,24 @@ func decideDeletion(ev Evidence, clearActive bool) Decision {
 				Message: "deletion waits: the object is paused, so nothing is destroyed until it is unpaused"}}
 	}
 	d := Decision{ClearActiveJob: clearActive, SetBlockMove: !ev.BlockMove}
-	if len(ev.Children) > 0 {
+	switch {
+	case !ev.Gathered:
+		d.Action = ActionWait
+		d.Wait = &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue,
+			Message: "the deletion inputs were not read; nothing is destroyed or cleaned up without them"}
+	case len(ev.Children) > 0:
 		d.Action = ActionWait
 		d.Wait = &Wait{ConditionType: infrav1.DeletionBlockedCondition, Reason: infrav1.WaitingForMachinesReason,
 			Message: "waiting for machines and pools to be deleted: " + joinMax(ev.Children, 5)}
-		return d
-	}
-	if ev.Destroyed || !ev.StateExists {
+	case ev.Destroyed || !ev.StateExists:
 		// The destroy succeeded, or no state was ever written: nothing is left to destroy.
-		d.Action, d.SetBlockMove = ActionCleanupAndRemoveFinalizer, false
-		d.ClearBlockMove = ev.BlockMove
-		return d
-	}
-	if ev.Now.Before(ev.RetryAt) {
+		d.Action, d.SetBlockMove, d.ClearBlockMove = ActionCleanup, false, ev.BlockMove
+	case ev.Now.Before(ev.RetryAt):
 		d.Action = ActionWait
 		d.Wait = backoffWait(ev, "destroy")
-		return d
+	default:
+		d.Action, d.Operation = ActionStart, infrav1.OperationDestroy
 	}
-	d.Action, d.Operation = ActionStart, infrav1.OperationDestroy
 	return d
 }
 

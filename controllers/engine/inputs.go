@@ -8,13 +8,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/inputs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
 
 // ContractInputs are the contract inputs a Kind gathers (the module's `captf` variable).
@@ -63,20 +64,44 @@ func (p *pass) writeDurableInputs(ctx context.Context, in *inputs.Inputs) error 
 	if err != nil {
 		return fmt.Errorf("build durable inputs: %w", err)
 	}
-	have := &corev1.Secret{}
-	err = p.r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), have)
-	switch {
-	case apierrors.IsNotFound(err):
-		if err := p.r.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create durable inputs: %w", err)
-		}
-		return nil
-	case err != nil:
-		return fmt.Errorf("read durable inputs: %w", err)
+	if err := p.writeSecret(ctx, want); err != nil {
+		return fmt.Errorf("write durable inputs: %w", err)
 	}
-	have.Data, have.Labels, have.OwnerReferences = want.Data, want.Labels, want.OwnerReferences
-	if err := p.r.Client.Update(ctx, have); err != nil {
-		return fmt.Errorf("update durable inputs: %w", err)
+	return nil
+}
+
+// writeSecret creates want or brings the existing Secret's data, labels and owner references
+// in line with it (the client reads Secrets live: they are never cached).
+func (p *pass) writeSecret(ctx context.Context, want *corev1.Secret) error {
+	have := &corev1.Secret{}
+	have.Namespace, have.Name = want.Namespace, want.Name
+	_, err := controllerutil.CreateOrUpdate(ctx, p.r.Client, have, func() error {
+		have.Data, have.Labels, have.OwnerReferences, have.Type = want.Data, want.Labels, want.OwnerReferences, want.Type
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("create or update secret %s: %w", want.Name, err)
+	}
+	return nil
+}
+
+// writeOutputsSecret offers every module output to users in a Secret owned by the object
+// (naming.OutputsSecretName): sensitive outputs go there and nowhere else (never status or
+// events). Outputs that do not fit a Secret come back as a *state.OutputError.
+func (p *pass) writeOutputsSecret(ctx context.Context, st *state.State) error {
+	gvk, err := apiutil.GVKForObject(p.obj, p.r.Client.Scheme())
+	if err != nil {
+		return fmt.Errorf("kind of object: %w", err)
+	}
+	want, err := state.OutputsSecret(p.obj, gvk, p.suffix, st)
+	if err != nil {
+		if _, ok := state.AsOutputError(err); ok {
+			return err
+		}
+		return fmt.Errorf("build outputs secret: %w", err)
+	}
+	if err := p.writeSecret(ctx, want); err != nil {
+		return fmt.Errorf("write outputs secret: %w", err)
 	}
 	return nil
 }

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
@@ -16,12 +18,17 @@ type Object interface {
 }
 
 // Kind adapts the engine to one kind. Implementations live in the per-kind controller
-// packages and hold no state of their own.
+// packages and hold no state of their own; the engine never switches on a kind's name.
 type Kind interface {
 	// Name is the kind's name (infrav1.TerraformClusterKind, ...).
 	Name() string
 	// New returns an empty object of the kind.
 	New() Object
+	// NewList returns an empty list of the kind.
+	NewList() client.ObjectList
+	// Watches are the kind's dependencies besides the object, its Jobs and its Cluster, which
+	// the engine always watches.
+	Watches() []Watch
 	// Contract gathers the contract inputs the module receives in the `captf` variable. A
 	// non-nil Wait means a dependency is not ready (the pass starts nothing).
 	Contract(ctx context.Context, env Env, obj Object) (ContractInputs, *Wait, error)
@@ -36,6 +43,15 @@ type Kind interface {
 	// Children lists the objects whose deletion must come first (a cluster's machines and
 	// pools), as "Kind/name". Only clusters have children.
 	Children(ctx context.Context, env Env, obj Object) ([]string, error)
+}
+
+// Watch is one dependency of a kind: events of Object are mapped to objects of the kind.
+type Watch struct {
+	// Object is the watched type (it must be in the manager's cache).
+	Object client.Object
+	// Map maps an event to the objects to reconcile. Nil means SameCluster: every object of
+	// the kind that carries the same cluster-name label as the event's object.
+	Map handler.MapFunc
 }
 
 // Env gives a Kind the readers it may use: Cache for watched types, Live for everything else.

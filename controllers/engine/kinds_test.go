@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
 )
@@ -67,12 +66,12 @@ var _ = DescribeTable("Every kind through apply, input change, failure with back
 			g.Expect(c.Reason).To(Equal(infrav1.JobFailedReason))
 			g.Expect(c.Message).To(ContainSubstring("provider quota exceeded"))
 		}).Should(Succeed())
-		Expect(fresh(o).GetAnnotations()).To(HaveKeyWithValue(engine.FailuresAnnotation, "1"))
+		Expect(fresh(o).GetAnnotations()).To(HaveKeyWithValue(infrav1.FailuresAnnotation, "1"))
 		Consistently(func() int { return len(jobsOf(o, kc.kind)) }, "2s").Should(Equal(2))
 		clk.Step(61 * time.Second)
 		poke(o)
 		completeJob(waitForJob(o, kc.kind, 3), &kc.state, true, "")
-		Eventually(func() string { return fresh(o).GetAnnotations()[engine.AppliedHashAnnotation] }).Should(
+		Eventually(func() string { return fresh(o).GetAnnotations()[infrav1.AppliedHashAnnotation] }).Should(
 			Equal(job2.Annotations[infrav1.InputsHashAnnotation]))
 
 		By("delete: destroy, then state, inputs, outputs and leases go, then the object")

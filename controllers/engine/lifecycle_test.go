@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
 )
@@ -76,16 +75,16 @@ var _ = Describe("TerraformCluster lifecycle", func() {
 			g.Expect(c.Reason).To(Equal(infrav1.JobFailedReason))
 			g.Expect(c.Message).To(ContainSubstring("quota exceeded"))
 		}).Should(Succeed())
-		Expect(tc.Annotations).To(HaveKeyWithValue(engine.FailuresAnnotation, "1"))
+		Expect(tc.Annotations).To(HaveKeyWithValue(infrav1.FailuresAnnotation, "1"))
 		Consistently(func() int { return len(jobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(2),
 			"no retry inside the 1 minute backoff")
 		clk.Step(61 * time.Second)
 		poke(tc)
 		job3 := waitForJob(tc, infrav1.TerraformClusterKind, 3)
 		completeJob(job3, &st, true, "")
-		Eventually(func() string { return get(tc).Annotations[engine.AppliedHashAnnotation] }).Should(
+		Eventually(func() string { return get(tc).Annotations[infrav1.AppliedHashAnnotation] }).Should(
 			Equal(job3.Annotations[infrav1.InputsHashAnnotation]))
-		Expect(tc.Annotations).NotTo(HaveKey(engine.FailuresAnnotation))
+		Expect(tc.Annotations).NotTo(HaveKey(infrav1.FailuresAnnotation))
 
 		By("deleting: a destroy Job, then state, inputs and leases go, then the object")
 		Expect(k8s.Delete(ctx, tc)).To(Succeed())

@@ -7,13 +7,9 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-
-	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 )
 
 // patchMeta applies mutate to the object's metadata or spec and writes it with an optimistic
@@ -31,10 +27,11 @@ func (p *pass) patchMeta(ctx context.Context, mutate func(Object)) error {
 }
 
 // conflictOr turns a conflict into a quiet requeue (a newer object exists; the next pass
-// reads it) and wraps anything else.
+// reads it), a vanished object into nothing to do, and wraps anything else.
 func (p *pass) conflictOr(ctx context.Context, err error, what string) (ctrl.Result, error) {
 	if apierrors.IsConflict(err) {
 		log.FromContext(ctx).V(1).Info("conflict; the next pass reads the newer object", "write", what)
+		p.pending = nil // nothing this pass queued was written
 		return ctrl.Result{RequeueAfter: LagRequeue}, nil
 	}
 	if apierrors.IsNotFound(err) {
@@ -43,11 +40,17 @@ func (p *pass) conflictOr(ctx context.Context, err error, what string) (ctrl.Res
 	return ctrl.Result{}, fmt.Errorf("%s: %w", what, err)
 }
 
-// patchStatus writes the status once per pass, when it changed, after summarising Ready.
-func (p *pass) patchStatus(ctx context.Context) error {
-	p.summarizeReady()
+// StatusConflictRequeue is how soon a pass whose status patch met a newer object looks again.
+const StatusConflictRequeue = time.Second
+
+// patchStatus writes the status once per pass, when it changed, then sends the events still
+// queued (they report what this status says). observedGeneration moves only when the pass
+// succeeded.
+func (p *pass) patchStatus(ctx context.Context, succeeded bool) (ctrl.Result, error) {
 	st := p.obj.GetTerraformStatus()
-	st.ObservedGeneration = p.obj.GetGeneration()
+	if succeeded {
+		st.ObservedGeneration = p.obj.GetGeneration()
+	}
 
 	// Diff status only: align the metadata of the base with what this pass already wrote.
 	base := p.before.DeepCopyObject().(Object)
@@ -61,66 +64,24 @@ func (p *pass) patchStatus(ctx context.Context) error {
 	patch := client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
 	data, err := patch.Data(p.obj)
 	if err != nil {
-		return fmt.Errorf("compute status patch: %w", err)
+		return ctrl.Result{}, fmt.Errorf("compute status patch: %w", err)
 	}
-	if !statusChanged(data) {
-		return nil
-	}
-	wire := p.obj.DeepCopyObject().(Object)
-	if err := p.r.Client.Status().Patch(ctx, wire, patch); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if apierrors.IsConflict(err) {
-			log.FromContext(ctx).V(1).Info("status conflict; the next pass recomputes it")
-			p.result = ctrl.Result{RequeueAfter: time.Second}
-			return nil
-		}
-		return fmt.Errorf("patch status: %w", err)
-	}
-	return nil
-}
-
-// summarizeReady sets Ready from the other conditions, with Cluster API v1beta2 semantics.
-func (p *pass) summarizeReady() {
-	st := p.obj.GetTerraformStatus()
-	if !p.obj.GetDeletionTimestamp().IsZero() {
-		msg := "the object is being deleted"
-		if c := meta.FindStatusCondition(st.Conditions, infrav1.DeletingCondition); c != nil && c.Message != "" {
-			msg = c.Message
-		}
-		p.setCondition(infrav1.ReadyCondition, metav1.ConditionFalse, infrav1.DestroyingReason, msg)
-		return
-	}
-	for _, t := range []string{infrav1.DependenciesReadyCondition, infrav1.InputsValidCondition,
-		infrav1.ApplyJobSucceededCondition, infrav1.OutputsValidCondition} {
-		c := meta.FindStatusCondition(st.Conditions, t)
-		if c != nil && c.Status == metav1.ConditionFalse {
-			p.setCondition(infrav1.ReadyCondition, metav1.ConditionFalse, c.Reason, c.Message)
-			return
+	if statusChanged(data) {
+		wire := p.obj.DeepCopyObject().(Object)
+		if err := p.r.Client.Status().Patch(ctx, wire, patch); err != nil {
+			switch {
+			case apierrors.IsNotFound(err):
+				return ctrl.Result{}, nil
+			case apierrors.IsConflict(err):
+				log.FromContext(ctx).V(1).Info("status conflict; the next pass recomputes it")
+				p.pending = nil
+				return ctrl.Result{RequeueAfter: StatusConflictRequeue}, nil
+			}
+			return ctrl.Result{}, fmt.Errorf("patch status: %w", err)
 		}
 	}
-	if st.IsProvisioned() {
-		p.setCondition(infrav1.ReadyCondition, metav1.ConditionTrue, infrav1.ProvisionedReason, "")
-		return
-	}
-	reason, msg := infrav1.NotProvisionedReason, "the infrastructure is not provisioned yet"
-	for _, t := range []string{infrav1.DependenciesReadyCondition, infrav1.ApplyJobSucceededCondition} {
-		if c := meta.FindStatusCondition(st.Conditions, t); c != nil && c.Status != metav1.ConditionTrue {
-			reason, msg = c.Reason, c.Message
-			break
-		}
-	}
-	p.setCondition(infrav1.ReadyCondition, metav1.ConditionFalse, reason, msg)
-}
-
-func (p *pass) setPausedCondition() {
-	if p.ev.Paused {
-		p.setCondition(infrav1.PausedCondition, metav1.ConditionTrue, infrav1.PausedReason,
-			"the object or its Cluster is paused: no Job starts, and block-move is cleared once nothing runs")
-		return
-	}
-	p.setCondition(infrav1.PausedCondition, metav1.ConditionFalse, infrav1.NotPausedReason, "")
+	p.flush()
+	return ctrl.Result{}, nil
 }
 
 // statusChanged reports whether a merge patch carries more than the resourceVersion the

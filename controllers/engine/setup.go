@@ -2,18 +2,19 @@ package engine
 
 import (
 	"context"
+	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-
-	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 )
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=terraformclusters;terraformmachines;terraformmachinepools,verbs=get;list;watch;patch
@@ -31,105 +32,51 @@ import (
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;create;delete
 
 // SetupWithManager registers the controller of r.Kind with its watches: the object itself, its
-// Jobs (owner references), its Cluster (pause, deletion), and the kind's dependencies.
+// Jobs (owner references), its Cluster (pause, deletion), and the kind's own dependencies.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
-	kind := r.Kind.Name()
 	b := ctrl.NewControllerManagedBy(mgr).
-		Named(kind).
+		Named(r.Kind.Name()).
 		For(r.Kind.New()).
 		Owns(&batchv1.Job{}).
-		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.byClusterLabel)).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.SameCluster)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
-	switch kind {
-	case infrav1.TerraformClusterKind:
-		// A deleting cluster waits for its machines and pools: their going triggers it.
-		b = b.Watches(&infrav1.TerraformMachine{}, handler.EnqueueRequestsFromMapFunc(r.clusterOfChild)).
-			Watches(&infrav1.TerraformMachinePool{}, handler.EnqueueRequestsFromMapFunc(r.clusterOfChild))
-	case infrav1.TerraformMachineKind:
-		b = b.Watches(&infrav1.TerraformCluster{}, handler.EnqueueRequestsFromMapFunc(r.byClusterLabel)).
-			Watches(&clusterv1.Machine{}, handler.EnqueueRequestsFromMapFunc(machineInfraRef), builder.WithPredicates())
-	case infrav1.TerraformMachinePoolKind:
-		b = b.Watches(&infrav1.TerraformCluster{}, handler.EnqueueRequestsFromMapFunc(r.byClusterLabel)).
-			Watches(&clusterv1.MachinePool{}, handler.EnqueueRequestsFromMapFunc(poolInfraRef))
+	for _, w := range r.Kind.Watches() {
+		m := w.Map
+		if m == nil {
+			m = r.SameCluster
+		}
+		b = b.Watches(w.Object, handler.EnqueueRequestsFromMapFunc(m))
 	}
-	return b.Complete(r)
+	if err := b.Complete(r); err != nil {
+		return fmt.Errorf("build %s controller: %w", r.Kind.Name(), err)
+	}
+	return nil
 }
 
-// byClusterLabel maps a Cluster (or a TerraformCluster) to every object of r's kind in the
-// same Cluster.
-func (r *Reconciler) byClusterLabel(ctx context.Context, o client.Object) []reconcile.Request {
-	cluster := o.GetName()
-	if _, isCluster := o.(*clusterv1.Cluster); !isCluster {
-		cluster = o.GetLabels()[clusterv1.ClusterNameLabel]
+// SameCluster maps a Cluster, or any object carrying the cluster-name label, to every object
+// of r's kind in that Cluster (read from the cache).
+func (r *Reconciler) SameCluster(ctx context.Context, o client.Object) []reconcile.Request {
+	cluster := o.GetLabels()[clusterv1.ClusterNameLabel]
+	if _, isCluster := o.(*clusterv1.Cluster); isCluster {
+		cluster = o.GetName()
 	}
 	if cluster == "" {
 		return nil
 	}
-	return r.listByCluster(ctx, o.GetNamespace(), cluster)
-}
-
-func (r *Reconciler) listByCluster(ctx context.Context, namespace, cluster string) []reconcile.Request {
-	var list client.ObjectList
-	switch r.Kind.Name() {
-	case infrav1.TerraformClusterKind:
-		list = &infrav1.TerraformClusterList{}
-	case infrav1.TerraformMachineKind:
-		list = &infrav1.TerraformMachineList{}
-	default:
-		list = &infrav1.TerraformMachinePoolList{}
-	}
-	if err := ListOwned(ctx, r.Client, list, namespace, cluster); err != nil {
+	list := r.Kind.NewList()
+	if err := ListOwned(ctx, r.Client, list, o.GetNamespace(), cluster); err != nil {
+		log.FromContext(ctx).Error(err, "map event to objects of the same cluster", "cluster", cluster)
 		return nil
 	}
 	var out []reconcile.Request
-	_ = forEachItem(list, func(o client.Object) {
-		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}})
-	})
+	if err := meta.EachListItem(list, func(item runtime.Object) error {
+		if obj, ok := item.(client.Object); ok {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}})
+		}
+		return nil
+	}); err != nil {
+		log.FromContext(ctx).Error(err, "map event to objects of the same cluster", "cluster", cluster)
+		return nil
+	}
 	return out
-}
-
-func (r *Reconciler) clusterOfChild(ctx context.Context, o client.Object) []reconcile.Request {
-	cluster := o.GetLabels()[clusterv1.ClusterNameLabel]
-	if cluster == "" {
-		return nil
-	}
-	return r.listByCluster(ctx, o.GetNamespace(), cluster)
-}
-
-func machineInfraRef(_ context.Context, o client.Object) []reconcile.Request {
-	m, ok := o.(*clusterv1.Machine)
-	if !ok || m.Spec.InfrastructureRef.Kind != infrav1.TerraformMachineKind || m.Spec.InfrastructureRef.Name == "" {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.InfrastructureRef.Name}}}
-}
-
-func poolInfraRef(_ context.Context, o client.Object) []reconcile.Request {
-	mp, ok := o.(*clusterv1.MachinePool)
-	if !ok {
-		return nil
-	}
-	ref := mp.Spec.Template.Spec.InfrastructureRef
-	if ref.Kind != infrav1.TerraformMachinePoolKind || ref.Name == "" {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: mp.Namespace, Name: ref.Name}}}
-}
-
-func forEachItem(list client.ObjectList, fn func(client.Object)) error {
-	switch l := list.(type) {
-	case *infrav1.TerraformClusterList:
-		for i := range l.Items {
-			fn(&l.Items[i])
-		}
-	case *infrav1.TerraformMachineList:
-		for i := range l.Items {
-			fn(&l.Items[i])
-		}
-	case *infrav1.TerraformMachinePoolList:
-		for i := range l.Items {
-			fn(&l.Items[i])
-		}
-	}
-	return nil
 }

@@ -8,13 +8,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 )
 
-// Pod labels that name a pod's Job: the current one and the legacy one. Either is accepted.
+// Pod labels that name a pod's Job (aliases of jobstatus's, kept for callers and tests).
 const (
-	JobNameLabel       = "batch.kubernetes.io/job-name"
-	LegacyJobNameLabel = "job-name"
+	JobNameLabel       = jobstatus.JobNameLabel
+	LegacyJobNameLabel = jobstatus.LegacyJobNameLabel
 )
 
 // VerdictReason says why a lease is free or live.
@@ -95,7 +96,7 @@ func Assess(lease *coordinationv1.Lease, owner Owner, holder *batchv1.Job, pods 
 	}
 	if holder != nil && holder.Name == name && holder.Namespace == lease.Namespace &&
 		naming.OwnedBy(holder.Labels, owner.Kind, owner.Name) {
-		if !jobFinished(holder) {
+		if !jobstatus.Finished(holder) {
 			v.Reason = LiveHolderRunning
 			return v
 		}
@@ -163,24 +164,10 @@ func leaseBackstop(l *coordinationv1.Lease, opts Options) time.Duration {
 	return opts.Backstop(0)
 }
 
-// jobFinished reports a Complete or Failed condition that is True.
-func jobFinished(j *batchv1.Job) bool {
-	for _, c := range j.Status.Conditions {
-		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
-}
-
-// podsRunning reports a non-terminal pod (neither Succeeded nor Failed) of the Job jobName.
+// podsRunning reports a non-terminal pod of the Job jobName among pods (jobstatus's rule).
 func podsRunning(pods []corev1.Pod, jobName string) bool {
 	for i := range pods {
-		p := &pods[i]
-		if p.Labels[JobNameLabel] != jobName && p.Labels[LegacyJobNameLabel] != jobName {
-			continue
-		}
-		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+		if jobstatus.OfJob(&pods[i], jobName) && !jobstatus.PodTerminal(&pods[i]) {
 			return true
 		}
 	}

@@ -9,7 +9,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 )
 
@@ -350,7 +350,7 @@ func (m *Manager) Judge(ctx context.Context, l *coordinationv1.Lease, owner Owne
 	if !v.needPods {
 		return v, job, nil
 	}
-	pods, err := m.podsOf(ctx, l.Namespace, holder)
+	pods, err := jobstatus.ListPods(ctx, m.live, l.Namespace, holder)
 	if err != nil {
 		return Verdict{}, nil, err
 	}
@@ -373,23 +373,4 @@ func (m *Manager) getJob(ctx context.Context, namespace, name string) (*batchv1.
 func (m *Manager) jobExists(ctx context.Context, namespace, name string) (bool, error) {
 	j, err := m.getJob(ctx, namespace, name)
 	return j != nil, err
-}
-
-// podsOf lists (live) the pods of a Job by either Job-name label.
-func (m *Manager) podsOf(ctx context.Context, namespace, job string) ([]corev1.Pod, error) {
-	var out []corev1.Pod
-	seen := map[types.UID]bool{}
-	for _, label := range []string{JobNameLabel, LegacyJobNameLabel} {
-		var pods corev1.PodList
-		if err := m.live.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{label: job}); err != nil {
-			return nil, fmt.Errorf("list pods of job %s/%s: %w", namespace, job, err)
-		}
-		for _, p := range pods.Items {
-			if !seen[p.UID] {
-				seen[p.UID] = true
-				out = append(out, p)
-			}
-		}
-	}
-	return out, nil
 }

@@ -111,7 +111,7 @@ func New(cfg *rest.Config, o Options, extra ...func(*manager.Options)) (manager.
 			return nil, fmt.Errorf("set up webhooks: %w", err)
 		}
 	}
-	for _, k := range []engine.Kind{terraformcluster.Kind{}, terraformmachine.Kind{}, terraformmachinepool.Kind{}} {
+	for _, k := range []engine.Kind{terraformcluster.Kind{}, terraformmachine.Kind(), terraformmachinepool.Kind()} {
 		r := &engine.Reconciler{
 			Client:           mgr.GetClient(),
 			APIReader:        mgr.GetAPIReader(),

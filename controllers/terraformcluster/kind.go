@@ -12,11 +12,6 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
 
-// EndpointFromOutputsAnnotation marks a spec.controlPlaneEndpoint the controller filled from the
-// module's output. Such an endpoint is not fed back into the module's inputs: it would change
-// the inputs hash after every first apply and start a second one.
-const EndpointFromOutputsAnnotation = "captf.io/endpoint-from-outputs"
-
 // Kind is the engine adapter for TerraformCluster.
 type Kind struct{}
 
@@ -28,6 +23,15 @@ func (Kind) Name() string { return infrav1.TerraformClusterKind }
 // New implements engine.Kind.
 func (Kind) New() engine.Object { return &infrav1.TerraformCluster{} }
 
+// NewList implements engine.Kind.
+func (Kind) NewList() client.ObjectList { return &infrav1.TerraformClusterList{} }
+
+// Watches implements engine.Kind: a deleting cluster waits for its machines and pools, so
+// their going triggers it.
+func (Kind) Watches() []engine.Watch {
+	return []engine.Watch{{Object: &infrav1.TerraformMachine{}}, {Object: &infrav1.TerraformMachinePool{}}}
+}
+
 // Contract implements engine.Kind.
 func (Kind) Contract(ctx context.Context, env engine.Env, obj engine.Object) (engine.ContractInputs, *engine.Wait, error) {
 	tc := obj.(*infrav1.TerraformCluster)
@@ -37,7 +41,7 @@ func (Kind) Contract(ctx context.Context, env engine.Env, obj engine.Object) (en
 		return in, nil, err
 	}
 	in.ClusterNetwork = &cluster.Spec.ClusterNetwork
-	if _, fromOutputs := tc.Annotations[EndpointFromOutputsAnnotation]; tc.Spec.ControlPlaneEndpoint.IsValid() && !fromOutputs {
+	if _, fromOutputs := tc.Annotations[infrav1.EndpointFromOutputsAnnotation]; tc.Spec.ControlPlaneEndpoint.IsValid() && !fromOutputs {
 		ep := tc.Spec.ControlPlaneEndpoint
 		in.ControlPlaneEndpoint = &ep
 	}
@@ -65,7 +69,7 @@ func (Kind) ApplyOutputs(obj engine.Object, st *state.State) error {
 		if tc.Annotations == nil {
 			tc.Annotations = map[string]string{}
 		}
-		tc.Annotations[EndpointFromOutputsAnnotation] = "true"
+		tc.Annotations[infrav1.EndpointFromOutputsAnnotation] = "true"
 	}
 	tc.Spec.ControlPlaneEndpoint = out.ControlPlaneEndpoint
 	tc.Status.FailureDomains = out.FailureDomains

@@ -4,47 +4,37 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
 
-// Kind is the engine adapter for TerraformMachine.
-type Kind struct{}
-
-var _ engine.Kind = Kind{}
-
-// member is what a TerraformMachine takes from its Machine.
-var member = engine.Member{
-	Kind: infrav1.TerraformMachineKind, OwnerKind: "Machine",
-	NewOwner: func() client.Object { return &clusterv1.Machine{} },
-	Details: func(o client.Object) (*string, string, string) {
-		m := o.(*clusterv1.Machine)
-		return m.Spec.Bootstrap.DataSecretName, m.Spec.FailureDomain, m.Spec.Version
-	},
+// Kind returns the engine adapter for TerraformMachine: a member of its Cluster whose Cluster
+// API owner is a Machine.
+func Kind() engine.Kind {
+	return engine.MemberKind{
+		Member: engine.Member{
+			Kind: infrav1.TerraformMachineKind, OwnerKind: "Machine",
+			NewOwner: func() client.Object { return &clusterv1.Machine{} },
+			Details: func(o client.Object) (*string, string, string) {
+				m := o.(*clusterv1.Machine)
+				return m.Spec.Bootstrap.DataSecretName, m.Spec.FailureDomain, m.Spec.Version
+			},
+		},
+		NewObject:     func() engine.Object { return &infrav1.TerraformMachine{} },
+		NewObjectList: func() client.ObjectList { return &infrav1.TerraformMachineList{} },
+		OwnerMap:      machineInfraRef,
+		Outputs:       applyOutputs,
+	}
 }
 
-// Name implements engine.Kind.
-func (Kind) Name() string { return infrav1.TerraformMachineKind }
-
-// New implements engine.Kind.
-func (Kind) New() engine.Object { return &infrav1.TerraformMachine{} }
-
-// Contract implements engine.Kind.
-func (Kind) Contract(ctx context.Context, env engine.Env, obj engine.Object) (engine.ContractInputs, *engine.Wait, error) {
-	return engine.MemberContract(ctx, env, obj, member)
-}
-
-// Fingerprint implements engine.Kind.
-func (Kind) Fingerprint(ctx context.Context, env engine.Env, obj engine.Object) (string, error) {
-	return engine.MemberFingerprint(ctx, env, obj, member)
-}
-
-// ApplyOutputs implements engine.Kind: provider_id (fixed once set), addresses, failure_domain.
-func (Kind) ApplyOutputs(obj engine.Object, st *state.State) error {
+// applyOutputs maps provider_id (fixed once set), addresses and failure_domain.
+func applyOutputs(obj engine.Object, st *state.State) error {
 	tm := obj.(*infrav1.TerraformMachine)
 	out, err := state.Machine(st)
 	if err != nil {
@@ -60,5 +50,11 @@ func (Kind) ApplyOutputs(obj engine.Object, st *state.State) error {
 	return nil
 }
 
-// Children implements engine.Kind: machines have none.
-func (Kind) Children(context.Context, engine.Env, engine.Object) ([]string, error) { return nil, nil }
+// machineInfraRef maps a Machine to the TerraformMachine its infrastructureRef names.
+func machineInfraRef(_ context.Context, o client.Object) []reconcile.Request {
+	m, ok := o.(*clusterv1.Machine)
+	if !ok || m.Spec.InfrastructureRef.Kind != infrav1.TerraformMachineKind || m.Spec.InfrastructureRef.Name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.InfrastructureRef.Name}}}
+}

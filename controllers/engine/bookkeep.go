@@ -1,0 +1,236 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/controllers/state"
+)
+
+// bookkept is what counting a finished Job concluded; the status setters report it.
+type bookkept struct {
+	job     string
+	op      infrav1.Operation
+	outcome infrav1.RunOutcome
+	message string
+	// failures is the consecutive failure count after this Job (0 after a success), and
+	// backoff the wait before a retry; counts is false for outcomes that never count toward
+	// the backoff (a success, a fenced run).
+	failures int
+	backoff  time.Duration
+	counts   bool
+	at       time.Time
+}
+
+// outputsResult is the outcome of reading the module's outputs (nil err: valid).
+type outputsResult struct{ err error }
+
+// judgeFinished is the pure part of bookkeeping: what a finished Job means for the object's
+// durable markers, given the failures counted so far.
+func judgeFinished(cur JobView, out jobs.Outcome, failuresBefore int, now time.Time) bookkept {
+	b := bookkept{job: cur.Name, op: cur.Operation, outcome: out.Outcome, message: out.Message, at: now}
+	switch out.Outcome {
+	case infrav1.RunSucceeded:
+	case infrav1.RunFenced:
+		// Another run owns the state now; this run wrote nothing. Not a failure.
+		b.failures = failuresBefore
+	default:
+		b.counts = true
+		b.failures = failuresBefore + 1
+		b.backoff = backoff(b.failures)
+	}
+	return b
+}
+
+// markers writes a bookkept Job's durable markers onto the object: the next run sequence, and
+// the applied hash, destroyed flag or failure backoff.
+func (b bookkept) markers(o Object, cur JobView) {
+	setAnnotation(o, infrav1.RunSeqAnnotation, strconv.FormatInt(cur.Seq+1, 10))
+	switch {
+	case b.outcome == infrav1.RunSucceeded:
+		removeAnnotation(o, infrav1.FailuresAnnotation)
+		removeAnnotation(o, infrav1.RetryAtAnnotation)
+		removeAnnotation(o, infrav1.LastErrorAnnotation)
+		switch cur.Operation {
+		case infrav1.OperationApply:
+			setAnnotation(o, infrav1.AppliedHashAnnotation, cur.InputsHash)
+		case infrav1.OperationDestroy:
+			setAnnotation(o, infrav1.DestroyedAnnotation, "true")
+		}
+	case b.counts:
+		setAnnotation(o, infrav1.FailuresAnnotation, strconv.Itoa(b.failures))
+		setAnnotation(o, infrav1.LastErrorAnnotation, truncate(b.summary(), 1024))
+		setAnnotation(o, infrav1.RetryAtAnnotation, b.at.Add(b.backoff).UTC().Format(time.RFC3339))
+	}
+}
+
+// summary is the one-line account of a Job that did not succeed.
+func (b bookkept) summary() string {
+	return fmt.Sprintf("Job %s %s: %s", b.job, lower(string(b.outcome)), b.message)
+}
+
+// bookkeep counts the finished Job of the current run sequence once. Everything that can fail
+// and must not be lost (reading the outputs, the state's move label, the outputs Secret)
+// happens before the one metadata patch that counts the Job, so an error retries the whole
+// bookkeeping on the next pass; after the patch only best-effort releases remain.
+func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
+	cur := *p.ev.Current
+	job := p.jobNamed(cur.Name)
+	if job == nil {
+		return ctrl.Result{}, fmt.Errorf("bookkeep job %s: not in the cached list", cur.Name)
+	}
+	out := jobs.OutcomeOf(job, p.pods)
+	failures, _ := strconv.Atoi(p.obj.GetAnnotations()[infrav1.FailuresAnnotation])
+	b := judgeFinished(cur, out, failures, p.r.Clock.Now())
+
+	var outputs *state.State
+	var outputsErr error
+	if cur.Operation == infrav1.OperationApply && b.outcome == infrav1.RunSucceeded {
+		var err error
+		if outputs, outputsErr, err = p.readOutputs(ctx); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := p.labelStateForMove(ctx); err != nil {
+			return ctrl.Result{}, err
+		}
+		if outputsErr == nil {
+			// Check the contract on a copy first: the outputs Secret is offered only for
+			// outputs that fit it.
+			outputsErr = p.r.Kind.ApplyOutputs(p.obj.DeepCopyObject().(Object), outputs)
+		}
+		if outputsErr == nil {
+			if err := p.writeOutputsSecret(ctx, outputs); err != nil {
+				if _, ok := state.AsOutputError(err); !ok {
+					return ctrl.Result{}, err
+				}
+				outputsErr = err
+			}
+		}
+	}
+
+	// Count it: one optimistic-locked metadata patch moves the run sequence on.
+	if err := p.patchMeta(ctx, func(o Object) {
+		b.markers(o, cur)
+		if outputs != nil && outputsErr == nil {
+			outputsErr = p.r.Kind.ApplyOutputs(o, outputs)
+		}
+	}); err != nil {
+		return p.conflictOr(ctx, err, "record finished job")
+	}
+	if b.outcome == infrav1.RunSucceeded {
+		p.emit(corev1.EventTypeNormal, "JobSucceeded", fmt.Sprintf("Job %s (%s) succeeded", b.job, b.op))
+	} else {
+		p.emit(corev1.EventTypeWarning, "JobFailed", fmt.Sprintf("Job %s (%s) %s: %s", b.job, b.op, lower(string(b.outcome)), b.message))
+	}
+	if outputs != nil || outputsErr != nil {
+		p.rep.outputs = &outputsResult{err: outputsErr}
+		var oe *state.OutputError
+		if errors.As(outputsErr, &oe) {
+			p.emit(corev1.EventTypeWarning, oe.Reason, oe.Message)
+		}
+	}
+	p.flush()
+	p.rep.bookkept = &b
+	p.obj.GetTerraformStatus().LastRun = &infrav1.LastRun{Job: b.job, Operation: b.op, Outcome: b.outcome,
+		FinishedAt: &metav1.Time{Time: b.at}, Message: b.message}
+
+	p.releaseFinished(ctx, job)
+	return ctrl.Result{}, nil
+}
+
+// releaseFinished deletes the per-run Secret and gives back the leases of a counted Job. Both
+// are best effort: the Secret goes with its Job, and a lease whose holder finished is free.
+func (p *pass) releaseFinished(ctx context.Context, job *batchv1.Job) {
+	rs := &corev1.Secret{}
+	rs.Namespace, rs.Name = job.Namespace, naming.RunSecretName(job.Name)
+	if err := p.r.Client.Delete(ctx, rs); err != nil && !apierrors.IsNotFound(err) {
+		log.FromContext(ctx).Error(err, "delete per-run secret", "secret", rs.Name)
+	}
+	if _, err := p.r.Leases.Release(ctx, p.owner, job.Name); err != nil {
+		log.FromContext(ctx).Error(err, "release leases of a finished job", "job", job.Name)
+	}
+}
+
+func backoff(failures int) time.Duration {
+	d := BackoffBase
+	for i := 1; i < failures && d < BackoffMax; i++ {
+		d *= 2
+	}
+	if d > BackoffMax {
+		d = BackoffMax
+	}
+	return d
+}
+
+// readOutputs reads the state live after an apply. A state that is missing or unreadable is
+// an outputs problem (reported), not an error to retry blindly.
+func (p *pass) readOutputs(ctx context.Context) (*state.State, error, error) {
+	st, err := state.Read(ctx, p.r.APIReader, p.obj.GetNamespace(), p.suffix)
+	switch {
+	case err == nil:
+		return st, nil, nil
+	case errors.Is(err, state.ErrNoState):
+		return nil, &state.OutputError{Reason: infrav1.OutputMissingReason,
+			Message: "the apply succeeded but left no state Secret " + naming.StateSecretName(p.suffix)}, nil
+	}
+	if se, ok := state.AsStateError(err); ok {
+		return nil, &state.OutputError{Reason: infrav1.OutputInvalidReason, Message: se.Error()}, nil
+	}
+	return nil, nil, fmt.Errorf("read state: %w", err)
+}
+
+// recoverFromState rebuilds the contract fields and provisioned from the state of the last
+// successful apply, for an object whose status was wiped.
+func (p *pass) recoverFromState(ctx context.Context) (ctrl.Result, error) {
+	st, outputsErr, err := p.readOutputs(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if outputsErr == nil {
+		if err := p.patchMeta(ctx, func(o Object) { outputsErr = p.r.Kind.ApplyOutputs(o, st) }); err != nil {
+			return p.conflictOr(ctx, err, "restore contract fields")
+		}
+	}
+	p.rep.outputs = &outputsResult{err: outputsErr}
+	var oe *state.OutputError
+	switch {
+	case outputsErr == nil:
+		p.rep.recovered = true
+		p.emit(corev1.EventTypeNormal, "StatusRecovered", "status rebuilt from the Terraform state; no Job was needed")
+	case errors.As(outputsErr, &oe):
+		p.emit(corev1.EventTypeWarning, oe.Reason, oe.Message)
+	}
+	p.flush()
+	return ctrl.Result{}, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+func lower(s string) string {
+	if s == "" {
+		return s
+	}
+	b := []byte(s)
+	if b[0] >= 'A' && b[0] <= 'Z' {
+		b[0] += 'a' - 'A'
+	}
+	return string(b)
+}

@@ -1,0 +1,508 @@
+package engine_test
+
+// Fast tests of the start sequence, bookkeeping and cleanup against controller-runtime's fake
+// client, with interceptors that make one write fail at a time. They check what one pass
+// writes, and that an event is sent only after the write it reports. What the API server
+// itself decides (optimistic concurrency, status subresources, webhooks) is proven by the
+// envtest suite of this package.
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
+	"github.com/captf/cluster-api-provider-terraform/controllers/setup"
+	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
+	"github.com/captf/cluster-api-provider-terraform/controllers/terraformcluster"
+)
+
+const fakeNS = "team-a"
+
+// fakeEnv is one TerraformCluster with its Cluster in a fake API.
+type fakeEnv struct {
+	t        *testing.T
+	c        client.WithWatch
+	r        *engine.Reconciler
+	rec      *events.FakeRecorder
+	tc       *infrav1.TerraformCluster
+	clk      *clocktesting.FakeClock
+	suffix   string
+	failOnce map[string]error // "verb/kind" -> error for the next such call
+}
+
+func newFakeEnv(t *testing.T, mutate func(*infrav1.TerraformCluster)) *fakeEnv {
+	t.Helper()
+	s, err := setup.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeEnv{t: t, clk: clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)), failOnce: map[string]error{}}
+	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: fakeNS, Name: "c1"}}
+	f.tc = &infrav1.TerraformCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: fakeNS, Name: "c1", UID: "uid-c1", Generation: 1,
+			Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}, Finalizers: []string{infrav1.Finalizer}},
+		Spec: infrav1.TerraformClusterSpec{TerraformSpec: infrav1.TerraformSpec{
+			Module:    infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "module"}},
+			Variables: &runtime.RawExtension{Raw: []byte(`{"size":1}`)},
+		}},
+	}
+	if mutate != nil {
+		mutate(f.tc)
+	}
+	f.suffix = naming.StateSuffix(fakeNS, infrav1.TerraformClusterKind, "c1")
+	fail := func(verb string, obj client.Object) error {
+		key := verb + "/" + kindOf(s, obj)
+		if err, ok := f.failOnce[key]; ok {
+			delete(f.failOnce, key)
+			return err
+		}
+		return nil
+	}
+	f.c = fake.NewClientBuilder().WithScheme(s).WithObjects(cluster, f.tc).
+		WithStatusSubresource(&infrav1.TerraformCluster{}).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				if err := fail("create", obj); err != nil {
+					return err
+				}
+				if obj.GetUID() == "" {
+					obj.SetUID(types.UID("uid-" + obj.GetName())) // the API server assigns one
+				}
+				return c.Create(ctx, obj, opts...)
+			},
+			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+				if err := fail("update", obj); err != nil {
+					return err
+				}
+				return c.Update(ctx, obj, opts...)
+			},
+			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+				if err := fail("patch", obj); err != nil {
+					return err
+				}
+				return c.Patch(ctx, obj, patch, opts...)
+			},
+			Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+				if err := fail("delete", obj); err != nil {
+					return err
+				}
+				return c.Delete(ctx, obj, opts...)
+			},
+		}).Build()
+	f.rec = events.NewFakeRecorder(100)
+	opts := runlease.DefaultOptions()
+	opts.Clock = f.clk
+	f.r = &engine.Reconciler{Client: f.c, APIReader: f.c, Kind: terraformcluster.Kind{}, Leases: runlease.New(f.c, f.c, opts),
+		Recorder: f.rec, Clock: f.clk, Jobs: jobs.Defaults{RunnerImage: "captf/manager:test", ServiceAccountName: "captf-runner"}}
+	return f
+}
+
+// kindOf names obj's kind from the scheme ("Job", "Secret", "TerraformCluster", ...).
+func kindOf(s *runtime.Scheme, obj client.Object) string {
+	gvks, _, err := s.ObjectKinds(obj)
+	if err != nil || len(gvks) == 0 {
+		return "unknown"
+	}
+	return gvks[0].Kind
+}
+
+// pass runs one Reconcile of the object.
+func (f *fakeEnv) pass() (ctrl.Result, error) {
+	f.t.Helper()
+	return f.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: fakeNS, Name: "c1"}})
+}
+
+func (f *fakeEnv) object() *infrav1.TerraformCluster {
+	f.t.Helper()
+	o := &infrav1.TerraformCluster{}
+	if err := f.c.Get(context.Background(), types.NamespacedName{Namespace: fakeNS, Name: "c1"}, o); err != nil {
+		f.t.Fatal(err)
+	}
+	return o
+}
+
+func (f *fakeEnv) jobs() []batchv1.Job {
+	f.t.Helper()
+	l := &batchv1.JobList{}
+	if err := f.c.List(context.Background(), l, client.InNamespace(fakeNS)); err != nil {
+		f.t.Fatal(err)
+	}
+	return l.Items
+}
+
+func (f *fakeEnv) leases() []coordinationv1.Lease {
+	f.t.Helper()
+	l := &coordinationv1.LeaseList{}
+	if err := f.c.List(context.Background(), l, client.InNamespace(fakeNS), client.HasLabels{infrav1.LeaseLabel}); err != nil {
+		f.t.Fatal(err)
+	}
+	return l.Items
+}
+
+// events drains the recorded events' reasons.
+func (f *fakeEnv) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.rec.Events:
+			out = append(out, strings.Fields(e)[1])
+		default:
+			return out
+		}
+	}
+}
+
+// finish plays terraform and the kubelet for the Job: a pod with the runner's result, the
+// state, then the Job's terminal conditions.
+func (f *fakeEnv) finish(job *batchv1.Job, ok bool, podPhase corev1.PodPhase, st *statetest.State) {
+	f.t.Helper()
+	ctx := context.Background()
+	if st != nil {
+		if err := statetest.Write(ctx, f.c, fakeNS, f.suffix, *st); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	outcome := runnerapi.OutcomeSucceeded
+	if !ok {
+		outcome = runnerapi.OutcomeFailed
+	}
+	msg := string(runnerapi.Encode(runnerapi.Result{Operation: job.Labels[infrav1.OperationLabel], Outcome: outcome, Steps: []runnerapi.Step{}, Error: "boom"}))
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: fakeNS, Name: job.Name + "-pod", Labels: map[string]string{batchv1.JobNameLabel: job.Name}},
+		Status: corev1.PodStatus{Phase: podPhase, ContainerStatuses: []corev1.ContainerStatus{{Name: jobs.MainContainer,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: msg}}}}}}
+	if err := f.c.Create(ctx, pod); err != nil {
+		f.t.Fatal(err)
+	}
+	cond := batchv1.JobComplete
+	if !ok {
+		cond = batchv1.JobFailed
+	}
+	job.Status.Conditions = append(job.Status.Conditions, batchv1.JobCondition{Type: cond, Status: corev1.ConditionTrue})
+	if err := f.c.Status().Update(ctx, job); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func condOf(o *infrav1.TerraformCluster, t string) *metav1.Condition {
+	return meta.FindStatusCondition(o.Status.Conditions, t)
+}
+
+func TestStartCreatesTheJobUnderTheLeasesAndMarks(t *testing.T) {
+	f := newFakeEnv(t, nil)
+	if _, err := f.pass(); err != nil {
+		t.Fatal(err)
+	}
+	jl := f.jobs()
+	if len(jl) != 1 {
+		t.Fatalf("Jobs = %d, want 1", len(jl))
+	}
+	o := f.object()
+	if _, ok := o.Annotations[infrav1.BlockMoveAnnotation]; !ok {
+		t.Error("block-move not set before the Job")
+	}
+	if o.Status.ActiveJob == nil || o.Status.ActiveJob.Name != jl[0].Name {
+		t.Errorf("activeJob = %+v, want %s", o.Status.ActiveJob, jl[0].Name)
+	}
+	if len(f.leases()) != 2 {
+		t.Errorf("leases = %d, want the run and cluster lease", len(f.leases()))
+	}
+	if err := f.c.Get(context.Background(), types.NamespacedName{Namespace: fakeNS, Name: naming.RunSecretName(jl[0].Name)}, &corev1.Secret{}); err != nil {
+		t.Errorf("per-run Secret: %v", err)
+	}
+	if ev := f.events(); len(ev) != 1 || ev[0] != "JobStarted" {
+		t.Errorf("events = %v, want [JobStarted]", ev)
+	}
+}
+
+func TestStartStopsAtAConflictOnBlockMove(t *testing.T) {
+	f := newFakeEnv(t, nil)
+	f.failOnce["patch/TerraformCluster"] = apierrors.NewConflict(schema.GroupResource{Resource: "terraformclusters"}, "c1", errors.New("newer"))
+	res, err := f.pass()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter != engine.LagRequeue {
+		t.Errorf("requeue = %s, want %s", res.RequeueAfter, engine.LagRequeue)
+	}
+	if n := len(f.jobs()); n != 0 {
+		t.Errorf("Jobs = %d after a conflict on block-move, want 0", n)
+	}
+	if ev := f.events(); len(ev) != 0 {
+		t.Errorf("events = %v, want none", ev)
+	}
+}
+
+func TestStartReleasesTheLeasesWhenTheJobIsRejected(t *testing.T) {
+	f := newFakeEnv(t, nil)
+	f.failOnce["create/Job"] = apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, "x", errors.New("quota"))
+	res, err := f.pass()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter != engine.BackoffBase {
+		t.Errorf("requeue = %s, want %s", res.RequeueAfter, engine.BackoffBase)
+	}
+	if n := len(f.leases()); n != 0 {
+		t.Errorf("leases = %d after a rejected create, want 0", n)
+	}
+	c := condOf(f.object(), infrav1.ApplyJobSucceededCondition)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != infrav1.JobFailedReason {
+		t.Errorf("ApplyJobSucceeded = %+v, want False/JobFailed", c)
+	}
+	if ev := f.events(); len(ev) != 1 || ev[0] != "JobRejected" {
+		t.Errorf("events = %v, want [JobRejected]", ev)
+	}
+}
+
+func TestStartAdoptsAJobThatAlreadyExists(t *testing.T) {
+	f := newFakeEnv(t, nil)
+	name := naming.JobName(f.suffix, 1)
+	// The Job an earlier attempt created: the create meets AlreadyExists.
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: fakeNS, Name: name, Labels: map[string]string{infrav1.ManagedLabel: "true"}}}
+	if err := f.c.Create(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.pass(); err != nil {
+		t.Fatal(err)
+	}
+	if o := f.object(); o.Status.ActiveJob == nil || o.Status.ActiveJob.Name != name {
+		t.Errorf("activeJob = %+v, want the adopted %s", o.Status.ActiveJob, name)
+	}
+	if n := len(f.jobs()); n != 1 {
+		t.Errorf("Jobs = %d, want the adopted one", n)
+	}
+	if ev := f.events(); len(ev) != 0 {
+		t.Errorf("events = %v, want none (nothing was started)", ev)
+	}
+}
+
+// started runs the first pass and returns the Job it created.
+func (f *fakeEnv) started() *batchv1.Job {
+	f.t.Helper()
+	if _, err := f.pass(); err != nil {
+		f.t.Fatal(err)
+	}
+	jl := f.jobs()
+	if len(jl) != 1 {
+		f.t.Fatalf("Jobs = %d, want 1", len(jl))
+	}
+	f.events()
+	return &jl[0]
+}
+
+func TestBookkeepingWaitsForPodsStillRunning(t *testing.T) {
+	f := newFakeEnv(t, nil)
+	job := f.started()
+	st := statetest.Cluster("10.0.0.1", 6443)
+	f.finish(job, true, corev1.PodRunning, &st)
+	res, err := f.pass()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter != engine.PodsRequeue {
+		t.Errorf("requeue = %s, want %s", res.RequeueAfter, engine.PodsRequeue)
+	}
+	o := f.object()
+	if o.Annotations[infrav1.RunSeqAnnotation] != "1" || o.Status.ActiveJob == nil {
+		t.Errorf("the Job was counted while its pod runs: run-seq %q, activeJob %+v", o.Annotations[infrav1.RunSeqAnnotation], o.Status.ActiveJob)
+	}
+	if _, ok := o.Annotations[infrav1.BlockMoveAnnotation]; !ok {
+		t.Error("block-move dropped while a pod runs")
+	}
+	if ev := f.events(); len(ev) != 0 {
+		t.Errorf("events = %v, want none", ev)
+	}
+}
+
+func TestBookkeepingCountsASuccessOnceAndReportsItAfterTheWrite(t *testing.T) {
+	f := newFakeEnv(t, nil)
+	job := f.started()
+	st := statetest.Cluster("10.0.0.1", 6443)
+	f.finish(job, true, corev1.PodSucceeded, &st)
+
+	By := func(s string) { t.Log(s) }
+	By("a conflict on the counting patch: nothing is counted, no event")
+	f.failOnce["patch/TerraformCluster"] = apierrors.NewConflict(schema.GroupResource{Resource: "terraformclusters"}, "c1", errors.New("newer"))
+	if _, err := f.pass(); err != nil {
+		t.Fatal(err)
+	}
+	if o := f.object(); o.Annotations[infrav1.RunSeqAnnotation] != "1" {
+		t.Fatalf("run-seq = %q after a conflict, want 1", o.Annotations[infrav1.RunSeqAnnotation])
+	}
+	if ev := f.events(); len(ev) != 0 {
+		t.Errorf("events = %v after a conflict, want none", ev)
+	}
+
+	By("the next pass counts it")
+	if _, err := f.pass(); err != nil {
+		t.Fatal(err)
+	}
+	o := f.object()
+	if o.Annotations[infrav1.RunSeqAnnotation] != "2" || o.Annotations[infrav1.AppliedHashAnnotation] == "" {
+		t.Fatalf("not counted: annotations %v", o.Annotations)
+	}
+	if o.Status.ActiveJob != nil || o.Status.LastRun == nil || o.Status.LastRun.Outcome != infrav1.RunSucceeded || !o.Status.IsProvisioned() {
+		t.Errorf("status after counting: %+v", o.Status)
+	}
+	if o.Spec.ControlPlaneEndpoint.Host != "10.0.0.1" {
+		t.Errorf("endpoint = %+v", o.Spec.ControlPlaneEndpoint)
+	}
+	if err := f.c.Get(context.Background(), types.NamespacedName{Namespace: fakeNS, Name: naming.OutputsSecretName(f.suffix)}, &corev1.Secret{}); err != nil {
+		t.Errorf("outputs Secret: %v", err)
+	}
+	if ev := f.events(); len(ev) != 1 || ev[0] != "JobSucceeded" {
+		t.Errorf("events = %v, want [JobSucceeded]", ev)
+	}
+	if n := len(f.leases()); n != 0 {
+		t.Errorf("leases = %d after counting, want 0", n)
+	}
+
+	By("a later pass counts nothing again")
+	if _, err := f.pass(); err != nil {
+		t.Fatal(err)
+	}
+	if ev := f.events(); len(ev) != 0 {
+		t.Errorf("events = %v on the next pass, want none", ev)
+	}
+}
+
+func TestBookkeepingRetriesWhenTheOutputsSecretCannotBeWritten(t *testing.T) {
+	f := newFakeEnv(t, nil)
+	job := f.started()
+	st := statetest.Cluster("10.0.0.1", 6443)
+	f.finish(job, true, corev1.PodSucceeded, &st)
+	f.failOnce["create/Secret"] = apierrors.NewInternalError(errors.New("etcd unavailable"))
+	if _, err := f.pass(); err == nil {
+		t.Fatal("the pass hid the outputs Secret error")
+	}
+	if o := f.object(); o.Annotations[infrav1.RunSeqAnnotation] != "1" {
+		t.Fatalf("counted although the outputs Secret was not written: run-seq %q", o.Annotations[infrav1.RunSeqAnnotation])
+	}
+	if ev := f.events(); len(ev) != 0 {
+		t.Errorf("events = %v, want none", ev)
+	}
+	if _, err := f.pass(); err != nil {
+		t.Fatal(err)
+	}
+	if o := f.object(); o.Annotations[infrav1.RunSeqAnnotation] != "2" {
+		t.Fatalf("not counted on the retry: run-seq %q", o.Annotations[infrav1.RunSeqAnnotation])
+	}
+	if err := f.c.Get(context.Background(), types.NamespacedName{Namespace: fakeNS, Name: naming.OutputsSecretName(f.suffix)}, &corev1.Secret{}); err != nil {
+		t.Errorf("outputs Secret after the retry: %v", err)
+	}
+}
+
+func TestBookkeepingAFailureBacksOff(t *testing.T) {
+	f := newFakeEnv(t, nil)
+	job := f.started()
+	f.finish(job, false, corev1.PodFailed, nil)
+	if _, err := f.pass(); err != nil {
+		t.Fatal(err)
+	}
+	o := f.object()
+	if o.Annotations[infrav1.FailuresAnnotation] != "1" || o.Annotations[infrav1.RetryAtAnnotation] == "" {
+		t.Fatalf("failure not counted: %v", o.Annotations)
+	}
+	if ev := f.events(); len(ev) != 1 || ev[0] != "JobFailed" {
+		t.Errorf("events = %v, want [JobFailed]", ev)
+	}
+	res, err := f.pass()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.jobs()) != 1 || res.RequeueAfter <= 0 || res.RequeueAfter > engine.BackoffBase {
+		t.Errorf("inside the backoff: %d Jobs, requeue %s", len(f.jobs()), res.RequeueAfter)
+	}
+}
+
+func TestCleanupAfterADestroyDeletesStateThenLetsGo(t *testing.T) {
+	f := newFakeEnv(t, func(tc *infrav1.TerraformCluster) {
+		tc.Annotations = map[string]string{infrav1.DestroyedAnnotation: "true", infrav1.BlockMoveAnnotation: ""}
+		tc.DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 11, 30, 11, 0, 0, 0, time.UTC)}
+	})
+	if err := statetest.Write(context.Background(), f.c, fakeNS, f.suffix, statetest.Destroyed()); err != nil {
+		t.Fatal(err)
+	}
+	// A conflict on the finalizer patch: the state may already be gone, the object stays.
+	f.failOnce["patch/TerraformCluster"] = apierrors.NewConflict(schema.GroupResource{Resource: "terraformclusters"}, "c1", errors.New("newer"))
+	if _, err := f.pass(); err != nil {
+		t.Fatal(err)
+	}
+	if o := f.object(); len(o.Finalizers) != 1 {
+		t.Fatalf("finalizers = %v after a conflict", o.Finalizers)
+	}
+	if ev := f.events(); len(ev) != 0 {
+		t.Errorf("events = %v after a conflict, want none", ev)
+	}
+	if _, err := f.pass(); err != nil {
+		t.Fatal(err)
+	}
+	err := f.c.Get(context.Background(), types.NamespacedName{Namespace: fakeNS, Name: "c1"}, &infrav1.TerraformCluster{})
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("object still there after cleanup: %v", err)
+	}
+	if err := f.c.Get(context.Background(), types.NamespacedName{Namespace: fakeNS, Name: naming.StateSecretName(f.suffix)}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("state Secret: %v, want deleted", err)
+	}
+	if ev := f.events(); len(ev) != 1 || ev[0] != "FinalizerRemoved" {
+		t.Errorf("events = %v, want [FinalizerRemoved]", ev)
+	}
+}
+
+func TestCleanupWaitsForALiveLease(t *testing.T) {
+	f := newFakeEnv(t, func(tc *infrav1.TerraformCluster) {
+		tc.Annotations = map[string]string{infrav1.DestroyedAnnotation: "true"}
+		tc.DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 11, 30, 11, 0, 0, 0, time.UTC)}
+	})
+	holder := naming.JobName(f.suffix, 7)
+	now := metav1.NewMicroTime(f.clk.Now())
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: fakeNS, Name: naming.RunLeaseName(f.suffix),
+		Labels: naming.OwnerLabels(infrav1.TerraformClusterKind, "c1", "c1")},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &now, AcquireTime: &now}}
+	lease.Labels[infrav1.LeaseLabel] = infrav1.LeaseKindRun
+	lease.Labels[infrav1.ManagedLabel] = "true"
+	if err := f.c.Create(context.Background(), lease); err != nil {
+		t.Fatal(err)
+	}
+	if err := statetest.Write(context.Background(), f.c, fakeNS, f.suffix, statetest.Destroyed()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.pass()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter != engine.LagRequeue {
+		t.Errorf("requeue = %s, want %s", res.RequeueAfter, engine.LagRequeue)
+	}
+	if err := f.c.Get(context.Background(), types.NamespacedName{Namespace: fakeNS, Name: naming.StateSecretName(f.suffix)}, &corev1.Secret{}); err != nil {
+		t.Errorf("state Secret deleted while a lease inside its grace is live: %v", err)
+	}
+	if o := f.object(); len(o.Finalizers) != 1 {
+		t.Errorf("finalizer dropped while a lease is live")
+	}
+}

@@ -1,0 +1,219 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/cachelag"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+)
+
+// gather reads the evidence in a fixed order: the cache first (the object, its Cluster, its
+// Jobs), then live reads only where the pure predicates say their answer can change the
+// decision (NeedsPods, NeedsLagCheck, NeedsDecisionInputs).
+func (p *pass) gather(ctx context.Context) error {
+	if err := p.gatherCache(ctx); err != nil {
+		return err
+	}
+	if NeedsPods(p.ev) {
+		pods, err := jobstatus.ListPods(ctx, p.r.APIReader, p.obj.GetNamespace(), p.ev.Current.Name)
+		if err != nil {
+			return err
+		}
+		p.pods = pods
+		p.ev.CurrentPods = PodsTerminal
+		if len(jobstatus.NonTerminal(pods)) > 0 {
+			p.ev.CurrentPods = PodsRunning
+		}
+	}
+	if NeedsLagCheck(p.ev) {
+		verdict, err := cachelag.Check(ctx, cachelag.Input{
+			APIReader: p.r.APIReader, Leases: p.r.Leases, Owner: p.owner,
+			ActiveJob: p.ev.ActiveJob, Cached: p.jobs,
+		})
+		if err != nil {
+			return fmt.Errorf("cache lag check: %w", err)
+		}
+		p.ev.Lag = LagView{Checked: true, Found: verdict.Lag, Job: verdict.Job, Reason: verdict.Reason}
+		if verdict.Lag {
+			log.FromContext(ctx).Info("cache lag: a Job exists on the API server but not in the cache; waiting", "job", verdict.Job, "why", verdict.Reason)
+		}
+	}
+	if NeedsDecisionInputs(p.ev) {
+		if err := p.gatherDecisionInputs(ctx); err != nil {
+			return err
+		}
+		p.ev.Gathered = true
+	}
+	return nil
+}
+
+// gatherCache reads what every pass needs, all from the cache.
+func (p *pass) gatherCache(ctx context.Context) error {
+	obj := p.obj
+	ann := obj.GetAnnotations()
+	p.ev = Evidence{
+		Now:          p.r.Clock.Now(),
+		Deleting:     !obj.GetDeletionTimestamp().IsZero(),
+		HasFinalizer: controllerutil.ContainsFinalizer(obj, infrav1.Finalizer),
+		MoveDeletion: hasKey(ann, infrav1.DeleteForMoveAnnotation),
+		BlockMove:    hasKey(ann, infrav1.BlockMoveAnnotation),
+		Provisioned:  obj.GetTerraformStatus().IsProvisioned(),
+		RunSeq:       runSeq(obj),
+		AppliedHash:  ann[infrav1.AppliedHashAnnotation],
+		Destroyed:    ann[infrav1.DestroyedAnnotation] == "true",
+	}
+	if st := obj.GetTerraformStatus(); st.ActiveJob != nil {
+		p.ev.ActiveJob = st.ActiveJob.Name
+	}
+	if t, err := time.Parse(time.RFC3339, ann[infrav1.RetryAtAnnotation]); err == nil {
+		p.ev.RetryAt = t
+		p.ev.LastError = ann[infrav1.LastErrorAnnotation]
+	}
+
+	if name := p.owner.Cluster; name != "" {
+		c := &clusterv1.Cluster{}
+		err := p.r.Client.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}, c)
+		switch {
+		case err == nil:
+			p.cluster = c
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("get cluster %s: %w", name, err)
+		}
+	}
+	p.ev.Paused = hasKey(ann, infrav1.PausedAnnotation) || (p.cluster != nil && p.cluster.Spec.Paused != nil && *p.cluster.Spec.Paused)
+
+	list := &batchv1.JobList{}
+	if err := p.r.Client.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels{
+		infrav1.ManagedLabel: "true", infrav1.OwnerKindLabel: p.r.Kind.Name(), infrav1.OwnerNameLabel: naming.LabelValue(obj.GetName()),
+	}); err != nil {
+		return fmt.Errorf("list jobs: %w", err)
+	}
+	p.jobs = list.Items
+	sort.Slice(p.jobs, func(i, j int) bool { return p.jobs[i].Name < p.jobs[j].Name })
+	for i := range p.jobs {
+		j := &p.jobs[i]
+		if !naming.OwnedBy(j.Labels, p.r.Kind.Name(), obj.GetName()) {
+			continue
+		}
+		seq, err := naming.ParseJobSeq(p.suffix, j.Name)
+		if err != nil {
+			continue // a Job of an object with a colliding label value: not ours
+		}
+		v := JobView{Name: j.Name, Seq: seq, Operation: infrav1.Operation(j.Labels[infrav1.OperationLabel]),
+			InputsHash: j.Annotations[infrav1.InputsHashAnnotation], Phase: JobRunning}
+		if jobstatus.Finished(j) {
+			v.Phase = JobFinished
+		}
+		if seq == p.ev.RunSeq {
+			vc := v
+			p.ev.Current = &vc
+		}
+		if v.Phase == JobRunning {
+			p.ev.Running = append(p.ev.Running, v)
+		}
+	}
+	return nil
+}
+
+// gatherDecisionInputs reads what Decide needs to choose an operation: dependencies and the
+// inputs hash for a live object, children and state for a deleting one.
+func (p *pass) gatherDecisionInputs(ctx context.Context) error {
+	env := Env{Cache: p.r.Client, Live: p.r.APIReader, ClusterName: p.owner.Cluster}
+	if p.ev.Deleting {
+		children, err := p.r.Kind.Children(ctx, env, p.obj)
+		if err != nil {
+			return fmt.Errorf("list children: %w", err)
+		}
+		p.ev.Children = children
+		exists, err := p.stateExists(ctx)
+		if err != nil {
+			return err
+		}
+		p.ev.StateExists = exists
+		return nil
+	}
+	if p.owner.Cluster == "" || p.cluster == nil {
+		p.ev.DependencyWait = &Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForClusterReason,
+			Message: "waiting for the owning Cluster: set the cluster.x-k8s.io/cluster-name label to an existing Cluster", RequeueAfter: time.Minute}
+		return nil
+	}
+	fp, err := p.r.Kind.Fingerprint(ctx, env, p.obj)
+	if err != nil {
+		return fmt.Errorf("fingerprint inputs: %w", err)
+	}
+	key := memoKey{uid: p.obj.GetUID(), generation: p.obj.GetGeneration(), fingerprint: p.owner.Cluster + "|" + fp}
+	if hash, ok := p.r.memo.get(key, p.ev.Now); ok {
+		p.ev.DesiredHash = hash
+		return nil
+	}
+	contract, wait, err := p.r.Kind.Contract(ctx, env, p.obj)
+	if err != nil {
+		return fmt.Errorf("gather contract inputs: %w", err)
+	}
+	if wait != nil {
+		p.ev.DependencyWait = wait
+		return nil
+	}
+	in, problem, err := p.assembleInputs(ctx, contract)
+	if err != nil {
+		return err
+	}
+	if problem != nil {
+		p.ev.InputsProblem = problem
+		return nil
+	}
+	p.ev.DesiredHash = in.Hash
+	p.r.memo.put(key, in.Hash, p.ev.Now.Add(p.r.inputsTTL()))
+	return nil
+}
+
+func runSeq(obj Object) int64 {
+	if v, err := strconv.ParseInt(obj.GetAnnotations()[infrav1.RunSeqAnnotation], 10, 64); err == nil && v > 0 {
+		return v
+	}
+	return 1
+}
+
+func hasKey(m map[string]string, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+func setAnnotation(o client.Object, k, v string) {
+	a := o.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[k] = v
+	o.SetAnnotations(a)
+}
+
+func removeAnnotation(o client.Object, k string) {
+	a := o.GetAnnotations()
+	delete(a, k)
+	o.SetAnnotations(a)
+}
+
+// jobNamed returns the cached Job of that name, or nil.
+func (p *pass) jobNamed(name string) *batchv1.Job {
+	for i := range p.jobs {
+		if p.jobs[i].Name == name {
+			return &p.jobs[i]
+		}
+	}
+	return nil
+}

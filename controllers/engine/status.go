@@ -1,0 +1,227 @@
+package engine
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
+	"github.com/captf/cluster-api-provider-terraform/controllers/state"
+)
+
+// report is what acting on a decision produced that the status reports. The setters below
+// compute the conditions from the evidence, the decision and the report alone.
+type report struct {
+	// leaseWait: the leases were not acquired; the operation waits.
+	leaseWait *runlease.Wait
+	// started names the Job this pass created or adopted.
+	started string
+	// startProblem: the inputs turned out invalid while starting.
+	startProblem *Problem
+	// rejected: the API server refused the Job (the message says why).
+	rejected string
+	// bookkept: the finished Job this pass counted.
+	bookkept *bookkept
+	// outputs: the module's outputs were read this pass (after an apply, or to recover status).
+	outputs *outputsResult
+	// recovered: the status was rebuilt from the state without a Job.
+	recovered bool
+	// cleanupBlocked says why the cleanup after a destroy could not finish.
+	cleanupBlocked string
+	// cleaned: state, inputs and leases are deleted and the finalizer is gone.
+	cleaned bool
+}
+
+// conditions accumulates condition writes with the object's generation.
+type conditions struct {
+	st  *infrav1.TerraformStatus
+	gen int64
+}
+
+func (c conditions) set(t string, s metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&c.st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: c.gen})
+}
+
+func (c conditions) find(t string) *metav1.Condition {
+	return meta.FindStatusCondition(c.st.Conditions, t)
+}
+
+// setConditions runs every setter in order; Ready, which summarises the others, comes last.
+func setConditions(st *infrav1.TerraformStatus, gen int64, ev Evidence, d Decision, rep report) {
+	c := conditions{st: st, gen: gen}
+	setPaused(c, ev)
+	setDependenciesReady(c, ev)
+	setInputsValid(c, ev, rep)
+	setOperation(c, ev, d, rep)
+	setOutputsValid(c, rep)
+	setDeleting(c, ev, d, rep)
+	setReady(c, ev)
+}
+
+// setPaused: True while the object or its Cluster is paused.
+func setPaused(c conditions, ev Evidence) {
+	if ev.Paused {
+		c.set(infrav1.PausedCondition, metav1.ConditionTrue, infrav1.PausedReason,
+			"the object or its Cluster is paused: no Job starts, and block-move is cleared once nothing runs")
+		return
+	}
+	c.set(infrav1.PausedCondition, metav1.ConditionFalse, infrav1.NotPausedReason, "")
+}
+
+// setDependenciesReady reports the dependency wait of a pass that read its decision inputs.
+func setDependenciesReady(c conditions, ev Evidence) {
+	if !ev.Gathered || ev.Deleting || ev.Paused {
+		return
+	}
+	if w := ev.DependencyWait; w != nil {
+		c.set(infrav1.DependenciesReadyCondition, metav1.ConditionFalse, w.Reason, w.Message)
+		return
+	}
+	c.set(infrav1.DependenciesReadyCondition, metav1.ConditionTrue, infrav1.DependenciesReadyReason, "")
+}
+
+// setInputsValid reports whether the inputs could be assembled.
+func setInputsValid(c conditions, ev Evidence, rep report) {
+	if pr := rep.startProblem; pr != nil {
+		c.set(pr.ConditionType, metav1.ConditionFalse, pr.Reason, pr.Message)
+		return
+	}
+	if !ev.Gathered || ev.Deleting || ev.Paused || ev.DependencyWait != nil {
+		return
+	}
+	if pr := ev.InputsProblem; pr != nil {
+		c.set(pr.ConditionType, metav1.ConditionFalse, pr.Reason, pr.Message)
+		return
+	}
+	c.set(infrav1.InputsValidCondition, metav1.ConditionTrue, infrav1.InputsAssembledReason, "")
+}
+
+// setOperation reports the Job conditions (ApplyJobSucceeded, DriftJobSucceeded,
+// RestoreJobSucceeded): a Job running, counted, refused, waiting for a lease or backing off.
+func setOperation(c conditions, ev Evidence, d Decision, rep report) {
+	switch {
+	case rep.bookkept != nil:
+		b := rep.bookkept
+		if b.outcome == infrav1.RunSucceeded {
+			c.set(familyOf(b.op), metav1.ConditionTrue, infrav1.JobSucceededReason, fmt.Sprintf("Job %s succeeded", b.job))
+			return
+		}
+		msg := b.summary()
+		if b.counts {
+			msg += fmt.Sprintf(" (retry in %s)", b.backoff)
+		}
+		c.set(familyOf(b.op), metav1.ConditionFalse, infrav1.JobFailedReason, msg)
+	case rep.started != "":
+		c.set(familyOf(d.Operation), metav1.ConditionUnknown, infrav1.JobRunningReason, fmt.Sprintf("Job %s runs %s", rep.started, d.Operation))
+	case rep.rejected != "":
+		c.set(familyOf(d.Operation), metav1.ConditionFalse, infrav1.JobFailedReason, rep.rejected)
+	case rep.leaseWait != nil:
+		w := rep.leaseWait
+		c.set(w.Condition, metav1.ConditionUnknown, w.Reason, w.Message)
+	case rep.recovered:
+		c.set(infrav1.ApplyJobSucceededCondition, metav1.ConditionTrue, infrav1.JobSucceededReason,
+			"recovered from the state of the last successful apply")
+	case d.Action == ActionWaitJob && len(ev.Running) > 0:
+		run := ev.Running[0]
+		c.set(familyOf(run.Operation), metav1.ConditionUnknown, infrav1.JobRunningReason, fmt.Sprintf("Job %s runs %s", run.Name, run.Operation))
+	case d.Action == ActionWaitJob && ev.Current != nil && d.Wait != nil:
+		c.set(familyOf(ev.Current.Operation), metav1.ConditionUnknown, infrav1.JobRunningReason, d.Wait.Message)
+	case d.Wait != nil && d.Wait.ConditionType == infrav1.ApplyJobSucceededCondition:
+		c.set(d.Wait.ConditionType, metav1.ConditionFalse, d.Wait.Reason, d.Wait.Message)
+	}
+}
+
+// setOutputsValid reports the outputs read this pass.
+func setOutputsValid(c conditions, rep report) {
+	o := rep.outputs
+	if o == nil {
+		return
+	}
+	if o.err == nil {
+		c.set(infrav1.OutputsValidCondition, metav1.ConditionTrue, infrav1.OutputsValidReason, "")
+		t := true
+		c.st.Initialization = &infrav1.Initialization{Provisioned: &t}
+		return
+	}
+	reason := infrav1.OutputInvalidReason
+	if oe, ok := state.AsOutputError(o.err); ok {
+		reason = oe.Reason
+	}
+	c.set(infrav1.OutputsValidCondition, metav1.ConditionFalse, reason, o.err.Error())
+}
+
+// setDeleting reports deletion with Cluster API's semantics: Deleting is True, with what the
+// deletion waits for, from the moment the object is deleted; DeletionBlocked is True while a
+// cluster waits for its machines and pools.
+func setDeleting(c conditions, ev Evidence, d Decision, rep report) {
+	if !ev.Deleting {
+		c.set(infrav1.DeletingCondition, metav1.ConditionFalse, infrav1.NotDeletingReason, "")
+		meta.RemoveStatusCondition(&c.st.Conditions, infrav1.DeletionBlockedCondition)
+		return
+	}
+	blocked := d.Wait != nil && d.Wait.ConditionType == infrav1.DeletionBlockedCondition
+	if blocked {
+		c.set(infrav1.DeletionBlockedCondition, metav1.ConditionTrue, d.Wait.Reason, d.Wait.Message)
+	} else {
+		meta.RemoveStatusCondition(&c.st.Conditions, infrav1.DeletionBlockedCondition)
+	}
+	reason, msg := infrav1.DestroyingReason, ""
+	switch {
+	case rep.cleaned:
+		msg = "destroyed; state, inputs and leases deleted"
+	case rep.cleanupBlocked != "":
+		msg = rep.cleanupBlocked
+	case rep.started != "":
+		msg = "destroy Job " + rep.started + " runs"
+	case d.Action == ActionWaitJob && len(ev.Running) > 0:
+		msg = fmt.Sprintf("Job %s (%s) runs", ev.Running[0].Name, ev.Running[0].Operation)
+	case d.Action == ActionRemoveFinalizer:
+		reason, msg = infrav1.MoveReason, "part of a clusterctl move: nothing is destroyed and the state is kept"
+	case d.Wait != nil && (blocked || d.Wait.ConditionType == infrav1.DeletingCondition || d.Wait.ConditionType == infrav1.ApplyJobSucceededCondition):
+		reason, msg = d.Wait.Reason, d.Wait.Message
+	case rep.leaseWait != nil:
+		reason, msg = rep.leaseWait.Reason, rep.leaseWait.Message
+	default:
+		if cur := c.find(infrav1.DeletingCondition); cur != nil && cur.Status == metav1.ConditionTrue {
+			return // nothing new to say
+		}
+		msg = "the object is being deleted"
+	}
+	c.set(infrav1.DeletingCondition, metav1.ConditionTrue, reason, msg)
+}
+
+// setReady summarises the other conditions with Cluster API v1beta2 semantics.
+func setReady(c conditions, ev Evidence) {
+	if ev.Deleting {
+		reason, msg := infrav1.DestroyingReason, "the object is being deleted"
+		if cur := c.find(infrav1.DeletingCondition); cur != nil && cur.Message != "" {
+			reason, msg = cur.Reason, cur.Message
+		}
+		c.set(infrav1.ReadyCondition, metav1.ConditionFalse, reason, msg)
+		return
+	}
+	for _, t := range []string{infrav1.DependenciesReadyCondition, infrav1.InputsValidCondition,
+		infrav1.ApplyJobSucceededCondition, infrav1.OutputsValidCondition} {
+		if cur := c.find(t); cur != nil && cur.Status == metav1.ConditionFalse {
+			c.set(infrav1.ReadyCondition, metav1.ConditionFalse, cur.Reason, cur.Message)
+			return
+		}
+	}
+	if c.st.IsProvisioned() {
+		c.set(infrav1.ReadyCondition, metav1.ConditionTrue, infrav1.ProvisionedReason, "")
+		return
+	}
+	reason, msg := infrav1.NotProvisionedReason, "the infrastructure is not provisioned yet"
+	for _, t := range []string{infrav1.DependenciesReadyCondition, infrav1.ApplyJobSucceededCondition} {
+		if cur := c.find(t); cur != nil && cur.Status != metav1.ConditionTrue {
+			reason, msg = cur.Reason, cur.Message
+			break
+		}
+	}
+	c.set(infrav1.ReadyCondition, metav1.ConditionFalse, reason, msg)
+}
+
+// familyOf is the condition that reports an operation (runlease.ConditionFor: one rule).
+func familyOf(op infrav1.Operation) string { return runlease.ConditionFor(op) }

@@ -1,0 +1,225 @@
+package engine
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
+	"github.com/captf/cluster-api-provider-terraform/controllers/state"
+)
+
+// want is one expected condition; Status "" means the condition must be absent.
+type want struct {
+	Type   string
+	Status metav1.ConditionStatus
+	Reason string
+}
+
+func checkConditions(t *testing.T, st *infrav1.TerraformStatus, wants []want) {
+	t.Helper()
+	for _, w := range wants {
+		c := meta.FindStatusCondition(st.Conditions, w.Type)
+		switch {
+		case w.Status == "" && c != nil:
+			t.Errorf("%s = %s/%s, want absent", w.Type, c.Status, c.Reason)
+		case w.Status == "":
+		case c == nil:
+			t.Errorf("%s absent, want %s/%s", w.Type, w.Status, w.Reason)
+		case c.Status != w.Status || c.Reason != w.Reason:
+			t.Errorf("%s = %s/%s (%q), want %s/%s", w.Type, c.Status, c.Reason, c.Message, w.Status, w.Reason)
+		}
+	}
+}
+
+func TestSetPaused(t *testing.T) {
+	for _, tc := range []struct {
+		paused bool
+		want   want
+	}{
+		{true, want{infrav1.PausedCondition, metav1.ConditionTrue, infrav1.PausedReason}},
+		{false, want{infrav1.PausedCondition, metav1.ConditionFalse, infrav1.NotPausedReason}},
+	} {
+		st := &infrav1.TerraformStatus{}
+		setPaused(conditions{st: st}, Evidence{Paused: tc.paused})
+		checkConditions(t, st, []want{tc.want})
+	}
+}
+
+func TestSetDependenciesReady(t *testing.T) {
+	wait := &Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForBootstrapDataReason}
+	for name, tc := range map[string]struct {
+		ev   Evidence
+		want want
+	}{
+		"inputs not read: says nothing":    {Evidence{}, want{Type: infrav1.DependenciesReadyCondition}},
+		"ready":                            {Evidence{Gathered: true}, want{infrav1.DependenciesReadyCondition, metav1.ConditionTrue, infrav1.DependenciesReadyReason}},
+		"waiting":                          {Evidence{Gathered: true, DependencyWait: wait}, want{infrav1.DependenciesReadyCondition, metav1.ConditionFalse, infrav1.WaitingForBootstrapDataReason}},
+		"deleting: says nothing":           {Evidence{Gathered: true, Deleting: true}, want{Type: infrav1.DependenciesReadyCondition}},
+		"paused: says nothing":             {Evidence{Gathered: true, Paused: true}, want{Type: infrav1.DependenciesReadyCondition}},
+		"deleting with a wait: no verdict": {Evidence{Gathered: true, Deleting: true, DependencyWait: wait}, want{Type: infrav1.DependenciesReadyCondition}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			st := &infrav1.TerraformStatus{}
+			setDependenciesReady(conditions{st: st}, tc.ev)
+			checkConditions(t, st, []want{tc.want})
+		})
+	}
+}
+
+func TestSetInputsValid(t *testing.T) {
+	problem := &Problem{ConditionType: infrav1.InputsValidCondition, Reason: infrav1.InputsTooLargeReason, Message: "too large"}
+	for name, tc := range map[string]struct {
+		ev   Evidence
+		rep  report
+		want want
+	}{
+		"assembled":                   {Evidence{Gathered: true}, report{}, want{infrav1.InputsValidCondition, metav1.ConditionTrue, infrav1.InputsAssembledReason}},
+		"a problem":                   {Evidence{Gathered: true, InputsProblem: problem}, report{}, want{infrav1.InputsValidCondition, metav1.ConditionFalse, infrav1.InputsTooLargeReason}},
+		"a problem found at start":    {Evidence{Gathered: true}, report{startProblem: problem}, want{infrav1.InputsValidCondition, metav1.ConditionFalse, infrav1.InputsTooLargeReason}},
+		"not read: says nothing":      {Evidence{}, report{}, want{Type: infrav1.InputsValidCondition}},
+		"dependency wait: no verdict": {Evidence{Gathered: true, DependencyWait: &Wait{}}, report{}, want{Type: infrav1.InputsValidCondition}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			st := &infrav1.TerraformStatus{}
+			setInputsValid(conditions{st: st}, tc.ev, tc.rep)
+			checkConditions(t, st, []want{tc.want})
+		})
+	}
+}
+
+func TestSetOperation(t *testing.T) {
+	running := []JobView{{Name: "j1", Operation: infrav1.OperationDrift, Phase: JobRunning}}
+	for name, tc := range map[string]struct {
+		ev   Evidence
+		d    Decision
+		rep  report
+		want want
+	}{
+		"a counted success": {Evidence{}, Decision{Action: ActionBookkeep},
+			report{bookkept: &bookkept{job: "j1", op: infrav1.OperationApply, outcome: infrav1.RunSucceeded}},
+			want{infrav1.ApplyJobSucceededCondition, metav1.ConditionTrue, infrav1.JobSucceededReason}},
+		"a counted failure": {Evidence{}, Decision{Action: ActionBookkeep},
+			report{bookkept: &bookkept{job: "j1", op: infrav1.OperationApply, outcome: infrav1.RunFailed, counts: true, backoff: time.Minute}},
+			want{infrav1.ApplyJobSucceededCondition, metav1.ConditionFalse, infrav1.JobFailedReason}},
+		"a counted restore failure reports on its own condition": {Evidence{}, Decision{Action: ActionBookkeep},
+			report{bookkept: &bookkept{job: "j1", op: infrav1.OperationRestore, outcome: infrav1.RunFailed, counts: true}},
+			want{infrav1.RestoreJobSucceededCondition, metav1.ConditionFalse, infrav1.JobFailedReason}},
+		"a Job started": {Evidence{}, Decision{Action: ActionStart, Operation: infrav1.OperationApply}, report{started: "j2"},
+			want{infrav1.ApplyJobSucceededCondition, metav1.ConditionUnknown, infrav1.JobRunningReason}},
+		"a Job refused": {Evidence{}, Decision{Action: ActionStart, Operation: infrav1.OperationDestroy}, report{rejected: "forbidden"},
+			want{infrav1.ApplyJobSucceededCondition, metav1.ConditionFalse, infrav1.JobFailedReason}},
+		"a lease wait": {Evidence{}, Decision{Action: ActionStart, Operation: infrav1.OperationApply},
+			report{leaseWait: &runlease.Wait{Condition: infrav1.ApplyJobSucceededCondition, Reason: infrav1.WaitingForClusterOperationReason}},
+			want{infrav1.ApplyJobSucceededCondition, metav1.ConditionUnknown, infrav1.WaitingForClusterOperationReason}},
+		"a running drift Job": {Evidence{Running: running}, Decision{Action: ActionWaitJob}, report{},
+			want{infrav1.DriftJobSucceededCondition, metav1.ConditionUnknown, infrav1.JobRunningReason}},
+		"a finished Job whose pod runs": {Evidence{Current: &JobView{Name: "j1", Operation: infrav1.OperationApply, Phase: JobFinished}},
+			Decision{Action: ActionWaitJob, Wait: &Wait{Message: "pod"}}, report{},
+			want{infrav1.ApplyJobSucceededCondition, metav1.ConditionUnknown, infrav1.JobRunningReason}},
+		"a backoff": {Evidence{}, Decision{Action: ActionWait, Wait: &Wait{ConditionType: infrav1.ApplyJobSucceededCondition, Reason: infrav1.JobFailedReason}},
+			report{}, want{infrav1.ApplyJobSucceededCondition, metav1.ConditionFalse, infrav1.JobFailedReason}},
+		"status recovered": {Evidence{}, Decision{Action: ActionRecoverStatus}, report{recovered: true},
+			want{infrav1.ApplyJobSucceededCondition, metav1.ConditionTrue, infrav1.JobSucceededReason}},
+		"idle: says nothing": {Evidence{}, Decision{Action: ActionIdle}, report{}, want{Type: infrav1.ApplyJobSucceededCondition}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			st := &infrav1.TerraformStatus{}
+			setOperation(conditions{st: st}, tc.ev, tc.d, tc.rep)
+			checkConditions(t, st, []want{tc.want})
+		})
+	}
+}
+
+func TestSetOutputsValid(t *testing.T) {
+	for name, tc := range map[string]struct {
+		rep         report
+		want        want
+		provisioned bool
+	}{
+		"not read: says nothing": {report{}, want{Type: infrav1.OutputsValidCondition}, false},
+		"valid: provisioned":     {report{outputs: &outputsResult{}}, want{infrav1.OutputsValidCondition, metav1.ConditionTrue, infrav1.OutputsValidReason}, true},
+		"a module problem": {report{outputs: &outputsResult{err: &state.OutputError{Reason: infrav1.OutputMissingReason, Message: "no provider_id"}}},
+			want{infrav1.OutputsValidCondition, metav1.ConditionFalse, infrav1.OutputMissingReason}, false},
+		"another error": {report{outputs: &outputsResult{err: errors.New("boom")}},
+			want{infrav1.OutputsValidCondition, metav1.ConditionFalse, infrav1.OutputInvalidReason}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			st := &infrav1.TerraformStatus{}
+			setOutputsValid(conditions{st: st}, tc.rep)
+			checkConditions(t, st, []want{tc.want})
+			if st.IsProvisioned() != tc.provisioned {
+				t.Errorf("provisioned = %v, want %v", st.IsProvisioned(), tc.provisioned)
+			}
+		})
+	}
+}
+
+func TestSetDeleting(t *testing.T) {
+	children := &Wait{ConditionType: infrav1.DeletionBlockedCondition, Reason: infrav1.WaitingForMachinesReason, Message: "m1"}
+	for name, tc := range map[string]struct {
+		ev    Evidence
+		d     Decision
+		rep   report
+		wants []want
+	}{
+		"not deleting": {Evidence{}, Decision{Action: ActionIdle}, report{},
+			[]want{{infrav1.DeletingCondition, metav1.ConditionFalse, infrav1.NotDeletingReason}, {Type: infrav1.DeletionBlockedCondition}}},
+		"waiting for children": {Evidence{Deleting: true}, Decision{Action: ActionWait, Wait: children}, report{},
+			[]want{{infrav1.DeletingCondition, metav1.ConditionTrue, infrav1.WaitingForMachinesReason}, {infrav1.DeletionBlockedCondition, metav1.ConditionTrue, infrav1.WaitingForMachinesReason}}},
+		"destroy started": {Evidence{Deleting: true}, Decision{Action: ActionStart, Operation: infrav1.OperationDestroy}, report{started: "j1"},
+			[]want{{infrav1.DeletingCondition, metav1.ConditionTrue, infrav1.DestroyingReason}, {Type: infrav1.DeletionBlockedCondition}}},
+		"paused deletion": {Evidence{Deleting: true, Paused: true}, Decision{Action: ActionWait, Wait: &Wait{ConditionType: infrav1.DeletingCondition, Reason: infrav1.PausedReason}}, report{},
+			[]want{{infrav1.DeletingCondition, metav1.ConditionTrue, infrav1.PausedReason}}},
+		"part of a move": {Evidence{Deleting: true, MoveDeletion: true}, Decision{Action: ActionRemoveFinalizer}, report{},
+			[]want{{infrav1.DeletingCondition, metav1.ConditionTrue, infrav1.MoveReason}}},
+		"cleanup blocked": {Evidence{Deleting: true}, Decision{Action: ActionCleanup}, report{cleanupBlocked: "state not empty"},
+			[]want{{infrav1.DeletingCondition, metav1.ConditionTrue, infrav1.DestroyingReason}}},
+		"a lease wait": {Evidence{Deleting: true}, Decision{Action: ActionStart, Operation: infrav1.OperationDestroy},
+			report{leaseWait: &runlease.Wait{Reason: infrav1.WaitingForClusterOperationReason}},
+			[]want{{infrav1.DeletingCondition, metav1.ConditionTrue, infrav1.WaitingForClusterOperationReason}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			st := &infrav1.TerraformStatus{Conditions: []metav1.Condition{{Type: infrav1.DeletionBlockedCondition, Status: metav1.ConditionTrue, Reason: "old"}}}
+			setDeleting(conditions{st: st}, tc.ev, tc.d, tc.rep)
+			checkConditions(t, st, tc.wants)
+		})
+	}
+}
+
+func TestSetReady(t *testing.T) {
+	yes := true
+	cond := func(t string, s metav1.ConditionStatus, reason string) metav1.Condition {
+		return metav1.Condition{Type: t, Status: s, Reason: reason}
+	}
+	for name, tc := range map[string]struct {
+		ev   Evidence
+		st   infrav1.TerraformStatus
+		want want
+	}{
+		"provisioned and nothing false": {Evidence{}, infrav1.TerraformStatus{Initialization: &infrav1.Initialization{Provisioned: &yes},
+			Conditions: []metav1.Condition{cond(infrav1.ApplyJobSucceededCondition, metav1.ConditionUnknown, infrav1.JobRunningReason)}},
+			want{infrav1.ReadyCondition, metav1.ConditionTrue, infrav1.ProvisionedReason}},
+		"a false input wins": {Evidence{}, infrav1.TerraformStatus{Initialization: &infrav1.Initialization{Provisioned: &yes},
+			Conditions: []metav1.Condition{cond(infrav1.InputsValidCondition, metav1.ConditionFalse, infrav1.InputsTooLargeReason)}},
+			want{infrav1.ReadyCondition, metav1.ConditionFalse, infrav1.InputsTooLargeReason}},
+		"not provisioned: the running Job says why": {Evidence{}, infrav1.TerraformStatus{
+			Conditions: []metav1.Condition{cond(infrav1.ApplyJobSucceededCondition, metav1.ConditionUnknown, infrav1.JobRunningReason)}},
+			want{infrav1.ReadyCondition, metav1.ConditionFalse, infrav1.JobRunningReason}},
+		"not provisioned, nothing known": {Evidence{}, infrav1.TerraformStatus{},
+			want{infrav1.ReadyCondition, metav1.ConditionFalse, infrav1.NotProvisionedReason}},
+		"deleting: Deleting says why": {Evidence{Deleting: true}, infrav1.TerraformStatus{Initialization: &infrav1.Initialization{Provisioned: &yes},
+			Conditions: []metav1.Condition{{Type: infrav1.DeletingCondition, Status: metav1.ConditionTrue, Reason: infrav1.WaitingForMachinesReason, Message: "m1"}}},
+			want{infrav1.ReadyCondition, metav1.ConditionFalse, infrav1.WaitingForMachinesReason}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			st := tc.st
+			setReady(conditions{st: &st}, tc.ev)
+			checkConditions(t, &st, []want{tc.want})
+		})
+	}
+}

@@ -1,0 +1,139 @@
+package jobstatus
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Pod labels that name a pod's Job: the current one and the legacy one. Either is accepted.
+const (
+	JobNameLabel       = batchv1.JobNameLabel
+	LegacyJobNameLabel = "job-name"
+)
+
+// Finished reports whether the Job carries a Complete or Failed condition that is True.
+func Finished(job *batchv1.Job) bool {
+	if job == nil {
+		return false
+	}
+	for _, c := range job.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// PodTerminal reports whether a pod is Succeeded or Failed.
+func PodTerminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// NonTerminal returns the names of the pods that are neither Succeeded nor Failed, sorted.
+func NonTerminal(pods []corev1.Pod) []string {
+	var out []string
+	for i := range pods {
+		if !PodTerminal(&pods[i]) {
+			out = append(out, pods[i].Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Summary is what the rule needs to know of a Job: whether the API server has it, whether it
+// finished, and which of its pods are not terminal.
+type Summary struct {
+	// Found is false when the API server has no Job of that name.
+	Found bool
+	// Finished: the Job carries a Complete or Failed condition (Finished).
+	Finished bool
+	// LivePods names the Job's pods that are neither Succeeded nor Failed.
+	LivePods []string
+}
+
+// Runs is the rule: a Job runs while it exists and has not finished, or while a pod of it is
+// not terminal.
+func (s Summary) Runs() bool { return (s.Found && !s.Finished) || len(s.LivePods) > 0 }
+
+// Summarize summarises job (nil when the API server has none) and its pods.
+func Summarize(job *batchv1.Job, pods []corev1.Pod) Summary {
+	return Summary{Found: job != nil, Finished: Finished(job), LivePods: NonTerminal(pods)}
+}
+
+// Runs reports whether a Job runs (Summary.Runs). pods must be the Job's pods as ListPods
+// returns them; callers that skip the pod listing for an unfinished Job lose nothing, since
+// such a Job runs anyway.
+func Runs(job *batchv1.Job, pods []corev1.Pod) bool { return Summarize(job, pods).Runs() }
+
+// OfJob reports whether pod carries a Job-name label naming job.
+func OfJob(pod *corev1.Pod, job string) bool {
+	return pod.Labels[JobNameLabel] == job || pod.Labels[LegacyJobNameLabel] == job
+}
+
+// ListPods lists, through reader (the API server, never a cache), the pods of the Job named
+// job in namespace by either Job-name label, each pod once.
+func ListPods(ctx context.Context, reader client.Reader, namespace, job string) ([]corev1.Pod, error) {
+	var out []corev1.Pod
+	seen := map[types.UID]bool{}
+	for _, label := range []string{JobNameLabel, LegacyJobNameLabel} {
+		var pods corev1.PodList
+		if err := reader.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{label: job}); err != nil {
+			return nil, fmt.Errorf("list pods of job %s/%s: %w", namespace, job, err)
+		}
+		for i := range pods.Items {
+			if !seen[pods.Items[i].UID] {
+				seen[pods.Items[i].UID] = true
+				out = append(out, pods.Items[i])
+			}
+		}
+	}
+	return out, nil
+}
+
+// Live is what the API server says, right now, about one Job by name.
+type Live struct {
+	// Name of the Job.
+	Name string
+	// Job as read; nil when the API server has none.
+	Job *batchv1.Job
+	// Pods of the Job, listed only when the Job is gone or finished (an unfinished Job runs
+	// whatever its pods do); PodsListed says whether they were.
+	Pods       []corev1.Pod
+	PodsListed bool
+}
+
+// Runs applies the package's rule to what was read.
+func (l Live) Runs() bool { return Runs(l.Job, l.Pods) }
+
+// Read reads the Job named name through reader and, when it is gone or finished, its pods.
+// known, when not nil, is that Job as the caller just read it live, and saves the read.
+func Read(ctx context.Context, reader client.Reader, namespace, name string, known *batchv1.Job) (Live, error) {
+	l := Live{Name: name, Job: known}
+	if l.Job == nil {
+		j := &batchv1.Job{}
+		err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, j)
+		switch {
+		case err == nil:
+			l.Job = j
+		case !apierrors.IsNotFound(err):
+			return l, fmt.Errorf("read job %s/%s: %w", namespace, name, err)
+		}
+	}
+	if l.Job != nil && !Finished(l.Job) {
+		return l, nil
+	}
+	pods, err := ListPods(ctx, reader, namespace, name)
+	if err != nil {
+		return l, err
+	}
+	l.Pods, l.PodsListed = pods, true
+	return l, nil
+}
