@@ -32,7 +32,7 @@ type scene struct {
 
 func newScene(extraAnnotations map[string]string) *scene {
 	GinkgoHelper()
-	return newSceneIn(newNamespace(), "c1", extraAnnotations)
+	return newSceneIn(kit.Namespace(), "c1", extraAnnotations)
 }
 
 func newSceneIn(ns, name string, extraAnnotations map[string]string) *scene {
@@ -104,7 +104,7 @@ func annotations(o client.Object) func() map[string]string {
 func hiddenNow() int64 { return stale.Hidden() }
 
 var _ = Describe("Cache lag", func() {
-	It("(a) waits when status.activeJob names a Job the cache hides", func() {
+	It("waits when status.activeJob names a Job the cache hides", func() {
 		s := newScene(nil)
 		job, _ := runningJob(s.tc, 1)
 		defer stale.Add(stalecache.ByName(&batchv1.Job{}, s.ns, job.Name))()
@@ -121,7 +121,7 @@ var _ = Describe("Cache lag", func() {
 		Expect(hiddenNow()).To(BeNumerically(">", before), "the double must actually have hidden the Job")
 	})
 
-	It("(b) waits when block-move is written but activeJob is not, and the lease holder is hidden", func() {
+	It("waits when block-move is written but activeJob is not, and the lease holder is hidden", func() {
 		s := newScene(nil)
 		// Hidden from its creation: no pass ever saw it, so status.activeJob stays unset.
 		defer stale.Add(stalecache.ByName(&batchv1.Job{}, s.ns, naming.JobName(s.suffix(), 1)))()
@@ -132,7 +132,7 @@ var _ = Describe("Cache lag", func() {
 		Consistently(annotations(s.tc)).Should(HaveKey(infrav1.BlockMoveAnnotation))
 	})
 
-	It("(c) sees no lag when the lease holder is a Job of another object", func() {
+	It("sees no lag when the lease holder is a Job of another object", func() {
 		s := newScene(nil)
 		other := newSceneIn(s.ns, "c2", nil)
 		job, _ := runningJob(other.tc, 1)
@@ -142,14 +142,14 @@ var _ = Describe("Cache lag", func() {
 		Eventually(annotations(s.tc)).ShouldNot(HaveKey(infrav1.BlockMoveAnnotation))
 	})
 
-	It("(d) sees no lag when the lease holder is not on the API server", func() {
+	It("sees no lag when the lease holder is not on the API server", func() {
 		s := newScene(nil)
 		runLease(s.ns, s.suffix(), naming.JobName(s.suffix(), 1))
 		s.pause()
 		Eventually(annotations(s.tc)).ShouldNot(HaveKey(infrav1.BlockMoveAnnotation))
 	})
 
-	It("(e) keeps the finalizer of a deleting object whose hidden Job holds the run lease", func() {
+	It("keeps the finalizer of a deleting object whose hidden Job holds the run lease", func() {
 		s := newScene(map[string]string{infrav1.DeleteForMoveAnnotation: ""})
 		unhide := stale.Add(stalecache.ByName(&batchv1.Job{}, s.ns, naming.JobName(s.suffix(), 1)))
 		defer unhide()
@@ -163,11 +163,11 @@ var _ = Describe("Cache lag", func() {
 		By("once the cache catches up and the Job and its pod end, the move deletion lets the object go")
 		unhide()
 		Expect(envtest.FinishJob(ctx, k8s, get(job), pod, true, "")).To(Succeed())
-		Eventually(func() bool { return isGone(s.tc) }).Should(BeTrue())
+		Eventually(func() bool { return kit.Gone(s.tc)() }).Should(BeTrue())
 	})
 
-	It("(f) never takes a Job it created a moment ago, and the cache hides, as missing or failed", func() {
-		ns := newNamespace()
+	It("never takes a Job it created a moment ago, and the cache hides, as missing or failed", func() {
+		ns := kit.Namespace()
 		Expect(k8s.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1"},
 			Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
 				APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformClusterKind, Name: "c1"}}})).To(Succeed())
@@ -176,10 +176,10 @@ var _ = Describe("Cache lag", func() {
 		before := hiddenNow()
 		s := newSceneIn(ns, "c1", nil)
 		update(s.tc, func(tc *infrav1.TerraformCluster) { tc.Labels[clusterv1.ClusterNameLabel] = "c1" })
-		Eventually(func() int { return len(jobsOf(s.tc)) }).Should(Equal(1))
+		Eventually(func() int { return len(kit.JobsOf(s.tc, infrav1.TerraformClusterKind)) }).Should(Equal(1))
 		Consistently(func(g Gomega) {
-			g.Expect(jobsOf(s.tc)).To(HaveLen(1), "a hidden Job must not be created twice")
-			c := condition(get(s.tc), infrav1.ApplyJobSucceededCondition)
+			g.Expect(kit.JobsOf(s.tc, infrav1.TerraformClusterKind)).To(HaveLen(1), "a hidden Job must not be created twice")
+			c := envtest.Condition(get(s.tc), infrav1.ApplyJobSucceededCondition)
 			if c != nil {
 				g.Expect(c.Status).NotTo(Equal(metav1.ConditionFalse), "a hidden Job must not be reported failed")
 			}
@@ -188,8 +188,8 @@ var _ = Describe("Cache lag", func() {
 		Expect(get(s.tc).Status.ActiveJob).NotTo(BeNil())
 	})
 
-	It("(h) does not clean up a deleting object while its lease may still get its Job", func() {
-		// A lease inside the grace whose Job is not created yet is no cache lag (the seed's
+	It("does not clean up a deleting object while its lease may still get its Job", func() {
+		// A lease inside the grace whose Job is not created yet is no cache lag (the
 		// rule), but the cleanup must not delete state and leases under it: another manager may
 		// be about to create that Job.
 		s := newScene(nil)
@@ -202,10 +202,10 @@ var _ = Describe("Cache lag", func() {
 		By("the Job appears and ends: the lease frees, and the object goes")
 		job, pod := runningJob(s.tc, 1)
 		Expect(envtest.FinishJob(ctx, k8s, get(job), pod, true, "")).To(Succeed())
-		Eventually(func() bool { return isGone(s.tc) }).Should(BeTrue())
+		Eventually(func() bool { return kit.Gone(s.tc)() }).Should(BeTrue())
 	})
 
-	It("(i) keeps everything while a finished Job's pod still runs", func() {
+	It("keeps everything while a finished Job's pod still runs", func() {
 		s := newScene(map[string]string{infrav1.DeleteForMoveAnnotation: ""})
 		job, pod := runningJob(s.tc, 1)
 		runLease(s.ns, s.suffix(), job.Name)
@@ -219,6 +219,6 @@ var _ = Describe("Cache lag", func() {
 
 		By("the pod ends: the object goes")
 		Expect(envtest.FinishJob(ctx, k8s, get(job), pod, false, "")).To(Succeed())
-		Eventually(func() bool { return isGone(s.tc) }).Should(BeTrue())
+		Eventually(func() bool { return kit.Gone(s.tc)() }).Should(BeTrue())
 	})
 })

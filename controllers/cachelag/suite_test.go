@@ -2,14 +2,11 @@ package cachelag_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,7 +24,7 @@ var (
 	ctx    context.Context
 	cancel context.CancelFunc
 	stale  *stalecache.Reader
-	nsSeq  int
+	kit    *envtest.Kit
 )
 
 func TestCacheLag(t *testing.T) {
@@ -43,6 +40,7 @@ var _ = BeforeSuite(func() {
 	ctx, cancel = context.WithCancel(context.Background())
 	var err error
 	env, k8s, err = envtest.StartWithClusterAPI(envtest.Options{})
+	kit = &envtest.Kit{Ctx: ctx, Client: k8s, Prefix: "lag"}
 	Expect(err).NotTo(HaveOccurred())
 
 	// The manager reads through the stale-cache double; writes and its API reader reach the
@@ -73,10 +71,3 @@ var _ = AfterSuite(func() {
 		Expect(env.Stop()).To(Succeed())
 	}
 })
-
-func newNamespace() string {
-	nsSeq++
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("lag-%d", nsSeq)}}
-	Expect(k8s.Create(ctx, ns)).To(Succeed())
-	return ns.Name
-}

@@ -11,7 +11,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -33,7 +32,7 @@ type fixture struct {
 }
 
 func newFixture() *fixture {
-	f := &fixture{ns: newNamespace(), cluster: "c1"}
+	f := &fixture{ns: kit.Namespace(), cluster: "c1"}
 	c := &clusterv1.Cluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster},
 		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
@@ -139,15 +138,6 @@ func waitForJob(o client.Object, kind string, seq int64) *batchv1.Job {
 	return job
 }
 
-// jobsOf lists every Job of the object on the API server.
-func jobsOf(o client.Object, kind string) []batchv1.Job {
-	GinkgoHelper()
-	list := &batchv1.JobList{}
-	Expect(k8s.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingLabels{
-		infrav1.OwnerKindLabel: kind, infrav1.OwnerNameLabel: naming.LabelValue(o.GetName())})).To(Succeed())
-	return list.Items
-}
-
 func result(op infrav1.Operation, ok bool, errText string) string {
 	r := runnerapi.Result{Operation: string(op), Outcome: runnerapi.OutcomeSucceeded, Binary: "tofu",
 		Steps: []runnerapi.Step{{Name: "init"}, {Name: "apply"}}}
@@ -182,23 +172,6 @@ func ownerName(job *batchv1.Job) string {
 	}
 	Fail("job " + job.Name + " has no controller owner")
 	return ""
-}
-
-func get[T client.Object](o T) T {
-	GinkgoHelper()
-	Expect(k8s.Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
-	return o
-}
-
-func condition(o interface{ GetConditions() []metav1.Condition }, t string) *metav1.Condition {
-	return meta.FindStatusCondition(o.GetConditions(), t)
-}
-
-func gone(o client.Object) func() bool {
-	return func() bool {
-		err := k8s.Get(ctx, client.ObjectKeyFromObject(o), o.DeepCopyObject().(client.Object))
-		return apierrors.IsNotFound(err)
-	}
 }
 
 func secretExists(ns, name string) bool {
@@ -241,15 +214,6 @@ func crashParams(tc *infrav1.TerraformCluster, name string) jobs.Params {
 	}
 }
 
-// update applies fn to a fresh copy of o and writes it, retrying on conflicts with the
-// controller's own writes.
-func update[T client.Object](o T, fn func(T)) {
-	GinkgoHelper()
-	Eventually(func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
-			return err
-		}
-		fn(o)
-		return k8s.Update(ctx, o)
-	}).Should(Succeed())
-}
+func get[T client.Object](o T) T { return envtest.Get(kit, o) }
+
+func update[T client.Object](o T, fn func(T)) { envtest.Update(kit, o, fn) }

@@ -12,6 +12,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
+	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
 
 // kindCase drives the same lifecycle through each kind.
@@ -46,7 +47,7 @@ var _ = DescribeTable("Every kind through apply, input change, failure with back
 		Eventually(func(g Gomega) {
 			c := fresh(o)
 			g.Expect(c.GetTerraformStatus().IsProvisioned()).To(BeTrue())
-			g.Expect(condition(c, infrav1.ReadyCondition)).To(HaveField("Status", metav1.ConditionTrue))
+			g.Expect(envtest.Condition(c, infrav1.ReadyCondition)).To(HaveField("Status", metav1.ConditionTrue))
 		}).Should(Succeed())
 		Expect(secretExists(f.ns, naming.OutputsSecretName(suffix))).To(BeTrue(), "outputs are offered to users in a Secret")
 
@@ -55,21 +56,21 @@ var _ = DescribeTable("Every kind through apply, input change, failure with back
 			c.(terraformObject).GetTerraformSpec().Variables = &runtime.RawExtension{Raw: []byte(`{"changed":1}`)}
 		})
 		job2 := waitForJob(o, kc.kind, 2)
-		Consistently(func() int { return len(jobsOf(o, kc.kind)) }, "2s").Should(Equal(2))
+		Consistently(func() int { return len(kit.JobsOf(o, kc.kind)) }, "2s").Should(Equal(2))
 
 		By("failure: the runner's reason in the condition, no retry inside the backoff, retry after it")
 		completeJob(job2, nil, false, "Error: provider quota exceeded for this "+kc.kind)
 		Eventually(func(g Gomega) {
-			c := condition(fresh(o), infrav1.ApplyJobSucceededCondition)
+			c := envtest.Condition(fresh(o), infrav1.ApplyJobSucceededCondition)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
 			g.Expect(c.Reason).To(Equal(infrav1.JobFailedReason))
 			g.Expect(c.Message).To(ContainSubstring("provider quota exceeded"))
 		}).Should(Succeed())
 		Expect(fresh(o).GetAnnotations()).To(HaveKeyWithValue(infrav1.FailuresAnnotation, "1"))
-		Consistently(func() int { return len(jobsOf(o, kc.kind)) }, "2s").Should(Equal(2))
+		Consistently(func() int { return len(kit.JobsOf(o, kc.kind)) }, "2s").Should(Equal(2))
 		clk.Step(61 * time.Second)
-		poke(o)
+		kit.Poke(o)
 		completeJob(waitForJob(o, kc.kind, 3), &kc.state, true, "")
 		Eventually(func() string { return fresh(o).GetAnnotations()[infrav1.AppliedHashAnnotation] }).Should(
 			Equal(job2.Annotations[infrav1.InputsHashAnnotation]))
@@ -80,7 +81,7 @@ var _ = DescribeTable("Every kind through apply, input change, failure with back
 		Expect(destroy.Labels).To(HaveKeyWithValue(infrav1.OperationLabel, string(infrav1.OperationDestroy)))
 		empty := statetest.Destroyed()
 		completeJob(destroy, &empty, true, "")
-		Eventually(gone(o)).Should(BeTrue())
+		Eventually(kit.Gone(o)).Should(BeTrue())
 		for _, name := range []string{naming.StateSecretName(suffix), naming.InputsSecretName(suffix), naming.OutputsSecretName(suffix)} {
 			Expect(secretExists(f.ns, name)).To(BeFalse(), "%s must be gone", name)
 		}

@@ -17,6 +17,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
+	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
 
 var _ = Describe("TerraformCluster lifecycle", func() {
@@ -47,7 +48,7 @@ var _ = Describe("TerraformCluster lifecycle", func() {
 			g.Expect(tc.Status.IsProvisioned()).To(BeTrue())
 			g.Expect(tc.Spec.ControlPlaneEndpoint.Host).To(Equal("10.0.0.1"))
 			g.Expect(tc.Spec.ControlPlaneEndpoint.Port).To(BeEquivalentTo(6443))
-			g.Expect(condition(tc, infrav1.ReadyCondition)).To(HaveField("Status", metav1.ConditionTrue))
+			g.Expect(envtest.Condition(tc, infrav1.ReadyCondition)).To(HaveField("Status", metav1.ConditionTrue))
 			g.Expect(tc.Status.ActiveJob).To(BeNil())
 			g.Expect(tc.Status.LastRun).To(HaveField("Outcome", infrav1.RunSucceeded))
 		}).Should(Succeed())
@@ -55,7 +56,7 @@ var _ = Describe("TerraformCluster lifecycle", func() {
 		Eventually(func() bool { return secretExists(f.ns, naming.RunSecretName(job.Name)) }).Should(BeFalse(),
 			"the per-run Secret is deleted once the Job is counted")
 		Eventually(func() int { return len(leasesOf(f.ns)) }).Should(BeZero(), "leases are released once the Job is counted")
-		Consistently(func() int { return len(jobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(1),
+		Consistently(func() int { return len(kit.JobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(1),
 			"unchanged inputs start no second apply")
 
 		By("changing the inputs: exactly one new apply")
@@ -64,22 +65,22 @@ var _ = Describe("TerraformCluster lifecycle", func() {
 		})
 		job2 := waitForJob(tc, infrav1.TerraformClusterKind, 2)
 		Expect(job2.Annotations[infrav1.InputsHashAnnotation]).NotTo(Equal(job.Annotations[infrav1.InputsHashAnnotation]))
-		Consistently(func() int { return len(jobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(2))
+		Consistently(func() int { return len(kit.JobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(2))
 
 		By("failing it: the runner's reason lands in the condition, and the retry waits for the backoff")
 		completeJob(job2, nil, false, "Error: creating network: quota exceeded")
 		Eventually(func(g Gomega) {
-			c := condition(get(tc), infrav1.ApplyJobSucceededCondition)
+			c := envtest.Condition(get(tc), infrav1.ApplyJobSucceededCondition)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
 			g.Expect(c.Reason).To(Equal(infrav1.JobFailedReason))
 			g.Expect(c.Message).To(ContainSubstring("quota exceeded"))
 		}).Should(Succeed())
 		Expect(tc.Annotations).To(HaveKeyWithValue(infrav1.FailuresAnnotation, "1"))
-		Consistently(func() int { return len(jobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(2),
+		Consistently(func() int { return len(kit.JobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(2),
 			"no retry inside the 1 minute backoff")
 		clk.Step(61 * time.Second)
-		poke(tc)
+		kit.Poke(tc)
 		job3 := waitForJob(tc, infrav1.TerraformClusterKind, 3)
 		completeJob(job3, &st, true, "")
 		Eventually(func() string { return get(tc).Annotations[infrav1.AppliedHashAnnotation] }).Should(
@@ -96,7 +97,7 @@ var _ = Describe("TerraformCluster lifecycle", func() {
 		Expect(k8s.Create(ctx, lock)).To(Succeed())
 		empty := statetest.Destroyed()
 		completeJob(destroy, &empty, true, "")
-		Eventually(gone(tc)).Should(BeTrue())
+		Eventually(kit.Gone(tc)).Should(BeTrue())
 		Expect(apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(lock), &coordinationv1.Lease{}))).To(BeTrue(),
 			"the unheld state lock goes with the state")
 		Expect(secretExists(f.ns, naming.StateSecretName(suffix))).To(BeFalse())
@@ -108,21 +109,3 @@ var _ = Describe("TerraformCluster lifecycle", func() {
 		Expect(apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "captf-runner"}, &corev1.ServiceAccount{}))).To(BeTrue())
 	})
 })
-
-// poke triggers a reconcile without changing the spec (an annotation the engine ignores).
-func poke(o client.Object) {
-	GinkgoHelper()
-	Eventually(func() error {
-		fresh := o.DeepCopyObject().(client.Object)
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(o), fresh); err != nil {
-			return err
-		}
-		a := fresh.GetAnnotations()
-		if a == nil {
-			a = map[string]string{}
-		}
-		a["test.captf.io/poke"] = time.Now().Format(time.RFC3339Nano)
-		fresh.SetAnnotations(a)
-		return k8s.Update(ctx, fresh)
-	}).Should(Succeed())
-}

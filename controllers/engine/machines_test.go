@@ -9,6 +9,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
+	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
 
 // provisionCluster creates the TerraformCluster and completes its first apply.
@@ -28,12 +29,12 @@ var _ = Describe("TerraformMachine and TerraformMachinePool lifecycle", func() {
 
 		By("waiting while no TerraformCluster is provisioned")
 		Eventually(func(g Gomega) {
-			c := condition(get(tm), infrav1.DependenciesReadyCondition)
+			c := envtest.Condition(get(tm), infrav1.DependenciesReadyCondition)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
 			g.Expect(c.Reason).To(Equal(infrav1.WaitingForClusterInfrastructureReason))
 		}).Should(Succeed())
-		Consistently(func() int { return len(jobsOf(tm, infrav1.TerraformMachineKind)) }, "2s").Should(BeZero())
+		Consistently(func() int { return len(kit.JobsOf(tm, infrav1.TerraformMachineKind)) }, "2s").Should(BeZero())
 
 		By("applying once the cluster is provisioned")
 		tc := f.provisionCluster()
@@ -44,18 +45,18 @@ var _ = Describe("TerraformMachine and TerraformMachinePool lifecycle", func() {
 			get(tm)
 			g.Expect(tm.Spec.ProviderID).To(Equal("tf://vm-1"))
 			g.Expect(tm.Status.IsProvisioned()).To(BeTrue())
-			g.Expect(condition(tm, infrav1.ReadyCondition)).To(HaveField("Status", metav1.ConditionTrue))
+			g.Expect(envtest.Condition(tm, infrav1.ReadyCondition)).To(HaveField("Status", metav1.ConditionTrue))
 		}).Should(Succeed())
 
 		By("the cluster's deletion waits for its machine")
 		Expect(k8s.Delete(ctx, tc)).To(Succeed())
 		Eventually(func(g Gomega) {
-			c := condition(get(tc), infrav1.DeletionBlockedCondition)
+			c := envtest.Condition(get(tc), infrav1.DeletionBlockedCondition)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
 			g.Expect(c.Message).To(ContainSubstring("TerraformMachine/m1"))
 		}).Should(Succeed())
-		Consistently(func() int { return len(jobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(1),
+		Consistently(func() int { return len(kit.JobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(1),
 			"no destroy while a machine remains")
 
 		By("the machine is destroyed first, then the cluster")
@@ -64,10 +65,10 @@ var _ = Describe("TerraformMachine and TerraformMachinePool lifecycle", func() {
 		Expect(mDestroy.Labels).To(HaveKeyWithValue(infrav1.OperationLabel, string(infrav1.OperationDestroy)))
 		empty := statetest.Destroyed()
 		completeJob(mDestroy, &empty, true, "")
-		Eventually(gone(tm)).Should(BeTrue())
+		Eventually(kit.Gone(tm)).Should(BeTrue())
 		cDestroy := waitForJob(tc, infrav1.TerraformClusterKind, 2)
 		completeJob(cDestroy, &empty, true, "")
-		Eventually(gone(tc)).Should(BeTrue())
+		Eventually(kit.Gone(tc)).Should(BeTrue())
 		Expect(secretExists(f.ns, naming.StateSecretName(suffixOf(tm, infrav1.TerraformMachineKind)))).To(BeFalse())
 	})
 
@@ -98,12 +99,12 @@ var _ = Describe("TerraformMachine and TerraformMachinePool lifecycle", func() {
 			tc.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"size":5}`)}
 		})
 		Eventually(func(g Gomega) {
-			c := condition(get(tc), infrav1.ApplyJobSucceededCondition)
+			c := envtest.Condition(get(tc), infrav1.ApplyJobSucceededCondition)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Reason).To(Equal(infrav1.WaitingForMachineOperationsReason))
 			g.Expect(c.Message).To(ContainSubstring(mJob.Name))
 		}).Should(Succeed())
-		Expect(jobsOf(tc, infrav1.TerraformClusterKind)).To(HaveLen(1))
+		Expect(kit.JobsOf(tc, infrav1.TerraformClusterKind)).To(HaveLen(1))
 
 		By("once the machine's Job ends, the cluster's starts, and a new machine apply waits")
 		st := statetest.Machine("tf://vm-1")
@@ -113,11 +114,11 @@ var _ = Describe("TerraformMachine and TerraformMachinePool lifecycle", func() {
 			tm.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"flavor":"large"}`)}
 		})
 		Eventually(func(g Gomega) {
-			c := condition(get(tm), infrav1.ApplyJobSucceededCondition)
+			c := envtest.Condition(get(tm), infrav1.ApplyJobSucceededCondition)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Reason).To(Equal(infrav1.WaitingForClusterOperationReason))
 		}).Should(Succeed())
-		Expect(jobsOf(tm, infrav1.TerraformMachineKind)).To(HaveLen(1))
+		Expect(kit.JobsOf(tm, infrav1.TerraformMachineKind)).To(HaveLen(1))
 		cst := statetest.Cluster("10.1.0.1", 6443)
 		completeJob(cJob, &cst, true, "")
 		waitForJob(tm, infrav1.TerraformMachineKind, 2)

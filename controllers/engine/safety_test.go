@@ -12,6 +12,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
+	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
 
 func pauseCluster(f *fixture, paused bool) {
@@ -28,7 +29,7 @@ var _ = Describe("Pause and move", func() {
 
 		By("pausing while the Job runs: block-move stays")
 		pauseCluster(f, true)
-		Eventually(func() *metav1.Condition { return condition(get(tc), infrav1.PausedCondition) }).Should(
+		Eventually(func() *metav1.Condition { return envtest.Condition(get(tc), infrav1.PausedCondition) }).Should(
 			HaveField("Status", metav1.ConditionTrue))
 		Consistently(func() map[string]string { return get(tc).Annotations }, "2s").Should(
 			HaveKey(infrav1.BlockMoveAnnotation), "block-move must stay while the Job runs")
@@ -38,13 +39,13 @@ var _ = Describe("Pause and move", func() {
 		completeJob(job, &st, true, "")
 		Eventually(func() map[string]string { return get(tc).Annotations }).ShouldNot(HaveKey(infrav1.BlockMoveAnnotation))
 		update(tc, func(tc *infrav1.TerraformCluster) { tc.Spec.Variables = nil })
-		Consistently(func() int { return len(jobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(1),
+		Consistently(func() int { return len(kit.JobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(1),
 			"a paused object starts no Job, even with changed inputs")
 
 		By("a paused deletion destroys nothing and keeps the state")
 		Expect(k8s.Delete(ctx, tc)).To(Succeed())
-		Consistently(func() int { return len(jobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(1))
-		Expect(gone(tc)()).To(BeFalse(), "the finalizer holds a paused deletion")
+		Consistently(func() int { return len(kit.JobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(1))
+		Expect(kit.Gone(tc)()).To(BeFalse(), "the finalizer holds a paused deletion")
 		Expect(secretExists(f.ns, naming.StateSecretName(suffixOf(tc, infrav1.TerraformClusterKind)))).To(BeTrue())
 
 		By("unpausing resumes the deletion through a destroy Job")
@@ -66,8 +67,8 @@ var _ = Describe("Pause and move", func() {
 		update(tc, func(tc *infrav1.TerraformCluster) { tc.Annotations[infrav1.DeleteForMoveAnnotation] = "" })
 		pauseCluster(f, false) // even unpaused, a move deletion never destroys
 		Expect(k8s.Delete(ctx, tc)).To(Succeed())
-		Eventually(gone(tc)).Should(BeTrue())
-		Expect(jobsOf(tc, infrav1.TerraformClusterKind)).To(HaveLen(1), "no destroy Job")
+		Eventually(kit.Gone(tc)).Should(BeTrue())
+		Expect(kit.JobsOf(tc, infrav1.TerraformClusterKind)).To(HaveLen(1), "no destroy Job")
 		Expect(secretExists(f.ns, naming.StateSecretName(suffixOf(tc, infrav1.TerraformClusterKind)))).To(BeTrue(),
 			"the state stays: it moved with the object")
 	})
@@ -87,9 +88,9 @@ var _ = Describe("Pause and move", func() {
 		Eventually(func(g Gomega) {
 			get(tc)
 			g.Expect(tc.Status.IsProvisioned()).To(BeTrue())
-			g.Expect(condition(tc, infrav1.ReadyCondition)).To(HaveField("Status", metav1.ConditionTrue))
+			g.Expect(envtest.Condition(tc, infrav1.ReadyCondition)).To(HaveField("Status", metav1.ConditionTrue))
 		}).Should(Succeed())
-		Consistently(func() int { return len(jobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(1))
+		Consistently(func() int { return len(kit.JobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(1))
 	})
 
 	It("adopts the Job an earlier attempt created before crashing, never creating a second", func() {
@@ -116,7 +117,7 @@ var _ = Describe("Pause and move", func() {
 		// The restarted manager finds the object unpaused and the same run sequence.
 		update(tc, func(tc *infrav1.TerraformCluster) { delete(tc.Annotations, infrav1.PausedAnnotation) })
 		Eventually(func() *infrav1.ActiveJob { return get(tc).Status.ActiveJob }).Should(HaveField("Name", name))
-		Consistently(func() int { return len(jobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(1))
+		Consistently(func() int { return len(kit.JobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(1))
 		Expect(get(tc).Annotations).To(HaveKey(infrav1.BlockMoveAnnotation))
 	})
 })

@@ -2,14 +2,11 @@ package engine_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,7 +23,7 @@ var (
 	ctx    context.Context
 	cancel context.CancelFunc
 	clk    *clocktesting.FakeClock
-	nsSeq  int
+	kit    *envtest.Kit
 )
 
 func TestEngine(t *testing.T) {
@@ -42,6 +39,7 @@ var _ = BeforeSuite(func() {
 	var err error
 	env, k8s, err = envtest.StartWithClusterAPI(envtest.Options{})
 	Expect(err).NotTo(HaveOccurred())
+	kit = &envtest.Kit{Ctx: ctx, Client: k8s, Prefix: "engine"}
 
 	clk = clocktesting.NewFakeClock(time.Now())
 	mgr, err := setup.New(env.Config, setup.Options{
@@ -65,11 +63,3 @@ var _ = AfterSuite(func() {
 })
 
 func ptrTo[T any](v T) *T { return &v }
-
-// newNamespace gives each spec its own namespace, so specs cannot see each other's objects.
-func newNamespace() string {
-	nsSeq++
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("engine-%d-%d", GinkgoParallelProcess(), nsSeq)}}
-	Expect(k8s.Create(ctx, ns)).To(Succeed())
-	return ns.Name
-}

@@ -85,7 +85,7 @@ var _ = Describe("Acquire", func() {
 		Expect(exactlyOne).To(Equal(rounds))
 	})
 
-	It("writes the lease the seed describes: labels, annotations, holder and backstop", func() {
+	It("writes the lease with its owner labels, operation, holder and a backstop from the deadline", func() {
 		ns := newNamespace()
 		clk := fakeClock()
 		m := newManager(clk, true)

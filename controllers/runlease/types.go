@@ -9,12 +9,13 @@ import (
 	"k8s.io/utils/clock"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 )
 
 // DefaultActiveDeadlineSeconds is the Job deadline assumed when a request or a lease does not
-// say (the CRD's default for spec.job.activeDeadlineSeconds).
-const DefaultActiveDeadlineSeconds int64 = 3600
+// say: the one the Job builder gives a Job whose spec sets none (jobs.DefaultActiveDeadlineSeconds).
+const DefaultActiveDeadlineSeconds = jobs.DefaultActiveDeadlineSeconds
 
 // Owner identifies the reconciled object a lease belongs to.
 type Owner struct {
@@ -146,7 +147,7 @@ type Options struct {
 	// that create. Default 1 minute.
 	Grace time.Duration
 	// TerminationGrace is the Job pod's termination grace period, part of the backstop.
-	// Default 600 s.
+	// Default: the grace the Job builder gives every pod (jobs.TerminationGracePeriodSeconds, 600 s).
 	TerminationGrace time.Duration
 	// BackstopMargin is added on top of the deadline and the termination grace. Default 5 min.
 	BackstopMargin time.Duration
@@ -167,7 +168,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		Grace:                time.Minute,
-		TerminationGrace:     600 * time.Second,
+		TerminationGrace:     time.Duration(jobs.TerminationGracePeriodSeconds) * time.Second,
 		BackstopMargin:       5 * time.Minute,
 		ClusterOperationGate: true,
 		RequeueAfter:         30 * time.Second,

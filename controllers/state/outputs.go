@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/utils/ptr"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
@@ -73,16 +72,10 @@ func OutputsSecret(owner metav1.Object, gvk schema.GroupVersionKind, suffix stri
 	labels[MoveLabel] = ""
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      naming.OutputsSecretName(suffix),
-			Namespace: owner.GetNamespace(),
-			Labels:    labels,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: gvk.GroupVersion().String(),
-				Kind:       gvk.Kind,
-				Name:       owner.GetName(),
-				UID:        owner.GetUID(),
-				Controller: ptr.To(true),
-			}},
+			Name:            naming.OutputsSecretName(suffix),
+			Namespace:       owner.GetNamespace(),
+			Labels:          labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, gvk)},
 		},
 		Type: corev1.SecretTypeOpaque,
 		Data: data,

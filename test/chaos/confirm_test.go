@@ -22,7 +22,7 @@ import (
 
 var _ = Describe("The lease confirmation before the Job create", func() {
 	It("creates no Job when another holder took the run lease during the start sequence", func() {
-		ns := newNamespace("confirm")
+		ns := kit.Namespace()
 		clk := clocktesting.NewFakeClock(time.Now())
 		var stolen atomic.Bool
 		var leaseName string
@@ -51,28 +51,14 @@ var _ = Describe("The lease confirmation before the Job create", func() {
 		tc := createCluster(ns, "c1", true)
 		leaseName = naming.RunLeaseName(naming.StateSuffix(ns, infrav1.TerraformClusterKind, tc.Name))
 		Eventually(stolen.Load).Should(BeTrue())
-		Consistently(func() int { return len(jobsOf(ns)) }).Should(BeZero(),
+		Consistently(func() int { return len(jobsIn(ns)) }).Should(BeZero(),
 			"the lease no longer names our Job: creating it would run two writers on one state")
 
 		By("past the grace the competitor's unstarted hold frees, and the object goes on")
 		clk.Step(2 * time.Minute)
 		Eventually(func() int {
-			poke(tc)
-			return len(jobsOf(ns))
+			kit.Poke(tc)
+			return len(jobsIn(ns))
 		}).Should(Equal(1))
 	})
 })
-
-func poke(o client.Object) {
-	fresh := o.DeepCopyObject().(client.Object)
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(o), fresh); err != nil {
-		return
-	}
-	a := fresh.GetAnnotations()
-	if a == nil {
-		a = map[string]string{}
-	}
-	a["test.captf.io/poke"] = time.Now().Format(time.RFC3339Nano)
-	fresh.SetAnnotations(a)
-	_ = k8s.Update(ctx, fresh)
-}

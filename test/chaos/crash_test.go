@@ -90,24 +90,24 @@ func matchesCreate(point string, obj client.Object) bool {
 var _ = Describe("Crash windows in the Job start sequence", func() {
 	for _, point := range []string{"lease", "block-move", "inputs", "job", "run-secret", "status"} {
 		It(fmt.Sprintf("converges with exactly one Job after a crash right after the %s write", point), func() {
-			ns := newNamespace("crash")
+			ns := kit.Namespace()
 			var m1 *running
 			funcs, dead := crashAfter(point, func() { m1.cancel() })
 			m1 = startManager(managerOpts{intercept: funcs})
 			tc := createCluster(ns, "c1", true)
 			Eventually(dead.Load).Should(BeTrue(), "the crash point %s was never reached", point)
 			Expect(m1.Stop()).To(Succeed())
-			jobsAtCrash := len(jobsOf(ns))
+			jobsAtCrash := len(jobsIn(ns))
 
 			By("a fresh manager on the same API server picks up")
 			m2 := startManager(managerOpts{})
 			defer func() { Expect(m2.Stop()).To(Succeed()) }()
-			Eventually(func() int { return len(jobsOf(ns)) }).Should(Equal(1))
-			job := jobsOf(ns)[0]
+			Eventually(func() int { return len(jobsIn(ns)) }).Should(Equal(1))
+			job := jobsIn(ns)[0]
 			finish(&job)
 			Eventually(func() bool { return get(tc).Status.IsProvisioned() }).Should(BeTrue())
-			Consistently(func() int { return len(jobsOf(ns)) }).Should(Equal(1), "exactly one Job ever")
-			fmt.Printf("crash after %-10s: jobs at crash %d, jobs in the end %d, converged\n", point, jobsAtCrash, len(jobsOf(ns)))
+			Consistently(func() int { return len(jobsIn(ns)) }).Should(Equal(1), "exactly one Job ever")
+			fmt.Printf("crash after %-10s: jobs at crash %d, jobs in the end %d, converged\n", point, jobsAtCrash, len(jobsIn(ns)))
 		})
 	}
 })

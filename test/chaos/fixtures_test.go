@@ -35,7 +35,7 @@ func createCluster(ns, name string, finalizer bool) *infrav1.TerraformCluster {
 	return tc
 }
 
-func jobsOf(ns string) []batchv1.Job {
+func jobsIn(ns string) []batchv1.Job {
 	GinkgoHelper()
 	list := &batchv1.JobList{}
 	Expect(k8s.List(ctx, list, client.InNamespace(ns), client.HasLabels{infrav1.ManagedLabel})).To(Succeed())
@@ -68,8 +68,4 @@ func finish(job *batchv1.Job) {
 	Expect(envtest.FinishJob(ctx, k8s, job, pod, true, "")).To(Succeed())
 }
 
-func get[T client.Object](o T) T {
-	GinkgoHelper()
-	Expect(k8s.Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
-	return o
-}
+func get[T client.Object](o T) T { return envtest.Get(kit, o) }

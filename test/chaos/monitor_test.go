@@ -10,17 +10,19 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 )
 
 // monitor records, through watches on the API server, every version of every Job and every
-// reconciled object, then replays them in resourceVersion order (etcd's global revision) and
-// checks I1-I4 of ARCHITECTURE.md at every step.
+// reconciled object of the three kinds, then replays them in resourceVersion order (etcd's
+// global revision) and checks I1-I5 of ARCHITECTURE.md at every step. A Job runs from its
+// creation until it carries a Complete or Failed condition (jobstatus.Finished: the test's
+// kubelet ends the pod before the Job), or is deleted.
 type monitor struct {
 	mu     sync.Mutex
 	events []recorded
@@ -44,7 +46,7 @@ func startMonitor() *monitor {
 		cancel()
 		m.wg.Wait()
 	})
-	for _, list := range []client.ObjectList{&batchv1.JobList{}, &infrav1.TerraformClusterList{}, &infrav1.TerraformMachineList{}} {
+	for _, list := range []client.ObjectList{&batchv1.JobList{}, &infrav1.TerraformClusterList{}, &infrav1.TerraformMachineList{}, &infrav1.TerraformMachinePoolList{}} {
 		w, err := wc.Watch(mctx, list)
 		Expect(err).NotTo(HaveOccurred())
 		m.wg.Add(1)
@@ -90,6 +92,7 @@ func (m *monitor) check(namespaces map[string]bool) (violations []string, jobs i
 	m.wg.Wait()
 	sort.SliceStable(m.events, func(i, j int) bool { return m.events[i].rv < m.events[j].rv })
 	running := map[string]map[string]bool{} // owner -> running Job names
+	mutating := map[string]mutatingJob{}    // namespace/job -> a running mutating Job
 	objs := map[string]*objState{}
 	seen := map[string]bool{}
 	for _, e := range m.events {
@@ -106,17 +109,26 @@ func (m *monitor) check(namespaces map[string]bool) (violations []string, jobs i
 			if running[owner] == nil {
 				running[owner] = map[string]bool{}
 			}
+			key := o.Namespace + "/" + o.Name
 			if e.deleted || terminal(o) {
 				delete(running[owner], o.Name)
+				delete(mutating, key)
 			} else {
 				running[owner][o.Name] = true
+				if infrav1.Operation(o.Labels[infrav1.OperationLabel]).Mutating() {
+					mutating[key] = mutatingJob{namespace: o.Namespace, cluster: o.Labels[infrav1.ClusterNameLabel], kind: o.Labels[infrav1.OwnerKindLabel], name: o.Name}
+				}
 			}
 			violations = append(violations, verify(e.rv, owner, running[owner], objs[owner])...)
+			violations = append(violations, verifyGate(e.rv, mutating)...)
 		case *infrav1.TerraformCluster:
 			owner := infrav1.TerraformClusterKind + "/" + o.Namespace + "/" + o.Name
 			violations = append(violations, m.object(e, owner, o, o.Status.ActiveJob, running[owner], objs)...)
 		case *infrav1.TerraformMachine:
 			owner := infrav1.TerraformMachineKind + "/" + o.Namespace + "/" + o.Name
+			violations = append(violations, m.object(e, owner, o, o.Status.ActiveJob, running[owner], objs)...)
+		case *infrav1.TerraformMachinePool:
+			owner := infrav1.TerraformMachinePoolKind + "/" + o.Namespace + "/" + o.Name
 			violations = append(violations, m.object(e, owner, o, o.Status.ActiveJob, running[owner], objs)...)
 		}
 	}
@@ -158,6 +170,33 @@ func verify(rv uint64, owner string, run map[string]bool, o *objState) []string 
 	return out
 }
 
+// mutatingJob is a running apply, destroy or restore Job and the Cluster it belongs to.
+type mutatingJob struct{ namespace, cluster, kind, name string }
+
+// verifyGate checks I5: no mutating Job of a TerraformCluster runs while a mutating Job of one
+// of its Cluster's machines or pools runs.
+func verifyGate(rv uint64, mutating map[string]mutatingJob) []string {
+	clusterJobs := map[string][]string{} // namespace/cluster -> running mutating cluster Jobs
+	memberJobs := map[string][]string{}
+	for _, j := range mutating {
+		c := j.namespace + "/" + j.cluster
+		if j.kind == infrav1.TerraformClusterKind {
+			clusterJobs[c] = append(clusterJobs[c], j.name)
+		} else {
+			memberJobs[c] = append(memberJobs[c], j.name)
+		}
+	}
+	var out []string
+	for c, cj := range clusterJobs {
+		if mj := memberJobs[c]; len(mj) > 0 {
+			sort.Strings(cj)
+			sort.Strings(mj)
+			out = append(out, fmt.Sprintf("I5 at rv %d: cluster %s runs mutating Job(s) %v while its members run %v", rv, c, cj, mj))
+		}
+	}
+	return out
+}
+
 func ownerOf(j *batchv1.Job) string {
 	for _, r := range j.OwnerReferences {
 		return r.Name
@@ -165,12 +204,4 @@ func ownerOf(j *batchv1.Job) string {
 	return ""
 }
 
-func terminal(j *batchv1.Job) bool {
-	for _, c := range j.Status.Conditions {
-		if c.Status == corev1.ConditionTrue && (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed ||
-			c.Type == batchv1.JobSuccessCriteriaMet || c.Type == batchv1.JobFailureTarget) {
-			return true
-		}
-	}
-	return false
-}
+func terminal(j *batchv1.Job) bool { return jobstatus.Finished(j) }

@@ -91,8 +91,28 @@ func createMachine(ns, cluster, name string) *infrav1.TerraformMachine {
 	return tm
 }
 
+// createPool creates a MachinePool with its bootstrap data and the TerraformMachinePool it owns.
+func createPool(ns, cluster, name string) *infrav1.TerraformMachinePool {
+	GinkgoHelper()
+	boot := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-bootstrap"}, Data: map[string][]byte{"value": []byte("#cloud-config")}}
+	Expect(k8s.Create(ctx, boot)).To(Succeed())
+	mp := &clusterv1.MachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: clusterv1.MachinePoolSpec{ClusterName: cluster, Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{
+			ClusterName: cluster, Bootstrap: clusterv1.Bootstrap{DataSecretName: &boot.Name},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformMachinePoolKind, Name: name}}}}}
+	Expect(k8s.Create(ctx, mp)).To(Succeed())
+	tp := &infrav1.TerraformMachinePool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachinePool", Name: name, UID: mp.UID}}},
+		Spec: infrav1.TerraformMachinePoolSpec{TerraformSpec: infrav1.TerraformSpec{Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}},
+			Variables: &runtime.RawExtension{Raw: []byte(`{"instances":2}`)}}},
+	}
+	Expect(k8s.Create(ctx, tp)).To(Succeed())
+	return tp
+}
+
 var _ = Describe("Two managers without leader election, under random cache lag", func() {
-	It("never breaks I1-I4 through create, input change and delete of 20 objects", func() {
+	It("never breaks I1-I5 through create, input change and delete of clusters, machines and pools", func() {
 		mon := startMonitor()
 		rnd := &lockedRand{r: rand.New(rand.NewSource(GinkgoRandomSeed()))}
 		lagBefore := cachelag.Detected()
@@ -107,6 +127,7 @@ var _ = Describe("Two managers without leader election, under random cache lag",
 			m.stale.Add(stalecache.Random(&batchv1.Job{}, 0.3, rnd.Float64))
 			m.stale.Add(stalecache.Lagging(&infrav1.TerraformCluster{}, 0.2, rnd.Float64))
 			m.stale.Add(stalecache.Lagging(&infrav1.TerraformMachine{}, 0.2, rnd.Float64))
+			m.stale.Add(stalecache.Lagging(&infrav1.TerraformMachinePool{}, 0.2, rnd.Float64))
 		}
 		execCtx, stopExec := context.WithCancel(ctx)
 		execWG := runExecutor(execCtx, rnd)
@@ -118,11 +139,12 @@ var _ = Describe("Two managers without leader election, under random cache lag",
 
 		var objs []client.Object
 		for i := 0; i < 4; i++ {
-			ns := newNamespace("race")
+			ns := kit.Namespace()
 			objs = append(objs, createCluster(ns, "c1", false))
-			for j := 0; j < 4; j++ {
+			for j := 0; j < 3; j++ {
 				objs = append(objs, createMachine(ns, "c1", fmt.Sprintf("m%d", j)))
 			}
+			objs = append(objs, createPool(ns, "c1", "p0"))
 		}
 		provisioned := func(g Gomega) {
 			for _, o := range objs {
@@ -137,7 +159,7 @@ var _ = Describe("Two managers without leader election, under random cache lag",
 		// a watch event triggered, convergence waits for the next 30 s requeue (lease and
 		// dependency waits), and CI shares two cores with other suites. Typical runs end every
 		// phase in well under a minute.
-		By("create: all 20 provisioned")
+		By("create: all 20 provisioned (4 clusters, 12 machines, 4 pools)")
 		Eventually(provisioned, "300s").Should(Succeed())
 
 		By("input change: every object applies its new inputs")
@@ -208,7 +230,7 @@ func describe(o client.Object) string {
 		conds = append(conds, fmt.Sprintf("%s=%s/%s: %s", c.Type, c.Status, c.Reason, c.Message))
 	}
 	var jobs []string
-	for _, j := range jobsOf(o.GetNamespace()) {
+	for _, j := range jobsIn(o.GetNamespace()) {
 		jobs = append(jobs, fmt.Sprintf("%s(%s, terminal=%v)", j.Name, j.Labels[infrav1.OperationLabel], terminal(&j)))
 	}
 	return fmt.Sprintf("annotations %v, finalizers %v, activeJob %+v, conditions %v, jobs in namespace %v",

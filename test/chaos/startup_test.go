@@ -17,7 +17,7 @@ import (
 
 var _ = Describe("Start-up before the caches sync", func() {
 	It("clears, deletes and releases nothing while its Job cache cannot sync, then gives up", func() {
-		ns := newNamespace("startup")
+		ns := kit.Namespace()
 		// An object a working manager would change at once: paused with block-move (it would
 		// clear block-move) and deleting with delete-for-move (it would drop the finalizer).
 		Expect(k8s.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1"},

@@ -3,15 +3,12 @@ package chaos_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,11 +23,11 @@ import (
 )
 
 var (
-	env   *envtest.Env
-	k8s   client.Client
-	ctx   context.Context
-	stop  context.CancelFunc
-	nsSeq int
+	env  *envtest.Env
+	k8s  client.Client
+	ctx  context.Context
+	stop context.CancelFunc
+	kit  *envtest.Kit
 )
 
 func TestChaos(t *testing.T) {
@@ -46,6 +43,7 @@ var _ = BeforeSuite(func() {
 	ctx, stop = context.WithCancel(context.Background())
 	var err error
 	env, k8s, err = envtest.StartWithClusterAPI(envtest.Options{})
+	kit = &envtest.Kit{Ctx: ctx, Client: k8s, Prefix: "chaos"}
 	Expect(err).NotTo(HaveOccurred())
 })
 
@@ -57,13 +55,6 @@ var _ = AfterSuite(func() {
 		Expect(env.Stop()).To(Succeed())
 	}
 })
-
-func newNamespace(prefix string) string {
-	nsSeq++
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, nsSeq)}}
-	Expect(k8s.Create(ctx, ns)).To(Succeed())
-	return ns.Name
-}
 
 // running is a manager started by a test; Stop ends it and waits until it has returned.
 type running struct {
