@@ -181,7 +181,7 @@ func serve(ctx context.Context, cfg Config, ready func(*server)) (*server, error
 	if err != nil {
 		return nil, err
 	}
-	ln, err := listen(cfg)
+	ln, err := listen(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +212,12 @@ func serve(ctx context.Context, cfg Config, ready func(*server)) (*server, error
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownGrace)
 	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
+	err = hs.Shutdown(sctx)
+	// Serve may not have started when Shutdown ran; either way the port is free once both the
+	// listener is closed and Serve has returned.
+	_ = ln.Close()
+	<-errc
+	if err != nil {
 		return s, fmt.Errorf("shut down: %w", err)
 	}
 	log.Info("stopped")
@@ -241,7 +246,7 @@ func credential(dir string) (string, error) {
 
 // listen listens on cfg.Listen, or on the loopback port a previous run of this channel had
 // (a restarted sidecar keeps its address), else on an ephemeral loopback port.
-func listen(cfg Config) (net.Listener, error) {
+func listen(ctx context.Context, cfg Config) (net.Listener, error) {
 	if cfg.Listen != "" {
 		ln, err := net.Listen("tcp", cfg.Listen)
 		if err != nil {
@@ -252,9 +257,12 @@ func listen(cfg Config) (net.Listener, error) {
 	if b, err := os.ReadFile(filepath.Join(cfg.Dir, runnerapi.ChannelAddressFile)); err == nil {
 		if u, err := url.Parse(strings.TrimSpace(string(b))); err == nil {
 			if host, _, err := net.SplitHostPort(u.Host); err == nil && host == "127.0.0.1" {
-				if ln, err := net.Listen("tcp", u.Host); err == nil {
+				ln, err := net.Listen("tcp", u.Host)
+				if err == nil {
 					return ln, nil
 				}
+				logr.FromContextOrDiscard(ctx).Info("cannot listen on the address of the previous run; taking a new port (the runner's terraform loses the channel)",
+					"address", u.Host, "error", err.Error())
 			}
 		}
 	}

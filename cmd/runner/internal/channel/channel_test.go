@@ -320,7 +320,7 @@ var _ = Describe("the state channel", func() {
 		Expect(r.code(http.MethodGet, "", nil)).To(Equal(http.StatusNoContent))
 	})
 
-	It("keeps its address and credential when restarted, and listens on loopback only", func() {
+	It("keeps its address and credential when restarted, and listens on loopback only", MustPassRepeatedly(10), func() {
 		o := newObject()
 		cfg := o.config(GinkgoT().TempDir())
 		first := start(cfg)
