@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -84,6 +86,8 @@ type Executor struct {
 	mu      sync.Mutex
 	workers map[string]*worker
 	runs    []Run
+	// refreshFraction of a projected token's life passes before it is replaced (0: 0.8).
+	refreshFraction float64
 	// workCtx outlives the manager's context so containers can stop gracefully and report
 	// their final status after the manager began to stop.
 	workCtx    context.Context
@@ -92,12 +96,14 @@ type Executor struct {
 }
 
 // CacheOptions restricts the manager's cache to what the executor watches: CAPTF's Jobs and
-// their Pods (the Pods copy the Job template's captf.io/managed label).
+// their Pods (the Pods copy the Job template's captf.io/managed label), and the root CA
+// ConfigMaps it publishes.
 func CacheOptions() cache.Options {
 	managed := labels.SelectorFromSet(labels.Set{infrav1.ManagedLabel: "true"})
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&batchv1.Job{}: {Label: managed},
-		&corev1.Pod{}:  {Label: managed},
+		&batchv1.Job{}:      {Label: managed},
+		&corev1.Pod{}:       {Label: managed},
+		&corev1.ConfigMap{}: {Field: fields.OneTermEqualSelector("metadata.name", RootCAConfigMap)},
 	}}
 }
 
@@ -157,6 +163,9 @@ func (e *Executor) SetupWithManager(mgr manager.Manager) error {
 	if err := e.setupNode(mgr); err != nil {
 		return err
 	}
+	if err := e.setupRootCAPublisher(mgr); err != nil {
+		return err
+	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		<-ctx.Done()
 		e.shutdown(log.FromContext(ctx))
@@ -208,6 +217,22 @@ func (e *Executor) shutdown(logger logr.Logger) {
 	if c, ok := e.history.(io.Closer); ok {
 		_ = c.Close()
 	}
+}
+
+// serviceEnv is what a kubelet gives every container to find the API server.
+func (e *Executor) serviceEnv() []string {
+	if e.restCfg == nil {
+		return nil
+	}
+	u, err := url.Parse(e.restCfg.Host)
+	if err != nil || u.Host == "" {
+		return nil
+	}
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = "443"
+	}
+	return []string{"KUBERNETES_SERVICE_HOST=" + host, "KUBERNETES_SERVICE_PORT=" + port}
 }
 
 // podDir is the private folder of a Pod.

@@ -301,62 +301,142 @@ func (e *Executor) finishFailing(ctx context.Context, job *batchv1.Job, pods []c
 	})
 }
 
-// collectDeletingJob is the garbage collector's part for a Job with a deletion timestamp
-// (foreground or orphan deletion): its Pods go, then the finalizers the GC owns.
+// collectDeletingJob is the garbage collector's part for a Job with a deletion timestamp, by
+// the propagation policy of its deletion, which the API server recorded as a finalizer:
+//   - orphan (propagationPolicy Orphan, and the batch/v1 default when a client names none):
+//     the Job's Pods and per-run Secret lose their owner reference to the Job and stay; a
+//     running Pod keeps running until it ends by itself. Then the finalizer goes.
+//   - foregroundDeletion: the Pods and the per-run Secret are deleted (the node stops the
+//     containers: SIGTERM, SIGKILL after the grace); the finalizer goes once no Pod is left.
+//   - neither (background, held by another finalizer): the dependents go once the Job is gone.
 func (e *Executor) collectDeletingJob(ctx context.Context, job *batchv1.Job) error {
-	if err := e.collectDeletedJob(ctx, client.ObjectKeyFromObject(job)); err != nil {
-		return err
+	switch {
+	case controllerutil.ContainsFinalizer(job, metav1.FinalizerOrphanDependents):
+		if err := e.orphanDependents(ctx, job); err != nil {
+			return err
+		}
+		return e.dropFinalizer(ctx, job, metav1.FinalizerOrphanDependents)
+	case controllerutil.ContainsFinalizer(job, metav1.FinalizerDeleteDependents):
+		left, err := e.deleteDependents(ctx, job.Namespace, job.Name, func(ref metav1.OwnerReference) bool { return ref.UID == job.UID })
+		if err != nil || left > 0 {
+			return err
+		}
+		return e.dropFinalizer(ctx, job, metav1.FinalizerDeleteDependents)
 	}
-	pods, err := e.podsOf(ctx, job)
-	if err != nil || len(pods) > 0 {
-		return err
-	}
-	if !controllerutil.ContainsFinalizer(job, metav1.FinalizerDeleteDependents) && !controllerutil.ContainsFinalizer(job, metav1.FinalizerOrphanDependents) {
-		return nil
-	}
-	patch := client.MergeFrom(job.DeepCopy())
-	controllerutil.RemoveFinalizer(job, metav1.FinalizerDeleteDependents)
-	controllerutil.RemoveFinalizer(job, metav1.FinalizerOrphanDependents)
-	return client.IgnoreNotFound(e.client.Patch(ctx, job, patch))
+	return nil
 }
 
-// collectDeletedJob deletes the Pods and the per-run Secret of a Job that is gone or going.
-func (e *Executor) collectDeletedJob(ctx context.Context, key types.NamespacedName) error {
-	var pods corev1.PodList
-	if err := e.apiReader.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingLabels{batchv1.JobNameLabel: key.Name}); err != nil {
-		return fmt.Errorf("list pods of deleted job: %w", err)
+func (e *Executor) dropFinalizer(ctx context.Context, job *batchv1.Job, finalizer string) error {
+	patch := client.MergeFrom(job.DeepCopy())
+	controllerutil.RemoveFinalizer(job, finalizer)
+	if err := e.client.Patch(ctx, job, patch); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("remove finalizer %s from job %s: %w", finalizer, job.Name, err)
 	}
+	return nil
+}
+
+// orphanDependents removes the Job's owner reference from its Pods and its per-run Secret.
+func (e *Executor) orphanDependents(ctx context.Context, job *batchv1.Job) error {
+	var pods corev1.PodList
+	if err := e.apiReader.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+		return fmt.Errorf("list pods of job %s: %w", job.Name, err)
+	}
+	var deps []client.Object
+	for i := range pods.Items {
+		deps = append(deps, &pods.Items[i])
+	}
+	s := &corev1.Secret{}
+	err := e.apiReader.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: naming.RunSecretName(job.Name)}, s)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("get per-run secret: %w", err)
+	}
+	if err == nil {
+		deps = append(deps, s)
+	}
+	for _, d := range deps {
+		refs := d.GetOwnerReferences()
+		kept := make([]metav1.OwnerReference, 0, len(refs))
+		for _, ref := range refs {
+			if ref.UID != job.UID {
+				kept = append(kept, ref)
+			}
+		}
+		if len(kept) == len(refs) {
+			continue
+		}
+		patch := client.MergeFromWithOptions(d.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
+		d.SetOwnerReferences(kept)
+		if err := e.client.Patch(ctx, d, patch); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("orphan %s of job %s: %w", d.GetName(), job.Name, err)
+		}
+		log.FromContext(ctx).Info("job deleted with propagation Orphan: its dependent stays", "dependent", fmt.Sprintf("%T %s", d, d.GetName()))
+	}
+	return nil
+}
+
+// collectDeletedJob is the garbage collector's part once a Job is gone: its Pods and per-run
+// Secret that still point at it (an owner reference to a Job of that name that no longer
+// exists) are deleted. Dependents it orphaned have no such reference and stay.
+func (e *Executor) collectDeletedJob(ctx context.Context, key types.NamespacedName) error {
+	live := &batchv1.Job{}
+	err := e.apiReader.Get(ctx, key, live)
+	switch {
+	case apierrors.IsNotFound(err):
+		live = nil
+	case err != nil:
+		return fmt.Errorf("get job: %w", err)
+	}
+	dangling := func(ref metav1.OwnerReference) bool { return live == nil || ref.UID != live.UID }
+	_, err = e.deleteDependents(ctx, key.Namespace, key.Name, dangling)
+	return err
+}
+
+// deleteDependents deletes the Pods (labelled with the Job's name) and the per-run Secret
+// whose owner reference to Job name matches owned, and returns how many such Pods are left
+// (being deleted or not).
+func (e *Executor) deleteDependents(ctx context.Context, namespace, name string, owned func(metav1.OwnerReference) bool) (int, error) {
+	ownedBy := func(o client.Object) bool {
+		for _, ref := range o.GetOwnerReferences() {
+			if ref.Kind == "Job" && ref.Name == name && owned(ref) {
+				return true
+			}
+		}
+		return false
+	}
+	var pods corev1.PodList
+	if err := e.apiReader.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{batchv1.JobNameLabel: name}); err != nil {
+		return 0, fmt.Errorf("list pods of job %s: %w", name, err)
+	}
+	left := 0
 	for i := range pods.Items {
 		p := &pods.Items[i]
+		if !ownedBy(p) {
+			continue
+		}
+		left++
 		if p.DeletionTimestamp != nil {
 			continue
 		}
 		log.FromContext(ctx).Info("deleting pod of a deleted job", "pod", p.Name)
 		if err := e.client.Delete(ctx, p, client.Preconditions{UID: &p.UID}); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("delete pod %s: %w", p.Name, err)
+			return 0, fmt.Errorf("delete pod %s: %w", p.Name, err)
 		}
 	}
-	// The per-run Secret is owned by the Job: it goes when no live Job of that name owns it.
 	s := &corev1.Secret{}
-	err := e.apiReader.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: naming.RunSecretName(key.Name)}, s)
+	err := e.apiReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: naming.RunSecretName(name)}, s)
 	if apierrors.IsNotFound(err) {
-		return nil
+		return left, nil
 	}
 	if err != nil {
-		return fmt.Errorf("get per-run secret: %w", err)
+		return 0, fmt.Errorf("get per-run secret: %w", err)
 	}
-	live := &batchv1.Job{}
-	err = e.apiReader.Get(ctx, key, live)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("get job: %w", err)
-	}
-	for _, ref := range s.OwnerReferences {
-		if ref.Kind == "Job" && ref.Name == key.Name && (apierrors.IsNotFound(err) || live.UID != ref.UID || live.DeletionTimestamp != nil) {
-			log.FromContext(ctx).Info("deleting per-run secret of a deleted job", "secret", s.Name)
-			return client.IgnoreNotFound(e.client.Delete(ctx, s, client.Preconditions{UID: &s.UID}))
+	if ownedBy(s) && s.DeletionTimestamp == nil {
+		log.FromContext(ctx).Info("deleting per-run secret of a deleted job", "secret", s.Name)
+		if err := e.client.Delete(ctx, s, client.Preconditions{UID: &s.UID}); client.IgnoreNotFound(err) != nil {
+			return 0, fmt.Errorf("delete per-run secret %s: %w", s.Name, err)
 		}
 	}
-	return nil
+	return left, nil
 }
 
 // ownerGone reports whether the Job's controller owner no longer exists (read live).
@@ -445,9 +525,12 @@ func terminal(p *corev1.Pod) bool {
 }
 
 // randomSuffix is the 5-character suffix the Job controller gives its Pods' names.
-func randomSuffix() string {
+func randomSuffix() string { return randomString(5) }
+
+// randomString is n characters of the alphabet the API server uses for generated names.
+func randomString(n int) string {
 	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
-	b := make([]byte, 5)
+	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	for i := range b {
 		b[i] = alphabet[int(b[i])%len(alphabet)]

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,8 +28,9 @@ import (
 // a kubelet keeps a Pod in ContainerCreating until its volumes can be mounted.
 var errWaiting = errors.New("waiting")
 
-// prepare writes the Pod's volumes and its ServiceAccount kubeconfig, waiting for what does not
-// exist yet, and returns the environment every container gets from the host.
+// prepare writes the Pod's volumes (and, unless the Pod opts out of an automatic token, its
+// ServiceAccount kubeconfig), waiting for what does not exist yet, and returns the environment
+// the executor gives every container.
 func (w *worker) prepare(ctx context.Context) ([]string, error) {
 	reported := ""
 	for {
@@ -51,8 +53,12 @@ func (w *worker) prepare(ctx context.Context) ([]string, error) {
 				}
 			})
 		}
+		stopping, _, changed := w.stop.state()
+		if stopping {
+			return nil, errStopped
+		}
 		select {
-		case <-w.stop:
+		case <-changed:
 			return nil, errStopped
 		case <-ctx.Done():
 			return nil, errStopped
@@ -62,22 +68,26 @@ func (w *worker) prepare(ctx context.Context) ([]string, error) {
 }
 
 func (w *worker) tryPrepare(ctx context.Context) ([]string, error) {
+	// Listing is refused: a container finds a volume only through its own mounts.
+	vols := filepath.Join(w.dir, "volumes")
+	if err := os.MkdirAll(vols, 0o700); err != nil {
+		return nil, fmt.Errorf("create volumes folder: %w", err)
+	}
+	if err := os.Chmod(vols, 0o711); err != nil {
+		return nil, fmt.Errorf("protect volumes folder: %w", err)
+	}
+	w.tokens = nil
 	for _, v := range w.spec.Spec.Volumes {
 		if err := w.writeVolume(ctx, v); err != nil {
 			return nil, err
 		}
 	}
-	home := filepath.Join(w.dir, "home")
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return nil, fmt.Errorf("create home: %w", err)
-	}
 	tf := w.e.opts.TerraformBinary
 	env := []string{
 		"PATH=" + filepath.Dir(tf) + string(os.PathListSeparator) + hostPath(),
-		"HOME=" + home,
 		runnerapi.EnvBinary + "=" + tf,
 	}
-	if w.spec.Spec.AutomountServiceAccountToken == nil || *w.spec.Spec.AutomountServiceAccountToken {
+	if automount(w.spec) {
 		kc, err := w.writeKubeconfig(ctx)
 		if err != nil {
 			return nil, err
@@ -87,6 +97,12 @@ func (w *worker) tryPrepare(ctx context.Context) ([]string, error) {
 	return env, nil
 }
 
+// automount reports whether the Pod's containers get a token from the executor without a
+// volume asking for one: unless the Pod says automountServiceAccountToken: false.
+func automount(pod *corev1.Pod) bool {
+	return pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken
+}
+
 func hostPath() string {
 	if p := os.Getenv("PATH"); p != "" {
 		return p
@@ -94,49 +110,183 @@ func hostPath() string {
 	return "/usr/local/bin:/usr/bin:/bin"
 }
 
-func (w *worker) volumeDir(name string) string { return filepath.Join(w.dir, "volumes", name) }
+// volumeDir is the private folder of a volume.
+func (w *worker) volumeDir(name string) string {
+	if d, ok := w.vols[name]; ok {
+		return d
+	}
+	return filepath.Join(w.dir, "volumes", name)
+}
 
-// writeVolume materialises one volume into the Pod's folder.
+// file is one file of a volume.
+type file struct {
+	path string
+	mode os.FileMode
+	data []byte
+}
+
+// writeVolume materialises one volume into its folder.
 func (w *worker) writeVolume(ctx context.Context, v corev1.Volume) error {
 	dir := w.volumeDir(v.Name)
 	switch {
 	case v.EmptyDir != nil:
 		return mkdir(dir)
 	case v.Secret != nil:
-		s := &corev1.Secret{}
-		err := w.e.apiReader.Get(ctx, types.NamespacedName{Namespace: w.pod.Namespace, Name: v.Secret.SecretName}, s)
-		if apierrors.IsNotFound(err) {
-			if v.Secret.Optional != nil && *v.Secret.Optional {
-				return mkdir(dir)
-			}
-			return fmt.Errorf("%w: secret %q not found", errWaiting, v.Secret.SecretName)
-		}
+		files, err := w.secretFiles(ctx, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional, v.Secret.DefaultMode)
 		if err != nil {
-			return fmt.Errorf("read secret %s: %w", v.Secret.SecretName, err)
+			return err
 		}
-		return writeKeys(dir, s.Data, v.Secret.Items, v.Secret.DefaultMode)
+		return writeFiles(dir, files)
 	case v.ConfigMap != nil:
-		cm := &corev1.ConfigMap{}
-		err := w.e.apiReader.Get(ctx, types.NamespacedName{Namespace: w.pod.Namespace, Name: v.ConfigMap.Name}, cm)
-		if apierrors.IsNotFound(err) {
-			if v.ConfigMap.Optional != nil && *v.ConfigMap.Optional {
-				return mkdir(dir)
-			}
-			return fmt.Errorf("%w: configmap %q not found", errWaiting, v.ConfigMap.Name)
-		}
+		files, err := w.configMapFiles(ctx, v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional, v.ConfigMap.DefaultMode)
 		if err != nil {
-			return fmt.Errorf("read configmap %s: %w", v.ConfigMap.Name, err)
+			return err
 		}
-		data := map[string][]byte{}
-		for k, s := range cm.Data {
-			data[k] = []byte(s)
+		return writeFiles(dir, files)
+	case v.DownwardAPI != nil:
+		files, err := w.downwardFiles(v.DownwardAPI.Items, v.DownwardAPI.DefaultMode)
+		if err != nil {
+			return err
 		}
-		for k, b := range cm.BinaryData {
-			data[k] = b
-		}
-		return writeKeys(dir, data, v.ConfigMap.Items, v.ConfigMap.DefaultMode)
+		return writeFiles(dir, files)
+	case v.Projected != nil:
+		return w.writeProjected(ctx, dir, v.Projected)
 	}
-	return fmt.Errorf("%w: volume %q is neither a Secret, a ConfigMap nor an emptyDir", errUnsupported, v.Name)
+	return fmt.Errorf("%w: volume %q is not a Secret, ConfigMap, downwardAPI, projected or emptyDir volume", errUnsupported, v.Name)
+}
+
+// writeProjected materialises a projected volume: every source into the one folder, a
+// serviceAccountToken source as a real token of the Pod's ServiceAccount bound to the Pod.
+func (w *worker) writeProjected(ctx context.Context, dir string, p *corev1.ProjectedVolumeSource) error {
+	var files []file
+	var tokens []*projectedToken
+	for i, src := range p.Sources {
+		switch {
+		case src.ServiceAccountToken != nil:
+			t := &projectedToken{volumeDir: dir, source: *src.ServiceAccountToken, mode: defaultMode(p.DefaultMode)}
+			b, err := w.requestToken(ctx, t)
+			if err != nil {
+				return err
+			}
+			files = append(files, file{t.source.Path, t.mode, b})
+			tokens = append(tokens, t)
+		case src.ConfigMap != nil:
+			mode := p.DefaultMode
+			f, err := w.configMapFiles(ctx, src.ConfigMap.Name, src.ConfigMap.Items, src.ConfigMap.Optional, mode)
+			if err != nil {
+				return err
+			}
+			files = append(files, f...)
+		case src.Secret != nil:
+			f, err := w.secretFiles(ctx, src.Secret.Name, src.Secret.Items, src.Secret.Optional, p.DefaultMode)
+			if err != nil {
+				return err
+			}
+			files = append(files, f...)
+		case src.DownwardAPI != nil:
+			f, err := w.downwardFiles(src.DownwardAPI.Items, p.DefaultMode)
+			if err != nil {
+				return err
+			}
+			files = append(files, f...)
+		default:
+			return fmt.Errorf("%w: source %d of a projected volume (serviceAccountToken, configMap, secret and downwardAPI sources only)", errUnsupported, i)
+		}
+	}
+	if err := writeFiles(dir, files); err != nil {
+		return err
+	}
+	w.tokens = append(w.tokens, tokens...)
+	return nil
+}
+
+func defaultMode(m *int32) os.FileMode {
+	if m != nil {
+		return os.FileMode(*m)
+	}
+	return 0o644
+}
+
+func (w *worker) secretFiles(ctx context.Context, name string, items []corev1.KeyToPath, optional *bool, mode *int32) ([]file, error) {
+	s := &corev1.Secret{}
+	err := w.e.apiReader.Get(ctx, types.NamespacedName{Namespace: w.pod.Namespace, Name: name}, s)
+	if apierrors.IsNotFound(err) {
+		if optional != nil && *optional {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%w: secret %q not found", errWaiting, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read secret %s: %w", name, err)
+	}
+	return keyFiles(s.Data, items, mode, optional != nil && *optional)
+}
+
+func (w *worker) configMapFiles(ctx context.Context, name string, items []corev1.KeyToPath, optional *bool, mode *int32) ([]file, error) {
+	cm := &corev1.ConfigMap{}
+	err := w.e.apiReader.Get(ctx, types.NamespacedName{Namespace: w.pod.Namespace, Name: name}, cm)
+	if apierrors.IsNotFound(err) {
+		if optional != nil && *optional {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%w: configmap %q not found", errWaiting, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read configmap %s: %w", name, err)
+	}
+	data := map[string][]byte{}
+	for k, s := range cm.Data {
+		data[k] = []byte(s)
+	}
+	for k, b := range cm.BinaryData {
+		data[k] = b
+	}
+	return keyFiles(data, items, mode, optional != nil && *optional)
+}
+
+// downwardFiles renders a downward API projection of the Pod's metadata.
+func (w *worker) downwardFiles(items []corev1.DownwardAPIVolumeFile, mode *int32) ([]file, error) {
+	var files []file
+	for _, it := range items {
+		if it.FieldRef == nil {
+			return nil, fmt.Errorf("%w: downward API item %q (fieldRef items only)", errUnsupported, it.Path)
+		}
+		var v string
+		switch f := it.FieldRef.FieldPath; f {
+		case "metadata.labels":
+			v = formatMap(w.spec.Labels)
+		case "metadata.annotations":
+			v = formatMap(w.spec.Annotations)
+		default:
+			var err error
+			if v, err = w.fieldValue(f); err != nil {
+				return nil, err
+			}
+		}
+		m := defaultMode(mode)
+		if it.Mode != nil {
+			m = os.FileMode(*it.Mode)
+		}
+		files = append(files, file{it.Path, m, []byte(v)})
+	}
+	return files, nil
+}
+
+// formatMap renders labels or annotations as the kubelet does: key="value" lines, sorted.
+func formatMap(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(k + "=" + strconv.Quote(m[k]))
+	}
+	return b.String()
 }
 
 func mkdir(dir string) error {
@@ -148,42 +298,51 @@ func mkdir(dir string) error {
 
 // writeKeys writes a Secret's or ConfigMap's keys as files, as the kubelet projects them.
 func writeKeys(dir string, data map[string][]byte, items []corev1.KeyToPath, defaultMode *int32) error {
+	files, err := keyFiles(data, items, defaultMode, false)
+	if err != nil {
+		return err
+	}
+	return writeFiles(dir, files)
+}
+
+// keyFiles lists the files of a Secret's or ConfigMap's keys: every key, or only the items. A
+// missing key waits, unless the source is optional.
+func keyFiles(data map[string][]byte, items []corev1.KeyToPath, mode *int32, optional bool) ([]file, error) {
+	var files []file
+	if len(items) == 0 {
+		for k, b := range data {
+			files = append(files, file{k, defaultMode(mode), b})
+		}
+	}
+	for _, it := range items {
+		b, ok := data[it.Key]
+		if !ok {
+			if optional {
+				continue
+			}
+			return nil, fmt.Errorf("%w: key %q not found", errWaiting, it.Key)
+		}
+		m := defaultMode(mode)
+		if it.Mode != nil {
+			m = os.FileMode(*it.Mode)
+		}
+		files = append(files, file{it.Path, m, b})
+	}
+	return files, nil
+}
+
+// writeFiles replaces the content of a volume's folder with files.
+func writeFiles(dir string, files []file) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("clear %s: %w", dir, err)
 	}
 	if err := mkdir(dir); err != nil {
 		return err
 	}
-	mode := os.FileMode(0o644)
-	if defaultMode != nil {
-		mode = os.FileMode(*defaultMode)
-	}
-	type file struct {
-		path string
-		mode os.FileMode
-		data []byte
-	}
-	var files []file
-	if len(items) == 0 {
-		for k, b := range data {
-			files = append(files, file{k, mode, b})
-		}
-	}
-	for _, it := range items {
-		b, ok := data[it.Key]
-		if !ok {
-			return fmt.Errorf("%w: key %q not found", errWaiting, it.Key)
-		}
-		m := mode
-		if it.Mode != nil {
-			m = os.FileMode(*it.Mode)
-		}
-		files = append(files, file{it.Path, m, b})
-	}
 	for _, f := range files {
-		p := filepath.Join(dir, filepath.FromSlash(f.path))
-		if !strings.HasPrefix(p, dir+string(filepath.Separator)) {
-			return fmt.Errorf("%w: key path %q leaves the volume", errUnsupported, f.path)
+		p, err := fileIn(dir, f.path)
+		if err != nil {
+			return err
 		}
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			return fmt.Errorf("create %s: %w", filepath.Dir(p), err)
@@ -193,6 +352,15 @@ func writeKeys(dir string, data map[string][]byte, items []corev1.KeyToPath, def
 		}
 	}
 	return nil
+}
+
+// fileIn is the path of a volume file, which must stay inside the volume's folder.
+func fileIn(dir, path string) (string, error) {
+	p := filepath.Join(dir, filepath.FromSlash(path))
+	if !strings.HasPrefix(p, dir+string(filepath.Separator)) {
+		return "", fmt.Errorf("%w: key path %q leaves the volume", errUnsupported, path)
+	}
+	return p, nil
 }
 
 // writeKubeconfig writes a kubeconfig with a token of the Pod's ServiceAccount, bound to the
@@ -247,14 +415,11 @@ func (w *worker) writeKubeconfig(ctx context.Context) (string, error) {
 // mount is a container path the executor maps to a local folder.
 type mount struct{ path, local string }
 
-// command is the container's command line with every path into a mount (and the termination
-// message path) rewritten to the Pod's folder, and the runner the manager image would hold
-// replaced by the runner binary.
-func (w *worker) command(c *corev1.Container) ([]string, error) {
-	argv := append(append([]string{}, c.Command...), c.Args...)
-	if len(argv) == 0 {
-		return nil, fmt.Errorf("%w: container %s has no command (an image entrypoint needs a container runtime)", errUnsupported, c.Name)
-	}
+// rewriter maps a value of container c (an argument, an environment value) that is a path
+// into one of c's mounts to the volume's folder, the termination message path to c's
+// termination file, and the runner inside the manager image to the runner binary. Paths into
+// volumes c does not mount stay as they are: each container sees only its own volumes.
+func (w *worker) rewriter(c *corev1.Container) (func(string) string, error) {
 	var mounts []mount
 	for _, m := range c.VolumeMounts {
 		if m.SubPath != "" || m.SubPathExpr != "" {
@@ -267,12 +432,12 @@ func (w *worker) command(c *corev1.Container) ([]string, error) {
 	if termPath == "" {
 		termPath = corev1.TerminationMessagePathDefault
 	}
-	rewrite := func(v string) string {
+	return func(v string) string {
 		switch v {
 		case runnerapi.RunnerInImage:
 			return w.e.opts.RunnerBinary
 		case termPath:
-			return w.terminationFile()
+			return w.terminationFile(c)
 		}
 		for _, m := range mounts {
 			if v == m.path || strings.HasPrefix(v, m.path+"/") {
@@ -280,9 +445,23 @@ func (w *worker) command(c *corev1.Container) ([]string, error) {
 			}
 		}
 		return v
+	}, nil
+}
+
+// command is the container's command line with every path into one of its mounts (and the
+// termination message path) rewritten to the Pod's folder, and the runner the manager image
+// would hold replaced by the runner binary.
+func (w *worker) command(c *corev1.Container) ([]string, error) {
+	argv := append(append([]string{}, c.Command...), c.Args...)
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("%w: container %s has no command (an image entrypoint needs a container runtime)", errUnsupported, c.Name)
+	}
+	rewrite, err := w.rewriter(c)
+	if err != nil {
+		return nil, err
 	}
 	for i, a := range argv {
-		if name, value, ok := strings.Cut(a, "="); ok && strings.HasPrefix(name, "--") {
+		if name, value, ok := strings.Cut(a, "="); ok && strings.HasPrefix(name, "-") {
 			argv[i] = name + "=" + rewrite(value)
 			continue
 		}
@@ -302,8 +481,13 @@ func (w *worker) command(c *corev1.Container) ([]string, error) {
 	return argv, nil
 }
 
-// containerEnv resolves the container's env and envFrom.
+// containerEnv resolves the container's env and envFrom; a value that is a path into one of
+// its mounts is rewritten as its arguments are.
 func (w *worker) containerEnv(ctx context.Context, c *corev1.Container) ([]string, error) {
+	rewrite, err := w.rewriter(c)
+	if err != nil {
+		return nil, err
+	}
 	var env []string
 	for _, from := range c.EnvFrom {
 		data, err := w.source(ctx, from.SecretRef, from.ConfigMapRef)
@@ -316,7 +500,7 @@ func (w *worker) containerEnv(ctx context.Context, c *corev1.Container) ([]strin
 	}
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
-			env = append(env, e.Name+"="+e.Value)
+			env = append(env, e.Name+"="+rewrite(e.Value))
 			continue
 		}
 		v, err := w.valueFrom(ctx, e.ValueFrom)
@@ -362,26 +546,7 @@ func (w *worker) source(ctx context.Context, s *corev1.SecretEnvSource, cm *core
 func (w *worker) valueFrom(ctx context.Context, vf *corev1.EnvVarSource) (string, error) {
 	switch {
 	case vf.FieldRef != nil:
-		p := w.spec
-		switch f := vf.FieldRef.FieldPath; {
-		case f == "metadata.name":
-			return p.Name, nil
-		case f == "metadata.namespace":
-			return p.Namespace, nil
-		case f == "metadata.uid":
-			return string(p.UID), nil
-		case f == "spec.nodeName":
-			return w.e.opts.NodeName, nil
-		case f == "spec.serviceAccountName":
-			return p.Spec.ServiceAccountName, nil
-		case f == "status.podIP", f == "status.hostIP":
-			return "127.0.0.1", nil
-		case strings.HasPrefix(f, "metadata.labels['") && strings.HasSuffix(f, "']"):
-			return p.Labels[strings.TrimSuffix(strings.TrimPrefix(f, "metadata.labels['"), "']")], nil
-		case strings.HasPrefix(f, "metadata.annotations['") && strings.HasSuffix(f, "']"):
-			return p.Annotations[strings.TrimSuffix(strings.TrimPrefix(f, "metadata.annotations['"), "']")], nil
-		}
-		return "", fmt.Errorf("%w: field %s", errUnsupported, vf.FieldRef.FieldPath)
+		return w.fieldValue(vf.FieldRef.FieldPath)
 	case vf.SecretKeyRef != nil:
 		r := vf.SecretKeyRef
 		data, err := w.source(ctx, &corev1.SecretEnvSource{LocalObjectReference: r.LocalObjectReference, Optional: r.Optional}, nil)
@@ -398,4 +563,28 @@ func (w *worker) valueFrom(ctx context.Context, vf *corev1.EnvVarSource) (string
 		return data[r.Key], nil
 	}
 	return "", fmt.Errorf("%w: this kind of env source", errUnsupported)
+}
+
+// fieldValue resolves a field of the Pod, as env valueFrom.fieldRef and the downward API do.
+func (w *worker) fieldValue(f string) (string, error) {
+	p := w.spec
+	switch {
+	case f == "metadata.name":
+		return p.Name, nil
+	case f == "metadata.namespace":
+		return p.Namespace, nil
+	case f == "metadata.uid":
+		return string(p.UID), nil
+	case f == "spec.nodeName":
+		return w.e.opts.NodeName, nil
+	case f == "spec.serviceAccountName":
+		return p.Spec.ServiceAccountName, nil
+	case f == "status.podIP", f == "status.hostIP":
+		return "127.0.0.1", nil
+	case strings.HasPrefix(f, "metadata.labels['") && strings.HasSuffix(f, "']"):
+		return p.Labels[strings.TrimSuffix(strings.TrimPrefix(f, "metadata.labels['"), "']")], nil
+	case strings.HasPrefix(f, "metadata.annotations['") && strings.HasSuffix(f, "']"):
+		return p.Annotations[strings.TrimSuffix(strings.TrimPrefix(f, "metadata.annotations['"), "']")], nil
+	}
+	return "", fmt.Errorf("%w: field %s", errUnsupported, f)
 }

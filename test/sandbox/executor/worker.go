@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/test/sandbox/internal/proc"
 )
 
 // maxTerminationMessage is what the kubelet keeps of a termination message.
@@ -41,40 +38,43 @@ type worker struct {
 	// spec is the Pod as it was when the worker started.
 	spec *corev1.Pod
 	dir  string
+	// vols maps each volume of the spec to its private folder.
+	vols map[string]string
 
-	stop       chan time.Duration
-	mu         sync.Mutex
-	stopReason string
-	isDone     atomic.Bool
+	stop   *stopper
+	isDone atomic.Bool
+
+	// statusMu guards inits, the init containers' statuses (by index in the spec; nil until
+	// the container first ran), which the sidecars' supervisors update while the Pod runs.
+	statusMu sync.Mutex
+	inits    []*corev1.ContainerStatus
+
+	// tokens are the projected ServiceAccount tokens the Pod's volumes hold (refreshed).
+	tokens []*projectedToken
 }
 
 func newWorker(e *Executor, pod *corev1.Pod) *worker {
-	return &worker{e: e, pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, uid: pod.UID,
-		spec: pod.DeepCopy(), dir: e.podDir(pod), stop: make(chan time.Duration, 8)}
+	w := &worker{e: e, pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, uid: pod.UID,
+		spec: pod.DeepCopy(), dir: e.podDir(pod), stop: newStopper(), vols: map[string]string{},
+		inits: make([]*corev1.ContainerStatus, len(pod.Spec.InitContainers))}
+	for _, v := range pod.Spec.Volumes {
+		// A name no container can guess: a container learns where a volume is only by mounting it.
+		w.vols[v.Name] = filepath.Join(w.dir, "volumes", v.Name+"-"+randomString(10))
+	}
+	return w
 }
 
 func (w *worker) finished() bool { return w.isDone.Load() }
 
-// terminate asks the containers to stop: SIGTERM now, SIGKILL after grace.
-func (w *worker) terminate(grace time.Duration, reason string) {
-	w.mu.Lock()
-	if w.stopReason == "" {
-		w.stopReason = reason
-	}
-	w.mu.Unlock()
-	select {
-	case w.stop <- grace:
-	default:
-	}
-}
+// terminate asks the containers to stop: SIGTERM now (to the main containers first; sidecars
+// once those ended), SIGKILL to whatever still runs after grace. A later request can only bring
+// the deadline forward.
+func (w *worker) terminate(grace time.Duration, reason string) { w.stop.request(grace, reason) }
 
-func (w *worker) reason() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.stopReason
-}
+func (w *worker) reason() string { return w.stop.why() }
 
-// run prepares the Pod's folder, runs the init containers and the main container, and reports.
+// run prepares the Pod's folder, runs the init containers (sidecars among them) and the main
+// container, stops the sidecars, and reports.
 func (w *worker) run(ctx context.Context) {
 	defer w.e.wg.Done()
 	defer w.isDone.Store(true)
@@ -96,8 +96,12 @@ func (w *worker) run(ctx context.Context) {
 	if !started.IsZero() {
 		startedAt = &started
 	}
+	inits := w.initStatuses()
 	if err := w.e.updatePodStatus(ctx, w.spec, func(s *corev1.PodStatus) {
 		endStatus(s, w.spec, exit, reason, message, startedAt)
+		if len(inits) > 0 {
+			s.InitContainerStatuses = inits
+		}
 	}); err != nil {
 		logger.Error(err, "report the end of the pod")
 	}
@@ -128,137 +132,126 @@ func (w *worker) runContainers(ctx context.Context) (int32, string, string, meta
 		}
 		return -1, reason, err.Error(), none, err
 	}
+	refreshDone := make(chan struct{})
+	defer close(refreshDone)
+	go w.refreshTokens(ctx, refreshDone)
 
-	var inits []corev1.ContainerStatus
+	// Sidecars run until the main container ended (or the Pod stopped): then they get SIGTERM
+	// in the reverse order of their start, SIGKILL at the deadline.
+	var sidecars []*sidecar
+	defer func() { w.stopSidecars(ctx, sidecars) }()
+
+	if len(w.spec.Spec.Containers) != 1 {
+		err := fmt.Errorf("%w: a pod with %d containers besides its sidecars (CAPTF's Jobs have one)", errUnsupported, len(w.spec.Spec.Containers))
+		return -1, "CreateContainerError", err.Error(), none, err
+	}
 	for i := range w.spec.Spec.InitContainers {
 		c := &w.spec.Spec.InitContainers[i]
 		if w.reason() != "" {
 			return -1, "Deleted", errStopped.Error(), none, errStopped
 		}
-		start := metav1.Now()
-		exit, reason, err := w.exec(ctx, c, env, out)
-		st := corev1.ContainerStatus{Name: c.Name, Image: c.Image, Started: ptrTo(false),
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: exit, Reason: reason, StartedAt: start, FinishedAt: metav1.Now()}}}
-		inits = append(inits, st)
-		if err != nil || exit != 0 {
-			msg := fmt.Sprintf("init container %s exited with code %d", c.Name, exit)
-			if err != nil {
-				msg = fmt.Sprintf("init container %s: %v", c.Name, err)
+		if isSidecar(c) {
+			sc := newSidecar(c, i)
+			sidecars = append(sidecars, sc)
+			go w.superviseSidecar(ctx, sc, env, out)
+			if err := w.awaitSidecarStarted(sc); err != nil {
+				if errors.Is(err, errStopped) {
+					return -1, "Deleted", err.Error(), none, err
+				}
+				msg := fmt.Sprintf("init container %s: %v", c.Name, err)
+				return -1, "InitContainerFailed", msg, none, errors.New(msg)
 			}
-			return -1, "InitContainerFailed", msg, none, fmt.Errorf("%s", msg)
+			continue
 		}
-	}
-	if len(w.spec.Spec.Containers) != 1 {
-		err := fmt.Errorf("%w: a pod with %d containers (CAPTF's Jobs have one)", errUnsupported, len(w.spec.Spec.Containers))
-		return -1, "CreateContainerError", err.Error(), none, err
+		p, err := w.startProcess(ctx, c, env, out)
+		if err != nil {
+			msg := fmt.Sprintf("init container %s: %v", c.Name, err)
+			w.setInit(i, terminatedStatus(c, 128+9, "CreateContainerError", metav1.Now(), 0, nil))
+			return -1, "InitContainerFailed", msg, none, errors.New(msg)
+		}
+		w.await(ctx, p)
+		exit, reason := p.result()
+		w.setInit(i, terminatedStatus(c, exit, reason, p.started, 0, nil))
+		if exit != 0 {
+			msg := fmt.Sprintf("init container %s exited with code %d", c.Name, exit)
+			return -1, "InitContainerFailed", msg, none, errors.New(msg)
+		}
 	}
 	c := &w.spec.Spec.Containers[0]
 	if w.reason() != "" {
 		return -1, "Deleted", errStopped.Error(), none, errStopped
 	}
-	started := metav1.Now()
-	if err := w.e.updatePodStatus(ctx, w.spec, func(s *corev1.PodStatus) { runningStatus(s, w.spec, started, inits) }); err != nil {
-		log.FromContext(ctx).Error(err, "report the pod running")
-	}
-	exit, reason, err := w.exec(ctx, c, env, out)
+	p, err := w.startProcess(ctx, c, env, out)
 	if err != nil {
 		return -1, "CreateContainerError", err.Error(), none, err
 	}
-	return exit, reason, w.terminationMessage(c, exit), started, nil
+	inits := w.initStatuses()
+	if err := w.e.updatePodStatus(ctx, w.spec, func(s *corev1.PodStatus) { runningStatus(s, w.spec, p.started, inits) }); err != nil {
+		log.FromContext(ctx).Error(err, "report the pod running")
+	}
+	w.await(ctx, p)
+	exit, reason := p.result()
+	return exit, reason, w.terminationMessage(c, exit), p.started, nil
 }
 
-// exec runs one container as a process in its own session and waits for it, stopping it on
-// request: SIGTERM to its first process, SIGKILL to the whole session after the grace. Every
-// process the container left behind is killed when its first process ends.
-func (w *worker) exec(ctx context.Context, c *corev1.Container, env []string, out *lineWriter) (int32, string, error) {
-	argv, err := w.command(c)
-	if err != nil {
-		return -1, "", err
-	}
-	workDir := filepath.Join(w.dir, "root")
-	if err := os.MkdirAll(workDir, 0o700); err != nil {
-		return -1, "", fmt.Errorf("create working folder: %w", err)
-	}
-	cenv, err := w.containerEnv(ctx, c)
-	if err != nil {
-		return -1, "", err
-	}
-	// A pipe the process writes to directly: Wait returns when the process ends, even while
-	// a leftover child still holds the pipe open.
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return -1, "", fmt.Errorf("create output pipe: %w", err)
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	// Never nil: a nil environment would hand the host's own to the container.
-	cmd.Env = append(append(make([]string, 0, len(cenv)+len(env)), cenv...), env...)
-	cmd.Dir = workDir
-	cmd.Stdout, cmd.Stderr = pw, pw
-	cmd.SysProcAttr = proc.SessionAttrs()
-	copied := make(chan struct{})
-	go func() { defer close(copied); out.copyFrom(pr) }()
-	startErr := cmd.Start()
-	_ = pw.Close()
-	if startErr != nil {
-		_ = pr.Close()
-		<-copied
-		return -1, "", fmt.Errorf("start %s: %w", argv[0], startErr)
-	}
-	log.FromContext(ctx).V(1).Info("container started", "container", c.Name, "pid", cmd.Process.Pid, "command", argv)
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-
-	reason := ""
-	var kill <-chan time.Time
-	done := false
-	for !done {
-		select {
-		case <-waited:
-			done = true
-		case grace := <-w.stop:
-			if reason == "" {
-				reason = "Terminated"
-				log.FromContext(ctx).Info("stopping container", "container", c.Name, "why", w.reason(), "grace", grace)
-				_ = cmd.Process.Signal(syscall.SIGTERM)
+// await waits until p ended, stopping it when the Pod stops: SIGTERM at once, SIGKILL to its
+// whole session at the deadline.
+func (w *worker) await(ctx context.Context, p *process) {
+	for {
+		stopping, deadline, changed := w.stop.state()
+		var kill <-chan time.Time
+		var timer *time.Timer
+		if stopping {
+			if !p.termed.Load() {
+				log.FromContext(ctx).Info("stopping container", "container", p.name, "why", w.reason(), "grace", time.Until(deadline).Round(time.Second))
 			}
-			t := time.NewTimer(grace)
-			defer t.Stop()
-			if kill == nil || grace == 0 {
-				kill = t.C
+			p.term()
+			timer = time.NewTimer(time.Until(deadline))
+			kill = timer.C
+		}
+		select {
+		case <-p.done:
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		case <-changed:
+			if timer != nil {
+				timer.Stop()
 			}
 		case <-kill:
-			reason = "Killed"
-			log.FromContext(ctx).Info("grace period over; killing the container", "container", c.Name)
-			if err := proc.KillSession(cmd.Process.Pid); err != nil {
-				log.FromContext(ctx).Error(err, "kill container")
-			}
-			kill = nil
+			log.FromContext(ctx).Info("grace period over; killing the container", "container", p.name)
+			p.kill(ctx)
+			<-p.done
+			return
 		}
 	}
-	// The container is over when its first process is: nothing it started may outlive it.
-	if err := proc.KillSession(cmd.Process.Pid); err != nil {
-		log.FromContext(ctx).Error(err, "kill what the container left behind")
-	}
-	<-copied
-	_ = pr.Close()
-	code := int32(cmd.ProcessState.ExitCode())
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		code = 128 + int32(ws.Signal())
-	}
-	if reason == "" {
-		reason = "Completed"
-		if code != 0 {
-			reason = "Error"
+}
+
+// setInit records the status of init container i.
+func (w *worker) setInit(i int, st corev1.ContainerStatus) {
+	w.statusMu.Lock()
+	defer w.statusMu.Unlock()
+	w.inits[i] = &st
+}
+
+// initStatuses lists the statuses of the init containers that ran so far, in spec order.
+func (w *worker) initStatuses() []corev1.ContainerStatus {
+	w.statusMu.Lock()
+	defer w.statusMu.Unlock()
+	var out []corev1.ContainerStatus
+	for _, st := range w.inits {
+		if st != nil {
+			out = append(out, *st.DeepCopy())
 		}
 	}
-	return code, reason, nil
+	return out
 }
 
 // terminationMessage reads what the container left at its termination message path (at most
 // 4096 bytes, as the kubelet keeps), or the end of its log when the policy asks for it.
 func (w *worker) terminationMessage(c *corev1.Container, exit int32) string {
-	b, err := os.ReadFile(w.terminationFile())
+	b, err := os.ReadFile(w.terminationFile(c))
 	if err == nil && len(b) > 0 {
 		if len(b) > maxTerminationMessage {
 			b = b[:maxTerminationMessage]
@@ -278,7 +271,67 @@ func (w *worker) terminationMessage(c *corev1.Container, exit int32) string {
 	return string(logb)
 }
 
-func (w *worker) terminationFile() string { return filepath.Join(w.dir, "termination-log") }
+// terminationFile is where a container's termination message path leads: <pod>/termination-log
+// for the main container, a file in the container's own folder for the others.
+func (w *worker) terminationFile(c *corev1.Container) string {
+	if w.isMain(c) {
+		return filepath.Join(w.dir, "termination-log")
+	}
+	return filepath.Join(w.containerDir(c), "termination-log")
+}
+
+func (w *worker) isMain(c *corev1.Container) bool {
+	for i := range w.spec.Spec.Containers {
+		if w.spec.Spec.Containers[i].Name == c.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// containerDir is a container's own folder (its working folder and home are in it).
+func (w *worker) containerDir(c *corev1.Container) string {
+	return filepath.Join(w.dir, "containers", c.Name)
+}
+
+// stopper records a request to stop a Pod's containers: the first reason given, and the
+// deadline after which whatever still runs is killed (a later request may only bring it
+// forward). changed is closed and replaced at each change.
+type stopper struct {
+	mu       sync.Mutex
+	reason   string
+	deadline time.Time
+	changed  chan struct{}
+}
+
+func newStopper() *stopper { return &stopper{changed: make(chan struct{})} }
+
+func (s *stopper) request(grace time.Duration, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reason == "" {
+		s.reason = reason
+	}
+	d := time.Now().Add(grace)
+	if !s.deadline.IsZero() && !d.Before(s.deadline) {
+		return
+	}
+	s.deadline = d
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func (s *stopper) state() (bool, time.Time, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.deadline.IsZero(), s.deadline, s.changed
+}
+
+func (s *stopper) why() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reason
+}
 
 // lineWriter copies a container's output line by line to the console (with a prefix) and to
 // the Pod's log file.

@@ -45,7 +45,8 @@ func runnerContainer(moduleMount bool) *corev1.Container {
 
 func TestCommandRewritesMountsAndTheTerminationLog(t *testing.T) {
 	w := testWorker(t)
-	argv, err := w.command(runnerContainer(true))
+	c := runnerContainer(true)
+	argv, err := w.command(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func TestCommandRewritesMountsAndTheTerminationLog(t *testing.T) {
 		"--module-dir=" + w.volumeDir("module"),
 		"--inputs-dir=" + w.volumeDir("inputs"),
 		"--work-dir=" + w.volumeDir("work"),
-		"--result-file=" + w.terminationFile(),
+		"--result-file=" + w.terminationFile(c),
 		"--lock-timeout=300s",
 	}
 	if strings.Join(argv, " ") != strings.Join(want, " ") {
@@ -130,13 +131,11 @@ func TestStoppingKillsTheWholeContainerAfterTheGrace(t *testing.T) {
 	script := "trap '' TERM; sleep 300 & echo $! > " + marker + "; wait"
 	c := &corev1.Container{Name: "c", Command: []string{runnerapi.RunnerInImage, "-c", script}}
 	out := &lineWriter{console: os.Stderr, file: &strings.Builder{}}
-	done := make(chan struct{})
-	var code int32
-	var reason string
-	go func() {
-		defer close(done)
-		code, reason, err = w.exec(context.Background(), c, nil, out)
-	}()
+	p, err := w.startProcess(context.Background(), c, nil, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go w.await(context.Background(), p)
 	var child int
 	deadline := time.Now().Add(10 * time.Second)
 	for child == 0 && time.Now().Before(deadline) {
@@ -151,13 +150,11 @@ func TestStoppingKillsTheWholeContainerAfterTheGrace(t *testing.T) {
 	began := time.Now()
 	w.terminate(300*time.Millisecond, "test")
 	select {
-	case <-done:
+	case <-p.done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the container was not killed after the grace")
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	code, reason := p.result()
 	if reason != "Killed" || code != 137 {
 		t.Fatalf("want Killed/137, got %s/%d", reason, code)
 	}
@@ -177,4 +174,43 @@ func processAlive(pid int) bool {
 	}
 	i := strings.LastIndexByte(string(stat), ')')
 	return i > 0 && len(stat) > i+2 && stat[i+2] != 'Z'
+}
+
+// A path into a volume is rewritten only for the containers that mount that volume: the main
+// container gets no way to the sidecar's token, even when it names the in-pod path.
+func TestOnlyTheContainersThatMountAVolumeGetItsPath(t *testing.T) {
+	w := testWorker(t)
+	w.spec.Spec.Volumes = []corev1.Volume{{Name: "token"}, {Name: "channel"}}
+	w = newWorker(w.e, w.spec)
+	const tokenFile = "/var/run/secrets/captf.io/serviceaccount/token"
+	sidecar := &corev1.Container{Name: "state-channel", Command: []string{runnerapi.RunnerInImage, "channel", "--token-file=" + tokenFile},
+		VolumeMounts: []corev1.VolumeMount{{Name: "token", MountPath: "/var/run/secrets/captf.io/serviceaccount"}, {Name: "channel", MountPath: "/captf/channel"}}}
+	main := &corev1.Container{Name: "terraform", Command: []string{runnerapi.RunnerInImage, "run", "--peek=" + tokenFile, "/captf/channel/address"},
+		Env:          []corev1.EnvVar{{Name: "PEEK", Value: tokenFile}, {Name: "CHANNEL", Value: "/captf/channel"}},
+		VolumeMounts: []corev1.VolumeMount{{Name: "channel", MountPath: "/captf/channel"}}}
+	w.spec.Spec.InitContainers, w.spec.Spec.Containers = []corev1.Container{*sidecar}, []corev1.Container{*main}
+	argv, err := w.command(sidecar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "--token-file=" + w.volumeDir("token") + "/token"; argv[2] != want {
+		t.Fatalf("the sidecar's token path: got %q, want %q", argv[2], want)
+	}
+	argv, err = w.command(main)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if argv[2] != "--peek="+tokenFile || argv[3] != w.volumeDir("channel")+"/address" {
+		t.Fatalf("the main container's arguments: %q", argv)
+	}
+	env, err := w.containerEnv(context.Background(), main)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"PEEK=" + tokenFile, "CHANNEL=" + w.volumeDir("channel")}; strings.Join(env, " ") != strings.Join(want, " ") {
+		t.Fatalf("the main container's env: got %q, want %q", env, want)
+	}
+	if strings.HasPrefix(w.volumeDir("token"), w.volumeDir("channel")) || filepath.Base(w.volumeDir("token")) == "token" {
+		t.Fatalf("volume folders must be distinct and not guessable: %s %s", w.volumeDir("token"), w.volumeDir("channel"))
+	}
 }
