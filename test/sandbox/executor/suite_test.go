@@ -282,7 +282,7 @@ var _ = Describe("native sidecars and projected volumes", func() {
 		pod := podOf(job)
 		res := mainResult(pod)
 		Expect(res.Problems).To(BeEmpty())
-		Expect(res.Whoami).To(Equal("system:serviceaccount:" + ns + ":" + runnerSA), "the sidecar's token is the Pod's ServiceAccount's")
+		Expect(res.Whoami).To(Equal("system:serviceaccount:"+ns+":"+runnerSA), "the sidecar's token is the Pod's ServiceAccount's")
 		Expect(res.SidecarEnv).To(Equal(ns+"/"+pod.Name), "env fieldRef resolved for the sidecar")
 		Expect(res.Env).To(ConsistOf(HavePrefix("KUBERNETES_SERVICE_HOST="), HavePrefix("KUBERNETES_SERVICE_PORT=")),
 			"the main container knows where the API server is, and holds nothing to reach it with")
