@@ -8,10 +8,19 @@ BIN := $(CURDIR)/bin
 STAMPS := $(BIN)/.stamps
 export BIN_DIR := $(BIN)
 export KUBERNETES_VERSION ETCD_VERSION CONTROLLER_TOOLS_VERSION CLUSTER_API_VERSION OPENTOFU_VERSION
+export TERRAFORM_VERSION TERRAFORM_NESTED_VERSION
 # envtest finds etcd and kube-apiserver here.
 export KUBEBUILDER_ASSETS := $(BIN)
 
 CONTROLLER_GEN := $(BIN)/controller-gen
+GOLANGCI_LINT := $(BIN)/golangci-lint
+# The two binaries the runner's integration tests and the end-to-end suite run, each by absolute
+# path: OpenTofu always built from source into bin/, Terraform from PATH or else built from source
+# into bin/. A test that needs one of them fails when its variable is unset or names no binary.
+TERRAFORM_ON_PATH := $(shell command -v terraform 2>/dev/null)
+CAPTF_TEST_TOFU ?= $(BIN)/tofu
+CAPTF_TEST_TERRAFORM ?= $(or $(TERRAFORM_ON_PATH),$(BIN)/terraform)
+export CAPTF_TEST_TOFU CAPTF_TEST_TERRAFORM
 GO_TEST_FLAGS ?= -count=1 -timeout 45m
 # Packages whose tests run in `make test`.
 TEST_PKGS ?= ./...
@@ -54,10 +63,21 @@ build: ## Build the manager, the runner and the sandbox.
 	@mkdir -p $(BIN)
 	for c in $$(ls cmd); do go build -o $(BIN)/$$c ./cmd/$$c; done
 
+.PHONY: lint
+lint: $(STAMPS)/golangci-lint-$(GOLANGCI_LINT_VERSION) ## Run golangci-lint with .golangci.yml: import boundaries (depguard), staticcheck, govet, errcheck, logr checks.
+	$(GOLANGCI_LINT) run ./...
+
 ##@ Test
 
 .PHONY: test-bins
-test-bins: $(STAMPS)/etcd-$(ETCD_VERSION) $(STAMPS)/kube-apiserver-$(KUBERNETES_VERSION) runtime-bin kubectl-bin ## Build etcd, kube-apiserver and kubectl from source (once), and make sure terraform or tofu exists.
+test-bins: $(STAMPS)/etcd-$(ETCD_VERSION) $(STAMPS)/kube-apiserver-$(KUBERNETES_VERSION) test-runtime-bins kubectl-bin ## Build etcd, kube-apiserver and kubectl from source (once), bin/tofu, and terraform when none is on PATH.
+
+.PHONY: test-runtime-bins
+test-runtime-bins: $(STAMPS)/tofu-$(OPENTOFU_VERSION) ## Both binaries the tests run: bin/tofu (built from source, once) and terraform (PATH, else built from source into bin/).
+	@if [ "$(CAPTF_TEST_TERRAFORM)" = "$(BIN)/terraform" ]; then $(MAKE) --no-print-directory $(STAMPS)/terraform-$(TERRAFORM_VERSION); fi
+	@for b in "$(CAPTF_TEST_TOFU)" "$(CAPTF_TEST_TERRAFORM)"; do \
+	  if [ ! -x "$$b" ]; then echo "test-runtime-bins: $$b is missing or not executable; the tests run both OpenTofu and Terraform"; exit 1; fi; \
+	  echo "test-runtime-bins: $$b ($$("$$b" version 2>/dev/null | head -1))"; done
 
 .PHONY: kubectl-bin
 kubectl-bin: $(STAMPS)/kubectl-$(KUBERNETES_VERSION) ## Build kubectl from source (once): the webhook tests run it against envtest.
@@ -97,7 +117,7 @@ run-manager: build ## Run the manager against the cluster KUBECONFIG points at (
 sandbox-bins: $(STAMPS)/etcd-$(ETCD_VERSION) $(STAMPS)/kube-apiserver-$(KUBERNETES_VERSION) $(STAMPS)/kubectl-$(KUBERNETES_VERSION) $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) runtime-bin ## What the sandbox needs: the control plane, kubectl, kustomize (renders config/webhook), terraform or tofu.
 
 .PHONY: test-e2e
-test-e2e: sandbox-bins $(STAMPS)/clusterctl-$(CLUSTER_API_VERSION) ## End-to-end tests: sandboxes, real terraform/tofu, kubectl, clusterctl move (about 3 minutes; part of make test too).
+test-e2e: sandbox-bins test-runtime-bins $(STAMPS)/clusterctl-$(CLUSTER_API_VERSION) ## End-to-end tests: sandboxes, real terraform/tofu, kubectl, clusterctl move (about 3 minutes; part of make test too).
 	go test -v -timeout 20m ./test/e2e/... -ginkgo.v 2>&1 | hack/test-summary.sh
 
 # make test runs ./... and so the end-to-end suite: it needs what the sandbox needs.
@@ -127,6 +147,14 @@ $(STAMPS)/clusterctl-$(CLUSTER_API_VERSION):
 
 $(STAMPS)/tofu-$(OPENTOFU_VERSION):
 	hack/build-bin.sh tofu
+	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/terraform-$(TERRAFORM_VERSION):
+	hack/build-bin.sh terraform
+	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/golangci-lint-$(GOLANGCI_LINT_VERSION):
+	GOBIN=$(BIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	@mkdir -p $(STAMPS) && touch $@
 
 ##@ Release

@@ -2,7 +2,7 @@
 # Builds one binary from source through the Go module proxy into $BIN_DIR (default bin/).
 # Modules with replace directives (etcd, kubernetes, opentofu, cluster-api) cannot be built with
 # `go install pkg@version`, so each is built from a throwaway module created in a temp folder.
-# Usage: hack/build-bin.sh etcd|kube-apiserver|kubectl|clusterctl|tofu
+# Usage: hack/build-bin.sh etcd|kube-apiserver|kubectl|clusterctl|tofu|terraform
 set -euo pipefail
 tool=${1:?tool name}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -70,6 +70,27 @@ tofu)
   go mod tidy >/dev/null
   # Stamp a release build the way OpenTofu's own releases do; otherwise it reports "-dev".
   go build -trimpath -ldflags "-s -w -X github.com/opentofu/opentofu/version.dev=no" -o "$bin_dir/tofu" github.com/opentofu/opentofu/cmd/tofu
+  ;;
+terraform)
+  # hashicorp/terraform's go.mod requires nine of its own nested modules (the remote-state
+  # backends and internal/legacy) at a placeholder version and replaces them with local folders.
+  # Those folders are not in the published module zip, but the proxy serves each nested module at
+  # the pseudo-version of the release commit (TERRAFORM_NESTED_VERSION), so the throwaway module
+  # replaces every one of them with that version.
+  v=${TERRAFORM_VERSION:?} nested=${TERRAFORM_NESTED_VERSION:?}
+  modfile=$(go mod download -json "github.com/hashicorp/terraform@$v" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
+  { echo "module captf.local/build-terraform"; echo "go 1.26"; echo "require github.com/hashicorp/terraform $v";
+    sed -n 's#^replace \(github.com/hashicorp/terraform/[^ ]*\) => \./.*#\1#p' "$modfile" | while read -r m; do
+      echo "replace $m => $m $nested"
+    done; } > go.mod
+  if [ "$(grep -c '^replace ' go.mod)" -eq 0 ]; then
+    echo "terraform $v: found no nested-module replace directive in its go.mod; update hack/build-bin.sh" >&2; exit 1
+  fi
+  printf '//go:build tools\n\npackage tools\nimport _ "github.com/hashicorp/terraform"\n' > tools.go
+  go mod tidy >/dev/null
+  # The version comes from the module's embedded version/VERSION file; stamp a release build the
+  # way HashiCorp's releases do, otherwise it reports "-dev".
+  go build -trimpath -ldflags "-s -w -X github.com/hashicorp/terraform/version.dev=no" -o "$bin_dir/terraform" github.com/hashicorp/terraform
   ;;
 *)
   echo "unknown tool: $tool" >&2; exit 2 ;;

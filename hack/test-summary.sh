@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Passes `go test -v` output through and ends with a summary: the per-package result lines and
-# the counts of passed, failed and skipped tests. Exits non-zero when any test or package failed.
+# Passes `go test -v` output through and ends with a summary: the per-package result lines, the
+# terraform and tofu binaries the tests ran (CAPTF_TEST_TOFU, CAPTF_TEST_TERRAFORM, exported by
+# the Makefile) with their versions and the "binary check:" lines tests print for each, and the
+# counts of passed, failed and skipped tests. Exits non-zero when any test or package failed.
 set -uo pipefail
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -12,5 +14,17 @@ pkgfail=$(grep -cE '^(FAIL|--- FAIL|panic:)' "$log")
 echo
 echo "== go test summary"
 grep -E '^(ok|FAIL|\?)\s' "$log" | grep -v '\[no test files\]' || true
+echo "binaries:"
+for var in CAPTF_TEST_TOFU CAPTF_TEST_TERRAFORM; do
+  path=${!var:-}
+  if [ -z "$path" ]; then
+    echo "  $var: not set"
+  elif [ -x "$path" ]; then
+    echo "  $var: $("$path" version 2>/dev/null | head -1) ($path)"
+  else
+    echo "  $var: $path is missing"
+  fi
+done
+grep -E '^binary check: ' "$log" | sed 's/^/  /' || true
 echo "summary: $pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ] && [ "$pkgfail" -eq 0 ]

@@ -7,3 +7,10 @@ CLUSTER_API_VERSION ?= v1.14.2
 OPENTOFU_VERSION ?= v1.10.10
 KUSTOMIZE_VERSION ?= v5.8.2
 CERT_MANAGER_VERSION ?= v1.21.2
+# Terraform is built from source only when no terraform is on PATH (make test runs both binaries).
+TERRAFORM_VERSION ?= v1.11.4
+# The pseudo-version of TERRAFORM_VERSION's release commit, at which the proxy serves
+# hashicorp/terraform's unpublished nested modules (see hack/build-bin.sh terraform); its date is
+# the release's (go list -m -json github.com/hashicorp/terraform@TERRAFORM_VERSION shows "Time").
+TERRAFORM_NESTED_VERSION ?= v0.0.0-20250409131005-35645b8fca68
+GOLANGCI_LINT_VERSION ?= v2.15.0
