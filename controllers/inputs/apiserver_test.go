@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
@@ -134,7 +135,14 @@ func TestOptInCommandAgainstAPIServer(t *testing.T) {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: space}}); err != nil {
 		t.Fatal(err)
 	}
-	kubectl := e.ControlPlane.KubeCtl()
+	admin, err := e.ControlPlane.AddUser(crenvtest.User{Name: "optin-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl, err := admin.Kubectl()
+	if err != nil {
+		t.Fatal(err)
+	}
 	kubectl.Path = filepath.Join(e.BinaryAssetsDirectory, "kubectl")
 	if _, err := os.Stat(kubectl.Path); err != nil {
 		t.Fatalf("kubectl is missing from %s: run 'make test-bins' (it builds it from source): %v", e.BinaryAssetsDirectory, err)
@@ -163,10 +171,10 @@ func TestOptInCommandAgainstAPIServer(t *testing.T) {
 			spec := &infrav1.TerraformSpec{VariablesFrom: []infrav1.VariablesSource{tc.src}}
 			contract := ContractInputs{Kind: infrav1.TerraformMachineKind, Name: "m", Namespace: space, ClusterName: "c1"}
 			_, err := Assemble(ctx, c, space, spec, contract)
-			ie := expectReason(t, err, infrav1.VariablesSourceNotOptedInReason)
-			_, command, ok := strings.Cut(ie.Message, "run: ")
+			msg := expectReason(t, err, infrav1.VariablesSourceNotOptedInReason)
+			_, command, ok := strings.Cut(msg, "run: ")
 			if !ok || !strings.HasPrefix(command, "kubectl label ") {
-				t.Fatalf("the message names no kubectl label command: %s", ie.Message)
+				t.Fatalf("the message names no kubectl label command: %s", msg)
 			}
 			stdout, stderr, err := kubectl.Run(strings.Fields(command)[1:]...)
 			if err != nil {

@@ -93,7 +93,8 @@ func decodeVars(t *testing.T, in *Inputs) map[string]any {
 	return m
 }
 
-func expectReason(t *testing.T, err error, reason string) *InputsError {
+// expectReason fails unless err is an *InputsError with reason, and returns its message.
+func expectReason(t *testing.T, err error, reason string) string {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("expected an InputsError with reason %s, got no error", reason)
@@ -105,7 +106,7 @@ func expectReason(t *testing.T, err error, reason string) *InputsError {
 	if ie.Reason != reason {
 		t.Fatalf("expected reason %s, got %s: %s", reason, ie.Reason, ie.Message)
 	}
-	return ie
+	return ie.Message
 }
 
 func TestPrecedence(t *testing.T) {
@@ -272,16 +273,16 @@ func TestExportedNameChecks(t *testing.T) {
 func TestMissingSources(t *testing.T) {
 	t.Run("required Secret", func(t *testing.T) {
 		_, err := assemble(t, fakeReader(t), infrav1.TerraformSpec{VariablesFrom: []infrav1.VariablesSource{fromSecret("gone", false)}}, contractFor("m"))
-		ie := expectReason(t, err, infrav1.InputsSourceMissingReason)
-		if !strings.Contains(ie.Message, "Secret "+ns+"/gone") {
-			t.Errorf("message does not name the Secret: %s", ie.Message)
+		msg := expectReason(t, err, infrav1.InputsSourceMissingReason)
+		if !strings.Contains(msg, "Secret "+ns+"/gone") {
+			t.Errorf("message does not name the Secret: %s", msg)
 		}
 	})
 	t.Run("required ConfigMap", func(t *testing.T) {
 		_, err := assemble(t, fakeReader(t), infrav1.TerraformSpec{VariablesFrom: []infrav1.VariablesSource{fromConfigMap("gone", false)}}, contractFor("m"))
-		ie := expectReason(t, err, infrav1.InputsSourceMissingReason)
-		if !strings.Contains(ie.Message, "ConfigMap "+ns+"/gone") {
-			t.Errorf("message does not name the ConfigMap: %s", ie.Message)
+		msg := expectReason(t, err, infrav1.InputsSourceMissingReason)
+		if !strings.Contains(msg, "ConfigMap "+ns+"/gone") {
+			t.Errorf("message does not name the ConfigMap: %s", msg)
 		}
 	})
 	t.Run("optional sources", func(t *testing.T) {
@@ -321,9 +322,9 @@ func TestSizeLimit(t *testing.T) {
 		big := strings.Repeat("x", MaxRunSecretBytes)
 		r := fakeReader(t, configMap("big", map[string]string{"blob": big}))
 		_, err := assemble(t, r, infrav1.TerraformSpec{VariablesFrom: []infrav1.VariablesSource{fromConfigMap("big", false)}}, contractFor("m"))
-		ie := expectReason(t, err, infrav1.InputsTooLargeReason)
-		if !strings.Contains(ie.Message, "1048576") {
-			t.Errorf("message does not state the limit: %s", ie.Message)
+		msg := expectReason(t, err, infrav1.InputsTooLargeReason)
+		if !strings.Contains(msg, "1048576") {
+			t.Errorf("message does not state the limit: %s", msg)
 		}
 	})
 	t.Run("the redact list counts too", func(t *testing.T) {

@@ -35,12 +35,3 @@ func canonicalJSON(v any) ([]byte, error) {
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
-
-// canonicalize re-encodes a JSON document canonically.
-func canonicalize(raw []byte) ([]byte, error) {
-	v, err := parseJSON(raw)
-	if err != nil {
-		return nil, err
-	}
-	return canonicalJSON(v)
-}

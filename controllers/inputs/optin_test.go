@@ -59,19 +59,19 @@ func TestVariablesSourcesMustOptIn(t *testing.T) {
 				}
 				return
 			}
-			ie := expectReason(t, err, infrav1.VariablesSourceNotOptedInReason)
+			msg := expectReason(t, err, infrav1.VariablesSourceNotOptedInReason)
 			kind := "Secret"
 			if tc.src.ConfigMapRef != nil {
 				kind = "ConfigMap"
 			}
-			if want := "variablesFrom[0] (" + kind + " " + ns + "/db)"; !strings.Contains(ie.Message, want) {
-				t.Errorf("the message does not name the source %q: %s", want, ie.Message)
+			if want := "variablesFrom[0] (" + kind + " " + ns + "/db)"; !strings.Contains(msg, want) {
+				t.Errorf("the message does not name the source %q: %s", want, msg)
 			}
-			if !strings.HasSuffix(ie.Message, "run: "+tc.command) {
-				t.Errorf("the message does not end with the command %q: %s", tc.command, ie.Message)
+			if !strings.HasSuffix(msg, "run: "+tc.command) {
+				t.Errorf("the message does not end with the command %q: %s", tc.command, msg)
 			}
-			if strings.Contains(ie.Message, value) {
-				t.Errorf("the message carries the refused source's value: %s", ie.Message)
+			if strings.Contains(msg, value) {
+				t.Errorf("the message carries the refused source's value: %s", msg)
 			}
 			if in != nil {
 				t.Errorf("inputs were returned with the error: %v", in)
@@ -88,9 +88,9 @@ func TestOneForeignSourceRefusesTheWholeAssembly(t *testing.T) {
 	_, err := assemble(t, r, infrav1.TerraformSpec{VariablesFrom: []infrav1.VariablesSource{
 		fromConfigMap("defaults", false), fromSecret("other-app", false), fromSecret("creds", false),
 	}}, contractFor("m"))
-	ie := expectReason(t, err, infrav1.VariablesSourceNotOptedInReason)
-	if !strings.Contains(ie.Message, "variablesFrom[1] (Secret "+ns+"/other-app)") {
-		t.Errorf("the message does not name the foreign entry: %s", ie.Message)
+	msg := expectReason(t, err, infrav1.VariablesSourceNotOptedInReason)
+	if !strings.Contains(msg, "variablesFrom[1] (Secret "+ns+"/other-app)") {
+		t.Errorf("the message does not name the foreign entry: %s", msg)
 	}
 }
 

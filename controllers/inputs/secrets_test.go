@@ -155,9 +155,9 @@ func TestRunSecret(t *testing.T) {
 		t.Error("a Job without uid was accepted")
 	}
 	_, err = RunSecret(job, ns, suffix, in, []byte(strings.Repeat("{", MaxRunSecretBytes)))
-	ie := expectReason(t, err, infrav1.InputsTooLargeReason)
-	if !strings.Contains(ie.Message, "state to restore") {
-		t.Errorf("message does not mention the restore state: %s", ie.Message)
+	msg := expectReason(t, err, infrav1.InputsTooLargeReason)
+	if !strings.Contains(msg, "state to restore") {
+		t.Errorf("message does not mention the restore state: %s", msg)
 	}
 }
 
