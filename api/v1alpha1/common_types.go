@@ -30,6 +30,21 @@ const (
 	// GuardOverrideReasonAnnotation, set by a member of an allowed group, forces a guarded
 	// removal during an incident. Every use is logged and emitted as a Warning event.
 	GuardOverrideReasonAnnotation = "captf.io/guard-override-reason"
+
+	// RestoreStateAnnotation asks for a restore: its value is the serial of one of the object's
+	// state backups (status.stateBackups). The controller runs a Restore Job that pushes that
+	// backup, and removes the annotation once it succeeded.
+	RestoreStateAnnotation = "captf.io/restore-state"
+
+	// AbandonInfrastructureAnnotation, set to the object's UID on a deleting object, lets it go
+	// without a destroy and keeps its state: an audited abandon. The admission webhook accepts
+	// it only from the override groups (--guard-override-groups).
+	AbandonInfrastructureAnnotation = "captf.io/abandon-infrastructure"
+
+	// StateProtectionFinalizer keeps the state Secret, its backups and the durable inputs
+	// Secret until the controller lets them go: after a successful destroy, a Retain deletion
+	// or an audited abandon. A `kubectl delete secret` of a protected Secret waits.
+	StateProtectionFinalizer = "captf.io/state-protection"
 )
 
 // Labels and annotations CAPTF writes on the objects it creates (Jobs, Leases, Secrets, Pods).
@@ -71,10 +86,39 @@ const (
 	// LastErrorAnnotation keeps the last failed Job's redacted message (at most 1 KiB), so the
 	// backoff condition can say why even when a status patch was lost.
 	LastErrorAnnotation = "captf.io/last-error"
+	// RestoreFailedAnnotation records the serial whose restore failed; a restore of that serial
+	// is not tried again until the restore-state annotation names another serial.
+	RestoreFailedAnnotation = "captf.io/restore-failed"
 	// EndpointFromOutputsAnnotation marks a TerraformCluster's spec.controlPlaneEndpoint that the
 	// controller filled from the module's output; such an endpoint is not fed back into the
 	// module's inputs (it would change the inputs hash after every first apply).
 	EndpointFromOutputsAnnotation = "captf.io/endpoint-from-outputs"
+)
+
+// Labels and annotations of the state backups (Secrets captf-state-backup-<suffix>-<serial>).
+const (
+	// SecretRoleLabel says what a CAPTF Secret holds: one of the SecretRole* values.
+	SecretRoleLabel = "captf.io/secret-role"
+	// BackupSerialAnnotation, BackupLineageAnnotation, BackupJobAnnotation and
+	// BackupTimeAnnotation describe a backup: the state's serial and lineage, the Job after
+	// which it was taken, and when (RFC 3339).
+	BackupSerialAnnotation  = "captf.io/state-serial"
+	BackupLineageAnnotation = "captf.io/state-lineage"
+	BackupJobAnnotation     = "captf.io/source-job"
+	BackupTimeAnnotation    = "captf.io/backup-time"
+	// BackupBytesAnnotation is the size of the backup's compressed state.
+	BackupBytesAnnotation = "captf.io/state-bytes"
+	// RetainedAnnotation ("true") marks the state, durable inputs and backups the controller
+	// let go of after a Retain deletion or an abandon: nothing deletes them any more.
+	RetainedAnnotation = "captf.io/retained"
+)
+
+// Values of SecretRoleLabel.
+const (
+	SecretRoleState       = "state"
+	SecretRoleStateBackup = "state-backup"
+	SecretRoleInputs      = "inputs"
+	SecretRoleOutputs     = "outputs"
 )
 
 // Lease kinds, the values of LeaseLabel.
@@ -227,6 +271,19 @@ type IdentityToken struct {
 	ExpirationSeconds *int64 `json:"expirationSeconds,omitempty"`
 }
 
+// DeletionPolicy says what deleting the object does to its infrastructure.
+// +kubebuilder:validation:Enum=Destroy;Retain
+type DeletionPolicy string
+
+// The deletion policies.
+const (
+	// DeletionPolicyDestroy runs a destroy Job, then deletes the state.
+	DeletionPolicyDestroy DeletionPolicy = "Destroy"
+	// DeletionPolicyRetain lets the object go without a destroy and keeps its state, durable
+	// inputs and backups (no longer owned by anything) for a person to take over.
+	DeletionPolicyRetain DeletionPolicy = "Retain"
+)
+
 // DriftMode says what a drift check does when it finds drift.
 // +kubebuilder:validation:Enum=Report;Remediate
 type DriftMode string
@@ -278,6 +335,13 @@ type TerraformSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Drift DriftPolicy `json:"drift,omitempty"`
+
+	// deletionPolicy says what deleting the object does: Destroy (the default) destroys the
+	// infrastructure first; Retain lets the object go and keeps the state for a person to take
+	// over.
+	// +optional
+	// +kubebuilder:default=Destroy
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
 }
 
 // Initialization reports the Cluster API contract's initialization fields.
@@ -358,9 +422,33 @@ type TerraformStatus struct {
 	// +optional
 	LastRun *LastRun `json:"lastRun,omitempty"`
 
+	// stateBackups lists the object's state backups, newest first (reported; the backup
+	// Secrets themselves are the record).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	StateBackups []StateBackup `json:"stateBackups,omitempty"`
+
 	// observedGeneration is the generation the controller last acted on.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// StateBackup is one backup of the object's state.
+type StateBackup struct {
+	// serial of the backed-up state; restore it with the annotation captf.io/restore-state.
+	// +required
+	Serial int64 `json:"serial"`
+	// secret is the backup Secret's name.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Secret string `json:"secret"`
+	// time the backup was taken.
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
+	// bytes of the compressed state.
+	// +optional
+	Bytes int64 `json:"bytes,omitempty"`
 }
 
 // IsProvisioned reports status.initialization.provisioned.

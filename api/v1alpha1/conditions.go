@@ -25,6 +25,9 @@ const (
 	DependenciesReadyCondition = "DependenciesReady"
 	// DeletionBlockedCondition is True while a cluster's deletion waits for its machines.
 	DeletionBlockedCondition = "DeletionBlocked"
+	// StateReadableCondition is False when the object's Terraform state cannot be used: lost,
+	// corrupt, of an unknown layout, or locked by someone else.
+	StateReadableCondition = "StateReadable"
 )
 
 // Condition reasons.
@@ -93,4 +96,26 @@ const (
 	OutputsValidReason = "OutputsValid"
 	// NotDeletingReason: the object is not being deleted.
 	NotDeletingReason = "NotDeleting"
+
+	// StateReadableReason: the state Secret exists and reads as a state.
+	StateReadableReason = "StateReadable"
+	// NoStateYetReason: the object never applied, so it has no state yet.
+	NoStateYetReason = "NoStateYet"
+	// StateLostReason: the object applied before but its state Secret is gone. Nothing runs
+	// against the missing state until a restore or an audited abandon.
+	StateLostReason = "StateLost"
+	// StateCorruptReason: the state Secret is not gzip'd state JSON.
+	StateCorruptReason = "StateCorrupt"
+	// StateLayoutUnknownReason: the state Secret's keys are not the one tfstate key (a chunked
+	// state of a newer backend, for example).
+	StateLayoutUnknownReason = "StateLayoutUnknown"
+	// StateLockedReason: the state lock is held by someone the runner may not break.
+	StateLockedReason = "StateLocked"
+
+	// RetainReason: the deletion keeps the infrastructure and the state (deletionPolicy Retain).
+	RetainReason = "Retain"
+	// AbandonedReason: an override group member abandoned the infrastructure; the state is kept.
+	AbandonedReason = "Abandoned"
+	// RestoreRefusedReason: the restore-state annotation names no usable backup.
+	RestoreRefusedReason = "RestoreRefused"
 )

@@ -44,7 +44,8 @@ func run() error {
 	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "port of the webhook server")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "folder with tls.crt and tls.key (reloaded on change)")
 	fs.DurationVar(&o.WebhookCertPollInterval, "webhook-cert-poll-interval", certs.DefaultPollInterval, "how often the certificate files are re-read besides file change events")
-	fs.StringVar(&groups, "guard-override-groups", "", "comma-separated groups whose members may force a guarded removal")
+	fs.StringVar(&groups, "guard-override-groups", "", "comma-separated groups whose members may force a guarded removal or abandon an object's infrastructure")
+	fs.IntVar(&o.StateBackups, "state-backups", 5, "backups of each object's Terraform state to keep after the Jobs that change it (0 takes none)")
 	zo := zap.Options{}
 	zo.BindFlags(fs)
 	if err := fs.Parse(os.Args[1:]); err != nil {

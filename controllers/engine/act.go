@@ -48,6 +48,8 @@ func (p *pass) act(ctx context.Context) (ctrl.Result, error) {
 			p.obj.GetTerraformStatus().ActiveJob = nil
 		}
 		return p.bookkeep(ctx)
+	case ActionSkipRun:
+		return p.skipRun(ctx, p.ev.Current.Name)
 	}
 
 	// The marks.
@@ -62,7 +64,7 @@ func (p *pass) act(ctx context.Context) (ctrl.Result, error) {
 	if d.ClearActiveJob {
 		p.obj.GetTerraformStatus().ActiveJob = nil
 	}
-	if d.ClearBlockMove && d.Action != ActionCleanup && d.Action != ActionRemoveFinalizer {
+	if d.ClearBlockMove && !d.LetsGo() {
 		if err := p.patchMeta(ctx, func(o Object) { removeAnnotation(o, infrav1.BlockMoveAnnotation) }); err != nil {
 			return p.conflictOr(ctx, err, "clear block-move")
 		}
@@ -84,8 +86,44 @@ func (p *pass) act(ctx context.Context) (ctrl.Result, error) {
 		return p.removeFinalizer(ctx, d.ClearBlockMove, "nothing runs; the object may go, and its state stays: this deletion is part of a move")
 	case ActionCleanup:
 		return p.cleanup(ctx)
+	case ActionRetain, ActionAbandon:
+		return p.release(ctx, d.Action)
 	}
 	return ctrl.Result{}, nil
+}
+
+// skipRun moves the run sequence past a name that a Job of another incarnation holds, so the
+// next Job gets a name of its own; that Job is never counted as this object's.
+func (p *pass) skipRun(ctx context.Context, name string) (ctrl.Result, error) {
+	if err := p.patchMeta(ctx, func(o Object) {
+		setAnnotation(o, infrav1.RunSeqAnnotation, strconv.FormatInt(p.ev.RunSeq+1, 10))
+	}); err != nil {
+		return p.conflictOr(ctx, err, "move the run sequence past another incarnation's Job")
+	}
+	log.FromContext(ctx).Info("a Job of another incarnation holds this run's name; moving on", "job", name)
+	p.rep.skipped = name
+	return ctrl.Result{}, nil
+}
+
+// release lets the object go without a destroy, handing its state, durable inputs and backups
+// over to a person (Retain, or an audited abandon).
+func (p *pass) release(ctx context.Context, a Action) (ctrl.Result, error) {
+	for _, name := range p.objectSecrets() {
+		if err := p.retainSecret(ctx, name); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	note := "deletionPolicy Retain: nothing was destroyed; the state, durable inputs and backups are kept and no longer protected (see docs/state.md)"
+	if a == ActionAbandon {
+		p.emit(corev1.EventTypeWarning, "InfrastructureAbandoned",
+			"the infrastructure was abandoned (annotation "+infrav1.AbandonInfrastructureAnnotation+"): nothing was destroyed; the state, durable inputs and backups are kept")
+		note = "abandoned: nothing was destroyed; the state, durable inputs and backups are kept"
+	}
+	res, err := p.removeFinalizer(ctx, true, note)
+	if err == nil && res.RequeueAfter == 0 {
+		p.rep.released = true
+	}
+	return res, err
 }
 
 func (p *pass) runningOp(name string) infrav1.Operation {
@@ -209,6 +247,14 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), existing); err != nil {
 				return ctrl.Result{}, fmt.Errorf("adopt existing job %s: %w", name, err)
 			}
+			if !ownedBy(existing, p.obj.GetUID()) {
+				// Another incarnation's Job has this name: never adopt it. Give back what this
+				// attempt took and move the run sequence on.
+				if _, err := r.Leases.Release(ctx, p.owner, name); err != nil {
+					return ctrl.Result{}, fmt.Errorf("release leases of %s: %w", name, err)
+				}
+				return p.skipRun(ctx, name)
+			}
 			logger.Info("adopting the Job an earlier attempt created", "job", name)
 			job = existing
 		case rejected(err):
@@ -227,8 +273,14 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 		p.flush()
 	}
 
-	// 7. The per-run Secret, owned by the Job (deleted with it).
-	if err := p.writeRunSecret(ctx, job, in); err != nil {
+	// 7. The per-run Secret, owned by the Job (deleted with it); a restore carries the backup.
+	var restore []byte
+	if op == infrav1.OperationRestore {
+		if restore, err = p.restoreState(ctx); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if err := p.writeRunSecret(ctx, job, in, restore); err != nil {
 		return ctrl.Result{}, err
 	}
 

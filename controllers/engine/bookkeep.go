@@ -42,10 +42,14 @@ type outputsResult struct{ err error }
 // durable markers, given the failures counted so far.
 func judgeFinished(cur JobView, out jobs.Outcome, failuresBefore int, now time.Time) bookkept {
 	b := bookkept{job: cur.Name, op: cur.Operation, outcome: out.Outcome, message: out.Message, at: now}
-	switch out.Outcome {
-	case infrav1.RunSucceeded:
-	case infrav1.RunFenced:
+	switch {
+	case out.Outcome == infrav1.RunSucceeded:
+	case out.Outcome == infrav1.RunFenced:
 		// Another run owns the state now; this run wrote nothing. Not a failure.
+		b.failures = failuresBefore
+	case cur.Operation == infrav1.OperationRestore:
+		// A failed restore is recorded against its serial (never retried), not the backoff
+		// of applies and destroys.
 		b.failures = failuresBefore
 	default:
 		b.counts = true
@@ -56,9 +60,17 @@ func judgeFinished(cur JobView, out jobs.Outcome, failuresBefore int, now time.T
 }
 
 // markers writes a bookkept Job's durable markers onto the object: the next run sequence, and
-// the applied hash, destroyed flag or failure backoff.
-func (b bookkept) markers(o Object, cur JobView) {
+// the applied hash, destroyed flag, restore outcome or failure backoff.
+func (b bookkept) markers(o Object, cur JobView, restoreSerial string) {
 	setAnnotation(o, infrav1.RunSeqAnnotation, strconv.FormatInt(cur.Seq+1, 10))
+	if cur.Operation == infrav1.OperationRestore {
+		if b.outcome == infrav1.RunSucceeded {
+			removeAnnotation(o, infrav1.RestoreStateAnnotation)
+			removeAnnotation(o, infrav1.RestoreFailedAnnotation)
+		} else if b.outcome != infrav1.RunFenced && restoreSerial != "" {
+			setAnnotation(o, infrav1.RestoreFailedAnnotation, restoreSerial)
+		}
+	}
 	switch {
 	case b.outcome == infrav1.RunSucceeded:
 		removeAnnotation(o, infrav1.FailuresAnnotation)
@@ -96,14 +108,24 @@ func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
 	failures, _ := strconv.Atoi(p.obj.GetAnnotations()[infrav1.FailuresAnnotation])
 	b := judgeFinished(cur, out, failures, p.r.Clock.Now())
 
+	// A Job that may have moved the state: protect it and back it up, whatever the outcome (a
+	// failed apply can have written part of its changes).
+	var backup *BackupView
+	if cur.Operation.Mutating() {
+		if err := p.protectState(ctx); err != nil {
+			return ctrl.Result{}, err
+		}
+		var err error
+		if backup, err = p.takeBackup(ctx, cur.Name); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
 	var outputs *state.State
 	var outputsErr error
 	if cur.Operation == infrav1.OperationApply && b.outcome == infrav1.RunSucceeded {
 		var err error
 		if outputs, outputsErr, err = p.readOutputs(ctx); err != nil {
-			return ctrl.Result{}, err
-		}
-		if err := p.labelStateForMove(ctx); err != nil {
 			return ctrl.Result{}, err
 		}
 		if outputsErr == nil {
@@ -123,7 +145,7 @@ func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
 
 	// Count it: one optimistic-locked metadata patch moves the run sequence on.
 	if err := p.patchMeta(ctx, func(o Object) {
-		b.markers(o, cur)
+		b.markers(o, cur, p.ev.RestoreSerial)
 		if outputs != nil && outputsErr == nil {
 			outputsErr = p.r.Kind.ApplyOutputs(o, outputs)
 		}
@@ -141,6 +163,10 @@ func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
 		if errors.As(outputsErr, &oe) {
 			p.emit(corev1.EventTypeWarning, oe.Reason, oe.Message)
 		}
+	}
+	if backup != nil {
+		p.emit(corev1.EventTypeNormal, "StateBackedUp", fmt.Sprintf("state serial %d backed up to %s", backup.Serial, backup.Name))
+		p.rep.backups = p.pruneBackups(ctx, append([]BackupView{*backup}, p.ev.Backups...))
 	}
 	p.flush()
 	p.rep.bookkept = &b

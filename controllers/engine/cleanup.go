@@ -2,9 +2,7 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,7 +16,6 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
-	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
 
 // cleanup runs after a successful destroy (or when no state was ever written): state Secret,
@@ -35,30 +32,25 @@ func (p *pass) cleanup(ctx context.Context) (ctrl.Result, error) {
 		p.rep.cleanupBlocked = fmt.Sprintf("waiting for the live lease(s) %v of this object to free before deleting its state", kept)
 		return ctrl.Result{RequeueAfter: LagRequeue}, nil
 	}
-	// I6: the state goes only when the destroy left nothing behind.
-	st, err := state.Read(ctx, p.r.APIReader, p.obj.GetNamespace(), p.suffix)
-	switch {
-	case errors.Is(err, state.ErrNoState):
-	case err != nil:
-		if _, ok := state.AsStateError(err); !ok {
-			return ctrl.Result{}, fmt.Errorf("read state before cleanup: %w", err)
-		}
-		p.rep.cleanupBlocked = "the state cannot be read, so it is kept: " + err.Error()
-		return ctrl.Result{RequeueAfter: time.Minute}, nil
-	case !state.StateEmpty(st):
-		msg := "the destroy succeeded but the state still lists resources; the state is kept. Inspect it, then remove the annotation " +
-			infrav1.DestroyedAnnotation + " to destroy again"
-		p.rep.cleanupBlocked = msg
-		p.emit(corev1.EventTypeWarning, "StateNotEmpty", msg)
-		return ctrl.Result{RequeueAfter: time.Minute}, nil
-	}
+	// I6: Decide let go only of an empty or absent state (Evidence.StateEmpty, read this pass).
+	// The state and the durable inputs lose their protection and go; the backups lose their
+	// protection and stay until the object is gone (the garbage collector follows their owner
+	// reference), so a mistaken destroy can still be undone from them meanwhile.
 	ns := p.obj.GetNamespace()
-	for _, name := range []string{naming.StateSecretName(p.suffix), naming.InputsSecretName(p.suffix), naming.OutputsSecretName(p.suffix)} {
-		s := &corev1.Secret{}
-		s.Namespace, s.Name = ns, name
-		if err := p.r.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("delete secret %s: %w", name, err)
+	for _, name := range []string{naming.StateSecretName(p.suffix), naming.InputsSecretName(p.suffix)} {
+		if err := p.letGoSecret(ctx, name, true); err != nil {
+			return ctrl.Result{}, err
 		}
+	}
+	for _, b := range p.ev.Backups {
+		if err := p.letGoSecret(ctx, b.Name, false); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	outputs := &corev1.Secret{}
+	outputs.Namespace, outputs.Name = ns, naming.OutputsSecretName(p.suffix)
+	if err := p.r.Client.Delete(ctx, outputs); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("delete secret %s: %w", outputs.Name, err)
 	}
 	if err := p.deleteUnheldStateLock(ctx); err != nil {
 		return ctrl.Result{}, err

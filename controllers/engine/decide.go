@@ -23,6 +23,34 @@ type JobView struct {
 	Operation  infrav1.Operation
 	InputsHash string
 	Phase      JobPhase
+	// Foreign: the Job's controller owner reference names another incarnation of the object
+	// (deleted and re-created under the same name). It runs against the same state, so it
+	// blocks while it runs, but it is never adopted or counted.
+	Foreign bool
+}
+
+// StateView is what a live read of the object's state Secret found.
+type StateView string
+
+// State readings.
+const (
+	// StateNotRead: the state was not read live this pass.
+	StateNotRead StateView = ""
+	// StateAbsent: no state Secret, or one that holds no state.
+	StateAbsent StateView = "Absent"
+	// StatePresent: the Secret reads as a state.
+	StatePresent StateView = "Present"
+	// StateUnreadable: the Secret exists but cannot be read as a state (Evidence.StateProblem).
+	StateUnreadable StateView = "Unreadable"
+)
+
+// BackupView is one state backup of the object (this incarnation's).
+type BackupView struct {
+	Name    string
+	Serial  int64
+	Lineage string
+	Bytes   int64
+	Time    time.Time
 }
 
 // PodsView is what a live listing of the current Job's pods found.
@@ -90,10 +118,32 @@ type Evidence struct {
 
 	// Children are machines and pools that still exist (a deleting cluster waits for them).
 	Children []string
-	// StateExists: the state Secret exists (read live, only when deleting).
-	StateExists bool
 	// Destroyed: a destroy Job of this object succeeded (durable annotation captf.io/destroyed).
 	Destroyed bool
+
+	// The state (I6, I7). AppliedBefore: the object applied before (the applied hash, a backup
+	// of this incarnation, or provisioned).
+	AppliedBefore bool
+	// StateSecretCached: the metadata cache of CAPTF's Secrets lists the state Secret. Only its
+	// absence is acted on, after a live read.
+	StateSecretCached bool
+	// State is what the live read of the state Secret found (NeedsLiveState).
+	State StateView
+	// StateProblem says why an unreadable state cannot be read.
+	StateProblem *Problem
+	// StateLineage is the state's lineage; StateEmpty says it tracks no managed resource.
+	StateLineage string
+	StateEmpty   bool
+	// Backups are the object's state backups, newest first.
+	Backups []BackupView
+	// DeletionPolicy is spec.deletionPolicy ("" means Destroy).
+	DeletionPolicy infrav1.DeletionPolicy
+	// Abandon: the abandon-infrastructure annotation names this object's UID.
+	Abandon bool
+	// RestoreSerial is the restore-state annotation ("" when unset); RestoreFailed the serial
+	// whose restore failed.
+	RestoreSerial string
+	RestoreFailed string
 
 	// RetryAt is when a failed operation may be retried (zero: now), and LastError why it failed.
 	RetryAt   time.Time
@@ -145,6 +195,14 @@ const (
 	// ActionCleanup: the destroy succeeded (or nothing was ever created): delete state, inputs
 	// and leases, then remove the finalizer.
 	ActionCleanup Action = "Cleanup"
+	// ActionRetain: deletionPolicy Retain: let the object go without a destroy, keeping its
+	// state, durable inputs and backups (no longer protected or owned).
+	ActionRetain Action = "Retain"
+	// ActionAbandon: an audited abandon: as Retain, with a Warning event.
+	ActionAbandon Action = "Abandon"
+	// ActionSkipRun: the Job of the current run sequence belongs to another incarnation of the
+	// object and has finished: move the run sequence on without counting it.
+	ActionSkipRun Action = "SkipRun"
 )
 
 // Decision is the outcome of Decide: one action, and what it does to the guarded marks.
@@ -168,7 +226,16 @@ type Decision struct {
 
 // Clears reports whether the decision removes block-move, status.activeJob or the finalizer.
 func (d Decision) Clears() bool {
-	return d.ClearBlockMove || d.ClearActiveJob || d.Action == ActionRemoveFinalizer || d.Action == ActionCleanup
+	return d.ClearBlockMove || d.ClearActiveJob || d.LetsGo()
+}
+
+// LetsGo reports whether the decision removes the object's finalizer.
+func (d Decision) LetsGo() bool {
+	switch d.Action {
+	case ActionRemoveFinalizer, ActionCleanup, ActionRetain, ActionAbandon:
+		return true
+	}
+	return false
 }
 
 // LagRequeue is how long a pass that saw cache lag waits before it looks again.
@@ -198,12 +265,26 @@ func NeedsLagCheck(ev Evidence) bool {
 }
 
 // NeedsDecisionInputs reports whether the pass gets as far as choosing an operation, so the
-// decision inputs (dependencies and inputs hash, or children and state) are worth reading.
+// decision inputs (dependencies and inputs hash, or children) are worth reading.
 func NeedsDecisionInputs(ev Evidence) bool {
-	if !ev.HasFinalizer || ev.Paused || (ev.Deleting && ev.MoveDeletion) || len(ev.Running) > 0 || NeedsPods(ev) {
+	if !ev.HasFinalizer || ev.Paused || len(ev.Running) > 0 || NeedsPods(ev) {
 		return false
 	}
 	return !NeedsLagCheck(ev) || (ev.Lag.Checked && !ev.Lag.Found)
+}
+
+// NeedsLiveState reports whether the pass must read the state Secret live: it has read its
+// decision inputs, and it deletes, or the object applied before and either a Job that touches
+// the state may start or the cache no longer lists the state Secret. A new object and an idle
+// one whose state Secret the cache lists read nothing.
+func NeedsLiveState(ev Evidence) bool {
+	if !ev.Gathered {
+		return false
+	}
+	if ev.Deleting {
+		return true
+	}
+	return ev.AppliedBefore && (!ev.StateSecretCached || ev.DesiredHash != ev.AppliedHash || ev.RestoreSerial != "")
 }
 
 // Decide picks what a pass does. It is pure: same evidence, same decision. Every branch that
@@ -237,6 +318,10 @@ func Decide(ev Evidence) Decision {
 				Wait: &Wait{Reason: infrav1.JobRunningReason, RequeueAfter: PodsRequeue,
 					Message: fmt.Sprintf("Job %s finished but a pod of it is not terminated yet", cur.Name)}}
 		}
+		if cur.Foreign {
+			// A Job of a previous incarnation took this run's name: never count it as ours.
+			return Decision{Action: ActionSkipRun}
+		}
 		return Decision{Action: ActionBookkeep, Operation: cur.Operation, ClearActiveJob: ev.ActiveJob == cur.Name}
 	}
 
@@ -262,22 +347,37 @@ func Decide(ev Evidence) Decision {
 			Wait: &Wait{ConditionType: infrav1.PausedCondition, Reason: infrav1.PausedReason, Message: "reconciliation is paused"}}
 	}
 	d := Decision{SetBlockMove: !ev.BlockMove, ClearActiveJob: clearActive}
-	switch {
-	case !ev.Gathered:
+	if !ev.Gathered {
 		d.Action = ActionWait
 		d.Wait = &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue,
 			Message: "the decision inputs were not read; nothing starts without them"}
+		return d
+	}
+	if ev.RestoreSerial != "" {
+		return decideRestore(ev, d)
+	}
+	if w := stateHold(ev); w != nil {
+		d.Action, d.Wait = ActionWait, w
+		return d
+	}
+	switch {
 	case ev.DependencyWait != nil:
 		d.Action, d.Wait = ActionWait, ev.DependencyWait
 	case ev.InputsProblem != nil:
 		d.Action, d.Problem = ActionWait, ev.InputsProblem
 	case ev.DesiredHash != "" && ev.DesiredHash != ev.AppliedHash:
-		if ev.Now.Before(ev.RetryAt) {
+		switch {
+		case ev.Now.Before(ev.RetryAt):
 			d.Action = ActionWait
 			d.Wait = backoffWait(ev, "apply")
-			return d
+		case ev.AppliedBefore && ev.State != StatePresent:
+			// I7: an object that applied before applies only against its own state, read.
+			d.Action = ActionWait
+			d.Wait = &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue,
+				Message: "the state was not read; no apply starts without it"}
+		default:
+			d.Action, d.Operation = ActionStart, infrav1.OperationApply
 		}
-		d.Action, d.Operation = ActionStart, infrav1.OperationApply
 	case !ev.Provisioned && ev.AppliedHash != "":
 		d.Action = ActionRecoverStatus
 	default:
@@ -287,20 +387,26 @@ func Decide(ev Evidence) Decision {
 }
 
 func decideDeletion(ev Evidence, clearActive bool) Decision {
-	if ev.MoveDeletion {
-		// clusterctl move deletes the source objects after copying them: destroy nothing,
-		// keep the state (it moved), let the object go.
-		return Decision{Action: ActionRemoveFinalizer, ClearBlockMove: ev.BlockMove, ClearActiveJob: clearActive}
-	}
 	if ev.Paused {
+		if ev.MoveDeletion {
+			// clusterctl move pauses, then deletes the source objects after copying them:
+			// destroy nothing, keep the state (it moved), let the object go.
+			return Decision{Action: ActionRemoveFinalizer, ClearBlockMove: ev.BlockMove, ClearActiveJob: clearActive}
+		}
 		// A paused deletion waits: destroying now could race a move or a human's pause.
 		return Decision{Action: ActionWait, ClearBlockMove: ev.BlockMove, ClearActiveJob: clearActive,
 			Wait: &Wait{ConditionType: infrav1.DeletingCondition, Reason: infrav1.PausedReason,
 				Message: "deletion waits: the object is paused, so nothing is destroyed until it is unpaused"}}
 	}
+	// Not paused, a delete-for-move annotation is an ordinary deletion: an annotation alone
+	// cannot skip a destroy.
 	d := Decision{ClearActiveJob: clearActive, SetBlockMove: !ev.BlockMove}
+	letGo := func(a Action) Decision {
+		d.Action, d.SetBlockMove, d.ClearBlockMove = a, false, ev.BlockMove
+		return d
+	}
 	switch {
-	case !ev.Gathered:
+	case !ev.Gathered || ev.State == StateNotRead:
 		d.Action = ActionWait
 		d.Wait = &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue,
 			Message: "the deletion inputs were not read; nothing is destroyed or cleaned up without them"}
@@ -308,15 +414,80 @@ func decideDeletion(ev Evidence, clearActive bool) Decision {
 		d.Action = ActionWait
 		d.Wait = &Wait{ConditionType: infrav1.DeletionBlockedCondition, Reason: infrav1.WaitingForMachinesReason,
 			Message: "waiting for machines and pools to be deleted: " + joinMax(ev.Children, 5)}
-	case ev.Destroyed || !ev.StateExists:
-		// The destroy succeeded, or no state was ever written: nothing is left to destroy.
-		d.Action, d.SetBlockMove, d.ClearBlockMove = ActionCleanup, false, ev.BlockMove
+	case ev.DeletionPolicy == infrav1.DeletionPolicyRetain:
+		return letGo(ActionRetain)
+	case ev.Abandon:
+		return letGo(ActionAbandon)
+	case ev.RestoreSerial != "":
+		return decideRestore(ev, d)
+	case ev.Destroyed && (ev.State == StateAbsent || ev.State == StatePresent && ev.StateEmpty):
+		// The destroy succeeded and left nothing behind: clean up and let go (I6).
+		return letGo(ActionCleanup)
+	case ev.Destroyed && ev.State == StatePresent:
+		d.Action = ActionWait
+		d.Wait = &Wait{ConditionType: infrav1.DeletingCondition, Reason: infrav1.DestroyingReason, RequeueAfter: time.Minute,
+			Message: "the destroy succeeded but the state still lists resources; the state is kept. Inspect it (see docs/state.md), " +
+				"then remove the annotation " + infrav1.DestroyedAnnotation + " to destroy again"}
+	case ev.State == StateAbsent && !ev.AppliedBefore:
+		// Nothing was ever created: nothing to destroy.
+		return letGo(ActionCleanup)
+	case stateHold(ev) != nil:
+		d.Action, d.Wait = ActionWait, stateHold(ev)
 	case ev.Now.Before(ev.RetryAt):
 		d.Action = ActionWait
 		d.Wait = backoffWait(ev, "destroy")
 	default:
 		d.Action, d.Operation = ActionStart, infrav1.OperationDestroy
 	}
+	return d
+}
+
+// stateHold is the wait of an object whose state cannot be used: lost after it applied
+// (I7), or unreadable. Nothing runs against such a state.
+func stateHold(ev Evidence) *Wait {
+	switch {
+	case ev.State == StateAbsent && ev.AppliedBefore:
+		return &Wait{ConditionType: infrav1.StateReadableCondition, Reason: infrav1.StateLostReason, RequeueAfter: 10 * time.Minute,
+			Message: "the object applied before but its Terraform state Secret is gone; nothing runs and the finalizer stays until " +
+				"the state is restored (kubectl annotate <object> " + infrav1.RestoreStateAnnotation + "=<serial of status.stateBackups>) " +
+				"or an override group member abandons the infrastructure (kubectl annotate <object> " + infrav1.AbandonInfrastructureAnnotation +
+				"=<object UID>); see docs/state.md"}
+	case ev.State == StateUnreadable && ev.StateProblem != nil:
+		return &Wait{ConditionType: infrav1.StateReadableCondition, Reason: ev.StateProblem.Reason, RequeueAfter: 10 * time.Minute,
+			Message: ev.StateProblem.Message + "; nothing runs against this state until it reads again or is restored (see docs/state.md)"}
+	}
+	return nil
+}
+
+// decideRestore decides a requested restore: start it when the serial is a backup of this
+// object whose lineage fits the state; refuse (without retrying) otherwise.
+func decideRestore(ev Evidence, d Decision) Decision {
+	refuse := func(msg string) Decision {
+		d.Action = ActionWait
+		d.Wait = &Wait{ConditionType: infrav1.RestoreJobSucceededCondition, Reason: infrav1.RestoreRefusedReason, Message: msg}
+		return d
+	}
+	if ev.RestoreSerial == ev.RestoreFailed {
+		return refuse("the restore of serial " + ev.RestoreSerial + " failed and is not tried again; name another serial, or remove the annotation " +
+			infrav1.RestoreStateAnnotation)
+	}
+	var backup *BackupView
+	for i := range ev.Backups {
+		if fmt.Sprint(ev.Backups[i].Serial) == ev.RestoreSerial {
+			backup = &ev.Backups[i]
+		}
+	}
+	switch {
+	case backup == nil:
+		return refuse("serial " + ev.RestoreSerial + " is not a backup of this object; its backups are listed in status.stateBackups")
+	case ev.State == StateNotRead:
+		d.Action = ActionWait
+		d.Wait = &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue, Message: "the state was not read; no restore starts without it"}
+		return d
+	case ev.State == StatePresent && ev.StateLineage != backup.Lineage:
+		return refuse(fmt.Sprintf("backup %s has lineage %s, but the state has lineage %s: it is another state's backup", backup.Name, backup.Lineage, ev.StateLineage))
+	}
+	d.Action, d.Operation = ActionStart, infrav1.OperationRestore
 	return d
 }
 

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +18,9 @@ func settled(ev Evidence) Evidence {
 	ev.HasFinalizer = true
 	ev.Lag = LagView{Checked: NeedsLagCheck(ev)}
 	ev.Gathered = NeedsDecisionInputs(ev)
+	if !NeedsLiveState(ev) && ev.State != StateNotRead {
+		ev.StateSecretCached = ev.State != StateAbsent
+	}
 	return ev
 }
 
@@ -91,26 +96,81 @@ func TestDecideTable(t *testing.T) {
 			settled(Evidence{BlockMove: true, InputsProblem: &Problem{Reason: infrav1.InputsTooLargeReason}}),
 			Decision{Action: ActionWait}},
 		{"deleting with state destroys",
-			settled(Evidence{Deleting: true, StateExists: true, BlockMove: true}),
+			settled(Evidence{Deleting: true, State: StatePresent, AppliedBefore: true, BlockMove: true}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationDestroy}},
 		{"deleting cluster waits for its machines",
-			settled(Evidence{Deleting: true, StateExists: true, BlockMove: true, Children: []string{"TerraformMachine/m1"}}),
+			settled(Evidence{Deleting: true, State: StatePresent, BlockMove: true, Children: []string{"TerraformMachine/m1"}}),
 			Decision{Action: ActionWait}},
-		{"destroyed: clean up and let go",
-			settled(Evidence{Deleting: true, StateExists: true, Destroyed: true, BlockMove: true}),
+		{"destroyed and the state empty: clean up and let go",
+			settled(Evidence{Deleting: true, State: StatePresent, StateEmpty: true, Destroyed: true, BlockMove: true}),
 			Decision{Action: ActionCleanup, ClearBlockMove: true}},
-		{"never applied: let go without a destroy",
-			settled(Evidence{Deleting: true, BlockMove: true}),
+		{"destroyed but the state still lists resources: hold",
+			settled(Evidence{Deleting: true, State: StatePresent, Destroyed: true, BlockMove: true}),
+			Decision{Action: ActionWait}},
+		{"never applied and no state: let go without a destroy",
+			settled(Evidence{Deleting: true, State: StateAbsent, BlockMove: true}),
 			Decision{Action: ActionCleanup, ClearBlockMove: true}},
-		{"a move deletion never destroys",
-			settled(Evidence{Deleting: true, MoveDeletion: true, StateExists: true, BlockMove: true}),
+		{"applied before and the state is lost: a deletion holds the finalizer (I7)",
+			settled(Evidence{Deleting: true, State: StateAbsent, AppliedBefore: true, AppliedHash: "h1", BlockMove: true}),
+			Decision{Action: ActionWait}},
+		{"an unreadable state holds a deletion",
+			settled(Evidence{Deleting: true, State: StateUnreadable, StateProblem: &Problem{Reason: infrav1.StateCorruptReason}, AppliedBefore: true, BlockMove: true}),
+			Decision{Action: ActionWait}},
+		{"deletionPolicy Retain lets go without a destroy",
+			settled(Evidence{Deleting: true, State: StatePresent, AppliedBefore: true, BlockMove: true, DeletionPolicy: infrav1.DeletionPolicyRetain}),
+			Decision{Action: ActionRetain, ClearBlockMove: true}},
+		{"an audited abandon lets a lost state go",
+			settled(Evidence{Deleting: true, State: StateAbsent, AppliedBefore: true, BlockMove: true, Abandon: true}),
+			Decision{Action: ActionAbandon, ClearBlockMove: true}},
+		{"a paused move deletion never destroys",
+			settled(Evidence{Deleting: true, MoveDeletion: true, Paused: true, State: StatePresent, BlockMove: true}),
 			Decision{Action: ActionRemoveFinalizer, ClearBlockMove: true}},
+		{"a move annotation without a pause is an ordinary deletion",
+			settled(Evidence{Deleting: true, MoveDeletion: true, State: StatePresent, AppliedBefore: true, BlockMove: true}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationDestroy}},
 		{"a paused deletion never destroys",
-			settled(Evidence{Deleting: true, Paused: true, StateExists: true, BlockMove: true}),
+			settled(Evidence{Deleting: true, Paused: true, State: StatePresent, BlockMove: true}),
 			Decision{Action: ActionWait, ClearBlockMove: true}},
 		{"a failed destroy backs off",
-			settled(Evidence{Deleting: true, StateExists: true, BlockMove: true, RetryAt: now.Add(time.Minute)}),
+			settled(Evidence{Deleting: true, State: StatePresent, AppliedBefore: true, BlockMove: true, RetryAt: now.Add(time.Minute)}),
 			Decision{Action: ActionWait}},
+		{"a lost state holds an input change (I7)",
+			settled(Evidence{DesiredHash: "h2", AppliedHash: "h1", AppliedBefore: true, State: StateAbsent, BlockMove: true}),
+			Decision{Action: ActionWait}},
+		{"a first apply needs no state",
+			settled(Evidence{DesiredHash: "h1", State: StateAbsent, BlockMove: true}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationApply}},
+		{"a restore of a backup starts a Restore Job",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StateAbsent, BlockMove: true,
+				RestoreSerial: "3", Backups: []BackupView{{Name: "b3", Serial: 3, Lineage: "L"}}}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationRestore}},
+		{"a restore over a present state of the same lineage starts",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, StateLineage: "L", BlockMove: true,
+				RestoreSerial: "3", Backups: []BackupView{{Name: "b3", Serial: 3, Lineage: "L"}}}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationRestore}},
+		{"a restore of another lineage is refused",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, StateLineage: "M", BlockMove: true,
+				RestoreSerial: "3", Backups: []BackupView{{Name: "b3", Serial: 3, Lineage: "L"}}}),
+			Decision{Action: ActionWait}},
+		{"a restore of a serial that is no backup is refused",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StateAbsent, BlockMove: true,
+				RestoreSerial: "9", Backups: []BackupView{{Name: "b3", Serial: 3, Lineage: "L"}}}),
+			Decision{Action: ActionWait}},
+		{"a failed restore is not tried again",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StateAbsent, BlockMove: true,
+				RestoreSerial: "3", RestoreFailed: "3", Backups: []BackupView{{Name: "b3", Serial: 3, Lineage: "L"}}}),
+			Decision{Action: ActionWait}},
+		{"a deleting object with a lost state can be restored",
+			settled(Evidence{Deleting: true, AppliedBefore: true, State: StateAbsent, BlockMove: true,
+				RestoreSerial: "3", Backups: []BackupView{{Name: "b3", Serial: 3, Lineage: "L"}}}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationRestore}},
+		{"another incarnation's finished Job is skipped, never counted",
+			Evidence{HasFinalizer: true, Current: &JobView{Name: "captf-x-3", Seq: 3, Operation: infrav1.OperationDestroy, Phase: JobFinished, Foreign: true},
+				CurrentPods: PodsTerminal, BlockMove: true},
+			Decision{Action: ActionSkipRun}},
+		{"another incarnation's running Job blocks and keeps the marks",
+			Evidence{HasFinalizer: true, Running: []JobView{{Name: "captf-x-1", Seq: 1, Operation: infrav1.OperationDestroy, Phase: JobRunning, Foreign: true}}},
+			Decision{Action: ActionWaitJob, SetBlockMove: true, SetActiveJob: "captf-x-1"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -125,56 +185,98 @@ func TestDecideTable(t *testing.T) {
 	}
 }
 
-// space enumerates the full evidence space Decide can see: the object's marks and state, the
-// current Job (absent, running, finished) and another running Job, the live pod listing, the
-// live lag checks (not made, made and clean, made and lag found), whether the decision inputs
-// were read, and every decision input. It calls visit with each combination (a mixed-radix
-// counter over the dimensions).
-func space(visit func(Evidence)) {
-	curs := []*JobView{nil, {Name: "j3", Seq: 3, Operation: infrav1.OperationApply, Phase: JobRunning},
-		{Name: "j3", Seq: 3, Operation: infrav1.OperationDestroy, Phase: JobFinished}}
+// space enumerates the full evidence space Decide can see and calls visit with each
+// combination, from the workers goroutines at once (visit must be safe for concurrent use).
+// The dimensions: finalizer, deleting, paused, move annotation, block-move, provisioned,
+// status.activeJob (none, the current Job, another), the Jobs (none; another running; the
+// current one running, of this or another incarnation; finished, of this or another
+// incarnation, with its pods not listed, running or terminal), the lag checks (not made, made
+// and clean, made and lag found), whether the decision inputs were read, dependency wait /
+// inputs problem / neither, the inputs hashes (unchanged, changed, never applied), children,
+// the state (not read, absent, present and empty, present with resources, unreadable),
+// destroyed, backoff, deletion policy and abandon, and backups and restore (none; a backup; a
+// backup and its restore; a backup whose restore failed; a restore without a backup). Each
+// combination is an index in a mixed-radix counter.
+func space(workers int, visit func(Evidence)) {
 	actives := []string{"", "j3", "j2"}
-	podsViews := []PodsView{PodsNotListed, PodsRunning, PodsTerminal}
+	type jobs struct {
+		current *JobView
+		running []JobView
+		pods    PodsView
+	}
+	own := func(ph JobPhase, foreign bool) *JobView {
+		return &JobView{Name: "j3", Seq: 3, Operation: infrav1.OperationApply, Phase: ph, Foreign: foreign}
+	}
+	other := []JobView{{Name: "j2", Seq: 2, Operation: infrav1.OperationApply, Phase: JobRunning}}
+	jobSets := []jobs{{}, {running: other}, {current: own(JobRunning, false), running: []JobView{*own(JobRunning, false)}},
+		{current: own(JobRunning, true), running: []JobView{*own(JobRunning, true)}}}
+	for _, foreign := range []bool{false, true} {
+		for _, pods := range []PodsView{PodsNotListed, PodsRunning, PodsTerminal} {
+			jobSets = append(jobSets, jobs{current: own(JobFinished, foreign), pods: pods})
+		}
+	}
 	lags := []LagView{{}, {Checked: true}, {Checked: true, Found: true, Job: "j9"}}
+	type inputs struct {
+		dep     *Wait
+		problem *Problem
+	}
+	inputSets := []inputs{{}, {dep: &Wait{Reason: infrav1.WaitingForClusterReason}}, {problem: &Problem{Reason: infrav1.InvalidInputsReason}}}
 	hashes := [][2]string{{"h1", "h1"}, {"h2", "h1"}, {"h1", ""}}
-	// finalizer, deleting, paused, move, block-move, activeJob, provisioned, current, another
-	// running Job, pods, lag, gathered, dependency wait, inputs problem, hashes, children,
-	// state exists, destroyed, backoff.
-	radix := []int{2, 2, 2, 2, 2, len(actives), 2, len(curs), 2, len(podsViews), len(lags), 2, 2, 2, len(hashes), 2, 2, 2, 2}
+	type stateSet struct {
+		view  StateView
+		empty bool
+	}
+	states := []stateSet{{StateNotRead, false}, {StateAbsent, false}, {StatePresent, true}, {StatePresent, false}, {StateUnreadable, false}}
+	unreadable := &Problem{ConditionType: infrav1.StateReadableCondition, Reason: infrav1.StateCorruptReason}
+	children := []string{"TerraformMachine/m1"}
+	backup := []BackupView{{Name: "b5", Serial: 5, Lineage: "L"}}
+	type restoreSet struct {
+		backups         []BackupView
+		serial, failed string
+	}
+	restores := []restoreSet{{}, {backups: backup}, {backups: backup, serial: "5"}, {backups: backup, serial: "5", failed: "5"}, {serial: "5"}}
+	// finalizer, deleting, paused, move, block-move, provisioned, activeJob, jobs, lag,
+	// gathered, inputs, hashes, children, state, destroyed, backoff, policy, abandon, restore.
+	radix := []int{2, 2, 2, 2, 2, 2, len(actives), len(jobSets), len(lags), 2, len(inputSets), len(hashes), 2, len(states), 2, 2, 2, 2, len(restores)}
 	total := 1
 	for _, r := range radix {
 		total *= r
 	}
-	digit := make([]int, len(radix))
-	for n := 0; n < total; n++ {
-		for i, rest := 0, n; i < len(radix); i++ {
-			digit[i], rest = rest%radix[i], rest/radix[i]
-		}
-		on := func(i int) bool { return digit[i] == 1 }
-		ev := Evidence{Now: now, HasFinalizer: on(0), Deleting: on(1), Paused: on(2), MoveDeletion: on(3), BlockMove: on(4),
-			ActiveJob: actives[digit[5]], Provisioned: on(6), RunSeq: 3, Current: curs[digit[7]], CurrentPods: podsViews[digit[9]],
-			Lag: lags[digit[10]], Gathered: on(11), DesiredHash: hashes[digit[14]][0], AppliedHash: hashes[digit[14]][1],
-			StateExists: on(16), Destroyed: on(17)}
-		if ev.Current != nil && ev.Current.Phase == JobRunning {
-			ev.Running = append(ev.Running, *ev.Current)
-		}
-		if on(8) {
-			ev.Running = append(ev.Running, JobView{Name: "j2", Seq: 2, Operation: infrav1.OperationApply, Phase: JobRunning})
-		}
-		if on(12) {
-			ev.DependencyWait = &Wait{Reason: infrav1.WaitingForClusterReason}
-		}
-		if on(13) {
-			ev.InputsProblem = &Problem{Reason: infrav1.InvalidInputsReason}
-		}
-		if on(15) {
-			ev.Children = []string{"TerraformMachine/m1"}
-		}
-		if on(18) {
-			ev.RetryAt = now.Add(time.Minute)
-		}
-		visit(ev)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Go(func() {
+			digit := make([]int, len(radix))
+			for n := w; n < total; n += workers {
+				for i, rest := 0, n; i < len(radix); i++ {
+					digit[i], rest = rest%radix[i], rest/radix[i]
+				}
+				on := func(i int) bool { return digit[i] == 1 }
+				js, in, st, rs := jobSets[digit[7]], inputSets[digit[10]], states[digit[13]], restores[digit[18]]
+				ev := Evidence{Now: now, HasFinalizer: on(0), Deleting: on(1), Paused: on(2), MoveDeletion: on(3), BlockMove: on(4),
+					Provisioned: on(5), ActiveJob: actives[digit[6]], RunSeq: 3, Current: js.current, Running: js.running, CurrentPods: js.pods,
+					Lag: lags[digit[8]], Gathered: on(9), DependencyWait: in.dep, InputsProblem: in.problem,
+					DesiredHash: hashes[digit[11]][0], AppliedHash: hashes[digit[11]][1],
+					State: st.view, StateEmpty: st.empty, StateLineage: "L", Destroyed: on(14),
+					Backups: rs.backups, RestoreSerial: rs.serial, RestoreFailed: rs.failed, Abandon: on(17)}
+				if on(12) {
+					ev.Children = children
+				}
+				if st.view == StateUnreadable {
+					ev.StateProblem = unreadable
+				}
+				if on(15) {
+					ev.RetryAt = now.Add(time.Minute)
+				}
+				if on(16) {
+					ev.DeletionPolicy = infrav1.DeletionPolicyRetain
+				}
+				ev.AppliedBefore = ev.AppliedHash != "" || ev.Provisioned || len(ev.Backups) > 0
+				ev.StateSecretCached = st.view != StateAbsent
+				visit(ev)
+			}
+		})
 	}
+	wg.Wait()
 }
 
 // consistent reports evidence that gather can produce: pods listed exactly when NeedsPods,
@@ -184,7 +286,7 @@ func consistent(ev Evidence) bool {
 	if (ev.CurrentPods != PodsNotListed) != NeedsPods(ev) || ev.Lag.Checked != NeedsLagCheck(ev) {
 		return false
 	}
-	return ev.Gathered == NeedsDecisionInputs(ev)
+	return ev.Gathered == NeedsDecisionInputs(ev) && (ev.State != StateNotRead) == NeedsLiveState(ev)
 }
 
 // violations checks one decision against the invariants (ARCHITECTURE.md I1-I4, I6 and the
@@ -214,8 +316,11 @@ func violations(ev Evidence, d Decision) []string {
 	if (cacheRuns || podsRun) && ev.HasFinalizer && (d.ClearBlockMove || !(ev.BlockMove || d.SetBlockMove)) {
 		bad("I2: a Job runs and block-move is not kept")
 	}
-	if mayRun && (d.Action == ActionRemoveFinalizer || d.Action == ActionCleanup) {
+	if mayRun && d.LetsGo() {
 		bad("I3: drops the finalizer while a Job may run")
+	}
+	if ev.Current != nil && ev.Current.Foreign && d.Action == ActionBookkeep {
+		bad("counts another incarnation's Job as its own")
 	}
 	if mayRun && d.ClearActiveJob {
 		bad("I4: clears status.activeJob while a Job may run")
@@ -238,17 +343,36 @@ func violations(ev Evidence, d Decision) []string {
 	if d.Action == ActionStart && !ev.Gathered {
 		bad("starts a Job without its decision inputs")
 	}
-	if ev.Deleting && d.Action == ActionStart && d.Operation != infrav1.OperationDestroy {
+	if ev.Deleting && d.Action == ActionStart && d.Operation != infrav1.OperationDestroy && d.Operation != infrav1.OperationRestore {
 		bad("a deleting object starts %s", d.Operation)
 	}
-	if ev.Deleting && (ev.MoveDeletion || ev.Paused) && d.Action == ActionStart {
-		bad("I6: a move or paused deletion destroys")
+	if ev.Deleting && ev.Paused && d.Action == ActionStart {
+		bad("I6: a paused deletion destroys")
 	}
-	if d.Action == ActionCleanup && (ev.StateExists && !ev.Destroyed || !ev.Gathered) {
-		bad("I6: state would be deleted without a successful destroy")
+	if d.Action == ActionCleanup && !(ev.Gathered && (ev.State == StateAbsent && (!ev.AppliedBefore || ev.Destroyed) || ev.State == StatePresent && ev.Destroyed && ev.StateEmpty)) {
+		bad("I6: state would be deleted without a successful destroy that left it empty")
 	}
-	if d.Action == ActionCleanup && len(ev.Children) > 0 {
+	if (d.Action == ActionCleanup || d.Action == ActionRetain || d.Action == ActionAbandon) && len(ev.Children) > 0 {
 		bad("a cluster deletion went ahead of its machines")
+	}
+	if d.LetsGo() && ev.Deleting && ev.AppliedBefore && ev.State == StateAbsent && !ev.Destroyed &&
+		d.Action != ActionAbandon && d.Action != ActionRetain && !(d.Action == ActionRemoveFinalizer && ev.Paused && ev.MoveDeletion) {
+		bad("I7: lets go of a lost state without a restore or an audited abandon")
+	}
+	if d.Action == ActionStart && d.Operation != infrav1.OperationRestore && ev.AppliedBefore && ev.State != StatePresent {
+		bad("I7: runs %s against a missing or unread state of an object that applied before", d.Operation)
+	}
+	if d.Action == ActionStart && d.Operation == infrav1.OperationDestroy && ev.DeletionPolicy == infrav1.DeletionPolicyRetain {
+		bad("destroys although deletionPolicy is Retain")
+	}
+	if d.Action == ActionAbandon && !ev.Abandon {
+		bad("abandons without the audited annotation")
+	}
+	if d.Action == ActionStart && d.Operation == infrav1.OperationRestore && (ev.RestoreSerial == "" || ev.RestoreSerial == ev.RestoreFailed || len(ev.Backups) == 0) {
+		bad("starts a restore nothing asks for, or one that failed before")
+	}
+	if ev.Deleting && ev.MoveDeletion && !ev.Paused && d.Action == ActionRemoveFinalizer {
+		bad("an annotation alone skips the destroy")
 	}
 	if d.ClearBlockMove && !ev.Paused && !ev.Deleting {
 		bad("block-move cleared in a normal pass")
@@ -256,7 +380,7 @@ func violations(ev Evidence, d Decision) []string {
 	if d.SetBlockMove && d.ClearBlockMove {
 		bad("contradictory block-move decision")
 	}
-	if d.Action == ActionStart && !ev.Deleting && (ev.DesiredHash == ev.AppliedHash || ev.Now.Before(ev.RetryAt) || ev.DependencyWait != nil || ev.InputsProblem != nil) {
+	if d.Action == ActionStart && d.Operation == infrav1.OperationApply && (ev.DesiredHash == ev.AppliedHash || ev.Now.Before(ev.RetryAt) || ev.DependencyWait != nil || ev.InputsProblem != nil) {
 		bad("starts an apply that nothing asks for")
 	}
 	return out
@@ -266,21 +390,30 @@ func violations(ev Evidence, d Decision) []string {
 // the invariants on each decision, whether or not gather could produce the combination, and
 // that every action is reached by evidence gather can produce.
 func TestDecideInvariantsOverTheWholeEvidenceSpace(t *testing.T) {
-	reached := map[Action]int{}
+	var mu sync.Mutex
+	reached := map[string]int{}
+	var failures []string
 	total, consistentTotal := 0, 0
-	space(func(ev Evidence) {
-		total++
+	space(runtime.GOMAXPROCS(0), func(ev Evidence) {
 		d := Decide(ev)
-		if v := violations(ev, d); len(v) > 0 {
-			t.Fatalf("%v: decision %+v for evidence %+v", v, d, ev)
+		v := violations(ev, d)
+		ok := consistent(ev)
+		mu.Lock()
+		defer mu.Unlock()
+		total++
+		if len(v) > 0 && len(failures) < 5 {
+			failures = append(failures, fmt.Sprintf("%v: decision %+v for evidence %+v", v, d, ev))
 		}
-		if consistent(ev) {
+		if ok {
 			consistentTotal++
-			reached[d.Action]++
+			reached[string(d.Action)+"/"+string(d.Operation)]++
 		}
 	})
-	for _, a := range []Action{ActionNone, ActionAddFinalizer, ActionWaitJob, ActionBookkeep, ActionWaitLag, ActionStart,
-		ActionIdle, ActionRecoverStatus, ActionWait, ActionRemoveFinalizer, ActionCleanup} {
+	for _, f := range failures {
+		t.Error(f)
+	}
+	for _, a := range []string{"None/", "AddFinalizer/", "WaitJob/", "Bookkeep/Apply", "SkipRun/", "WaitLag/", "Start/Apply",
+		"Start/Destroy", "Start/Restore", "Idle/", "RecoverStatus/", "Wait/", "RemoveFinalizer/", "Cleanup/", "Retain/", "Abandon/"} {
 		if reached[a] == 0 {
 			t.Errorf("no evidence gather can produce reaches %s", a)
 		}

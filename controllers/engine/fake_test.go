@@ -282,8 +282,10 @@ func TestStartReleasesTheLeasesWhenTheJobIsRejected(t *testing.T) {
 func TestStartAdoptsAJobThatAlreadyExists(t *testing.T) {
 	f := newFakeEnv(t, nil)
 	name := naming.JobName(f.suffix, 1)
-	// The Job an earlier attempt created: the create meets AlreadyExists.
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: fakeNS, Name: name, Labels: map[string]string{infrav1.ManagedLabel: "true"}}}
+	// The Job an earlier attempt created: the create meets AlreadyExists. It is not in the
+	// cache the pass read (its lag hid it), so only the create finds it.
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: fakeNS, Name: name,
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(f.tc, infrav1.GroupVersion.WithKind(infrav1.TerraformClusterKind))}}}
 	if err := f.c.Create(context.Background(), job); err != nil {
 		t.Fatal(err)
 	}
@@ -298,6 +300,37 @@ func TestStartAdoptsAJobThatAlreadyExists(t *testing.T) {
 	}
 	if ev := f.events(); len(ev) != 0 {
 		t.Errorf("events = %v, want none (nothing was started)", ev)
+	}
+}
+
+func TestStartNeverAdoptsAnotherIncarnationsJob(t *testing.T) {
+	f := newFakeEnv(t, nil)
+	name := naming.JobName(f.suffix, 1)
+	// A Job of an earlier object of the same name, still held by a finalizer.
+	old := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: fakeNS, Name: name,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: infrav1.GroupVersion.String(), Kind: infrav1.TerraformClusterKind,
+			Name: "c1", UID: "uid-of-the-deleted-c1", Controller: ptrTo(true)}}}}
+	if err := f.c.Create(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.pass(); err != nil {
+		t.Fatal(err)
+	}
+	o := f.object()
+	if o.Status.ActiveJob != nil {
+		t.Errorf("activeJob = %+v: another incarnation's Job was adopted", o.Status.ActiveJob)
+	}
+	if o.Annotations[infrav1.RunSeqAnnotation] != "2" {
+		t.Errorf("run-seq = %q, want 2 (moved past the taken name)", o.Annotations[infrav1.RunSeqAnnotation])
+	}
+	if n := len(f.leases()); n != 0 {
+		t.Errorf("leases = %d, want the ones this attempt took given back", n)
+	}
+	if _, err := f.pass(); err != nil {
+		t.Fatal(err)
+	}
+	if o := f.object(); o.Status.ActiveJob == nil || o.Status.ActiveJob.Name != naming.JobName(f.suffix, 2) {
+		t.Errorf("activeJob = %+v, want its own Job %s", o.Status.ActiveJob, naming.JobName(f.suffix, 2))
 	}
 }
 

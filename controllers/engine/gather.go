@@ -2,13 +2,16 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +22,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/cachelag"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
 
 // gather reads the evidence in a fixed order: the cache first (the object, its Cluster, its
@@ -58,7 +62,81 @@ func (p *pass) gather(ctx context.Context) error {
 		}
 		p.ev.Gathered = true
 	}
+	if NeedsLiveState(p.ev) {
+		if err := p.gatherState(ctx); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// gatherState reads the state Secret live: absent, present (with its lineage and whether it
+// still tracks resources) or unreadable (with why).
+func (p *pass) gatherState(ctx context.Context) error {
+	st, err := state.Read(ctx, p.r.APIReader, p.obj.GetNamespace(), p.suffix)
+	switch {
+	case err == nil:
+		p.ev.State, p.ev.StateLineage, p.ev.StateEmpty = StatePresent, st.Lineage, state.StateEmpty(st)
+		p.state = st
+	case errors.Is(err, state.ErrNoState):
+		p.ev.State = StateAbsent
+	default:
+		se, ok := state.AsStateError(err)
+		if !ok {
+			return fmt.Errorf("read state: %w", err)
+		}
+		p.ev.State = StateUnreadable
+		p.ev.StateProblem = &Problem{ConditionType: infrav1.StateReadableCondition, Reason: se.Reason, Message: se.Error()}
+	}
+	return nil
+}
+
+// gatherSecrets reads, from the metadata cache of CAPTF's Secrets, whether the state Secret is
+// there and which backups this incarnation has (newest first).
+func (p *pass) gatherSecrets(ctx context.Context) error {
+	if p.r.SecretMeta == nil {
+		return nil
+	}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
+	if err := p.r.SecretMeta.List(ctx, list, client.InNamespace(p.obj.GetNamespace()), client.MatchingLabels{
+		infrav1.ManagedLabel: "true", infrav1.OwnerKindLabel: p.r.Kind.Name(), infrav1.OwnerNameLabel: naming.LabelValue(p.obj.GetName()),
+	}); err != nil {
+		return fmt.Errorf("list secrets' metadata: %w", err)
+	}
+	stateName := naming.StateSecretName(p.suffix)
+	for i := range list.Items {
+		s := &list.Items[i]
+		switch {
+		case s.Name == stateName:
+			p.ev.StateSecretCached = true
+		case s.Labels[infrav1.SecretRoleLabel] == infrav1.SecretRoleStateBackup && ownedBy(s, p.obj.GetUID()):
+			if b, ok := backupView(s); ok {
+				p.ev.Backups = append(p.ev.Backups, b)
+			}
+		}
+	}
+	sort.Slice(p.ev.Backups, func(i, j int) bool { return p.ev.Backups[i].Serial > p.ev.Backups[j].Serial })
+	return nil
+}
+
+// ownedBy reports whether o's controller owner reference names uid.
+func ownedBy(o metav1.Object, uid types.UID) bool {
+	ref := metav1.GetControllerOf(o)
+	return ref != nil && ref.UID == uid
+}
+
+// backupView reads a backup Secret's annotations.
+func backupView(s metav1.Object) (BackupView, bool) {
+	a := s.GetAnnotations()
+	serial, err := strconv.ParseInt(a[infrav1.BackupSerialAnnotation], 10, 64)
+	if err != nil {
+		return BackupView{}, false
+	}
+	b := BackupView{Name: s.GetName(), Serial: serial, Lineage: a[infrav1.BackupLineageAnnotation]}
+	b.Bytes, _ = strconv.ParseInt(a[infrav1.BackupBytesAnnotation], 10, 64)
+	b.Time, _ = time.Parse(time.RFC3339, a[infrav1.BackupTimeAnnotation])
+	return b, true
 }
 
 // gatherCache reads what every pass needs, all from the cache.
@@ -79,6 +157,14 @@ func (p *pass) gatherCache(ctx context.Context) error {
 	if st := obj.GetTerraformStatus(); st.ActiveJob != nil {
 		p.ev.ActiveJob = st.ActiveJob.Name
 	}
+	p.ev.DeletionPolicy = obj.GetTerraformSpec().DeletionPolicy
+	p.ev.Abandon = obj.GetUID() != "" && ann[infrav1.AbandonInfrastructureAnnotation] == string(obj.GetUID())
+	p.ev.RestoreSerial = ann[infrav1.RestoreStateAnnotation]
+	p.ev.RestoreFailed = ann[infrav1.RestoreFailedAnnotation]
+	if err := p.gatherSecrets(ctx); err != nil {
+		return err
+	}
+	p.ev.AppliedBefore = p.ev.AppliedHash != "" || p.ev.Provisioned || len(p.ev.Backups) > 0
 	if t, err := time.Parse(time.RFC3339, ann[infrav1.RetryAtAnnotation]); err == nil {
 		p.ev.RetryAt = t
 		p.ev.LastError = ann[infrav1.LastErrorAnnotation]
@@ -114,7 +200,7 @@ func (p *pass) gatherCache(ctx context.Context) error {
 			continue // a Job of an object with a colliding label value: not ours
 		}
 		v := JobView{Name: j.Name, Seq: seq, Operation: infrav1.Operation(j.Labels[infrav1.OperationLabel]),
-			InputsHash: j.Annotations[infrav1.InputsHashAnnotation], Phase: JobRunning}
+			InputsHash: j.Annotations[infrav1.InputsHashAnnotation], Phase: JobRunning, Foreign: !ownedBy(j, obj.GetUID())}
 		if jobstatus.Finished(j) {
 			v.Phase = JobFinished
 		}
@@ -139,11 +225,6 @@ func (p *pass) gatherDecisionInputs(ctx context.Context) error {
 			return fmt.Errorf("list children: %w", err)
 		}
 		p.ev.Children = children
-		exists, err := p.stateExists(ctx)
-		if err != nil {
-			return err
-		}
-		p.ev.StateExists = exists
 		return nil
 	}
 	if p.owner.Cluster == "" || p.cluster == nil {

@@ -33,11 +33,11 @@ func (p *pass) assembleInputs(ctx context.Context, contract ContractInputs) (*in
 	return in, nil, nil
 }
 
-// inputsForRun returns the inputs a Job of op runs with. A destroy uses the durable inputs of
-// the last apply (the sources may be gone by now), and assembles fresh ones only when there
-// are none.
+// inputsForRun returns the inputs a Job of op runs with. A destroy or a restore uses the
+// durable inputs of the last apply (the sources may be gone by now), and assembles fresh ones
+// only when there are none.
 func (p *pass) inputsForRun(ctx context.Context, op infrav1.Operation, contract ContractInputs) (*inputs.Inputs, *Problem, error) {
-	if op == infrav1.OperationDestroy {
+	if op == infrav1.OperationDestroy || op == infrav1.OperationRestore {
 		s := &corev1.Secret{}
 		err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: naming.InputsSecretName(p.suffix)}, s)
 		switch {
@@ -64,6 +64,8 @@ func (p *pass) writeDurableInputs(ctx context.Context, in *inputs.Inputs) error 
 	if err != nil {
 		return fmt.Errorf("build durable inputs: %w", err)
 	}
+	want.Labels[infrav1.SecretRoleLabel] = infrav1.SecretRoleInputs
+	want.Finalizers = []string{infrav1.StateProtectionFinalizer}
 	if err := p.writeSecret(ctx, want); err != nil {
 		return fmt.Errorf("write durable inputs: %w", err)
 	}
@@ -77,6 +79,9 @@ func (p *pass) writeSecret(ctx context.Context, want *corev1.Secret) error {
 	have.Namespace, have.Name = want.Namespace, want.Name
 	_, err := controllerutil.CreateOrUpdate(ctx, p.r.Client, have, func() error {
 		have.Data, have.Labels, have.OwnerReferences, have.Type = want.Data, want.Labels, want.OwnerReferences, want.Type
+		for _, f := range want.Finalizers {
+			controllerutil.AddFinalizer(have, f)
+		}
 		return nil
 	})
 	if err != nil {
@@ -100,15 +105,17 @@ func (p *pass) writeOutputsSecret(ctx context.Context, st *state.State) error {
 		}
 		return fmt.Errorf("build outputs secret: %w", err)
 	}
+	want.Labels[infrav1.SecretRoleLabel] = infrav1.SecretRoleOutputs
 	if err := p.writeSecret(ctx, want); err != nil {
 		return fmt.Errorf("write outputs secret: %w", err)
 	}
 	return nil
 }
 
-// writeRunSecret creates the Job's per-run Secret (owned by the Job, so it goes with it).
-func (p *pass) writeRunSecret(ctx context.Context, job *batchv1.Job, in *inputs.Inputs) error {
-	s, err := inputs.RunSecret(job, p.obj.GetNamespace(), p.suffix, in, nil)
+// writeRunSecret creates the Job's per-run Secret (owned by the Job, so it goes with it); a
+// restore's carries the state it pushes.
+func (p *pass) writeRunSecret(ctx context.Context, job *batchv1.Job, in *inputs.Inputs, restore []byte) error {
+	s, err := inputs.RunSecret(job, p.obj.GetNamespace(), p.suffix, in, restore)
 	if err != nil {
 		return fmt.Errorf("build per-run secret: %w", err)
 	}
@@ -127,17 +134,4 @@ func (p *pass) jobParams(seq int64, op infrav1.Operation, hash string) jobs.Para
 		Suffix: p.suffix, Seq: seq, Operation: op, InputsHash: hash,
 		Spec: *p.obj.GetTerraformSpec(), Defaults: p.r.Jobs,
 	}
-}
-
-// stateExists reads the state Secret live.
-func (p *pass) stateExists(ctx context.Context) (bool, error) {
-	s := &corev1.Secret{}
-	err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: naming.StateSecretName(p.suffix)}, s)
-	if err == nil {
-		return true, nil
-	}
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	return false, fmt.Errorf("read state secret: %w", err)
 }

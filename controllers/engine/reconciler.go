@@ -18,6 +18,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
+	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
 
 // Backoff after a failed Job: 1 minute, doubling, at most 10 minutes.
@@ -32,10 +33,16 @@ type Reconciler struct {
 	Client client.Client
 	// APIReader reads through the API server (mgr.GetAPIReader()).
 	APIReader client.Reader
-	Kind      Kind
-	Leases    *runlease.Manager
-	Recorder  events.EventRecorder
-	Clock     clock.Clock
+	// SecretMeta reads the metadata of Secrets labelled captf.io/managed=true from the
+	// manager's metadata informer (mgr.GetCache()): whether the state Secret is there, and the
+	// state backups. Nil reads nothing (the state is then read live when it matters).
+	SecretMeta client.Reader
+	// StateBackups is how many state backups to keep per object; 0 takes none.
+	StateBackups int
+	Kind         Kind
+	Leases       *runlease.Manager
+	Recorder     events.EventRecorder
+	Clock        clock.Clock
 	// Jobs carries the images and the default service account of the Jobs.
 	Jobs jobs.Defaults
 	// ManageRunnerRBAC creates the runner ServiceAccount, Role and RoleBinding in namespaces
@@ -68,6 +75,7 @@ type pass struct {
 	jobs    []batchv1.Job
 	pods    []corev1.Pod
 	ev      Evidence
+	state   *state.State // the state as gatherState read it, when present
 	d       Decision
 	rep     report
 	pending []event

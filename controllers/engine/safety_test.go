@@ -54,7 +54,7 @@ var _ = Describe("Pause and move", func() {
 		Expect(destroy.Labels).To(HaveKeyWithValue(infrav1.OperationLabel, string(infrav1.OperationDestroy)))
 	})
 
-	It("lets a delete-for-move deletion go without destroying or deleting state", func() {
+	It("lets a paused delete-for-move deletion go without destroying or deleting state", func() {
 		f := newFixture()
 		tc := f.createCluster()
 		st := statetest.Cluster("10.3.0.1", 6443)
@@ -65,7 +65,6 @@ var _ = Describe("Pause and move", func() {
 		pauseCluster(f, true)
 		Eventually(func() map[string]string { return get(tc).Annotations }).ShouldNot(HaveKey(infrav1.BlockMoveAnnotation))
 		update(tc, func(tc *infrav1.TerraformCluster) { tc.Annotations[infrav1.DeleteForMoveAnnotation] = "" })
-		pauseCluster(f, false) // even unpaused, a move deletion never destroys
 		Expect(k8s.Delete(ctx, tc)).To(Succeed())
 		Eventually(kit.Gone(tc)).Should(BeTrue())
 		Expect(kit.JobsOf(tc, infrav1.TerraformClusterKind)).To(HaveLen(1), "no destroy Job")

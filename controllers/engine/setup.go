@@ -5,7 +5,9 @@ import (
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -15,6 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 )
 
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=terraformclusters;terraformmachines;terraformmachinepools,verbs=get;list;watch;patch
@@ -23,7 +28,7 @@ import (
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines;machinepools,verbs=list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=pods,verbs=list
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;create;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
@@ -40,6 +45,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		Owns(&batchv1.Job{}).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(r.SameCluster)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
+	if r.SecretMeta != nil {
+		// The state Secret, its backups and the durable inputs: a deleted or new one is news
+		// for the object that owns it (its labels say which).
+		b = b.WatchesMetadata(SecretMetadata(), handler.EnqueueRequestsFromMapFunc(r.ownerOfSecret))
+	}
 	for _, w := range r.Kind.Watches() {
 		m := w.Map
 		if m == nil {
@@ -78,5 +88,34 @@ func (r *Reconciler) SameCluster(ctx context.Context, o client.Object) []reconci
 		log.FromContext(ctx).Error(err, "map event to objects of the same cluster", "cluster", cluster)
 		return nil
 	}
+	return out
+}
+
+// SecretMetadata is the object the metadata informer of CAPTF's Secrets is keyed by (the
+// manager's cache selects only those labelled captf.io/managed=true).
+func SecretMetadata() *metav1.PartialObjectMetadata {
+	s := &metav1.PartialObjectMetadata{}
+	s.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+	return s
+}
+
+// ownerOfSecret maps a CAPTF Secret to the object of r's kind its owner labels name.
+func (r *Reconciler) ownerOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[infrav1.OwnerKindLabel] != r.Kind.Name() || l[infrav1.OwnerNameLabel] == "" {
+		return nil
+	}
+	list := r.Kind.NewList()
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+		log.FromContext(ctx).Error(err, "map a secret to its owner", "secret", o.GetName())
+		return nil
+	}
+	var out []reconcile.Request
+	_ = meta.EachListItem(list, func(item runtime.Object) error {
+		if obj, ok := item.(client.Object); ok && naming.OwnedBy(l, r.Kind.Name(), obj.GetName()) {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetName()}})
+		}
+		return nil
+	})
 	return out
 }

@@ -32,6 +32,12 @@ type report struct {
 	cleanupBlocked string
 	// cleaned: state, inputs and leases are deleted and the finalizer is gone.
 	cleaned bool
+	// backups is the object's backups after this pass took and pruned one (nil: unchanged).
+	backups []BackupView
+	// released: Retain or abandon let the object go with its state kept.
+	released bool
+	// skipped names the Job of another incarnation whose run sequence this pass moved past.
+	skipped string
 }
 
 // conditions accumulates condition writes with the object's generation.
@@ -56,8 +62,53 @@ func setConditions(st *infrav1.TerraformStatus, gen int64, ev Evidence, d Decisi
 	setInputsValid(c, ev, rep)
 	setOperation(c, ev, d, rep)
 	setOutputsValid(c, rep)
+	setStateReadable(c, ev, d)
+	setStateBackups(c, ev, rep)
 	setDeleting(c, ev, d, rep)
 	setReady(c, ev)
+}
+
+// setStateReadable reports whether the state can be used; it says something only when the
+// state was read live this pass, or when a hold decided on it.
+func setStateReadable(c conditions, ev Evidence, d Decision) {
+	if w := d.Wait; w != nil && w.ConditionType == infrav1.StateReadableCondition {
+		c.set(infrav1.StateReadableCondition, metav1.ConditionFalse, w.Reason, w.Message)
+		return
+	}
+	switch ev.State {
+	case StatePresent:
+		c.set(infrav1.StateReadableCondition, metav1.ConditionTrue, infrav1.StateReadableReason, "")
+	case StateAbsent:
+		if ev.AppliedBefore {
+			return // a hold reports it; a Retain or abandon lets go of it
+		}
+		c.set(infrav1.StateReadableCondition, metav1.ConditionTrue, infrav1.NoStateYetReason, "the object has not applied yet")
+	case StateUnreadable:
+		if pr := ev.StateProblem; pr != nil {
+			c.set(infrav1.StateReadableCondition, metav1.ConditionFalse, pr.Reason, pr.Message)
+		}
+	}
+}
+
+// setStateBackups lists the backups, newest first.
+func setStateBackups(c conditions, ev Evidence, rep report) {
+	backups := ev.Backups
+	if rep.backups != nil {
+		backups = rep.backups
+	}
+	var out []infrav1.StateBackup
+	for i, b := range backups {
+		if i == 32 {
+			break
+		}
+		sb := infrav1.StateBackup{Serial: b.Serial, Secret: b.Name, Bytes: b.Bytes}
+		if !b.Time.IsZero() {
+			t := metav1.NewTime(b.Time)
+			sb.Time = &t
+		}
+		out = append(out, sb)
+	}
+	c.st.StateBackups = out
 }
 
 // setPaused: True while the object or its Cluster is paused.
@@ -125,10 +176,14 @@ func setOperation(c conditions, ev Evidence, d Decision, rep report) {
 			"recovered from the state of the last successful apply")
 	case d.Action == ActionWaitJob && len(ev.Running) > 0:
 		run := ev.Running[0]
-		c.set(familyOf(run.Operation), metav1.ConditionUnknown, infrav1.JobRunningReason, fmt.Sprintf("Job %s runs %s", run.Name, run.Operation))
+		msg := fmt.Sprintf("Job %s runs %s", run.Name, run.Operation)
+		if run.Foreign {
+			msg = fmt.Sprintf("Job %s of an earlier object of this name still runs %s against the same state; nothing starts until it ends", run.Name, run.Operation)
+		}
+		c.set(familyOf(run.Operation), metav1.ConditionUnknown, infrav1.JobRunningReason, msg)
 	case d.Action == ActionWaitJob && ev.Current != nil && d.Wait != nil:
 		c.set(familyOf(ev.Current.Operation), metav1.ConditionUnknown, infrav1.JobRunningReason, d.Wait.Message)
-	case d.Wait != nil && d.Wait.ConditionType == infrav1.ApplyJobSucceededCondition:
+	case d.Wait != nil && (d.Wait.ConditionType == infrav1.ApplyJobSucceededCondition || d.Wait.ConditionType == infrav1.RestoreJobSucceededCondition):
 		c.set(d.Wait.ConditionType, metav1.ConditionFalse, d.Wait.Reason, d.Wait.Message)
 	}
 }
@@ -179,7 +234,12 @@ func setDeleting(c conditions, ev Evidence, d Decision, rep report) {
 		msg = fmt.Sprintf("Job %s (%s) runs", ev.Running[0].Name, ev.Running[0].Operation)
 	case d.Action == ActionRemoveFinalizer:
 		reason, msg = infrav1.MoveReason, "part of a clusterctl move: nothing is destroyed and the state is kept"
-	case d.Wait != nil && (blocked || d.Wait.ConditionType == infrav1.DeletingCondition || d.Wait.ConditionType == infrav1.ApplyJobSucceededCondition):
+	case d.Action == ActionRetain:
+		reason, msg = infrav1.RetainReason, "deletionPolicy Retain: nothing is destroyed; the state, durable inputs and backups are kept (see docs/state.md)"
+	case d.Action == ActionAbandon:
+		reason, msg = infrav1.AbandonedReason, "the infrastructure was abandoned by an override group member: nothing is destroyed and the state is kept"
+	case d.Wait != nil && (blocked || d.Wait.ConditionType == infrav1.DeletingCondition || d.Wait.ConditionType == infrav1.ApplyJobSucceededCondition ||
+		d.Wait.ConditionType == infrav1.StateReadableCondition || d.Wait.ConditionType == infrav1.RestoreJobSucceededCondition):
 		reason, msg = d.Wait.Reason, d.Wait.Message
 	case rep.leaseWait != nil:
 		reason, msg = rep.leaseWait.Reason, rep.leaseWait.Message
@@ -202,7 +262,7 @@ func setReady(c conditions, ev Evidence) {
 		c.set(infrav1.ReadyCondition, metav1.ConditionFalse, reason, msg)
 		return
 	}
-	for _, t := range []string{infrav1.DependenciesReadyCondition, infrav1.InputsValidCondition,
+	for _, t := range []string{infrav1.StateReadableCondition, infrav1.DependenciesReadyCondition, infrav1.InputsValidCondition,
 		infrav1.ApplyJobSucceededCondition, infrav1.OutputsValidCondition} {
 		if cur := c.find(t); cur != nil && cur.Status == metav1.ConditionFalse {
 			c.set(infrav1.ReadyCondition, metav1.ConditionFalse, cur.Reason, cur.Message)

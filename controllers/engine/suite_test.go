@@ -43,7 +43,7 @@ var _ = BeforeSuite(func() {
 
 	clk = clocktesting.NewFakeClock(time.Now())
 	mgr, err := setup.New(env.Config, setup.Options{
-		MetricsAddr: "0", ProbeAddr: "0", Clock: clk, Concurrency: 2,
+		MetricsAddr: "0", ProbeAddr: "0", Clock: clk, Concurrency: 2, StateBackups: 5,
 		RunnerImage: "captf/manager:test", RuntimeImage: "captf/tofu:test",
 	}, func(o *manager.Options) { o.Controller.SkipNameValidation = ptrTo(true) })
 	Expect(err).NotTo(HaveOccurred())

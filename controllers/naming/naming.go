@@ -116,3 +116,9 @@ func ParseJobSeq(suffix, jobName string) (int64, error) {
 func RunnerServiceAccountName(suffix string) string {
 	return "captf-runner-" + suffix
 }
+
+// StateBackupSecretName is the backup of the object's state at serial (owned by the object;
+// moves with it).
+func StateBackupSecretName(suffix string, serial int64) string {
+	return "captf-state-backup-" + suffix + "-" + strconv.FormatInt(serial, 10)
+}

@@ -36,6 +36,9 @@ func CacheOptions(o Options) cache.Options {
 		ReaderFailOnMissingInformer: true,
 		ByObject: map[client.Object]cache.ByObject{
 			&batchv1.Job{}: {Label: managed},
+			// Only the metadata of CAPTF's own Secrets (state, backups, inputs, outputs, per-run):
+			// whether the state Secret is there, and the backups, without a live read per pass.
+			engine.SecretMetadata(): {Label: managed},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 	}
@@ -115,6 +118,8 @@ func New(cfg *rest.Config, o Options, extra ...func(*manager.Options)) (manager.
 		r := &engine.Reconciler{
 			Client:           mgr.GetClient(),
 			APIReader:        mgr.GetAPIReader(),
+			SecretMeta:       mgr.GetCache(),
+			StateBackups:     o.StateBackups,
 			Kind:             k,
 			Leases:           leases,
 			Recorder:         mgr.GetEventRecorder("captf-" + k.Name()),

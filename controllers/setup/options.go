@@ -46,8 +46,12 @@ type Options struct {
 	WebhookCertPollInterval time.Duration
 	// Clock drives backoff and lease ages. Default the real clock; tests inject a fake one.
 	Clock clock.Clock
-	// GuardOverrideGroups may force a guarded removal with captf.io/guard-override-reason.
+	// GuardOverrideGroups may force a guarded removal with captf.io/guard-override-reason,
+	// and abandon an object's infrastructure (captf.io/abandon-infrastructure).
 	GuardOverrideGroups []string
+	// StateBackups is how many backups of each object's state to keep (0 keeps none). The
+	// flag --state-backups defaults it to 5; a zero Options keeps none.
+	StateBackups int
 }
 
 func (o Options) withDefaults() Options {
