@@ -231,7 +231,7 @@ func space(workers int, visit func(Evidence)) {
 	children := []string{"TerraformMachine/m1"}
 	backup := []BackupView{{Name: "b5", Serial: 5, Lineage: "L"}}
 	type restoreSet struct {
-		backups         []BackupView
+		backups        []BackupView
 		serial, failed string
 	}
 	restores := []restoreSet{{}, {backups: backup}, {backups: backup, serial: "5"}, {backups: backup, serial: "5", failed: "5"}, {serial: "5"}}
