@@ -50,6 +50,7 @@ type flags struct {
 	runnerBin    string
 	repo         string
 	quietJobs    bool
+	verbose      bool
 	managerArgs  stringList
 }
 
@@ -59,7 +60,10 @@ func (l *stringList) String() string     { return strings.Join(*l, " ") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 func main() {
-	if err := run(); err != nil {
+	err := run()
+	// Last: wait for the guard to confirm nothing of the sandbox is left (it kills what is).
+	sandbox.StopGuard()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox:", err)
 		os.Exit(1)
 	}
@@ -80,6 +84,7 @@ func run() error {
 	fs.StringVar(&f.repo, "repo", "", "repository root holding config/ (default: found from the working folder or this binary)")
 	fs.BoolVar(&f.quietJobs, "quiet-jobs", false, "do not copy the Jobs' output to the console (each Pod's folder keeps a log)")
 	fs.Var(&f.managerArgs, "manager-arg", "extra flag for the manager (repeatable)")
+	fs.BoolVar(&f.verbose, "verbose", false, "also log what the sandbox's own controllers (the Job executor, the Cluster API stand-in) do; by default only their errors show")
 	zo := zap.Options{Development: true, Level: zapcore.InfoLevel}
 	zo.BindFlags(fs)
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -94,12 +99,21 @@ func run() error {
 		return err
 	}
 
-	// The first Ctrl-C (or SIGTERM) stops the sandbox; later ones only say it is stopping: a
-	// sandbox killed half way would leave its etcd and kube-apiserver running.
+	// A console that went away (`make run | tee log`, then Ctrl-C ends tee first) must not end
+	// the sandbox half way: writes to it fail quietly and the sandbox goes on stopping. Notify,
+	// not Ignore: an ignored signal would stay ignored in every child the sandbox starts.
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	go func() {
+		for range pipes {
+		}
+	}()
+	// The first Ctrl-C (or SIGTERM, or a hang-up) stops the sandbox; later ones only say it is
+	// stopping. Even a SIGKILL leaves nothing running: see package test/sandbox/internal/proc.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	signals := make(chan os.Signal, 4)
-	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
 		<-signals
 		cancel()
@@ -117,6 +131,7 @@ func run() error {
 		RepoRoot: f.repo, BinDir: f.binDir, ManagerBinary: f.managerBin, RunnerBinary: f.runnerBin, TerraformBinary: f.terraform,
 		WorkDir: f.workDir, KeepWorkDir: f.keep, KubeconfigPath: f.kubeconfig,
 		ManagerArgs: f.managerArgs, ManagerOutput: out, JobOutput: jobsOut, Log: logger.WithName("sandbox"),
+		Verbose: f.verbose,
 	})
 	if err != nil {
 		return err

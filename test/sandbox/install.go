@@ -29,6 +29,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/certs"
 	testenv "github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox/internal/proc"
 )
 
 // Names the sandbox installs, as a clusterctl install of CAPTF and Cluster API would.
@@ -65,6 +66,19 @@ func (s *Sandbox) startControlPlane() error {
 	// capiCRDs is <module>/core/config/crd/bases; clusterctl's inventory CRD is in the same module.
 	module := filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(capiCRDs))))
 	inventory := filepath.Join(module, "cmd", "clusterctl", "config", "manifest", "clusterctl-api.yaml")
+	// The control plane's folders live in the work folder (a fresh one each start), so what
+	// etcd and kube-apiserver run with names this sandbox, and a killed sandbox's guard
+	// removes them with a temporary work folder.
+	cp := s.controlPlaneDir()
+	if err := os.RemoveAll(cp); err != nil {
+		return fmt.Errorf("clear control plane folder: %w", err)
+	}
+	etcdDir, apiDir := filepath.Join(cp, "etcd"), filepath.Join(cp, "kube-apiserver")
+	for _, d := range []string{etcdDir, apiDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("create control plane folder: %w", err)
+		}
+	}
 	s.env = &envtest.Environment{
 		BinaryAssetsDirectory: s.opts.BinDir,
 		CRDInstallOptions: envtest.CRDInstallOptions{
@@ -76,7 +90,14 @@ func (s *Sandbox) startControlPlane() error {
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
 	}
+	s.env.ControlPlane.Etcd = &envtest.Etcd{DataDir: etcdDir}
+	s.env.ControlPlane.APIServer = &envtest.APIServer{CertDir: apiDir}
 	cfg, err := s.env.Start()
+	// envtest starts etcd and kube-apiserver in process groups of their own, without a
+	// parent-death signal: the guard must know them before anything else happens.
+	if gerr := proc.GuardChildren(10 * time.Second); gerr != nil {
+		return errors.Join(err, fmt.Errorf("guard the control plane: %w", gerr))
+	}
 	if err != nil {
 		return fmt.Errorf("start control plane (binaries from %s): %w", s.opts.BinDir, err)
 	}
@@ -234,6 +255,9 @@ func (s *Sandbox) managerKubeconfig() string {
 }
 
 func (s *Sandbox) certDir() string { return filepath.Join(s.opts.WorkDir, "webhook-certs") }
+
+// controlPlaneDir holds etcd's data and kube-apiserver's certificates; Stop removes it.
+func (s *Sandbox) controlPlaneDir() string { return filepath.Join(s.opts.WorkDir, "control-plane") }
 
 // installWebhooks renders config/webhook with kustomize (what ships), points every webhook at
 // the manager's local webhook server instead of the Service, and injects the CA.

@@ -136,7 +136,7 @@ func (m *ManagerProcess) start() (<-chan struct{}, error) {
 	cmd.Env = m.env
 	cmd.Stdout, cmd.Stderr = m.out, m.out
 	cmd.SysProcAttr = proc.SessionAttrs()
-	if err := cmd.Start(); err != nil {
+	if err := proc.Start(cmd); err != nil {
 		m.mu.Unlock()
 		return nil, fmt.Errorf("start manager: %w", err)
 	}

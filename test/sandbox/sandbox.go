@@ -28,6 +28,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/certs"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/capi"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/executor"
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox/internal/proc"
 )
 
 // Options configure a sandbox. RepoRoot and BinDir are required.
@@ -61,6 +62,9 @@ type Options struct {
 	JobOutput     io.Writer
 	// Log is the sandbox's own logger.
 	Log logr.Logger
+	// Verbose makes the executor and the Cluster API stand-in (and controller-runtime under
+	// them) log at info level. By default they log at V(1), so only their errors show.
+	Verbose bool
 }
 
 // Sandbox is a running sandbox.
@@ -131,6 +135,10 @@ func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 			return nil, fmt.Errorf("start sandbox: %s not found: run 'make build': %w", b, err)
 		}
 	}
+	// Whatever this process starts from here on dies with it, even if it is killed.
+	if err := proc.EnableGuard(); err != nil {
+		return nil, fmt.Errorf("start sandbox: %w", err)
+	}
 	s := &Sandbox{opts: opts}
 	if s.opts.WorkDir == "" {
 		dir, err := os.MkdirTemp("", "captf-sandbox-")
@@ -138,12 +146,16 @@ func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 			return nil, fmt.Errorf("start sandbox: work folder: %w", err)
 		}
 		s.opts.WorkDir, s.tmpWork = dir, true
+		if !s.opts.KeepWorkDir {
+			proc.RemoveOnExit(dir)
+		}
 	} else if err := os.MkdirAll(s.opts.WorkDir, 0o700); err != nil {
 		return nil, fmt.Errorf("start sandbox: work folder: %w", err)
 	}
 	if s.opts.KubeconfigPath == "" {
 		s.opts.KubeconfigPath = filepath.Join(s.opts.WorkDir, "kubeconfig")
 	}
+	proc.RemoveOnExit(s.opts.KubeconfigPath)
 	if err := s.start(ctx); err != nil {
 		return nil, errors.Join(err, s.Stop())
 	}
@@ -195,8 +207,14 @@ func (s *Sandbox) startLocalControllers() error {
 	}
 	s.exec = ex
 	grace := ex.GracefulShutdownTimeout()
+	local := s.opts.Log.WithName("local")
+	if !s.opts.Verbose {
+		// Debug level: their info lines (controller-runtime's start-up, reconcile IDs, the
+		// executor's bookkeeping) show with --verbose only; errors always show.
+		local = local.V(1)
+	}
 	mgr, err := manager.New(s.cfg, manager.Options{
-		Scheme: s.scheme, Cache: executor.CacheOptions(), Logger: s.opts.Log.WithName("local"),
+		Scheme: s.scheme, Cache: executor.CacheOptions(), Logger: local,
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		GracefulShutdownTimeout: &grace,
 	})
@@ -243,15 +261,25 @@ func (s *Sandbox) Stop() error {
 		if err := os.Remove(s.opts.KubeconfigPath); err != nil && !os.IsNotExist(err) {
 			errs = append(errs, err)
 		}
+		proc.KeepOnExit(s.opts.KubeconfigPath)
+		if err := os.RemoveAll(s.controlPlaneDir()); err != nil {
+			errs = append(errs, err)
+		}
 		if s.tmpWork && !s.opts.KeepWorkDir {
 			if err := os.RemoveAll(s.opts.WorkDir); err != nil {
 				errs = append(errs, err)
 			}
+			proc.KeepOnExit(s.opts.WorkDir)
 		}
 		s.stopErr = errors.Join(errs...)
 	})
 	return s.stopErr
 }
+
+// StopGuard is the last thing a binary that started sandboxes does before it exits normally:
+// it waits until the guard that kills what a killed sandbox leaves behind has checked that
+// nothing is left, and has exited.
+func StopGuard() { proc.StopGuard() }
 
 // Config reaches the API server as an administrator.
 func (s *Sandbox) Config() *rest.Config { return rest.CopyConfig(s.cfg) }
