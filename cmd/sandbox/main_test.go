@@ -349,7 +349,7 @@ func TestASandboxKilledWithSIGKILLLeavesNoProcess(t *testing.T) {
 	g.Expect(<-r.exited).To(HaveOccurred())
 	g.Eventually(func() []string { return survivors(recorded, r.work) }).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).
 		Should(BeEmpty(), "processes of the killed sandbox survive it")
-	g.Eventually(func() bool { _, err := os.Stat(r.kubeconfig); return os.IsNotExist(err) }).WithTimeout(10 * time.Second).Should(BeTrue(),
+	g.Eventually(func() bool { _, err := os.Stat(r.kubeconfig); return os.IsNotExist(err) }).WithTimeout(10*time.Second).Should(BeTrue(),
 		"the guard removes the kubeconfig of a killed sandbox")
 }
 
@@ -376,4 +376,3 @@ func TestASandboxWhoseConsoleWentAwayStopsCleanlyOnCtrlC(t *testing.T) {
 	_, err = os.Stat(r.kubeconfig)
 	g.Expect(os.IsNotExist(err)).To(BeTrue(), "the kubeconfig is removed")
 }
-
