@@ -38,7 +38,6 @@ func run() error {
 	fs.BoolVar(&gate, "cluster-operation-gate", true, "a cluster's and its machines' mutating Jobs wait for each other")
 	fs.StringVar(&o.RunnerImage, "runner-image", "", "image the runner is copied from into every Job (the manager's own image)")
 	fs.StringVar(&o.RuntimeImage, "runtime-image", "", "image that runs ConfigMap modules; must hold terraform or tofu")
-	fs.StringVar(&o.RunnerServiceAccount, "runner-service-account", "captf-runner", "service account Jobs run as, created per namespace")
 	fs.DurationVar(&o.SyncPeriod, "sync-period", 10*time.Minute, "how often every object is reconciled without events")
 	fs.BoolVar(&o.EnableWebhooks, "enable-webhooks", true, "serve the admission webhooks (the manager waits for a certificate in --webhook-cert-dir)")
 	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "port of the webhook server")

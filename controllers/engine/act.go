@@ -228,10 +228,10 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 		return ctrl.Result{RequeueAfter: LagRequeue}, nil
 	}
 
-	if r.ManageRunnerRBAC && spec.Job.ServiceAccountName == "" {
-		if err := ensureRunnerRBAC(ctx, r.Client, r.APIReader, p.obj.GetNamespace(), r.Jobs.ServiceAccountName); err != nil {
-			return ctrl.Result{}, err
-		}
+	// The state channel's account, Role and RoleBinding, and the empty state Secret and lock
+	// Lease it may read and update (it may create nothing).
+	if err := p.ensureRunnerAccess(ctx); err != nil {
+		return ctrl.Result{}, err
 	}
 
 	// 6. The Job. Its name is deterministic: AlreadyExists means an earlier attempt created

@@ -164,6 +164,11 @@ func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
 			p.emit(corev1.EventTypeWarning, oe.Reason, oe.Message)
 		}
 	}
+	if lb := out.LockBroken; lb != nil {
+		p.emit(corev1.EventTypeWarning, "StateLockBroken", fmt.Sprintf(
+			"Job %s broke the stale state lock %s held by pod %s of Job %s (%s), which had ended without releasing it", b.job, lb.LockID, lb.Pod, lb.Job, lb.Who))
+	}
+	p.rep.lockHolder = out.LockHolder
 	if backup != nil {
 		p.emit(corev1.EventTypeNormal, "StateBackedUp", fmt.Sprintf("state serial %d backed up to %s", backup.Serial, backup.Name))
 		p.rep.backups = p.pruneBackups(ctx, append([]BackupView{*backup}, p.ev.Backups...))

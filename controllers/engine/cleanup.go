@@ -7,14 +7,11 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 )
 
@@ -60,11 +57,6 @@ func (p *pass) cleanup(ctx context.Context) (ctrl.Result, error) {
 		return res, err
 	}
 	p.rep.cleaned = true
-	if p.r.ManageRunnerRBAC {
-		if err := p.removeRunnerRBACIfLast(ctx); err != nil {
-			log.FromContext(ctx).Error(err, "remove the runner's account; it is recreated or removed by the next cleanup")
-		}
-	}
 	return res, nil
 }
 
@@ -90,30 +82,4 @@ func (p *pass) deleteUnheldStateLock(ctx context.Context) error {
 		return fmt.Errorf("delete state lock %s: %w", key.Name, err)
 	}
 	return nil
-}
-
-// removeRunnerRBACIfLast removes the runner's ServiceAccount, Role and RoleBinding when this
-// object was the namespace's last CAPTF object (read from the cache). A Job of this object has
-// ended by now; an object created meanwhile recreates them before its first Job.
-func (p *pass) removeRunnerRBACIfLast(ctx context.Context) error {
-	ns := p.obj.GetNamespace()
-	lists := []client.ObjectList{&infrav1.TerraformClusterList{}, &infrav1.TerraformMachineList{}, &infrav1.TerraformMachinePoolList{}}
-	for _, l := range lists {
-		if err := p.r.Client.List(ctx, l, client.InNamespace(ns)); err != nil {
-			return fmt.Errorf("list remaining objects: %w", err)
-		}
-		other := false
-		if err := meta.EachListItem(l, func(it runtime.Object) error {
-			if o, ok := it.(client.Object); ok && o.GetUID() != p.obj.GetUID() {
-				other = true
-			}
-			return nil
-		}); err != nil {
-			return fmt.Errorf("list remaining objects: %w", err)
-		}
-		if other {
-			return nil
-		}
-	}
-	return RemoveRunnerRBAC(ctx, p.r.Client, ns, p.r.Jobs.ServiceAccountName)
 }

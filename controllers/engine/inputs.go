@@ -132,6 +132,13 @@ func (p *pass) jobParams(seq int64, op infrav1.Operation, hash string) jobs.Para
 		Owner: jobs.Owner{APIVersion: gvk.GroupVersion().String(), Kind: p.r.Kind.Name(), Name: p.obj.GetName(),
 			Namespace: p.obj.GetNamespace(), UID: p.obj.GetUID(), Cluster: p.owner.Cluster},
 		Suffix: p.suffix, Seq: seq, Operation: op, InputsHash: hash,
-		Spec: *p.obj.GetTerraformSpec(), Defaults: p.r.Jobs,
+		Spec: *p.obj.GetTerraformSpec(), Defaults: p.jobDefaults(),
 	}
+}
+
+// jobDefaults are the manager's Job defaults with the object's own runner account.
+func (p *pass) jobDefaults() jobs.Defaults {
+	d := p.r.Jobs
+	d.ServiceAccountName = naming.RunnerServiceAccountName(p.suffix)
+	return d
 }

@@ -34,8 +34,23 @@ var _ = Describe("TerraformCluster lifecycle", func() {
 		Expect(tc.Finalizers).To(ContainElement(infrav1.Finalizer))
 		Expect(tc.Annotations).To(HaveKey(infrav1.BlockMoveAnnotation))
 		Expect(secretExists(f.ns, naming.InputsSecretName(suffix))).To(BeTrue())
-		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "captf-runner"}, &corev1.ServiceAccount{})).To(Succeed(),
-			"the runner's account exists before its first Job")
+		By("the object's own runner account, its Role and RoleBinding, and the empty state Secret and lock Lease exist before its first Job")
+		account := naming.RunnerServiceAccountName(suffix)
+		Expect(job.Spec.Template.Spec.ServiceAccountName).To(Equal(account))
+		sa := &corev1.ServiceAccount{}
+		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: account}, sa)).To(Succeed())
+		Expect(metav1.GetControllerOf(sa).UID).To(Equal(tc.UID), "the account goes with the object")
+		role := &rbacv1.Role{}
+		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: account}, role)).To(Succeed())
+		Expect(role.Rules).To(ContainElement(HaveField("ResourceNames", ConsistOf(naming.StateSecretName(suffix)))))
+		binding := &rbacv1.RoleBinding{}
+		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: account}, binding)).To(Succeed())
+		Expect(binding.Subjects).To(ConsistOf(HaveField("Name", account)))
+		pre := &corev1.Secret{}
+		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: naming.StateSecretName(suffix)}, pre)).To(Succeed())
+		Expect(pre.Data).To(BeEmpty(), "created empty: no state yet")
+		Expect(pre.Finalizers).To(ContainElement(infrav1.StateProtectionFinalizer))
+		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: naming.StateLockLeaseName(suffix)}, &coordinationv1.Lease{})).To(Succeed())
 		Eventually(func() bool { return secretExists(f.ns, naming.RunSecretName(job.Name)) }).Should(BeTrue())
 		Eventually(func() *infrav1.ActiveJob { return get(tc).Status.ActiveJob }).Should(
 			HaveField("Name", job.Name))
@@ -92,9 +107,8 @@ var _ = Describe("TerraformCluster lifecycle", func() {
 		destroy := waitForJob(tc, infrav1.TerraformClusterKind, 4)
 		Expect(destroy.Labels).To(HaveKeyWithValue(infrav1.OperationLabel, string(infrav1.OperationDestroy)))
 		Expect(secretExists(f.ns, naming.StateSecretName(suffix))).To(BeTrue(), "state stays while destroy runs")
-		// terraform's backend leaves its lock Lease behind, unheld, after every run.
+		// The lock Lease (created before the first Job) stays unheld between runs.
 		lock := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: naming.StateLockLeaseName(suffix)}}
-		Expect(k8s.Create(ctx, lock)).To(Succeed())
 		empty := statetest.Destroyed()
 		completeJob(destroy, &empty, true, "")
 		Eventually(kit.Gone(tc)).Should(BeTrue())
@@ -103,9 +117,5 @@ var _ = Describe("TerraformCluster lifecycle", func() {
 		Expect(secretExists(f.ns, naming.StateSecretName(suffix))).To(BeFalse())
 		Expect(secretExists(f.ns, naming.InputsSecretName(suffix))).To(BeFalse())
 		Expect(leasesOf(f.ns)).To(BeEmpty())
-		Eventually(func() bool {
-			return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "captf-runner"}, &rbacv1.RoleBinding{}))
-		}).Should(BeTrue(), "the runner's RBAC goes with the namespace's last object")
-		Expect(apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "captf-runner"}, &corev1.ServiceAccount{}))).To(BeTrue())
 	})
 })

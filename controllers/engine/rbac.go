@@ -3,64 +3,101 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 )
 
-// runnerRules are what terraform's kubernetes backend needs in the namespace: its state
-// Secret and its lock Lease.
-var runnerRules = []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "create", "update", "patch", "delete"}},
-	{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "create", "update", "patch", "delete"}},
+// runnerAccount is the ServiceAccount the object's Jobs run as: the object's own
+// (naming.RunnerServiceAccountName), or the one spec.job.serviceAccountName names.
+func (p *pass) runnerAccount() string {
+	if sa := p.obj.GetTerraformSpec().Job.ServiceAccountName; sa != "" {
+		return sa
+	}
+	return naming.RunnerServiceAccountName(p.suffix)
 }
 
-// ensureRunnerRBAC creates the runner ServiceAccount, Role and RoleBinding in a namespace when
-// they are missing (read live: these types are not cached).
-func ensureRunnerRBAC(ctx context.Context, c client.Client, live client.Reader, namespace, name string) error {
-	labels := map[string]string{infrav1.ManagedLabel: "true"}
-	objs := []client.Object{
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels}},
-		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels}, Rules: runnerRules},
-		&rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: namespace}},
-		},
+// ensureRunnerAccess prepares what the state channel of the object's Jobs needs, before the
+// Job exists: the object's runner ServiceAccount (unless the spec names its own), a Role that
+// allows exactly jobs.RunnerPolicyRules (get and update on this object's state Secret and lock
+// Lease by name, get on its run lease, get on Jobs and Pods), a RoleBinding of that Role to the
+// Jobs' account, and the state Secret and lock Lease themselves, created empty, so the channel
+// needs no create permission. The account, Role and RoleBinding are owned by the object (they
+// go with it); the state Secret and lock Lease are not (the garbage collector never deletes a
+// state, I6). Each is created only when a live read shows it missing.
+func (p *pass) ensureRunnerAccess(ctx context.Context) error {
+	gvk, err := apiutil.GVKForObject(p.obj, p.r.Client.Scheme())
+	if err != nil {
+		return fmt.Errorf("kind of object: %w", err)
 	}
+	ns, name := p.obj.GetNamespace(), naming.RunnerServiceAccountName(p.suffix)
+	owned := func() metav1.ObjectMeta {
+		return metav1.ObjectMeta{Namespace: ns, Name: name, Labels: naming.OwnerLabels(p.r.Kind.Name(), p.obj.GetName(), p.owner.Cluster),
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(p.obj, gvk)}}
+	}
+	var objs []client.Object
+	if p.obj.GetTerraformSpec().Job.ServiceAccountName == "" {
+		objs = append(objs, &corev1.ServiceAccount{ObjectMeta: owned(), AutomountServiceAccountToken: new(bool)})
+	}
+	objs = append(objs,
+		&rbacv1.Role{ObjectMeta: owned(), Rules: jobs.RunnerPolicyRules(p.suffix)},
+		&rbacv1.RoleBinding{
+			ObjectMeta: owned(),
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: p.runnerAccount(), Namespace: ns}},
+		})
+
+	stateLabels := p.ownerLabels(infrav1.SecretRoleState)
+	maps.Copy(stateLabels, runnerapi.StateLabels(p.suffix))
+	objs = append(objs,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.StateSecretName(p.suffix), Labels: stateLabels,
+			Finalizers: []string{infrav1.StateProtectionFinalizer}}, Type: corev1.SecretTypeOpaque},
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.StateLockLeaseName(p.suffix),
+			Labels: runnerapi.StateLabels(p.suffix)}})
+
 	for _, o := range objs {
 		existing := o.DeepCopyObject().(client.Object)
-		err := live.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, existing)
-		if err == nil {
+		err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: o.GetName()}, existing)
+		switch {
+		case err == nil:
+			if rb, ok := existing.(*rbacv1.RoleBinding); ok {
+				if err := p.rebind(ctx, rb); err != nil {
+					return err
+				}
+			}
 			continue
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("read %T %s: %w", o, o.GetName(), err)
 		}
-		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("read runner %T: %w", o, err)
-		}
-		if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create runner %T: %w", o, err)
+		if err := p.r.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
 		}
 	}
 	return nil
 }
 
-// RemoveRunnerRBAC deletes the runner account, Role and RoleBinding of a namespace. The
-// controllers call it when the last CAPTF object of the namespace is gone.
-func RemoveRunnerRBAC(ctx context.Context, c client.Client, namespace, name string) error {
-	for _, o := range []client.Object{
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}},
-		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}},
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}},
-	} {
-		if err := c.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete runner %T: %w", o, err)
-		}
+// rebind points the RoleBinding at the Jobs' current account (spec.job.serviceAccountName may
+// have changed since it was created).
+func (p *pass) rebind(ctx context.Context, rb *rbacv1.RoleBinding) error {
+	want := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: p.runnerAccount(), Namespace: p.obj.GetNamespace()}}
+	if len(rb.Subjects) == 1 && rb.Subjects[0] == want[0] {
+		return nil
+	}
+	rb.Subjects = want
+	if err := p.r.Client.Update(ctx, rb); err != nil {
+		return fmt.Errorf("update runner role binding %s: %w", rb.Name, err)
 	}
 	return nil
 }

@@ -43,11 +43,9 @@ type Reconciler struct {
 	Leases       *runlease.Manager
 	Recorder     events.EventRecorder
 	Clock        clock.Clock
-	// Jobs carries the images and the default service account of the Jobs.
+	// Jobs carries the images of the Jobs. Each object's Jobs run as its own runner account
+	// (naming.RunnerServiceAccountName) unless its spec names one.
 	Jobs jobs.Defaults
-	// ManageRunnerRBAC creates the runner ServiceAccount, Role and RoleBinding in namespaces
-	// with CAPTF objects. Default true in the manager.
-	ManageRunnerRBAC bool
 	// InputsTTL is how long an inputs hash is reused while nothing the fingerprint covers
 	// changed. Sources the fingerprint cannot see (variablesFrom Secrets and ConfigMaps, the
 	// bootstrap data's content) are read again at the latest after it. Default 10 minutes.

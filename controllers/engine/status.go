@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
@@ -38,6 +39,8 @@ type report struct {
 	released bool
 	// skipped names the Job of another incarnation whose run sequence this pass moved past.
 	skipped string
+	// lockHolder: the counted Job could not take the state lock, which this holder has.
+	lockHolder *jobs.LockHolder
 }
 
 // conditions accumulates condition writes with the object's generation.
@@ -62,7 +65,7 @@ func setConditions(st *infrav1.TerraformStatus, gen int64, ev Evidence, d Decisi
 	setInputsValid(c, ev, rep)
 	setOperation(c, ev, d, rep)
 	setOutputsValid(c, rep)
-	setStateReadable(c, ev, d)
+	setStateReadable(c, ev, d, rep)
 	setStateBackups(c, ev, rep)
 	setDeleting(c, ev, d, rep)
 	setReady(c, ev)
@@ -70,7 +73,18 @@ func setConditions(st *infrav1.TerraformStatus, gen int64, ev Evidence, d Decisi
 
 // setStateReadable reports whether the state can be used; it says something only when the
 // state was read live this pass, or when a hold decided on it.
-func setStateReadable(c conditions, ev Evidence, d Decision) {
+func setStateReadable(c conditions, ev Evidence, d Decision, rep report) {
+	if h := rep.lockHolder; h != nil {
+		c.set(infrav1.StateReadableCondition, metav1.ConditionFalse, infrav1.StateLockedReason, fmt.Sprintf(
+			"the state lock is held by %s (lock %s, %s since %s), which is not a finished Job of this object, so it is never broken: "+
+				"once the holder is done the next run proceeds; if the holder is gone, release the lock by hand (docs/runbooks/stale-lock.md)",
+			orUnknown(h.Who), h.ID, orUnknown(h.Operation), orUnknown(h.Created)))
+		return
+	}
+	if b := rep.bookkept; b != nil && b.outcome == infrav1.RunSucceeded && b.op.Mutating() {
+		c.set(infrav1.StateReadableCondition, metav1.ConditionTrue, infrav1.StateReadableReason, "")
+		return
+	}
 	if w := d.Wait; w != nil && w.ConditionType == infrav1.StateReadableCondition {
 		c.set(infrav1.StateReadableCondition, metav1.ConditionFalse, w.Reason, w.Message)
 		return
@@ -285,3 +299,10 @@ func setReady(c conditions, ev Evidence) {
 
 // familyOf is the condition that reports an operation (runlease.ConditionFor: one rule).
 func familyOf(op infrav1.Operation) string { return runlease.ConditionFor(op) }
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}

@@ -116,16 +116,15 @@ func New(cfg *rest.Config, o Options, extra ...func(*manager.Options)) (manager.
 	}
 	for _, k := range []engine.Kind{terraformcluster.Kind{}, terraformmachine.Kind(), terraformmachinepool.Kind()} {
 		r := &engine.Reconciler{
-			Client:           mgr.GetClient(),
-			APIReader:        mgr.GetAPIReader(),
-			SecretMeta:       mgr.GetCache(),
-			StateBackups:     o.StateBackups,
-			Kind:             k,
-			Leases:           leases,
-			Recorder:         mgr.GetEventRecorder("captf-" + k.Name()),
-			Clock:            o.Clock,
-			Jobs:             jobs.Defaults{RunnerImage: o.RunnerImage, RuntimeImage: o.RuntimeImage, ServiceAccountName: o.RunnerServiceAccount},
-			ManageRunnerRBAC: true,
+			Client:       mgr.GetClient(),
+			APIReader:    mgr.GetAPIReader(),
+			SecretMeta:   mgr.GetCache(),
+			StateBackups: o.StateBackups,
+			Kind:         k,
+			Leases:       leases,
+			Recorder:     mgr.GetEventRecorder("captf-" + k.Name()),
+			Clock:        o.Clock,
+			Jobs:         jobs.Defaults{RunnerImage: o.RunnerImage, RuntimeImage: o.RuntimeImage},
 		}
 		if err := r.SetupWithManager(mgr, o.Concurrency); err != nil {
 			return nil, fmt.Errorf("set up %s controller: %w", k.Name(), err)

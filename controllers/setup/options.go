@@ -31,9 +31,6 @@ type Options struct {
 	RunnerImage string
 	// RuntimeImage runs ConfigMap modules (it must hold terraform or tofu). Default: jobs.DefaultRuntimeImage.
 	RuntimeImage string
-	// RunnerServiceAccount is the account Jobs run as unless a spec names another; the
-	// controller creates and binds it in every namespace that has CAPTF objects. Default "captf-runner".
-	RunnerServiceAccount string
 	// SyncPeriod is how often every object is reconciled even without events. Default 10m.
 	SyncPeriod time.Duration
 	// EnableWebhooks serves the admission webhooks. Default true in cmd/manager.
@@ -66,9 +63,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RunnerImage == "" {
 		o.RunnerImage = "ghcr.io/captf/cluster-api-provider-terraform:dev"
-	}
-	if o.RunnerServiceAccount == "" {
-		o.RunnerServiceAccount = "captf-runner"
 	}
 	if o.SyncPeriod == 0 {
 		o.SyncPeriod = 10 * time.Minute
