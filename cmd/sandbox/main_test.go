@@ -118,6 +118,7 @@ func binaries(t *testing.T) string {
 // running is a sandbox binary started by a test.
 type running struct {
 	cmd        *exec.Cmd
+	stderr     *syncBuffer
 	work       string
 	kubeconfig string
 	exited     chan error
@@ -126,7 +127,7 @@ type running struct {
 
 // startSandbox starts the sandbox binary with stdout into the given pipe's write end and waits
 // for its ready line, which it reads from the read end.
-func startSandbox(t *testing.T, stdoutR *os.File, stdoutW *os.File) (*running, *bufio.Scanner) {
+func startSandbox(t *testing.T, stdoutR *os.File, stdoutW *os.File, args ...string) (*running, *bufio.Scanner) {
 	t.Helper()
 	g := NewWithT(t)
 	bin := binaries(t)
@@ -139,7 +140,9 @@ func startSandbox(t *testing.T, stdoutR *os.File, stdoutW *os.File) (*running, *
 	r.cmd = exec.Command(filepath.Join(bin, "sandbox"), "--kubeconfig="+r.kubeconfig, "--work-dir="+r.work,
 		"--bin-dir="+filepath.Join(repo, "bin"), "--repo="+repo, "--manager-binary="+filepath.Join(bin, "manager"),
 		"--runner-binary="+self, "--terraform="+self)
-	r.cmd.Stdout, r.cmd.Stderr = stdoutW, os.Stderr
+	r.cmd.Args = append(r.cmd.Args, args...)
+	r.stderr = &syncBuffer{}
+	r.cmd.Stdout, r.cmd.Stderr = stdoutW, r.stderr
 	g.Expect(r.cmd.Start()).To(Succeed())
 	_ = stdoutW.Close()
 	go func() { r.exited <- r.cmd.Wait() }()
@@ -176,6 +179,24 @@ func startSandbox(t *testing.T, stdoutR *os.File, stdoutW *os.File) (*running, *
 	r.client, err = client.New(cfg, client.Options{Scheme: scheme})
 	g.Expect(err).NotTo(HaveOccurred())
 	return r, sc
+}
+
+// syncBuffer collects a process's output.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // runWorkingJob creates a Job whose container works until it is killed, and returns the pids
@@ -338,12 +359,19 @@ func TestASandboxKilledWithSIGKILLLeavesNoProcess(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { _ = pr.Close() }()
 	r, out := startSandbox(t, pr, pw)
+	var console syncBuffer
 	go func() {
 		for out.Scan() {
+			_, _ = console.Write([]byte(out.Text() + "\n"))
 		}
 	}()
 	container := r.runWorkingJob(t, "killed", "stubborn")
 	recorded := recordAll(t, r, container)
+
+	// The console shows the Job's output; the sandbox's own controllers keep quiet without --verbose.
+	g.Eventually(console.String).Should(ContainSubstring("[killed/work] container output line 19"))
+	g.Expect(r.stderr.String()).To(ContainSubstring("manager ready"), "the sandbox's own progress lines show")
+	g.Expect(r.stderr.String()).NotTo(ContainSubstring("sandbox.local"), "the executor's and the stand-in's lines are debug lines")
 
 	g.Expect(r.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
 	g.Expect(<-r.exited).To(HaveOccurred())
@@ -359,7 +387,7 @@ func TestASandboxWhoseConsoleWentAwayStopsCleanlyOnCtrlC(t *testing.T) {
 	g := NewWithT(t)
 	pr, pw, err := os.Pipe()
 	g.Expect(err).NotTo(HaveOccurred())
-	r, _ := startSandbox(t, pr, pw)
+	r, _ := startSandbox(t, pr, pw, "--verbose")
 	g.Expect(pr.Close()).To(Succeed(), "the console goes away")
 
 	container := r.runWorkingJob(t, "piped", "work")
@@ -372,6 +400,7 @@ func TestASandboxWhoseConsoleWentAwayStopsCleanlyOnCtrlC(t *testing.T) {
 	var exitErr error
 	g.Eventually(r.exited).WithTimeout(2 * time.Minute).Should(Receive(&exitErr))
 	g.Expect(exitErr).NotTo(HaveOccurred(), "a clean exit after Ctrl-C")
+	g.Expect(r.stderr.String()).To(ContainSubstring("sandbox.local"), "--verbose shows what the executor and the stand-in do")
 	g.Expect(survivors(recorded, r.work)).To(BeEmpty(), "nothing of the sandbox is left once it returned")
 	_, err = os.Stat(r.kubeconfig)
 	g.Expect(os.IsNotExist(err)).To(BeTrue(), "the kubeconfig is removed")
