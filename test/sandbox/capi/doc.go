@@ -14,6 +14,11 @@
 //     copied from it. Deleting one deletes its infrastructure object first.
 //   - MachineDeployment: the Cluster as owner (so clusterctl move takes it along).
 //
+// Like Cluster API's controllers, which watch their infrastructure kinds, it links an
+// infrastructure object as soon as it appears, whether it was created before or after the
+// Cluster, Machine or MachinePool that references it (an index of their infrastructure
+// references maps it back); it never waits for an unrelated event.
+//
 // What it never does: anything a bootstrap or control plane provider or a workload cluster
 // would do. Bootstrap data comes from the Machine's spec.bootstrap.dataSecretName (the samples
 // set it and ship the Secret); status.nodeRef and the ControlPlaneInitialized condition, which
