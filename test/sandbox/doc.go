@@ -11,8 +11,14 @@
 // RBAC in the sandbox is the RBAC of a cluster. The sandbox itself, the executor and the
 // stand-in use an administrator's credentials.
 //
+// The executor and the stand-in log through Options.Log at V(1) (debug) unless
+// Options.Verbose: a user sees the Jobs' output, the manager's and the sandbox's own lines.
+//
 // Invariants: Stop leaves no process behind (the manager, every container and the control
-// plane are stopped, SIGKILL after a grace period), and children started by a sandbox die with
-// it even when it crashes (see package proc); nothing is applied to the control plane beyond
-// what Start documents unless the caller asks (ApplySamples).
+// plane are stopped, SIGKILL after a grace period); children started by a sandbox die with it
+// on every exit path, SIGKILL included: Start enables the guard of package proc, which kills
+// what a process that ended without stopping left (etcd, kube-apiserver, the manager, every
+// container's session) and removes its kubeconfig and temporary work folder; a binary calls
+// StopGuard last. Nothing is applied to the control plane beyond what Start documents unless
+// the caller asks (ApplySamples).
 package sandbox
