@@ -111,6 +111,9 @@ type harness struct {
 	// running `terraform state pull`.
 	userKubeconfig string
 	host, port     string
+	// runnerBin, when set, is a runner binary built from ./cmd/runner that processes run
+	// instead of the test binary (the benchmark: the test binary's start-up is far heavier).
+	runnerBin string
 }
 
 const backendUser = "captf-backend-user"
@@ -351,12 +354,17 @@ type proc struct {
 	cancel context.CancelFunc
 }
 
-func startProc(ctx context.Context, args, env []string, out io.Writer) *proc {
-	self, err := os.Executable()
-	Expect(err).NotTo(HaveOccurred())
+func (h *harness) startProc(ctx context.Context, args, env []string, out io.Writer) *proc {
+	bin := h.runnerBin
+	if bin == "" {
+		self, err := os.Executable()
+		Expect(err).NotTo(HaveOccurred())
+		bin = self
+		env = append([]string{"CAPTF_RUNNER_MAIN=1"}, env...)
+	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	cmd := exec.CommandContext(cctx, self, args...)
-	cmd.Env = append([]string{"CAPTF_RUNNER_MAIN=1"}, env...)
+	cmd := exec.CommandContext(cctx, bin, args...)
+	cmd.Env = env
 	buf := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(buf, out), io.MultiWriter(buf, out)
 	// A process group of its own, so a test can kill the runner and its terraform at once.
@@ -420,7 +428,7 @@ func (o *stateObject) startRunner(op string, vars map[string]any, restore []byte
 	if channelDir == "" {
 		env = append(env, runnerapi.EnvKubeConfigPath+"="+o.h.userKubeconfig)
 	}
-	return &runnerRun{proc: startProc(o.ctx, args, env, o.out), result: result}
+	return &runnerRun{proc: o.h.startProc(o.ctx, args, env, o.out), result: result}
 }
 
 // wait waits for the runner and returns its result, exit code and raw result document.
@@ -469,7 +477,7 @@ func (o *stateObject) startChannel(job, pod, dir string) *proc {
 	})[1:]
 	env := []string{runnerapi.EnvServiceHost + "=" + o.h.host, runnerapi.EnvServicePort + "=" + o.h.port,
 		runnerapi.EnvChannelPodName + "=" + pod, runnerapi.EnvChannelPodNamespace + "=" + o.namespace}
-	return startProc(o.ctx, args, env, o.out)
+	return o.h.startProc(o.ctx, args, env, o.out)
 }
 
 // startJob runs an operation as the object's next Job: channel first, then the runner.

@@ -403,7 +403,7 @@ func (s *session) waitForChannel(ctx context.Context, b runnerapi.Backend) (*Cha
 }
 
 // channelPoll is how often the runner looks for the channel's address file.
-const channelPoll = 20 * time.Millisecond
+const channelPoll = 5 * time.Millisecond
 
 // fail records the runner's own failure and returns its exit code.
 func (s *session) fail(ctx context.Context, res *runnerapi.Result, err error) int {
