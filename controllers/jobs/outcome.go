@@ -174,7 +174,7 @@ func message(o Outcome, cond *batchv1.JobCondition) string {
 			parts = append(parts, "runner left no result")
 		}
 	}
-	if cond != nil && !(cond.Type == batchv1.JobComplete || cond.Type == batchv1.JobSuccessCriteriaMet) && cond.Message != "" {
+	if cond != nil && cond.Type != batchv1.JobComplete && cond.Type != batchv1.JobSuccessCriteriaMet && cond.Message != "" {
 		parts = append([]string{cond.Message}, parts...)
 	}
 	if o.Reason == ReasonDeleted {

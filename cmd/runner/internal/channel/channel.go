@@ -216,7 +216,9 @@ func serve(ctx context.Context, cfg Config, ready func(*server)) (*server, error
 	// Serve may not have started when Shutdown ran; either way the port is free once both the
 	// listener is closed and Serve has returned.
 	_ = ln.Close()
-	<-errc
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		log.Error(serr, "serve")
+	}
 	if err != nil {
 		return s, fmt.Errorf("shut down: %w", err)
 	}

@@ -165,9 +165,8 @@ func strOf(m map[string]any, key string) string {
 	return s
 }
 
-func (o object) name() string            { return strOf(o.meta(), "name") }
-func (o object) uid() string             { return strOf(o.meta(), "uid") }
-func (o object) resourceVersion() string { return strOf(o.meta(), "resourceVersion") }
+func (o object) name() string { return strOf(o.meta(), "name") }
+func (o object) uid() string  { return strOf(o.meta(), "uid") }
 
 func (o object) stringMap(key string) map[string]string {
 	out := map[string]string{}

@@ -19,7 +19,7 @@ import (
 const maxSecretData = 1<<20 - 4<<10
 
 // maxStateBytes bounds an uncompressed state the channel accepts or reads back.
-const maxStateBytes = 256 << 20
+const maxStateBytes = 64 << 20
 
 // errNoObject: the state Secret or the lock Lease does not exist. The controller creates both
 // before the first Job; the channel cannot (it holds no create permission).
