@@ -482,12 +482,17 @@ func (o *stateObject) startChannel(job, pod, dir string) *proc {
 
 // startJob runs an operation as the object's next Job: channel first, then the runner.
 func (o *stateObject) startJob(op string, vars map[string]any, lockTimeout time.Duration) *jobRun {
+	return o.startRestoreJob(op, vars, nil, lockTimeout)
+}
+
+// startRestoreJob is startJob with a state to restore (restore only).
+func (o *stateObject) startRestoreJob(op string, vars map[string]any, restore []byte, lockTimeout time.Duration) *jobRun {
 	job, pod := o.nextJob()
 	dir, err := os.MkdirTemp(o.workDir, "channel-")
 	Expect(err).NotTo(HaveOccurred())
 	j := &jobRun{o: o, job: job, pod: pod, dir: dir}
 	j.channel = o.startChannel(job, pod, dir)
-	j.runner = o.startRunner(op, vars, nil, dir, lockTimeout)
+	j.runner = o.startRunner(op, vars, restore, dir, lockTimeout)
 	return j
 }
 

@@ -227,6 +227,25 @@ func describeChannel(bin string) {
 			Expect(after.Serial).To(BeNumerically(">", st.Serial))
 		})
 
+		It("restores an older backup of the same lineage through the channel, without -force", func() {
+			o := newTestObject(bin)
+			o.prepare()
+			_, code, raw := o.runJob(runnerapi.OperationApply, map[string]any{"name": "alpha"})
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			_, alpha := o.readState()
+			_, code, raw = o.runJob(runnerapi.OperationApply, map[string]any{"name": "beta"})
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			beta, _ := o.readState()
+
+			res, code, raw := o.startRestoreJob(runnerapi.OperationRestore, map[string]any{"name": "alpha"}, alpha, 10*time.Second).wait()
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(stepNames(res)).To(Equal([]string{"init", "state-pull", "state-push"}))
+			restored, _ := o.readState()
+			Expect(restored.Outputs["greeting"].Value).To(Equal("hello alpha"))
+			Expect(restored.Lineage).To(Equal(beta.Lineage))
+			Expect(restored.Serial).To(BeNumerically(">", beta.Serial))
+		})
+
 		It("reads and updates a state the kubernetes backend wrote, and the kubernetes backend reads the update", func() {
 			o := newTestObject(bin)
 			_, code, raw := o.startRunner(runnerapi.OperationApply, map[string]any{"name": "before"}, nil, "", 10*time.Second).wait()
