@@ -56,6 +56,11 @@ func (g *Guard) Handle(ctx context.Context, req admission.Request) admission.Res
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("new object: %w", err))
 	}
 	ch := Diff(oldM, newM)
+	if ch.AbandonSet {
+		if resp, denied := g.judgeAbandon(ctx, req, newM); denied {
+			return resp
+		}
+	}
 	if !ch.Guarded() {
 		return admission.Allowed("")
 	}
@@ -97,6 +102,27 @@ func (g *Guard) Handle(ctx context.Context, req admission.Request) admission.Res
 	}
 	logger.Info("denied an unbacked removal", "blockers", v.Blockers)
 	return admission.Denied(msg)
+}
+
+// judgeAbandon lets only members of the override groups set captf.io/abandon-infrastructure:
+// an abandon lets a deleting object go without a destroy, so it is an audited act. It
+// reports a denial, or false when the abandon may go ahead (the guard then judges the rest of
+// the request as usual).
+func (g *Guard) judgeAbandon(ctx context.Context, req admission.Request, m *Marks) (admission.Response, bool) {
+	ref := ObjectRef{Kind: req.Kind.Kind, Namespace: req.Namespace, Name: req.Name}
+	logger := log.FromContext(ctx).WithValues("object", ref.String(), "user", req.UserInfo.Username)
+	if !g.Override.Member(req.UserInfo) {
+		logger.Info("denied an abandon by a user outside the override groups")
+		return admission.Denied(fmt.Sprintf("CAPTF guard: this request sets %s on %s, which lets it go without destroying its infrastructure; "+
+			"only members of the override groups may abandon infrastructure (%s). Ask one of them, or restore the state instead (see docs/state.md).",
+			infrav1.AbandonInfrastructureAnnotation, ref, g.Override.Who())), true
+	}
+	if m.Abandon() != string(m.UID) {
+		return admission.Denied(fmt.Sprintf("CAPTF guard: %s must be set to the object's UID (%s) to abandon %s; this guards against a copied annotation",
+			infrav1.AbandonInfrastructureAnnotation, m.UID, ref)), true
+	}
+	logger.Info("INFRASTRUCTURE ABANDON allowed", "groups", req.UserInfo.Groups)
+	return admission.Response{}, false
 }
 
 // gather reads the evidence live: the run lease through runlease, and the Job named by the old
@@ -153,7 +179,12 @@ type Override struct {
 // Allows reports whether user may override with reason: reason is not empty and user is in
 // one of the groups. It is pure.
 func (o *Override) Allows(user authenticationv1.UserInfo, reason string) bool {
-	if o == nil || strings.TrimSpace(reason) == "" {
+	return strings.TrimSpace(reason) != "" && o.Member(user)
+}
+
+// Member reports whether user is in one of the override groups.
+func (o *Override) Member(user authenticationv1.UserInfo) bool {
+	if o == nil {
 		return false
 	}
 	for _, g := range user.Groups {
@@ -162,6 +193,14 @@ func (o *Override) Allows(user authenticationv1.UserInfo, reason string) bool {
 		}
 	}
 	return false
+}
+
+// Who names the override groups for a denial.
+func (o *Override) Who() string {
+	if o == nil || len(o.Groups) == 0 {
+		return "no override group is configured: manager flag --guard-override-groups"
+	}
+	return "groups " + strings.Join(o.Groups, ", ")
 }
 
 // Refusal explains why an override was not honoured.

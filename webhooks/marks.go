@@ -49,6 +49,9 @@ func (m *Marks) ActiveJobName() string {
 	return m.Status.ActiveJob.Name
 }
 
+// Abandon is the captf.io/abandon-infrastructure annotation, or "".
+func (m *Marks) Abandon() string { return m.Annotations[infrav1.AbandonInfrastructureAnnotation] }
+
 // OverrideReason is the trimmed captf.io/guard-override-reason annotation, or "".
 func (m *Marks) OverrideReason() string {
 	return strings.TrimSpace(m.Annotations[infrav1.GuardOverrideReasonAnnotation])
@@ -63,6 +66,8 @@ type Change struct {
 	// OldActiveJob and NewActiveJob are status.activeJob.name before and after ("" = unset).
 	OldActiveJob string
 	NewActiveJob string
+	// AbandonSet: the request sets the abandon-infrastructure annotation or changes its value.
+	AbandonSet bool
 }
 
 // Diff compares the marks of the old and the new object. It is pure.
@@ -72,6 +77,7 @@ func Diff(oldObj, newObj *Marks) Change {
 		FinalizerRemoved: oldObj.HasFinalizer() && !newObj.HasFinalizer(),
 		OldActiveJob:     oldObj.ActiveJobName(),
 		NewActiveJob:     newObj.ActiveJobName(),
+		AbandonSet:       newObj.Abandon() != "" && newObj.Abandon() != oldObj.Abandon(),
 	}
 }
 

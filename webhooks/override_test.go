@@ -87,6 +87,33 @@ var _ = Describe("The break-glass override", func() {
 	})
 })
 
+var _ = Describe("The audited abandon", func() {
+	It("accepts captf.io/abandon-infrastructure only from an override group member, set to the object's UID", func() {
+		oncall, _ := userClient("oncall-abandon", breakGlassGroup)
+		dev, _ := userClient("dev-abandon", "devs")
+		ns := newNamespace()
+		kind := infrav1.TerraformClusterKind
+		o := create(kind, ns, "c")
+		abandon := func(value string) string {
+			return fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, infrav1.AbandonInfrastructureAnnotation, value)
+		}
+
+		By("a user outside the override groups: denied, with who may")
+		err := mergePatch(dev, kind, ns, "c", false, abandon(string(o.GetUID())))
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("only members of the override groups may abandon infrastructure (groups " + breakGlassGroup + ")"))
+		fmt.Printf("\nAbandon denial: %v\n\n", err)
+
+		By("a member, with a value that is not the object's UID: denied")
+		err = mergePatch(oncall, kind, ns, "c", false, abandon("some-other-uid"))
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("must be set to the object's UID"))
+
+		By("a member, with the UID: allowed")
+		Expect(mergePatch(oncall, kind, ns, "c", false, abandon(string(o.GetUID())))).To(Succeed())
+	})
+})
+
 var _ = Describe("The Lease guard", func() {
 	It("denies deleting a run or cluster lease whose holder Job runs, and intercepts nothing else about Leases", func() {
 		oncall, _ := userClient("oncall-leases", breakGlassGroup)

@@ -60,15 +60,20 @@ func (s *scene) suffix() string {
 	return naming.StateSuffix(s.ns, infrav1.TerraformClusterKind, s.tc.Name)
 }
 
-// runningJob creates the Job of run seq for owner, running (as the Job controller shows it),
-// with its running pod.
+// runningJob creates the apply Job of run seq for owner, running (as the Job controller shows
+// it), with its running pod.
 func runningJob(owner *infrav1.TerraformCluster, seq int64) (*batchv1.Job, *corev1.Pod) {
+	return runningJobOf(owner, seq, infrav1.OperationApply)
+}
+
+// runningJobOf is runningJob for any operation.
+func runningJobOf(owner *infrav1.TerraformCluster, seq int64, op infrav1.Operation) (*batchv1.Job, *corev1.Pod) {
 	GinkgoHelper()
 	j, err := jobs.Build(jobs.Params{
 		Owner: jobs.Owner{APIVersion: infrav1.GroupVersion.String(), Kind: infrav1.TerraformClusterKind,
 			Name: owner.Name, Namespace: owner.Namespace, UID: owner.UID, Cluster: "c1"},
 		Suffix: naming.StateSuffix(owner.Namespace, infrav1.TerraformClusterKind, owner.Name), Seq: seq,
-		Operation: infrav1.OperationApply, InputsHash: "v1-test", Spec: owner.Spec.TerraformSpec,
+		Operation: op, InputsHash: "v1-test", Spec: owner.Spec.TerraformSpec,
 		Defaults: jobs.Defaults{RunnerImage: "captf/manager:test"},
 	})
 	Expect(err).NotTo(HaveOccurred())
@@ -155,6 +160,7 @@ var _ = Describe("Cache lag", func() {
 		defer unhide()
 		job, pod := runningJob(s.tc, 1)
 		runLease(s.ns, s.suffix(), job.Name)
+		s.pause() // clusterctl move pauses before it deletes: only a paused move deletion skips the destroy
 		Expect(k8s.Delete(ctx, s.tc)).To(Succeed())
 		Consistently(func() bool {
 			return controllerutil.ContainsFinalizer(get(s.tc), infrav1.Finalizer)
@@ -199,8 +205,8 @@ var _ = Describe("Cache lag", func() {
 			return controllerutil.ContainsFinalizer(get(s.tc), infrav1.Finalizer)
 		}).Should(BeTrue())
 
-		By("the Job appears and ends: the lease frees, and the object goes")
-		job, pod := runningJob(s.tc, 1)
+		By("the Job (its destroy) appears and ends: the lease frees, and the object goes")
+		job, pod := runningJobOf(s.tc, 1, infrav1.OperationDestroy)
 		Expect(envtest.FinishJob(ctx, k8s, get(job), pod, true, "")).To(Succeed())
 		Eventually(func() bool { return kit.Gone(s.tc)() }).Should(BeTrue())
 	})
