@@ -12,12 +12,13 @@
 //     could be killed as soon as the Go runtime retired that thread.
 //   - EnableGuard starts a guard: a second copy of the running binary (re-executed through
 //     /proc/self/exe; the init function of this package turns it into the guard) in a process
-//     group of its own, reading a pipe from the sandbox. It records every child of the sandbox
-//     (those registered by Start, and every other child it sees, such as the etcd and
-//     kube-apiserver that envtest starts in process groups of their own, polled every 100 ms).
-//     When the pipe closes (the sandbox exited, however it exited), it kills each recorded
-//     process that is still the same process (same start time), the process group it leads and
-//     the session it leads, then removes the paths registered with RemoveOnExit, and exits.
+//     group of its own, reading a pipe from the sandbox. It records every child of the sandbox:
+//     those registered by Start, and every other child it finds, such as the etcd and
+//     kube-apiserver that envtest starts in process groups of their own (it looks every 100 ms
+//     while children come, every 2 s once none came for 10 s). When the pipe closes (the
+//     sandbox exited, however it exited), it kills each recorded process that is still the same
+//     process (same start time), the process group it leads and the session it leads, then
+//     removes the paths registered with RemoveOnExit, and exits.
 //     Terminal signals (Ctrl-C, hang-up) do not reach it.
 //
 // Invariants: a process that is not a child of the sandbox (or a member of a session or process

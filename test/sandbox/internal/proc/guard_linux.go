@@ -20,8 +20,14 @@ import (
 // guardEnv, set to the sandbox's pid, turns a re-executed binary into the guard.
 const guardEnv = "CAPTF_SANDBOX_GUARD_FOR"
 
-// guardPoll is how often the guard looks for new children of the sandbox.
-const guardPoll = 100 * time.Millisecond
+// The guard looks for new children of the sandbox every guardPoll while children come and go
+// (within guardBusy of the last new one, or of the start), every guardIdlePoll otherwise: fast
+// when envtest starts etcd and kube-apiserver, cheap while the sandbox idles.
+const (
+	guardPoll     = 100 * time.Millisecond
+	guardIdlePoll = 2 * time.Second
+	guardBusy     = 10 * time.Second
+)
 
 // killTimeout bounds how long the guard keeps killing what is left.
 const killTimeout = 10 * time.Second
@@ -101,7 +107,8 @@ func readAcks(r *os.File, done chan struct{}) {
 }
 
 // GuardChildren waits until the guard has recorded every current child of this process (it
-// looks for new children every 100 ms), so children started by code that does not use Start
+// looks for new children every 100 ms while they come, every 2 s once none came for 10 s),
+// so children started by code that does not use Start
 // (envtest's etcd and kube-apiserver) are known to be guarded from a known point on. Without a
 // guard it returns at once.
 func GuardChildren(timeout time.Duration) error {
@@ -223,6 +230,8 @@ type guard struct {
 	// procs are the recorded children: pid -> the process as recorded.
 	procs map[int]stat
 	paths map[string]bool
+	// lastNew is when the guard last learnt of a new child.
+	lastNew time.Time
 }
 
 func runGuard(parent string) int {
@@ -242,7 +251,8 @@ func runGuard(parent string) int {
 		}
 		close(lines)
 	}()
-	tick := time.NewTicker(guardPoll)
+	g.lastNew = time.Now()
+	tick := time.NewTimer(guardPoll)
 	defer tick.Stop()
 	for {
 		select {
@@ -255,6 +265,11 @@ func runGuard(parent string) int {
 			if os.Getppid() == g.parent {
 				g.adoptChildren()
 			}
+			next := guardPoll
+			if time.Since(g.lastNew) > guardBusy {
+				next = guardIdlePoll
+			}
+			tick.Reset(next)
 		}
 	}
 }
@@ -286,6 +301,7 @@ func (g *guard) record(pid int) {
 		return
 	}
 	g.procs[pid] = s
+	g.lastNew = time.Now()
 	fmt.Printf("adopted %d\n", pid)
 }
 

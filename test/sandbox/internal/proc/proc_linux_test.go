@@ -256,3 +256,31 @@ func TestTheGuardSparesAReusedPid(t *testing.T) {
 	gd.procs[cmd.Process.Pid] = now
 	g.Expect(gd.leftovers()).To(ConsistOf(cmd.Process.Pid))
 }
+
+// BenchmarkGuardPoll measures one look of the guard for new children of a process (this test
+// binary, with its threads): the cost paid every 100 ms while children come, every 2 s after.
+func BenchmarkGuardPoll(b *testing.B) {
+	g := &guard{parent: os.Getpid(), self: -1, procs: map[int]stat{}, paths: map[string]bool{}}
+	cmd := exec.Command("sleep", "300")
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout := os.Stdout
+	os.Stdout = devnull // the guard acknowledges what it records on its stdout
+	defer func() { os.Stdout = stdout; _ = devnull.Close() }()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		g.adoptChildren()
+	}
+	b.StopTimer()
+	threads, _ := filepath.Glob("/proc/self/task/*")
+	b.ReportMetric(float64(len(threads)), "threads")
+	if _, ok := g.procs[cmd.Process.Pid]; !ok {
+		b.Fatal("the child was not found")
+	}
+}
