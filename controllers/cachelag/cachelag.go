@@ -5,10 +5,10 @@ import (
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
 )
 
@@ -38,7 +38,7 @@ type Verdict struct {
 
 // Reasons a Check reports lag.
 const (
-	ReasonActiveJob = "status.activeJob names a Job the API server has but the cache lacks"
+	ReasonActiveJob = "status.activeJob names a Job of this object that runs (read live) but the cache does not list"
 	ReasonRunLease  = "the run lease names a Job of this object that runs or may still be created"
 )
 
@@ -50,14 +50,17 @@ func Check(ctx context.Context, in Input) (Verdict, error) {
 		cached[in.Cached[i].Name] = true
 	}
 	if in.ActiveJob != "" && !cached[in.ActiveJob] {
-		j := &batchv1.Job{}
-		err := in.APIReader.Get(ctx, types.NamespacedName{Namespace: in.Owner.Namespace, Name: in.ActiveJob}, j)
-		switch {
-		case err == nil:
+		// Judge the Job by itself, read live: whether it runs (jobstatus), and whose it is (its
+		// controller owner reference, which the Job guard protects), never by whether the
+		// label-scoped cache lists it. So a Job whose labels were edited neither clears the marks
+		// early nor holds the object after it ended.
+		live, err := jobstatus.Read(ctx, in.APIReader, in.Owner.Namespace, in.ActiveJob, nil)
+		if err != nil {
+			return Verdict{}, fmt.Errorf("read active job %s: %w", in.ActiveJob, err)
+		}
+		if live.Runs() && (live.Job == nil || ownedBy(live.Job, in.Owner)) {
 			lagTotal.WithLabelValues("activeJob").Inc()
 			return Verdict{Lag: true, Job: in.ActiveJob, Reason: ReasonActiveJob}, nil
-		case !apierrors.IsNotFound(err):
-			return Verdict{}, fmt.Errorf("read active job %s: %w", in.ActiveJob, err)
 		}
 	}
 
@@ -74,4 +77,11 @@ func Check(ctx context.Context, in Input) (Verdict, error) {
 	}
 	lagTotal.WithLabelValues("runLease").Inc()
 	return Verdict{Lag: true, Job: ev.Holder, Reason: ReasonRunLease + " (" + string(ev.Verdict.Reason) + ")"}, nil
+}
+
+// ownedBy reports whether the Job's controller owner reference names the owner's kind and
+// name (any incarnation of it: they share one state).
+func ownedBy(j *batchv1.Job, o runlease.Owner) bool {
+	ref := metav1.GetControllerOf(j)
+	return ref != nil && ref.Kind == o.Kind && ref.Name == o.Name
 }

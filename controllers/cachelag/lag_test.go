@@ -126,6 +126,31 @@ var _ = Describe("Cache lag", func() {
 		Expect(hiddenNow()).To(BeNumerically(">", before), "the double must actually have hidden the Job")
 	})
 
+	It("judges a Job whose owner labels were stripped by the Job itself: kept while it runs, cleared once it ended", func() {
+		s := newScene(nil)
+		job, pod := runningJob(s.tc, 1)
+		Eventually(func() error {
+			get(s.tc)
+			s.tc.Status.ActiveJob = &infrav1.ActiveJob{Name: job.Name, Operation: infrav1.OperationApply}
+			return k8s.Status().Update(ctx, s.tc)
+		}).Should(Succeed())
+		// Its labels go (as only the manager's own account may still do): the label-scoped cache
+		// loses it for good, and the run lease names no holder.
+		Eventually(func() error {
+			j := get(job)
+			j.Labels = map[string]string{}
+			return k8s.Update(ctx, j)
+		}).Should(Succeed())
+		s.pause()
+		Consistently(annotations(s.tc), "3s").Should(HaveKey(infrav1.BlockMoveAnnotation), "the Job still runs: block-move stays")
+		Expect(get(s.tc).Status.ActiveJob).NotTo(BeNil(), "the Job still runs: activeJob stays")
+
+		By("the Job ends: the marks go, although the cache never lists it again")
+		Expect(envtest.FinishJob(ctx, k8s, get(job), pod, true, "")).To(Succeed())
+		Eventually(annotations(s.tc)).ShouldNot(HaveKey(infrav1.BlockMoveAnnotation))
+		Eventually(func() *infrav1.ActiveJob { return get(s.tc).Status.ActiveJob }).Should(BeNil())
+	})
+
 	It("waits when block-move is written but activeJob is not, and the lease holder is hidden", func() {
 		s := newScene(nil)
 		// Hidden from its creation: no pass ever saw it, so status.activeJob stays unset.
