@@ -5,6 +5,9 @@ package executor
 import (
 	"context"
 	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
 )
@@ -212,5 +216,49 @@ func TestOnlyTheContainersThatMountAVolumeGetItsPath(t *testing.T) {
 	}
 	if strings.HasPrefix(w.volumeDir("token"), w.volumeDir("channel")) || filepath.Base(w.volumeDir("token")) == "token" {
 		t.Fatalf("volume folders must be distinct and not guessable: %s %s", w.volumeDir("token"), w.volumeDir("channel"))
+	}
+}
+
+// Startup probes reach the loopback address: an httpGet probe succeeds on a 2xx or 3xx answer
+// and fails otherwise, a tcpSocket probe on a listening port, a named port is the container's.
+func TestProbesReachTheLoopbackAddress(t *testing.T) {
+	w := testWorker(t)
+	status := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/ready" || r.Header.Get("X-Probe") != "yes" {
+			rw.WriteHeader(http.StatusNotFound)
+			return
+		}
+		rw.WriteHeader(status)
+	}))
+	defer srv.Close()
+	_, portStr, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	port, _ := strconv.Atoi(portStr)
+	c := &corev1.Container{Name: "sidecar", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: int32(port)}}}
+	get := &corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromString("http"),
+		HTTPHeaders: []corev1.HTTPHeader{{Name: "X-Probe", Value: "yes"}}}}
+	ctx := context.Background()
+	if err := w.probe(ctx, c, get, nil, time.Second); err != nil {
+		t.Fatalf("httpGet on a ready server: %v", err)
+	}
+	status = http.StatusServiceUnavailable
+	if err := w.probe(ctx, c, get, nil, time.Second); err == nil {
+		t.Fatal("httpGet answered 503 must fail")
+	}
+	tcp := &corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(int32(port))}}
+	if err := w.probe(ctx, c, tcp, nil, time.Second); err != nil {
+		t.Fatalf("tcpSocket on a listening port: %v", err)
+	}
+	srv.Close()
+	if err := w.probe(ctx, c, tcp, nil, time.Second); err == nil {
+		t.Fatal("tcpSocket on a closed port must fail")
+	}
+	grpc := &corev1.ProbeHandler{GRPC: &corev1.GRPCAction{Port: int32(port)}}
+	if err := w.probe(ctx, c, grpc, nil, time.Second); !errors.Is(err, errUnsupported) {
+		t.Fatalf("a gRPC probe is refused, got %v", err)
+	}
+	image := &corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/true"}}}
+	if err := w.probe(ctx, c, image, nil, time.Second); !errors.Is(err, errUnsupported) {
+		t.Fatalf("an exec probe running a program of the image is refused, got %v", err)
 	}
 }
