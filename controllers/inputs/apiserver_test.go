@@ -9,11 +9,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
@@ -26,8 +28,10 @@ var (
 	envErr  error
 )
 
-// TestMain stops the control plane the API server tests started, if any.
+// TestMain stops the control plane the API server tests started, if any. envtest logs through
+// controller-runtime's logger: discard it, so no "SetLogger was never called" trace is printed.
 func TestMain(m *testing.M) {
+	logf.SetLogger(logr.Discard())
 	code := m.Run()
 	if env != nil {
 		if err := env.Stop(); err != nil {

@@ -10,10 +10,13 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/captf/cluster-api-provider-terraform/controllers/setup"
@@ -25,46 +28,55 @@ var (
 	k8s  client.Client
 	ctx  = context.Background()
 	once sync.Once
-	seq  atomic.Int64
+	// startErr is why the control plane did not start; every later test fails with it.
+	startErr error
+	seq      atomic.Int64
 )
 
-// TestMain starts one control plane for every benchmark and stops it at the end.
+// TestMain sets the managers' logger (errors only, to stderr: the tables and gate lines are the
+// output) and stops the control plane that start started, if any.
 func TestMain(m *testing.M) {
+	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	code := m.Run()
 	if env != nil {
-		_ = env.Stop()
+		if err := env.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stop the control plane: %v\n", err)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
 
-func start(b *testing.B) {
-	b.Helper()
+// start starts the package's control plane once (the first caller) for every test and
+// benchmark; the gates of `make test` and the benchmarks of `make bench` share it.
+func start(tb testing.TB) {
+	tb.Helper()
 	once.Do(func() {
 		capi, err := envtest.ClusterAPICRDs()
 		if err != nil {
-			panic(err)
+			startErr = err
+			return
 		}
 		env, err = envtest.Start(envtest.Options{ExtraCRDPaths: []string{capi}})
 		if err != nil {
-			panic(err)
+			startErr = err
+			return
 		}
+		fmt.Println(env.Describe())
 		cfg := rest.CopyConfig(env.Config)
 		cfg.QPS, cfg.Burst = 500, 1000
-		k8s, err = client.New(cfg, client.Options{Scheme: env.Scheme})
-		if err != nil {
-			panic(err)
-		}
+		k8s, startErr = client.New(cfg, client.Options{Scheme: env.Scheme})
 	})
-	if env == nil {
-		b.Fatal("no control plane")
+	if startErr != nil {
+		tb.Fatalf("start the control plane: %v", startErr)
 	}
 }
 
-func namespace(b *testing.B, prefix string) string {
-	b.Helper()
+func namespace(tb testing.TB, prefix string) string {
+	tb.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, seq.Add(1))}}
 	if err := k8s.Create(ctx, ns); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return ns.Name
 }
@@ -127,8 +139,8 @@ func resourceOf(path string) string {
 
 // startManager runs the product's manager (setup.New) with a request counter and optional
 // extra options; stop it with the returned function.
-func startManager(b *testing.B, c *counter, extra ...func(*manager.Options)) (manager.Manager, func()) {
-	b.Helper()
+func startManager(tb testing.TB, c *counter, extra ...func(*manager.Options)) (manager.Manager, func()) {
+	tb.Helper()
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = 500, 1000
 	if c != nil {
@@ -140,18 +152,18 @@ func startManager(b *testing.B, c *counter, extra ...func(*manager.Options)) (ma
 	})
 	mgr, err := setup.New(cfg, setup.Options{MetricsAddr: "0", ProbeAddr: "0", RunnerImage: "captf/manager:bench"}, extra...)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mctx) }()
 	if !mgr.GetCache().WaitForCacheSync(mctx) {
-		b.Fatal("cache did not sync")
+		tb.Fatal("cache did not sync")
 	}
 	return mgr, func() {
 		cancel()
 		if err := <-done; err != nil {
-			b.Errorf("manager: %v", err)
+			tb.Errorf("manager: %v", err)
 		}
 	}
 }

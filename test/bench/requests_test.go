@@ -2,6 +2,8 @@ package bench
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -16,10 +18,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/inputs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
+
+// pokes is how many passes each scenario provokes.
+const pokes = 20
 
 // passes is how many reconcile passes the controller of kind has run in this process.
 func passes(kind string) float64 {
@@ -43,18 +49,20 @@ func passes(kind string) float64 {
 	return total
 }
 
-func waitFor(b *testing.B, what string, cond func() bool) {
-	b.Helper()
+// waitFor polls cond until it holds; a minute without it fails the test.
+func waitFor(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			b.Fatalf("timed out waiting for %s", what)
+			tb.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// quiesce waits until the controller of kind has run no pass for a while.
+// quiesce waits until the controller of kind has run no pass for half a second, so that a
+// count taken afterwards includes every request of every pass that was provoked.
 func quiesce(kind string) {
 	last, stable := passes(kind), 0
 	for stable < 10 {
@@ -67,125 +75,234 @@ func quiesce(kind string) {
 	}
 }
 
-// poke changes an annotation the engine ignores, which costs the manager one pass.
-func poke(b *testing.B, o client.Object, i int) {
-	b.Helper()
+// poke changes an annotation the engine ignores and waits until the controller of kind has run
+// the pass it causes.
+func poke(tb testing.TB, o client.Object, kind string, i int) {
+	tb.Helper()
+	before := passes(kind)
 	for {
 		fresh := o.DeepCopyObject().(client.Object)
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(o), fresh); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 		a := fresh.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
 		a["bench.captf.io/poke"] = fmt.Sprint(i)
 		fresh.SetAnnotations(a)
 		if err := k8s.Update(ctx, fresh); err == nil {
-			return
+			break
 		}
 	}
+	waitFor(tb, kind+" pass after a poke", func() bool { return passes(kind) > before })
 }
 
-func finishJob(b *testing.B, job *batchv1.Job, st statetest.State) {
-	b.Helper()
-	if err := statetest.Write(ctx, k8s, job.Namespace, naming.StateSuffix(job.Namespace, infrav1.TerraformClusterKind, "c1"), st); err != nil {
-		b.Fatal(err)
-	}
-	pod, err := envtest.StartJob(ctx, k8s, job)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := envtest.FinishJob(ctx, k8s, job, pod, true, ""); err != nil {
-		b.Fatal(err)
-	}
-}
-
+// row is one measured scenario.
 type row struct {
 	scenario string
+	kind     string
 	passes   float64
 	requests int
 	byKind   map[string]int
 }
 
-// BenchmarkRequestsPerReconcile counts the API requests the manager sends per reconcile pass
-// of a TerraformCluster: idle (target 0), with its Job running (target 0), and the passes
-// that count a Job that just finished.
-func BenchmarkRequestsPerReconcile(b *testing.B) {
-	start(b)
-	c := &counter{n: map[string]int{}}
-	_, stop := startManager(b, c)
-	defer stop()
-	const kind = infrav1.TerraformClusterKind
-	const pokes = 20
-
-	ns := namespace(b, "req")
-	if err := k8s.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1"},
-		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-			APIGroup: infrav1.GroupVersion.Group, Kind: kind, Name: "c1"}}}); err != nil {
-		b.Fatal(err)
+func (r row) perPass() float64 {
+	if r.passes == 0 {
+		return 0
 	}
+	return float64(r.requests) / r.passes
+}
+
+// measure counts the manager's API requests and kind's passes while act runs.
+func measure(c *counter, scenario, kind string, act func()) row {
+	quiesce(kind)
+	c.reset()
+	before := passes(kind)
+	act()
+	quiesce(kind)
+	byKind, total := c.snapshot()
+	return row{scenario: scenario, kind: kind, passes: passes(kind) - before, requests: total, byKind: byKind}
+}
+
+// subject is one CAPTF object of the scenarios, with what its apply Job writes.
+type subject struct {
+	kind  string
+	obj   client.Object
+	state statetest.State
+}
+
+// variablesSource creates a ConfigMap that opted in as a variables source. Every subject reads
+// one: a pass that reassembles its inputs instead of reusing the memoised hash reads it live,
+// so the request counts catch a broken memo for every kind.
+func variablesSource(tb testing.TB, ns, name string) []infrav1.VariablesSource {
+	tb.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+		Labels: map[string]string{inputs.VariablesLabel: inputs.VariablesLabelValue}}, Data: map[string]string{"region": "eu-west-1"}}
+	if err := k8s.Create(ctx, cm); err != nil {
+		tb.Fatal(err)
+	}
+	return []infrav1.VariablesSource{{ConfigMapRef: &infrav1.LocalObjectReference{Name: name}}}
+}
+
+func spec(tb testing.TB, ns, name, vars string) infrav1.TerraformSpec {
+	return infrav1.TerraformSpec{
+		Module:        infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}},
+		Variables:     &runtime.RawExtension{Raw: []byte(vars)},
+		VariablesFrom: variablesSource(tb, ns, name+"-vars"),
+	}
+}
+
+func create(tb testing.TB, objs ...client.Object) {
+	tb.Helper()
+	for _, o := range objs {
+		if err := k8s.Create(ctx, o); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+func newCluster(tb testing.TB, ns string) subject {
+	create(tb, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1"},
+		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+			APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformClusterKind, Name: "c1"}}})
 	tc := &infrav1.TerraformCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}},
-		Spec: infrav1.TerraformClusterSpec{TerraformSpec: infrav1.TerraformSpec{
-			Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}}, Variables: &runtime.RawExtension{Raw: []byte(`{"a":1}`)}}},
+		Spec:       infrav1.TerraformClusterSpec{TerraformSpec: spec(tb, ns, "c1", `{"a":1}`)},
 	}
-	if err := k8s.Create(ctx, tc); err != nil {
-		b.Fatal(err)
-	}
-	suffix := naming.StateSuffix(ns, kind, "c1")
-	job := &batchv1.Job{}
-	jobKey := client.ObjectKey{Namespace: ns, Name: naming.JobName(suffix, 1)}
-	waitFor(b, "apply Job 1", func() bool { return k8s.Get(ctx, jobKey, job) == nil })
+	create(tb, tc)
+	return subject{kind: infrav1.TerraformClusterKind, obj: tc, state: statetest.Cluster("10.0.0.1", 6443)}
+}
 
-	measure := func(name string, act func()) row {
-		quiesce(kind)
-		c.reset()
-		before := passes(kind)
-		act()
-		quiesce(kind)
-		byKind, total := c.snapshot()
-		return row{scenario: name, passes: passes(kind) - before, requests: total, byKind: byKind}
+func newMachine(tb testing.TB, ns string) subject {
+	boot := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "m1-bootstrap"}, Data: map[string][]byte{"value": []byte("#cloud-config")}}
+	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "m1"},
+		Spec: clusterv1.MachineSpec{ClusterName: "c1", Bootstrap: clusterv1.Bootstrap{DataSecretName: &boot.Name},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformMachineKind, Name: "m1"}}}
+	create(tb, boot, m)
+	tm := &infrav1.TerraformMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "m1", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: "m1", UID: m.UID}}},
+		Spec: infrav1.TerraformMachineSpec{TerraformSpec: spec(tb, ns, "m1", `{"flavor":"small"}`)},
+	}
+	create(tb, tm)
+	return subject{kind: infrav1.TerraformMachineKind, obj: tm, state: statetest.Machine("tf://m1")}
+}
+
+func newPool(tb testing.TB, ns string) subject {
+	boot := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p1-bootstrap"}, Data: map[string][]byte{"value": []byte("#cloud-config")}}
+	mp := &clusterv1.MachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p1"},
+		Spec: clusterv1.MachinePoolSpec{ClusterName: "c1", Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{
+			ClusterName: "c1", Bootstrap: clusterv1.Bootstrap{DataSecretName: &boot.Name},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformMachinePoolKind, Name: "p1"}}}}}
+	create(tb, boot, mp)
+	tp := &infrav1.TerraformMachinePool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p1", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachinePool", Name: "p1", UID: mp.UID}}},
+		Spec: infrav1.TerraformMachinePoolSpec{TerraformSpec: spec(tb, ns, "p1", `{"instances":2}`)},
+	}
+	create(tb, tp)
+	return subject{kind: infrav1.TerraformMachinePoolKind, obj: tp, state: statetest.MachinePool("tf://p1-0", "tf://p1-1")}
+}
+
+// provisionAndMeasure waits for the subject's first apply Job and measures three scenarios:
+// passes while the Job runs (its pod running), the passes that count the Job once it finished,
+// and idle passes once the object is provisioned.
+func provisionAndMeasure(tb testing.TB, c *counter, s subject) []row {
+	tb.Helper()
+	ns, name := s.obj.GetNamespace(), s.obj.GetName()
+	suffix := naming.StateSuffix(ns, s.kind, name)
+	job := &batchv1.Job{}
+	waitFor(tb, s.kind+" apply Job", func() bool {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: naming.JobName(suffix, 1)}, job) == nil
+	})
+	pod, err := envtest.StartJob(ctx, k8s, job)
+	if err != nil {
+		tb.Fatal(err)
 	}
 	var rows []row
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		rows = append(rows, measure("Job running", func() {
-			for p := 0; p < pokes; p++ {
-				poke(b, tc, p)
-			}
-		}))
-		rows = append(rows, measure("Job just finished", func() {
-			finishJob(b, job, statetest.Cluster("10.0.0.1", 6443))
-			waitFor(b, "provisioned", func() bool {
-				fresh := &infrav1.TerraformCluster{}
-				return k8s.Get(ctx, client.ObjectKeyFromObject(tc), fresh) == nil && fresh.Status.IsProvisioned()
-			})
-		}))
-		rows = append(rows, measure("idle", func() {
-			for p := 0; p < pokes; p++ {
-				poke(b, tc, 100+p)
-			}
-		}))
-		tm := provisionMachine(b, ns)
-		quiesceMachine := func() { quiesce(infrav1.TerraformMachineKind) }
-		quiesceMachine()
-		c.reset()
-		before := passes(infrav1.TerraformMachineKind)
+	rows = append(rows, measure(c, s.kind+" Job running", s.kind, func() {
 		for p := 0; p < pokes; p++ {
-			poke(b, tm, p)
+			poke(tb, s.obj, s.kind, p)
 		}
-		quiesceMachine()
-		byKind, total := c.snapshot()
-		rows = append(rows, row{scenario: "idle machine", passes: passes(infrav1.TerraformMachineKind) - before, requests: total, byKind: byKind})
-		break
-	}
-	b.StopTimer()
-	fmt.Printf("\n%-18s %7s %9s %12s  %s\n", "scenario", "passes", "requests", "req/pass", "requests by verb and resource")
+	}))
+	rows = append(rows, measure(c, s.kind+" Job just finished", s.kind, func() {
+		if err := statetest.Write(ctx, k8s, ns, suffix, s.state); err != nil {
+			tb.Fatal(err)
+		}
+		if err := envtest.FinishJob(ctx, k8s, job, pod, true, ""); err != nil {
+			tb.Fatal(err)
+		}
+		waitFor(tb, s.kind+" provisioned", func() bool {
+			fresh := s.obj.DeepCopyObject().(client.Object)
+			if k8s.Get(ctx, client.ObjectKeyFromObject(s.obj), fresh) != nil {
+				return false
+			}
+			st, ok := fresh.(interface {
+				GetTerraformStatus() *infrav1.TerraformStatus
+			})
+			return ok && st.GetTerraformStatus().IsProvisioned()
+		})
+	}))
+	rows = append(rows, measure(c, s.kind+" idle", s.kind, func() {
+		for p := 0; p < pokes; p++ {
+			poke(tb, s.obj, s.kind, 100+p)
+		}
+	}))
+	return rows
+}
+
+// requestScenarios runs the product's manager with a request counter and measures every
+// scenario for a TerraformCluster, a TerraformMachine and a TerraformMachinePool of one
+// Cluster (the machine and the pool wait for the cluster to be provisioned).
+func requestScenarios(tb testing.TB) []row {
+	tb.Helper()
+	start(tb)
+	c := &counter{n: map[string]int{}}
+	_, stop := startManager(tb, c)
+	defer stop()
+	ns := namespace(tb, "req")
+	rows := provisionAndMeasure(tb, c, newCluster(tb, ns))
+	rows = append(rows, provisionAndMeasure(tb, c, newMachine(tb, ns))...)
+	rows = append(rows, provisionAndMeasure(tb, c, newPool(tb, ns))...)
+	return rows
+}
+
+func printRows(w io.Writer, rows []row) {
+	fmt.Fprintf(w, "\n%-40s %7s %9s %9s  %s\n", "scenario", "passes", "requests", "req/pass", "requests by verb and resource")
 	for _, r := range rows {
-		perPass := 0.0
-		if r.passes > 0 {
-			perPass = float64(r.requests) / r.passes
+		fmt.Fprintf(w, "%-40s %7.0f %9d %9.2f  %s\n", r.scenario, r.passes, r.requests, r.perPass(), format(r.byKind))
+	}
+}
+
+// BenchmarkRequestsPerReconcile prints the API requests the manager sends per reconcile pass
+// of each kind: while its Job runs (target 0), the passes that count a Job that just finished,
+// and idle (target 0). TestRequestsPerPassGate asserts the targets in `make test`.
+func BenchmarkRequestsPerReconcile(b *testing.B) {
+	rows := requestScenarios(b)
+	printRows(os.Stdout, rows)
+	for _, r := range rows {
+		b.ReportMetric(r.perPass(), strings.ReplaceAll(r.scenario, " ", "-")+"-req/pass")
+	}
+}
+
+// TestRequestsPerPassGate is the gate in `make test`: for each kind, a pass while its Job runs
+// and an idle pass of a provisioned object send 0 API requests (everything they read comes
+// from the cache or the inputs memo). Each scenario must have run at least one pass per poke,
+// so a controller that stopped reconciling cannot pass the gate by doing nothing.
+func TestRequestsPerPassGate(t *testing.T) {
+	rows := requestScenarios(t)
+	printRows(os.Stdout, rows)
+	for _, r := range rows {
+		if strings.HasSuffix(r.scenario, "Job just finished") {
+			continue // bookkeeping a finished Job reads and writes by design; printed only
 		}
-		fmt.Printf("%-18s %7.0f %9d %12.2f  %s\n", r.scenario, r.passes, r.requests, perPass, format(r.byKind))
-		b.ReportMetric(perPass, strings.ReplaceAll(r.scenario, " ", "-")+"-req/pass")
+		if r.passes < pokes {
+			t.Errorf("%s: %.0f passes for %d pokes; the controller did not reconcile as provoked", r.scenario, r.passes, pokes)
+		}
+		if r.requests != 0 {
+			t.Errorf("%s: %d API requests in %.0f passes (%.2f per pass), want 0: %s", r.scenario, r.requests, r.passes, r.perPass(), format(r.byKind))
+		}
 	}
 }
 
@@ -200,47 +317,4 @@ func format(m map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
 	}
 	return strings.Join(parts, " ")
-}
-
-// provisionMachine creates a Machine with its bootstrap data and a TerraformMachine, and
-// completes its apply.
-func provisionMachine(b *testing.B, ns string) *infrav1.TerraformMachine {
-	b.Helper()
-	boot := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "m1-bootstrap"}, Data: map[string][]byte{"value": []byte("#cloud-config")}}
-	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "m1"},
-		Spec: clusterv1.MachineSpec{ClusterName: "c1", Bootstrap: clusterv1.Bootstrap{DataSecretName: &boot.Name},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformMachineKind, Name: "m1"}}}
-	for _, o := range []client.Object{boot, m} {
-		if err := k8s.Create(ctx, o); err != nil {
-			b.Fatal(err)
-		}
-	}
-	tm := &infrav1.TerraformMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "m1", Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: "m1", UID: m.UID}}},
-		Spec: infrav1.TerraformMachineSpec{TerraformSpec: infrav1.TerraformSpec{Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}}}},
-	}
-	if err := k8s.Create(ctx, tm); err != nil {
-		b.Fatal(err)
-	}
-	suffix := naming.StateSuffix(ns, infrav1.TerraformMachineKind, "m1")
-	job := &batchv1.Job{}
-	waitFor(b, "machine apply Job", func() bool {
-		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: naming.JobName(suffix, 1)}, job) == nil
-	})
-	if err := statetest.Write(ctx, k8s, ns, suffix, statetest.Machine("tf://m1")); err != nil {
-		b.Fatal(err)
-	}
-	pod, err := envtest.StartJob(ctx, k8s, job)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := envtest.FinishJob(ctx, k8s, job, pod, true, ""); err != nil {
-		b.Fatal(err)
-	}
-	waitFor(b, "machine provisioned", func() bool {
-		fresh := &infrav1.TerraformMachine{}
-		return k8s.Get(ctx, client.ObjectKeyFromObject(tm), fresh) == nil && fresh.Status.IsProvisioned()
-	})
-	return tm
 }
