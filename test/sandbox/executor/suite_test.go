@@ -343,6 +343,35 @@ var _ = Describe("native sidecars and projected volumes", func() {
 		Expect(res.SidecarReady).To(BeTrue(), "the main container started before the sidecar's startup probe succeeded")
 	})
 
+	It("kills a sidecar whose startup probe keeps failing, starts it again, and never starts the main container", func() {
+		ns := newNamespace()
+		sc := channelSidecar()
+		sc.StartupProbe = &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 2, ProbeHandler: corev1.ProbeHandler{
+			Exec: &corev1.ExecAction{Command: []string{runnerapi.RunnerPath, "probe", "--dir=" + channelDir}}}}
+		job := newJob(ns, "unready", channelPodSpec(sc))
+		Expect(k8s.Create(ctx, job)).To(Succeed())
+		var pod *corev1.Pod
+		Eventually(func(g Gomega) {
+			var pods corev1.PodList
+			g.Expect(k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{batchv1.JobNameLabel: job.Name})).To(Succeed())
+			g.Expect(pods.Items).To(HaveLen(1))
+			pod = &pods.Items[0]
+			var st *corev1.ContainerStatus
+			for i := range pod.Status.InitContainerStatuses {
+				if pod.Status.InitContainerStatuses[i].Name == "state-channel" {
+					st = &pod.Status.InitContainerStatuses[i]
+				}
+			}
+			g.Expect(st).NotTo(BeNil())
+			g.Expect(st.RestartCount).To(BeNumerically(">=", 1))
+			g.Expect(st.LastTerminationState.Terminated).NotTo(BeNil())
+			g.Expect(st.LastTerminationState.Terminated.Reason).To(Equal("Killed"))
+		}).Should(Succeed())
+		Expect(pod.Status.Phase).To(Equal(corev1.PodPending), "the main container never started")
+		Expect(k8s.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground))).To(Succeed())
+		Eventually(gone(pod)).Should(BeTrue())
+	})
+
 	It("replaces a projected token before it expires", func() {
 		ns := newNamespace()
 		spec := channelPodSpec(channelSidecar())
