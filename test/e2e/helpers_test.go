@@ -277,9 +277,12 @@ func stateOf(sb target, kind, ns, name string) *tfState {
 
 // tfState is what the tests read of a Terraform state.
 type tfState struct {
-	Lineage   string `json:"lineage"`
-	Serial    int64  `json:"serial"`
-	Resources []struct {
+	Lineage string `json:"lineage"`
+	Serial  int64  `json:"serial"`
+	// TerraformVersion is the version of the binary that wrote the state (OpenTofu writes its
+	// own version here too).
+	TerraformVersion string `json:"terraform_version"`
+	Resources        []struct {
 		Type      string `json:"type"`
 		Name      string `json:"name"`
 		Instances []struct {

@@ -79,11 +79,17 @@ var _ = AfterSuite(func() {
 // suite) that starts it stops it.
 func startSandbox(name string) *sandbox.Sandbox {
 	GinkgoHelper()
+	return startSandboxWith(name, tf)
+}
+
+// startSandboxWith is startSandbox with the terraform or tofu binary the Jobs run.
+func startSandboxWith(name, terraformBinary string) *sandbox.Sandbox {
+	GinkgoHelper()
 	out := GinkgoWriter
 	sb, err := sandbox.Start(ctx, sandbox.Options{
 		Name: name, RepoRoot: repo, BinDir: binDir,
 		ManagerBinary: filepath.Join(built, "manager"), RunnerBinary: filepath.Join(built, "runner"),
-		TerraformBinary: tf, WorkDir: filepath.Join(GinkgoT().TempDir(), name),
+		TerraformBinary: terraformBinary, WorkDir: filepath.Join(GinkgoT().TempDir(), name),
 		ManagerOutput: out, JobOutput: out, Log: ctrl.Log.WithName(name),
 	})
 	Expect(err).NotTo(HaveOccurred())
