@@ -86,6 +86,12 @@ const (
 	// LastErrorAnnotation keeps the last failed Job's redacted message (at most 1 KiB), so the
 	// backoff condition can say why even when a status patch was lost.
 	LastErrorAnnotation = "captf.io/last-error"
+	// LastDriftCheckAnnotation is when the last drift check finished (RFC 3339): the durable
+	// record the drift schedule counts from, which survives a move and a restart.
+	LastDriftCheckAnnotation = "captf.io/last-drift-check"
+	// RemediateAnnotation names the drift Job whose drift an apply must remediate (Remediate
+	// mode); the controller removes it once that apply succeeded.
+	RemediateAnnotation = "captf.io/remediate"
 	// RestoreFailedAnnotation records the serial whose restore failed; a restore of that serial
 	// is not tried again until the restore-state annotation names another serial.
 	RestoreFailedAnnotation = "captf.io/restore-failed"
@@ -244,6 +250,21 @@ type JobPolicy struct {
 	// +optional
 	IdentityToken *IdentityToken `json:"identityToken,omitempty"`
 
+	// successfulJobsHistory is how many finished successful Jobs to keep per operation; older
+	// ones are deleted after they were counted.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10
+	SuccessfulJobsHistory *int32 `json:"successfulJobsHistory,omitempty"`
+
+	// failedJobsHistory is how many finished unsuccessful Jobs to keep per operation.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10
+	FailedJobsHistory *int32 `json:"failedJobsHistory,omitempty"`
+
 	// env adds environment variables to the main container (provider credentials, for example).
 	// Names CAPTF sets itself are refused by the admission webhook.
 	// +optional
@@ -294,13 +315,18 @@ const (
 	DriftModeRemediate DriftMode = "Remediate"
 )
 
-// DriftPolicy schedules drift checks.
+// DriftPolicy schedules drift checks: a plan against the inputs of the last apply, run as a
+// Job that changes nothing (docs/drift.md).
 type DriftPolicy struct {
-	// interval between drift checks; unset disables them.
+	// interval between drift checks of an object that applied; unset uses the manager's
+	// --drift-interval (0 there disables them). A check is due once the interval plus a
+	// per-object jitter of up to 10% has passed since the last one (annotation
+	// captf.io/last-drift-check).
 	// +optional
 	Interval *metav1.Duration `json:"interval,omitempty"`
 
-	// mode: Report sets a condition; Remediate also runs an apply.
+	// mode: Report sets DriftDetected=True when a check finds drift; Remediate also runs one
+	// apply of the last applied inputs (through the normal apply path: leases, gate, backoff).
 	// +optional
 	// +kubebuilder:default=Report
 	Mode DriftMode `json:"mode,omitempty"`
@@ -421,6 +447,11 @@ type TerraformStatus struct {
 	// lastRun reports the last finished Job.
 	// +optional
 	LastRun *LastRun `json:"lastRun,omitempty"`
+
+	// lastDriftCheck is when the last drift check finished (reported; the annotation
+	// captf.io/last-drift-check is the record the schedule uses).
+	// +optional
+	LastDriftCheck *metav1.Time `json:"lastDriftCheck,omitempty"`
 
 	// stateBackups lists the object's state backups, newest first (reported; the backup
 	// Secrets themselves are the record).

@@ -25,6 +25,10 @@ const (
 	DependenciesReadyCondition = "DependenciesReady"
 	// DeletionBlockedCondition is True while a cluster's deletion waits for its machines.
 	DeletionBlockedCondition = "DeletionBlocked"
+	// DriftDetectedCondition (negative polarity) is True when the last drift check found the
+	// infrastructure differs from what the last apply described; its message carries the
+	// counts and up to 20 resource addresses.
+	DriftDetectedCondition = "DriftDetected"
 	// StateReadableCondition is False when the object's Terraform state cannot be used: lost,
 	// corrupt, of an unknown layout, or locked by someone else.
 	StateReadableCondition = "StateReadable"
@@ -111,6 +115,15 @@ const (
 	StateLayoutUnknownReason = "StateLayoutUnknown"
 	// StateLockedReason: the state lock is held by someone the runner may not break.
 	StateLockedReason = "StateLocked"
+
+	// DriftFoundReason and NoDriftReason explain DriftDetected; RemediatedReason: an apply
+	// after a check that found drift succeeded.
+	DriftFoundReason = "DriftFound"
+	NoDriftReason    = "NoDrift"
+	RemediatedReason = "Remediated"
+	// WaitingForJobSlotReason: the manager runs as many Jobs as --max-active-jobs (or, for
+	// drift checks, --max-background-jobs) allows; the Job starts when a slot frees.
+	WaitingForJobSlotReason = "WaitingForJobSlot"
 
 	// RetainReason: the deletion keeps the infrastructure and the state (deletionPolicy Retain).
 	RetainReason = "Retain"

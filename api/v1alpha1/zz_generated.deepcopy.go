@@ -124,6 +124,16 @@ func (in *JobPolicy) DeepCopyInto(out *JobPolicy) {
 		*out = new(IdentityToken)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.SuccessfulJobsHistory != nil {
+		in, out := &in.SuccessfulJobsHistory, &out.SuccessfulJobsHistory
+		*out = new(int32)
+		**out = **in
+	}
+	if in.FailedJobsHistory != nil {
+		in, out := &in.FailedJobsHistory, &out.FailedJobsHistory
+		*out = new(int32)
+		**out = **in
+	}
 	if in.Env != nil {
 		in, out := &in.Env, &out.Env
 		*out = make([]v1.EnvVar, len(*in))
@@ -839,6 +849,10 @@ func (in *TerraformStatus) DeepCopyInto(out *TerraformStatus) {
 		in, out := &in.LastRun, &out.LastRun
 		*out = new(LastRun)
 		(*in).DeepCopyInto(*out)
+	}
+	if in.LastDriftCheck != nil {
+		in, out := &in.LastDriftCheck, &out.LastDriftCheck
+		*out = (*in).DeepCopy()
 	}
 	if in.StateBackups != nil {
 		in, out := &in.StateBackups, &out.StateBackups

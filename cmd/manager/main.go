@@ -44,6 +44,10 @@ func run() error {
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "folder with tls.crt and tls.key (reloaded on change)")
 	fs.DurationVar(&o.WebhookCertPollInterval, "webhook-cert-poll-interval", certs.DefaultPollInterval, "how often the certificate files are re-read besides file change events")
 	fs.StringVar(&groups, "guard-override-groups", "", "comma-separated groups whose members may force a guarded removal or abandon an object's infrastructure")
+	fs.StringVar(&o.ManagerServiceAccount, "manager-service-account", "", "the manager's own identity, whose writes the Lease and Job guards let through: <namespace>/<name> or system:serviceaccount:<namespace>:<name> (default: the user the manager authenticates as, its Pod's ServiceAccount)")
+	fs.DurationVar(&o.DriftInterval, "drift-interval", 0, "drift check interval of objects whose spec.drift.interval is unset; 0 turns their checks off")
+	fs.IntVar(&o.MaxActiveJobs, "max-active-jobs", 50, "the most Jobs the manager runs at once; 0 means no bound")
+	fs.IntVar(&o.MaxBackgroundJobs, "max-background-jobs", 10, "the most drift-check Jobs among them, so applies and destroys are never starved; 0 means no bound besides --max-active-jobs")
 	fs.IntVar(&o.StateBackups, "state-backups", 5, "backups of each object's Terraform state to keep after the Jobs that change it (0 takes none)")
 	zo := zap.Options{}
 	zo.BindFlags(fs)

@@ -73,7 +73,7 @@ func (p *pass) act(ctx context.Context) (ctrl.Result, error) {
 	}
 
 	switch d.Action {
-	case ActionWaitJob, ActionWait:
+	case ActionWaitJob, ActionWait, ActionIdle:
 		if d.Wait != nil {
 			return ctrl.Result{RequeueAfter: d.Wait.RequeueAfter}, nil
 		}
@@ -156,6 +156,26 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 		deadline = *spec.Job.ActiveDeadlineSeconds
 	}
 	req := runlease.Request{Owner: p.owner, Holder: name, Operation: op, ActiveDeadlineSeconds: deadline}
+
+	// 0. A Job slot of the manager (in memory: a wait here costs no API request).
+	slot := types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: name}
+	free, err := r.Slots.Reserve(ctx, slot, op, r.Clock.Now())
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !free {
+		p.rep.slotWait = true
+		if c := meta.FindStatusCondition(p.obj.GetTerraformStatus().Conditions, familyOf(op)); c == nil || c.Reason != infrav1.WaitingForJobSlotReason {
+			p.emit(corev1.EventTypeNormal, infrav1.WaitingForJobSlotReason, fmt.Sprintf("%s waits for a free Job slot of the manager", op))
+		}
+		return ctrl.Result{RequeueAfter: SlotRequeue}, nil
+	}
+	created := false
+	defer func() {
+		if !created {
+			r.Slots.Release(slot)
+		}
+	}()
 
 	// 1. The leases.
 	res, err := r.Leases.Acquire(ctx, req)
@@ -257,6 +277,7 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 			}
 			logger.Info("adopting the Job an earlier attempt created", "job", name)
 			job = existing
+			created = true
 		case rejected(err):
 			p.rep.rejected = "the API server refused the Job: " + err.Error()
 			p.emit(corev1.EventTypeWarning, "JobRejected", "the API server refused Job "+name+": "+err.Error())
@@ -269,6 +290,7 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 			return ctrl.Result{}, fmt.Errorf("create job %s: %w", name, err)
 		}
 	} else {
+		created = true
 		p.emit(corev1.EventTypeNormal, "JobStarted", fmt.Sprintf("started Job %s (%s)", name, op))
 		p.flush()
 	}
@@ -290,6 +312,9 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 	p.rep.started = name
 	return ctrl.Result{}, nil
 }
+
+// SlotRequeue is how soon an object waiting for a Job slot looks again.
+const SlotRequeue = 10 * time.Second
 
 // rejected reports errors that prove the Job was not created.
 func rejected(err error) bool {

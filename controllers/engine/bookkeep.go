@@ -33,6 +33,11 @@ type bookkept struct {
 	backoff  time.Duration
 	counts   bool
 	at       time.Time
+	// driftFound: a drift check found drift; remediate: the object's mode is Remediate.
+	driftFound bool
+	remediate  bool
+	// driftSummary says what changed (counts and addresses), when the runner reported it.
+	driftSummary string
 }
 
 // outputsResult is the outcome of reading the module's outputs (nil err: valid).
@@ -44,12 +49,14 @@ func judgeFinished(cur JobView, out jobs.Outcome, failuresBefore int, now time.T
 	b := bookkept{job: cur.Name, op: cur.Operation, outcome: out.Outcome, message: out.Message, at: now}
 	switch {
 	case out.Outcome == infrav1.RunSucceeded:
-	case out.Outcome == infrav1.RunFenced:
-		// Another run owns the state now; this run wrote nothing. Not a failure.
+	case out.Outcome == infrav1.RunFenced, out.Outcome == infrav1.RunInterrupted:
+		// Fenced: another run owns the state now, this one wrote nothing. Interrupted: a
+		// deletion, an eviction or the deadline stopped it. Neither is a failure of the
+		// module, and neither counts toward the backoff.
 		b.failures = failuresBefore
-	case cur.Operation == infrav1.OperationRestore:
-		// A failed restore is recorded against its serial (never retried), not the backoff
-		// of applies and destroys.
+	case cur.Operation == infrav1.OperationRestore, Background(cur.Operation):
+		// A failed restore is recorded against its serial (never retried); a failed drift
+		// check waits for the next one. Neither delays applies and destroys.
 		b.failures = failuresBefore
 	default:
 		b.counts = true
@@ -63,6 +70,15 @@ func judgeFinished(cur JobView, out jobs.Outcome, failuresBefore int, now time.T
 // the applied hash, destroyed flag, restore outcome or failure backoff.
 func (b bookkept) markers(o Object, cur JobView, restoreSerial string) {
 	setAnnotation(o, infrav1.RunSeqAnnotation, strconv.FormatInt(cur.Seq+1, 10))
+	if Background(cur.Operation) {
+		setAnnotation(o, infrav1.LastDriftCheckAnnotation, b.at.UTC().Format(time.RFC3339))
+		if b.driftFound && b.remediate {
+			setAnnotation(o, infrav1.RemediateAnnotation, cur.Name)
+		}
+	}
+	if cur.Operation == infrav1.OperationApply && b.outcome == infrav1.RunSucceeded {
+		removeAnnotation(o, infrav1.RemediateAnnotation)
+	}
 	if cur.Operation == infrav1.OperationRestore {
 		if b.outcome == infrav1.RunSucceeded {
 			removeAnnotation(o, infrav1.RestoreStateAnnotation)
@@ -107,6 +123,11 @@ func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
 	out := jobs.OutcomeOf(job, p.pods)
 	failures, _ := strconv.Atoi(p.obj.GetAnnotations()[infrav1.FailuresAnnotation])
 	b := judgeFinished(cur, out, failures, p.r.Clock.Now())
+	if Background(cur.Operation) && b.outcome == infrav1.RunSucceeded && out.Result != nil && out.Result.Drift != nil {
+		b.driftFound, b.remediate = *out.Result.Drift, p.ev.DriftMode == infrav1.DriftModeRemediate
+		b.driftSummary = driftSummary(out)
+		p.rep.drift = &driftFinding{found: b.driftFound, summary: b.driftSummary}
+	}
 
 	// A Job that may have moved the state: protect it and back it up, whatever the outcome (a
 	// failed apply can have written part of its changes).
@@ -175,10 +196,19 @@ func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
 	}
 	p.flush()
 	p.rep.bookkept = &b
-	p.obj.GetTerraformStatus().LastRun = &infrav1.LastRun{Job: b.job, Operation: b.op, Outcome: b.outcome,
+	st := p.obj.GetTerraformStatus()
+	st.LastRun = &infrav1.LastRun{Job: b.job, Operation: b.op, Outcome: b.outcome,
 		FinishedAt: &metav1.Time{Time: b.at}, Message: b.message}
+	if Background(cur.Operation) {
+		st.LastDriftCheck = &metav1.Time{Time: b.at}
+		if b.driftFound {
+			p.emit(corev1.EventTypeWarning, "DriftDetected", fmt.Sprintf("Job %s found drift: %s", b.job, b.driftSummary))
+			p.flush()
+		}
+	}
 
 	p.releaseFinished(ctx, job)
+	p.pruneHistory(ctx, cur)
 	return ctrl.Result{}, nil
 }
 
@@ -264,4 +294,9 @@ func lower(s string) string {
 		b[0] += 'a' - 'A'
 	}
 	return string(b)
+}
+
+// driftSummary is the one-line account of what a drift check found.
+func driftSummary(out jobs.Outcome) string {
+	return out.Message
 }

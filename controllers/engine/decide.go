@@ -145,6 +145,13 @@ type Evidence struct {
 	RestoreSerial string
 	RestoreFailed string
 
+	// Drift checks. DriftDueAt is when the next check is due (DriftDueAt; zero: checks off);
+	// DriftMode is spec.drift.mode; Remediate names the drift Job whose drift an apply must
+	// remediate (annotation captf.io/remediate).
+	DriftDueAt time.Time
+	DriftMode  infrav1.DriftMode
+	Remediate  string
+
 	// RetryAt is when a failed operation may be retried (zero: now), and LastError why it failed.
 	RetryAt   time.Time
 	LastError string
@@ -284,7 +291,14 @@ func NeedsLiveState(ev Evidence) bool {
 	if ev.Deleting {
 		return true
 	}
-	return ev.AppliedBefore && (!ev.StateSecretCached || ev.DesiredHash != ev.AppliedHash || ev.RestoreSerial != "")
+	return ev.AppliedBefore && (!ev.StateSecretCached || ev.DesiredHash != ev.AppliedHash || ev.RestoreSerial != "" ||
+		ev.Remediate != "" || DriftDue(ev))
+}
+
+// DriftDue reports whether a drift check is due: checks are on, the object applied before,
+// and the due time has come.
+func DriftDue(ev Evidence) bool {
+	return !ev.DriftDueAt.IsZero() && ev.AppliedBefore && !ev.Now.Before(ev.DriftDueAt)
 }
 
 // Decide picks what a pass does. It is pure: same evidence, same decision. Every branch that
@@ -378,10 +392,34 @@ func Decide(ev Evidence) Decision {
 		default:
 			d.Action, d.Operation = ActionStart, infrav1.OperationApply
 		}
+	case ev.Remediate != "" && ev.DriftMode == infrav1.DriftModeRemediate:
+		// A check found drift: one apply of the last applied inputs, through the apply path.
+		switch {
+		case ev.Now.Before(ev.RetryAt):
+			d.Action = ActionWait
+			d.Wait = backoffWait(ev, "apply")
+		case ev.State != StatePresent:
+			d.Action = ActionWait
+			d.Wait = &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue, Message: "the state was not read; no apply starts without it"}
+		default:
+			d.Action, d.Operation = ActionStart, infrav1.OperationApply
+		}
+	case DriftDue(ev):
+		// I7: a drift check runs only against the object's own state, read.
+		if ev.State != StatePresent {
+			d.Action = ActionWait
+			d.Wait = &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue, Message: "the state was not read; no drift check starts without it"}
+			return d
+		}
+		d.Action, d.Operation = ActionStart, infrav1.OperationDrift
 	case !ev.Provisioned && ev.AppliedHash != "":
 		d.Action = ActionRecoverStatus
 	default:
 		d.Action = ActionIdle
+		if !ev.DriftDueAt.IsZero() && ev.AppliedBefore {
+			// Wake up when the next drift check is due; nothing is read until then.
+			d.Wait = &Wait{RequeueAfter: ev.DriftDueAt.Sub(ev.Now)}
+		}
 	}
 	return d
 }

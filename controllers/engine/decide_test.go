@@ -164,6 +164,30 @@ func TestDecideTable(t *testing.T) {
 			settled(Evidence{Deleting: true, AppliedBefore: true, State: StateAbsent, BlockMove: true,
 				RestoreSerial: "3", Backups: []BackupView{{Name: "b3", Serial: 3, Lineage: "L"}}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationRestore}},
+		{"a drift check runs when due, against the state read",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, Provisioned: true, State: StatePresent, BlockMove: true,
+				DriftDueAt: now.Add(-time.Second)}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationDrift}},
+		{"an idle object wakes up when its drift check is due",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, Provisioned: true, StateSecretCached: true, BlockMove: true,
+				DriftDueAt: now.Add(time.Minute)}),
+			Decision{Action: ActionIdle}},
+		{"no drift check against a lost state (I7)",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StateAbsent, BlockMove: true,
+				DriftDueAt: now.Add(-time.Second)}),
+			Decision{Action: ActionWait}},
+		{"drift found in Remediate mode: one apply of the last inputs",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, BlockMove: true,
+				Remediate: "captf-x-4", DriftMode: infrav1.DriftModeRemediate}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationApply}},
+		{"a remediation waits out the apply backoff",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, BlockMove: true,
+				Remediate: "captf-x-4", DriftMode: infrav1.DriftModeRemediate, RetryAt: now.Add(time.Minute)}),
+			Decision{Action: ActionWait}},
+		{"drift found in Report mode applies nothing",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, Provisioned: true, StateSecretCached: true, BlockMove: true,
+				Remediate: "captf-x-4", DriftMode: infrav1.DriftModeReport}),
+			Decision{Action: ActionIdle}},
 		{"another incarnation's finished Job is skipped, never counted",
 			Evidence{HasFinalizer: true, Current: &JobView{Name: "captf-x-3", Seq: 3, Operation: infrav1.OperationDestroy, Phase: JobFinished, Foreign: true},
 				CurrentPods: PodsTerminal, BlockMove: true},
@@ -196,9 +220,12 @@ func TestDecideTable(t *testing.T) {
 // the state (not read, absent, present and empty, present with resources, unreadable),
 // destroyed, backoff, deletion policy and abandon, and backups and restore (none; a backup; a
 // backup and its restore; a backup whose restore failed; a restore without a backup). Each
-// combination is an index in a mixed-radix counter.
+// combination is an index in a mixed-radix counter. Drift: off, not due, due, a remediation
+// pending. (An inputs problem, a restore without a backup and an activeJob naming another Job
+// are in the table: they take the same branches as a dependency wait, a refused restore and
+// an unset activeJob.)
 func space(workers int, visit func(Evidence)) {
-	actives := []string{"", "j3", "j2"}
+	actives := []string{"", "j3"}
 	type jobs struct {
 		current *JobView
 		running []JobView
@@ -220,7 +247,7 @@ func space(workers int, visit func(Evidence)) {
 		dep     *Wait
 		problem *Problem
 	}
-	inputSets := []inputs{{}, {dep: &Wait{Reason: infrav1.WaitingForClusterReason}}, {problem: &Problem{Reason: infrav1.InvalidInputsReason}}}
+	inputSets := []inputs{{}, {dep: &Wait{Reason: infrav1.WaitingForClusterReason}}}
 	hashes := [][2]string{{"h1", "h1"}, {"h2", "h1"}, {"h1", ""}}
 	type stateSet struct {
 		view  StateView
@@ -234,10 +261,16 @@ func space(workers int, visit func(Evidence)) {
 		backups        []BackupView
 		serial, failed string
 	}
-	restores := []restoreSet{{}, {backups: backup}, {backups: backup, serial: "5"}, {backups: backup, serial: "5", failed: "5"}, {serial: "5"}}
+	restores := []restoreSet{{}, {backups: backup}, {backups: backup, serial: "5"}, {backups: backup, serial: "5", failed: "5"}}
+	type driftSet struct {
+		due       time.Time
+		remediate string
+		mode      infrav1.DriftMode
+	}
+	drifts := []driftSet{{}, {due: now.Add(time.Minute)}, {due: now.Add(-time.Second)}, {remediate: "j1", mode: infrav1.DriftModeRemediate}}
 	// finalizer, deleting, paused, move, block-move, provisioned, activeJob, jobs, lag,
 	// gathered, inputs, hashes, children, state, destroyed, backoff, policy, abandon, restore.
-	radix := []int{2, 2, 2, 2, 2, 2, len(actives), len(jobSets), len(lags), 2, len(inputSets), len(hashes), 2, len(states), 2, 2, 2, 2, len(restores)}
+	radix := []int{2, 2, 2, 2, 2, 2, len(actives), len(jobSets), len(lags), 2, len(inputSets), len(hashes), 2, len(states), 2, 2, 2, 2, len(restores), len(drifts)}
 	total := 1
 	for _, r := range radix {
 		total *= r
@@ -251,13 +284,14 @@ func space(workers int, visit func(Evidence)) {
 					digit[i], rest = rest%radix[i], rest/radix[i]
 				}
 				on := func(i int) bool { return digit[i] == 1 }
-				js, in, st, rs := jobSets[digit[7]], inputSets[digit[10]], states[digit[13]], restores[digit[18]]
+				js, in, st, rs, dr := jobSets[digit[7]], inputSets[digit[10]], states[digit[13]], restores[digit[18]], drifts[digit[19]]
 				ev := Evidence{Now: now, HasFinalizer: on(0), Deleting: on(1), Paused: on(2), MoveDeletion: on(3), BlockMove: on(4),
 					Provisioned: on(5), ActiveJob: actives[digit[6]], RunSeq: 3, Current: js.current, Running: js.running, CurrentPods: js.pods,
 					Lag: lags[digit[8]], Gathered: on(9), DependencyWait: in.dep, InputsProblem: in.problem,
 					DesiredHash: hashes[digit[11]][0], AppliedHash: hashes[digit[11]][1],
 					State: st.view, StateEmpty: st.empty, StateLineage: "L", Destroyed: on(14),
-					Backups: rs.backups, RestoreSerial: rs.serial, RestoreFailed: rs.failed, Abandon: on(17)}
+					Backups: rs.backups, RestoreSerial: rs.serial, RestoreFailed: rs.failed, Abandon: on(17),
+					DriftDueAt: dr.due, Remediate: dr.remediate, DriftMode: dr.mode}
 				if on(12) {
 					ev.Children = children
 				}
@@ -380,8 +414,13 @@ func violations(ev Evidence, d Decision) []string {
 	if d.SetBlockMove && d.ClearBlockMove {
 		bad("contradictory block-move decision")
 	}
-	if d.Action == ActionStart && d.Operation == infrav1.OperationApply && (ev.DesiredHash == ev.AppliedHash || ev.Now.Before(ev.RetryAt) || ev.DependencyWait != nil || ev.InputsProblem != nil) {
+	remediation := ev.Remediate != "" && ev.DriftMode == infrav1.DriftModeRemediate
+	if d.Action == ActionStart && d.Operation == infrav1.OperationApply &&
+		((ev.DesiredHash == ev.AppliedHash && !remediation) || ev.Now.Before(ev.RetryAt) || ev.DependencyWait != nil || ev.InputsProblem != nil) {
 		bad("starts an apply that nothing asks for")
+	}
+	if d.Action == ActionStart && d.Operation == infrav1.OperationDrift && (!DriftDue(ev) || ev.Deleting || ev.State != StatePresent) {
+		bad("starts a drift check that is not due, or against a state not read (I7)")
 	}
 	return out
 }
@@ -413,7 +452,7 @@ func TestDecideInvariantsOverTheWholeEvidenceSpace(t *testing.T) {
 		t.Error(f)
 	}
 	for _, a := range []string{"None/", "AddFinalizer/", "WaitJob/", "Bookkeep/Apply", "SkipRun/", "WaitLag/", "Start/Apply",
-		"Start/Destroy", "Start/Restore", "Idle/", "RecoverStatus/", "Wait/", "RemoveFinalizer/", "Cleanup/", "Retain/", "Abandon/"} {
+		"Start/Destroy", "Start/Restore", "Start/Drift", "Idle/", "RecoverStatus/", "Wait/", "RemoveFinalizer/", "Cleanup/", "Retain/", "Abandon/"} {
 		if reached[a] == 0 {
 			t.Errorf("no evidence gather can produce reaches %s", a)
 		}

@@ -70,6 +70,20 @@ func (p *pass) gather(ctx context.Context) error {
 	return nil
 }
 
+// gatherDriftSchedule computes when the next drift check is due, from the spec, the manager's
+// default and the durable last-check annotation (no read).
+func (p *pass) gatherDriftSchedule() {
+	drift := p.obj.GetTerraformSpec().Drift
+	p.ev.DriftMode = drift.Mode
+	p.ev.Remediate = p.obj.GetAnnotations()[infrav1.RemediateAnnotation]
+	interval := p.r.DriftInterval
+	if drift.Interval != nil {
+		interval = drift.Interval.Duration
+	}
+	last, _ := time.Parse(time.RFC3339, p.obj.GetAnnotations()[infrav1.LastDriftCheckAnnotation])
+	p.ev.DriftDueAt = DriftDueAt(last, p.obj.GetCreationTimestamp().Time, p.r.started(p.ev.Now), interval, p.obj.GetUID())
+}
+
 // gatherState reads the state Secret live: absent, present (with its lineage and whether it
 // still tracks resources) or unreadable (with why).
 func (p *pass) gatherState(ctx context.Context) error {
@@ -165,6 +179,7 @@ func (p *pass) gatherCache(ctx context.Context) error {
 		return err
 	}
 	p.ev.AppliedBefore = p.ev.AppliedHash != "" || p.ev.Provisioned || len(p.ev.Backups) > 0
+	p.gatherDriftSchedule()
 	if t, err := time.Parse(time.RFC3339, ann[infrav1.RetryAtAnnotation]); err == nil {
 		p.ev.RetryAt = t
 		p.ev.LastError = ann[infrav1.LastErrorAnnotation]
@@ -191,20 +206,11 @@ func (p *pass) gatherCache(ctx context.Context) error {
 	p.jobs = list.Items
 	sort.Slice(p.jobs, func(i, j int) bool { return p.jobs[i].Name < p.jobs[j].Name })
 	for i := range p.jobs {
-		j := &p.jobs[i]
-		if !naming.OwnedBy(j.Labels, p.r.Kind.Name(), obj.GetName()) {
+		v, ok := p.viewOf(&p.jobs[i])
+		if !ok {
 			continue
 		}
-		seq, err := naming.ParseJobSeq(p.suffix, j.Name)
-		if err != nil {
-			continue // a Job of an object with a colliding label value: not ours
-		}
-		v := JobView{Name: j.Name, Seq: seq, Operation: infrav1.Operation(j.Labels[infrav1.OperationLabel]),
-			InputsHash: j.Annotations[infrav1.InputsHashAnnotation], Phase: JobRunning, Foreign: !ownedBy(j, obj.GetUID())}
-		if jobstatus.Finished(j) {
-			v.Phase = JobFinished
-		}
-		if seq == p.ev.RunSeq {
+		if v.Seq == p.ev.RunSeq {
 			vc := v
 			p.ev.Current = &vc
 		}
@@ -213,6 +219,24 @@ func (p *pass) gatherCache(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// viewOf is what the decision sees of one of the object's cached Jobs; ok is false for a Job
+// that is not the object's (a colliding label value).
+func (p *pass) viewOf(j *batchv1.Job) (JobView, bool) {
+	if !naming.OwnedBy(j.Labels, p.r.Kind.Name(), p.obj.GetName()) {
+		return JobView{}, false
+	}
+	seq, err := naming.ParseJobSeq(p.suffix, j.Name)
+	if err != nil {
+		return JobView{}, false
+	}
+	v := JobView{Name: j.Name, Seq: seq, Operation: infrav1.Operation(j.Labels[infrav1.OperationLabel]),
+		InputsHash: j.Annotations[infrav1.InputsHashAnnotation], Phase: JobRunning, Foreign: !ownedBy(j, p.obj.GetUID())}
+	if jobstatus.Finished(j) {
+		v.Phase = JobFinished
+	}
+	return v, true
 }
 
 // gatherDecisionInputs reads what Decide needs to choose an operation: dependencies and the

@@ -33,11 +33,11 @@ func (p *pass) assembleInputs(ctx context.Context, contract ContractInputs) (*in
 	return in, nil, nil
 }
 
-// inputsForRun returns the inputs a Job of op runs with. A destroy or a restore uses the
+// inputsForRun returns the inputs a Job of op runs with. A destroy, a restore or a drift check uses the
 // durable inputs of the last apply (the sources may be gone by now), and assembles fresh ones
 // only when there are none.
 func (p *pass) inputsForRun(ctx context.Context, op infrav1.Operation, contract ContractInputs) (*inputs.Inputs, *Problem, error) {
-	if op == infrav1.OperationDestroy || op == infrav1.OperationRestore {
+	if op == infrav1.OperationDestroy || op == infrav1.OperationRestore || Background(op) {
 		s := &corev1.Secret{}
 		err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: naming.InputsSecretName(p.suffix)}, s)
 		switch {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -39,10 +40,18 @@ type Reconciler struct {
 	SecretMeta client.Reader
 	// StateBackups is how many state backups to keep per object; 0 takes none.
 	StateBackups int
-	Kind         Kind
-	Leases       *runlease.Manager
-	Recorder     events.EventRecorder
-	Clock        clock.Clock
+	// DriftInterval is the drift check interval of objects whose spec.drift.interval is unset
+	// (manager flag --drift-interval); 0 turns their checks off.
+	DriftInterval time.Duration
+	// Started is when this manager started: drift checks that fell due before it are spread
+	// over one interval (DriftDueAt). Zero means the first pass's time.
+	Started time.Time
+	// Slots bounds the Jobs the manager runs at once (nil: no bound).
+	Slots    *JobSlots
+	Kind     Kind
+	Leases   *runlease.Manager
+	Recorder events.EventRecorder
+	Clock    clock.Clock
 	// Jobs carries the images of the Jobs. Each object's Jobs run as its own runner account
 	// (naming.RunnerServiceAccountName) unless its spec names one.
 	Jobs jobs.Defaults
@@ -51,7 +60,18 @@ type Reconciler struct {
 	// bootstrap data's content) are read again at the latest after it. Default 10 minutes.
 	InputsTTL time.Duration
 
-	memo inputsMemo
+	memo      inputsMemo
+	startOnce sync.Once
+}
+
+// started is when the manager started (the first pass's time when Started is unset).
+func (r *Reconciler) started(now time.Time) time.Time {
+	r.startOnce.Do(func() {
+		if r.Started.IsZero() {
+			r.Started = now
+		}
+	})
+	return r.Started
 }
 
 func (r *Reconciler) inputsTTL() time.Duration {

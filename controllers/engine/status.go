@@ -41,6 +41,16 @@ type report struct {
 	skipped string
 	// lockHolder: the counted Job could not take the state lock, which this holder has.
 	lockHolder *jobs.LockHolder
+	// slotWait: the manager runs as many Jobs as it may; the operation waits for a slot.
+	slotWait bool
+	// drift is what a counted drift check found (nil: none counted this pass).
+	drift *driftFinding
+}
+
+// driftFinding is a drift check's verdict with the runner's summary.
+type driftFinding struct {
+	found   bool
+	summary string
 }
 
 // conditions accumulates condition writes with the object's generation.
@@ -66,6 +76,7 @@ func setConditions(st *infrav1.TerraformStatus, gen int64, ev Evidence, d Decisi
 	setOperation(c, ev, d, rep)
 	setOutputsValid(c, rep)
 	setStateReadable(c, ev, d, rep)
+	setDriftDetected(c, ev, rep)
 	setStateBackups(c, ev, rep)
 	setDeleting(c, ev, d, rep)
 	setReady(c, ev)
@@ -101,6 +112,32 @@ func setStateReadable(c conditions, ev Evidence, d Decision, rep report) {
 		if pr := ev.StateProblem; pr != nil {
 			c.set(infrav1.StateReadableCondition, metav1.ConditionFalse, pr.Reason, pr.Message)
 		}
+	}
+}
+
+// setDriftDetected reports what the last drift check found (negative polarity: True means
+// drift), and that a successful apply brought the infrastructure in line again.
+func setDriftDetected(c conditions, ev Evidence, rep report) {
+	if f := rep.drift; f != nil {
+		if f.found {
+			msg := "the infrastructure differs from the last apply: " + f.summary
+			if ev.DriftMode == infrav1.DriftModeRemediate {
+				msg += "; an apply of the last applied inputs follows (mode Remediate)"
+			} else {
+				msg += "; mode Report: nothing is changed"
+			}
+			c.set(infrav1.DriftDetectedCondition, metav1.ConditionTrue, infrav1.DriftFoundReason, msg)
+			return
+		}
+		c.set(infrav1.DriftDetectedCondition, metav1.ConditionFalse, infrav1.NoDriftReason, "the last drift check found no drift")
+		return
+	}
+	b := rep.bookkept
+	if b == nil || b.op != infrav1.OperationApply || b.outcome != infrav1.RunSucceeded {
+		return
+	}
+	if cur := c.find(infrav1.DriftDetectedCondition); cur != nil && cur.Status == metav1.ConditionTrue {
+		c.set(infrav1.DriftDetectedCondition, metav1.ConditionFalse, infrav1.RemediatedReason, "Job "+b.job+" applied the module again after the drift check")
 	}
 }
 
@@ -185,6 +222,9 @@ func setOperation(c conditions, ev Evidence, d Decision, rep report) {
 	case rep.leaseWait != nil:
 		w := rep.leaseWait
 		c.set(w.Condition, metav1.ConditionUnknown, w.Reason, w.Message)
+	case rep.slotWait:
+		c.set(familyOf(d.Operation), metav1.ConditionUnknown, infrav1.WaitingForJobSlotReason,
+			fmt.Sprintf("%s waits for a free Job slot: the manager runs as many Jobs at once as --max-active-jobs (and, for drift checks, --max-background-jobs) allows", d.Operation))
 	case rep.recovered:
 		c.set(infrav1.ApplyJobSucceededCondition, metav1.ConditionTrue, infrav1.JobSucceededReason,
 			"recovered from the state of the last successful apply")

@@ -110,21 +110,27 @@ func New(cfg *rest.Config, o Options, extra ...func(*manager.Options)) (manager.
 	leaseOpts.Clock = o.Clock
 	leases := runlease.New(mgr.GetClient(), mgr.GetAPIReader(), leaseOpts)
 	if o.EnableWebhooks {
-		if err := webhooks.Setup(mgr, webhooks.Options{OverrideGroups: o.GuardOverrideGroups, Leases: leases}); err != nil {
+		if err := webhooks.Setup(mgr, webhooks.Options{OverrideGroups: o.GuardOverrideGroups, Leases: leases,
+			ManagerServiceAccount: o.ManagerServiceAccount}); err != nil {
 			return nil, fmt.Errorf("set up webhooks: %w", err)
 		}
 	}
+	slots := &engine.JobSlots{Max: o.MaxActiveJobs, MaxBackground: o.MaxBackgroundJobs, Cache: mgr.GetClient()}
+	started := o.Clock.Now()
 	for _, k := range []engine.Kind{terraformcluster.Kind{}, terraformmachine.Kind(), terraformmachinepool.Kind()} {
 		r := &engine.Reconciler{
-			Client:       mgr.GetClient(),
-			APIReader:    mgr.GetAPIReader(),
-			SecretMeta:   mgr.GetCache(),
-			StateBackups: o.StateBackups,
-			Kind:         k,
-			Leases:       leases,
-			Recorder:     mgr.GetEventRecorder("captf-" + k.Name()),
-			Clock:        o.Clock,
-			Jobs:         jobs.Defaults{RunnerImage: o.RunnerImage, RuntimeImage: o.RuntimeImage},
+			Client:        mgr.GetClient(),
+			APIReader:     mgr.GetAPIReader(),
+			SecretMeta:    mgr.GetCache(),
+			StateBackups:  o.StateBackups,
+			DriftInterval: o.DriftInterval,
+			Started:       started,
+			Slots:         slots,
+			Kind:          k,
+			Leases:        leases,
+			Recorder:      mgr.GetEventRecorder("captf-" + k.Name()),
+			Clock:         o.Clock,
+			Jobs:          jobs.Defaults{RunnerImage: o.RunnerImage, RuntimeImage: o.RuntimeImage},
 		}
 		if err := r.SetupWithManager(mgr, o.Concurrency); err != nil {
 			return nil, fmt.Errorf("set up %s controller: %w", k.Name(), err)

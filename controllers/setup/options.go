@@ -46,9 +46,22 @@ type Options struct {
 	// GuardOverrideGroups may force a guarded removal with captf.io/guard-override-reason,
 	// and abandon an object's infrastructure (captf.io/abandon-infrastructure).
 	GuardOverrideGroups []string
+	// ManagerServiceAccount is the manager's own identity for the Lease and Job guards
+	// ("<namespace>/<name>" or "system:serviceaccount:<namespace>:<name>"). Empty by default:
+	// the manager asks the API server which user it authenticates as. Flag
+	// --manager-service-account.
+	ManagerServiceAccount string
 	// StateBackups is how many backups of each object's state to keep (0 keeps none). The
 	// flag --state-backups defaults it to 5; a zero Options keeps none.
 	StateBackups int
+	// DriftInterval is the drift check interval of objects that set none (0: their checks
+	// are off). Flag --drift-interval, default 0.
+	DriftInterval time.Duration
+	// MaxActiveJobs bounds the Jobs the manager runs at once (0: no bound); MaxBackgroundJobs
+	// bounds the drift checks among them (0: no bound besides MaxActiveJobs). Flags
+	// --max-active-jobs (default 50) and --max-background-jobs (default 10).
+	MaxActiveJobs     int
+	MaxBackgroundJobs int
 }
 
 func (o Options) withDefaults() Options {

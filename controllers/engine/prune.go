@@ -1,0 +1,124 @@
+package engine
+
+import (
+	"context"
+	"sort"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
+)
+
+// HistoryCandidate is one of the object's finished Jobs, as the pruning rule sees it.
+type HistoryCandidate struct {
+	Name      string
+	Seq       int64
+	Operation infrav1.Operation
+	Succeeded bool
+	// Counted: the Job's bookkeeping is done (its run sequence is below the object's).
+	Counted bool
+	// Finished: the Job carries Complete or Failed (jobstatus.Finished).
+	Finished bool
+	// Foreign: another incarnation's Job (never pruned by this object).
+	Foreign bool
+}
+
+// JobsToPrune returns the Jobs to delete so that, per operation, at most keepSucceeded
+// successful and keepFailed unsuccessful Jobs stay, the newest ones. It never picks a Job
+// that has not finished, one not counted yet, or another incarnation's. It is pure; the caller
+// still checks each pick's pods live and deletes with preconditions.
+func JobsToPrune(cands []HistoryCandidate, keepSucceeded, keepFailed int) []string {
+	type group struct {
+		op        infrav1.Operation
+		succeeded bool
+	}
+	groups := map[group][]HistoryCandidate{}
+	for _, c := range cands {
+		if !c.Finished || !c.Counted || c.Foreign {
+			continue
+		}
+		g := group{c.Operation, c.Succeeded}
+		groups[g] = append(groups[g], c)
+	}
+	var out []string
+	for g, list := range groups {
+		sort.Slice(list, func(i, j int) bool { return list[i].Seq > list[j].Seq })
+		keep := keepFailed
+		if g.succeeded {
+			keep = keepSucceeded
+		}
+		for i := keep; i < len(list); i++ {
+			out = append(out, list[i].Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// historyLimits are the object's Job history limits (spec.job; defaults 1 and 1).
+func (p *pass) historyLimits() (int, int) {
+	j := p.obj.GetTerraformSpec().Job
+	succeeded, failed := 1, 1
+	if j.SuccessfulJobsHistory != nil {
+		succeeded = int(*j.SuccessfulJobsHistory)
+	}
+	if j.FailedJobsHistory != nil {
+		failed = int(*j.FailedJobsHistory)
+	}
+	return succeeded, failed
+}
+
+// pruneHistory deletes the object's finished Jobs beyond its history limits, after the
+// bookkeeping of counted moved the run sequence past them. Best effort: a Job left over is
+// pruned after the next bookkeeping.
+func (p *pass) pruneHistory(ctx context.Context, counted JobView) {
+	var cands []HistoryCandidate
+	for i := range p.jobs {
+		j := &p.jobs[i]
+		v, ok := p.viewOf(j)
+		if !ok {
+			continue
+		}
+		cands = append(cands, HistoryCandidate{Name: j.Name, Seq: v.Seq, Operation: v.Operation, Foreign: v.Foreign,
+			Finished: jobstatus.Finished(j), Succeeded: succeeded(j), Counted: v.Seq <= counted.Seq})
+	}
+	keepSucceeded, keepFailed := p.historyLimits()
+	for _, name := range JobsToPrune(cands, keepSucceeded, keepFailed) {
+		if err := p.deleteFinishedJob(ctx, p.jobNamed(name)); err != nil {
+			log.FromContext(ctx).Error(err, "prune a finished Job", "job", name)
+		}
+	}
+}
+
+// deleteFinishedJob deletes a finished Job whose pods, listed live, are all terminal, with a
+// UID precondition (a Job re-created under that name meanwhile stays).
+func (p *pass) deleteFinishedJob(ctx context.Context, j *batchv1.Job) error {
+	pods, err := jobstatus.ListPods(ctx, p.r.APIReader, j.Namespace, j.Name)
+	if err != nil {
+		return err
+	}
+	if len(jobstatus.NonTerminal(pods)) > 0 {
+		return nil // its pods still run: never pruned now
+	}
+	uid := j.UID
+	err = p.r.Client.Delete(ctx, j, client.Preconditions{UID: &uid}, client.PropagationPolicy("Background"))
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return err
+	}
+	return nil
+}
+
+// succeeded reports a Job whose Complete condition is True.
+func succeeded(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,111 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
+)
+
+// Background reports whether an operation is scheduled background work (drift checks and
+// refreshes) rather than something a person or a Cluster asked for.
+func Background(op infrav1.Operation) bool {
+	return op == infrav1.OperationDrift || op == infrav1.OperationRefresh
+}
+
+// pendingSlot is a reservation whose Job the cache does not show yet.
+type pendingSlot struct {
+	background bool
+	at         time.Time
+}
+
+// JobSlots bounds how many Jobs one manager runs at once (--max-active-jobs), and how many of
+// them may be background work (--max-background-jobs), so a burst of scheduled drift checks
+// never starves the applies and destroys people wait for. It counts the running managed Jobs
+// in the manager's cache (no API request) plus the reservations of Jobs being created that
+// the cache does not show yet. Safe for concurrent use by every worker of every controller.
+type JobSlots struct {
+	// Max is the most Jobs running at once; 0 means no bound.
+	Max int
+	// MaxBackground is the most background Jobs running at once; 0 means no bound besides Max.
+	MaxBackground int
+	// Cache lists the managed Jobs (the manager's cached client).
+	Cache client.Reader
+	// PendingTTL forgets a reservation whose Job never showed up in the cache (a create that
+	// failed without an answer). Default 2 minutes.
+	PendingTTL time.Duration
+
+	mu      sync.Mutex
+	pending map[types.NamespacedName]pendingSlot
+}
+
+// Reserve takes a slot for the Job key of operation op, or reports that none is free. A
+// reservation lasts until the Job shows in the cache (then the Job itself counts until it has
+// finished) or until Release.
+func (s *JobSlots) Reserve(ctx context.Context, key types.NamespacedName, op infrav1.Operation, now time.Time) (bool, error) {
+	if s == nil || s.Max <= 0 && s.MaxBackground <= 0 {
+		return true, nil
+	}
+	list := &batchv1.JobList{}
+	if err := s.Cache.List(ctx, list, client.MatchingLabels{infrav1.ManagedLabel: "true"}); err != nil {
+		return false, fmt.Errorf("count running jobs: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending == nil {
+		s.pending = map[types.NamespacedName]pendingSlot{}
+	}
+	ttl := s.PendingTTL
+	if ttl <= 0 {
+		ttl = 2 * time.Minute
+	}
+	total, background := 0, 0
+	for i := range list.Items {
+		j := &list.Items[i]
+		k := types.NamespacedName{Namespace: j.Namespace, Name: j.Name}
+		delete(s.pending, k) // the cache shows it: the Job itself counts from now on
+		if jobstatus.Finished(j) {
+			continue
+		}
+		total++
+		if Background(infrav1.Operation(j.Labels[infrav1.OperationLabel])) {
+			background++
+		}
+	}
+	for k, p := range s.pending {
+		if now.Sub(p.at) > ttl {
+			delete(s.pending, k)
+			continue
+		}
+		total++
+		if p.background {
+			background++
+		}
+	}
+	if _, mine := s.pending[key]; mine {
+		return true, nil
+	}
+	bg := Background(op)
+	if (s.Max > 0 && total >= s.Max) || (bg && s.MaxBackground > 0 && background >= s.MaxBackground) {
+		return false, nil
+	}
+	s.pending[key] = pendingSlot{background: bg, at: now}
+	return true, nil
+}
+
+// Release gives back a reservation whose Job was not created.
+func (s *JobSlots) Release(key types.NamespacedName) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.pending, key)
+}

@@ -1,0 +1,87 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+)
+
+func slotJob(name string, op infrav1.Operation, finished bool) client.Object {
+	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
+		Labels: map[string]string{infrav1.ManagedLabel: "true", infrav1.OperationLabel: string(op)}}}
+	if finished {
+		j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+	}
+	return j
+}
+
+func TestJobSlotsBoundAllJobsAndBackgroundJobs(t *testing.T) {
+	ctx := context.Background()
+	cache := fake.NewClientBuilder().WithObjects(
+		slotJob("apply-1", infrav1.OperationApply, false),
+		slotJob("drift-1", infrav1.OperationDrift, false),
+		slotJob("drift-done", infrav1.OperationDrift, true),
+	).Build()
+	s := &JobSlots{Max: 4, MaxBackground: 2, Cache: cache}
+	key := func(n string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: n} }
+	reserve := func(n string, op infrav1.Operation) bool {
+		t.Helper()
+		ok, err := s.Reserve(ctx, key(n), op, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if !reserve("drift-2", infrav1.OperationDrift) {
+		t.Fatal("the second background slot was refused")
+	}
+	if reserve("drift-3", infrav1.OperationDrift) {
+		t.Fatal("a third background Job got a slot; the background bound is 2")
+	}
+	if !reserve("apply-2", infrav1.OperationApply) {
+		t.Fatal("an apply was starved by background work")
+	}
+	if reserve("apply-3", infrav1.OperationApply) {
+		t.Fatal("a fifth Job got a slot; the bound is 4")
+	}
+	if !reserve("apply-2", infrav1.OperationApply) {
+		t.Fatal("a reservation is not kept for its own Job")
+	}
+	s.Release(key("apply-2"))
+	if !reserve("apply-3", infrav1.OperationApply) {
+		t.Fatal("a released slot was not given out again")
+	}
+	if ok, _ := s.Reserve(ctx, key("apply-4"), infrav1.OperationApply, now.Add(3*time.Minute)); !ok {
+		t.Fatal("reservations whose Jobs never appeared are not forgotten")
+	}
+}
+
+func TestJobSlotsNeverHandOutMoreThanTheBoundConcurrently(t *testing.T) {
+	s := &JobSlots{Max: 5, Cache: fake.NewClientBuilder().Build()}
+	granted := make(chan bool, 200)
+	for i := 0; i < 200; i++ {
+		go func(i int) {
+			ok, _ := s.Reserve(context.Background(), types.NamespacedName{Namespace: "ns", Name: fmt.Sprint(i)}, infrav1.OperationApply, now)
+			granted <- ok
+		}(i)
+	}
+	n := 0
+	for i := 0; i < 200; i++ {
+		if <-granted {
+			n++
+		}
+	}
+	if n != 5 {
+		t.Fatalf("%d of 200 concurrent reservations granted, want exactly 5", n)
+	}
+}
