@@ -49,7 +49,7 @@ var _ = Describe("Drift checks", func() {
 		f := newFixture()
 		tc := &infrav1.TerraformCluster{
 			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
-			Spec: infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
+			Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
 		}
 		tc.Spec.Drift = infrav1.DriftPolicy{Interval: &metav1.Duration{Duration: time.Minute}, Mode: infrav1.DriftModeReport}
 		Expect(k8s.Create(ctx, tc)).To(Succeed())
@@ -89,7 +89,7 @@ var _ = Describe("Drift checks", func() {
 		f := newFixture()
 		tc := &infrav1.TerraformCluster{
 			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
-			Spec: infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
+			Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
 		}
 		tc.Spec.Drift = infrav1.DriftPolicy{Interval: &metav1.Duration{Duration: time.Minute}, Mode: infrav1.DriftModeReport}
 		Expect(k8s.Create(ctx, tc)).To(Succeed())
