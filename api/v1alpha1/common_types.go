@@ -36,6 +36,10 @@ const (
 	// backup, and removes the annotation once it succeeded.
 	RestoreStateAnnotation = "captf.io/restore-state"
 
+	// ApprovePlanAnnotation approves a pending plan: its value is status.pendingPlan.id. Only
+	// members of the approver groups (--plan-approver-groups) may set it.
+	ApprovePlanAnnotation = "captf.io/approve-plan"
+
 	// AbandonInfrastructureAnnotation, set to the object's UID on a deleting object, lets it go
 	// without a destroy and keeps its state: an audited abandon. The admission webhook accepts
 	// it only from the override groups (--guard-override-groups).
@@ -292,6 +296,26 @@ type IdentityToken struct {
 	ExpirationSeconds *int64 `json:"expirationSeconds,omitempty"`
 }
 
+// ApplyPolicy says whether changes apply at once or wait for approval.
+// +kubebuilder:validation:Enum=Automatic;Manual
+type ApplyPolicy string
+
+// The apply policies.
+const (
+	ApplyPolicyAutomatic ApplyPolicy = "Automatic"
+	ApplyPolicyManual    ApplyPolicy = "Manual"
+)
+
+// DestructiveChanges says whether an automatic apply may delete or replace resources.
+// +kubebuilder:validation:Enum=Allow;RequireApproval
+type DestructiveChanges string
+
+// The destructive-change settings.
+const (
+	DestructiveChangesAllow           DestructiveChanges = "Allow"
+	DestructiveChangesRequireApproval DestructiveChanges = "RequireApproval"
+)
+
 // DeletionPolicy says what deleting the object does to its infrastructure.
 // +kubebuilder:validation:Enum=Destroy;Retain
 type DeletionPolicy string
@@ -361,6 +385,21 @@ type TerraformSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Drift DriftPolicy `json:"drift,omitempty"`
+
+	// applyPolicy says whether changes apply at once (Automatic, the default) or wait for a
+	// person: under Manual every apply but the first runs a plan Job, and only the plan an
+	// approver approves (annotation captf.io/approve-plan=<plan ID>) is applied (docs/plans.md).
+	// +optional
+	// +kubebuilder:default=Automatic
+	ApplyPolicy ApplyPolicy `json:"applyPolicy,omitempty"`
+
+	// destructiveChanges, under applyPolicy Automatic: RequireApproval plans every apply first
+	// and applies at once only a plan that deletes and replaces nothing; a plan that would
+	// delete or replace a resource waits for approval like Manual. Allow (the default) applies
+	// directly.
+	// +optional
+	// +kubebuilder:default=Allow
+	DestructiveChanges DestructiveChanges `json:"destructiveChanges,omitempty"`
 
 	// deletionPolicy says what deleting the object does: Destroy (the default) destroys the
 	// infrastructure first; Retain lets the object go and keeps the state for a person to take
@@ -448,6 +487,10 @@ type TerraformStatus struct {
 	// +optional
 	LastRun *LastRun `json:"lastRun,omitempty"`
 
+	// pendingPlan is the saved plan that waits for approval, if any.
+	// +optional
+	PendingPlan *PendingPlan `json:"pendingPlan,omitempty"`
+
 	// lastDriftCheck is when the last drift check finished (reported; the annotation
 	// captf.io/last-drift-check is the record the schedule uses).
 	// +optional
@@ -463,6 +506,44 @@ type TerraformStatus struct {
 	// observedGeneration is the generation the controller last acted on.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// PendingPlan is a saved plan that waits for an approver.
+type PendingPlan struct {
+	// id of the plan: approve it with the annotation captf.io/approve-plan=<id>. It is a hash
+	// of the plan file, the inputs and the state serial and lineage it was made against.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	ID string `json:"id"`
+	// job is the plan Job that made it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Job string `json:"job,omitempty"`
+	// secret holds the plan file, its summary and its text (key plan.txt).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Secret string `json:"secret,omitempty"`
+	// create, update, replace and delete count the resource changes of the plan.
+	// +optional
+	Create int32 `json:"create,omitempty"`
+	// +optional
+	Update int32 `json:"update,omitempty"`
+	// +optional
+	Replace int32 `json:"replace,omitempty"`
+	// +optional
+	Delete int32 `json:"delete,omitempty"`
+	// addresses of the changed resources, sorted (at most 50).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=50
+	Addresses []string `json:"addresses,omitempty"`
+	// reason the plan waits: Manual, or DestructiveChanges.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Reason string `json:"reason,omitempty"`
+	// createdAt is when the plan Job finished.
+	// +optional
+	CreatedAt *metav1.Time `json:"createdAt,omitempty"`
 }
 
 // StateBackup is one backup of the object's state.

@@ -125,6 +125,12 @@ const (
 	// drift checks, --max-background-jobs) allows; the Job starts when a slot frees.
 	WaitingForJobSlotReason = "WaitingForJobSlot"
 
+	// PlanAwaitingApprovalReason (ApplyJobSucceeded): a saved plan waits for an approver.
+	PlanAwaitingApprovalReason = "PlanAwaitingApproval"
+	// PlanSupersededReason: the inputs or the state changed since the plan was made; it can no
+	// longer be approved and a new plan follows.
+	PlanSupersededReason = "PlanSuperseded"
+
 	// RetainReason: the deletion keeps the infrastructure and the state (deletionPolicy Retain).
 	RetainReason = "Retain"
 	// AbandonedReason: an override group member abandoned the infrastructure; the state is kept.

@@ -40,6 +40,11 @@ type TerraformClusterStatus struct {
 // +kubebuilder:printcolumn:name="Job",type="string",JSONPath=".status.activeJob.name",description="Active Job"
 // +kubebuilder:printcolumn:name="Operation",type="string",JSONPath=".status.activeJob.operation",description="Operation of the active Job"
 // +kubebuilder:printcolumn:name="Endpoint",type="string",JSONPath=".spec.controlPlaneEndpoint.host",priority=1,description="Control plane endpoint"
+// +kubebuilder:printcolumn:name="Plan",type="string",JSONPath=".status.pendingPlan.id",description="Plan awaiting approval (approve: captf.io/approve-plan=<id>)"
+// +kubebuilder:printcolumn:name="Create",type="integer",JSONPath=".status.pendingPlan.create",description="Resources the pending plan creates"
+// +kubebuilder:printcolumn:name="Update",type="integer",JSONPath=".status.pendingPlan.update",description="Resources the pending plan updates"
+// +kubebuilder:printcolumn:name="Replace",type="integer",JSONPath=".status.pendingPlan.replace",description="Resources the pending plan replaces"
+// +kubebuilder:printcolumn:name="Delete",type="integer",JSONPath=".status.pendingPlan.delete",description="Resources the pending plan deletes"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 
 // TerraformCluster provisions a Cluster's infrastructure with a Terraform/OpenTofu module.

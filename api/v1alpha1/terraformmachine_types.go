@@ -44,6 +44,11 @@ type TerraformMachineStatus struct {
 // +kubebuilder:printcolumn:name="Job",type="string",JSONPath=".status.activeJob.name",description="Active Job"
 // +kubebuilder:printcolumn:name="Operation",type="string",JSONPath=".status.activeJob.operation",description="Operation of the active Job"
 // +kubebuilder:printcolumn:name="ProviderID",type="string",JSONPath=".spec.providerID",priority=1,description="Provider ID"
+// +kubebuilder:printcolumn:name="Plan",type="string",JSONPath=".status.pendingPlan.id",description="Plan awaiting approval (approve: captf.io/approve-plan=<id>)"
+// +kubebuilder:printcolumn:name="Create",type="integer",JSONPath=".status.pendingPlan.create",description="Resources the pending plan creates"
+// +kubebuilder:printcolumn:name="Update",type="integer",JSONPath=".status.pendingPlan.update",description="Resources the pending plan updates"
+// +kubebuilder:printcolumn:name="Replace",type="integer",JSONPath=".status.pendingPlan.replace",description="Resources the pending plan replaces"
+// +kubebuilder:printcolumn:name="Delete",type="integer",JSONPath=".status.pendingPlan.delete",description="Resources the pending plan deletes"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 
 // TerraformMachine provisions one Machine's infrastructure with a Terraform/OpenTofu module.

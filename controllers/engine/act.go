@@ -20,6 +20,7 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/metrics"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
 )
@@ -165,6 +166,7 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 	}
 	if !free {
 		p.rep.slotWait = true
+		metrics.LeaseWaits.WithLabelValues(infrav1.WaitingForJobSlotReason).Inc()
 		if c := meta.FindStatusCondition(p.obj.GetTerraformStatus().Conditions, familyOf(op)); c == nil || c.Reason != infrav1.WaitingForJobSlotReason {
 			p.emit(corev1.EventTypeNormal, infrav1.WaitingForJobSlotReason, fmt.Sprintf("%s waits for a free Job slot of the manager", op))
 		}
@@ -185,6 +187,7 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 	if !res.Acquired {
 		w := res.Wait
 		p.rep.leaseWait = w
+		metrics.LeaseWaits.WithLabelValues(w.Reason).Inc()
 		if !w.Repeats(meta.FindStatusCondition(p.obj.GetTerraformStatus().Conditions, w.Condition)) {
 			p.emit(corev1.EventTypeNormal, w.Reason, w.Message) // sent once the status patch records the wait
 		}
@@ -291,6 +294,7 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 		}
 	} else {
 		created = true
+		metrics.JobsStarted.WithLabelValues(p.r.Kind.Name(), string(op)).Inc()
 		p.emit(corev1.EventTypeNormal, "JobStarted", fmt.Sprintf("started Job %s (%s)", name, op))
 		p.flush()
 	}

@@ -16,6 +16,7 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/metrics"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
@@ -185,7 +186,15 @@ func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
 			p.emit(corev1.EventTypeWarning, oe.Reason, oe.Message)
 		}
 	}
+	metrics.JobsFinished.WithLabelValues(p.r.Kind.Name(), string(b.op), string(b.outcome)).Inc()
+	if start := job.Status.StartTime; start != nil {
+		metrics.JobDuration.WithLabelValues(string(b.op)).Observe(b.at.Sub(start.Time).Seconds())
+	}
+	if b.driftFound {
+		metrics.DriftDetected.WithLabelValues(p.r.Kind.Name()).Inc()
+	}
 	if lb := out.LockBroken; lb != nil {
+		metrics.LocksBroken.WithLabelValues(p.r.Kind.Name()).Inc()
 		p.emit(corev1.EventTypeWarning, "StateLockBroken", fmt.Sprintf(
 			"Job %s broke the stale state lock %s held by pod %s of Job %s (%s), which had ended without releasing it", b.job, lb.LockID, lb.Pod, lb.Job, lb.Who))
 	}

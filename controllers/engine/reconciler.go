@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/metrics"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
@@ -139,6 +140,7 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		return ctrl.Result{}, err
 	}
 	p.d = Decide(p.ev)
+	metrics.Decisions.WithLabelValues(p.r.Kind.Name(), string(p.d.Action), string(p.d.Operation)).Inc()
 	log.FromContext(ctx).V(1).Info("decided", "action", p.d.Action, "operation", p.d.Operation,
 		"setBlockMove", p.d.SetBlockMove, "clearBlockMove", p.d.ClearBlockMove, "clearActiveJob", p.d.ClearActiveJob)
 	res, err := p.act(ctx)

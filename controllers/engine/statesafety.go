@@ -19,6 +19,7 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/inputs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/metrics"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
@@ -148,8 +149,13 @@ func (p *pass) takeBackup(ctx context.Context, job string) (*BackupView, error) 
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{state.StateKey: data},
 	}
-	if err := p.r.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("create state backup %s: %w", b.Name, err)
+	if err := p.r.Client.Create(ctx, b); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("create state backup %s: %w", b.Name, err)
+		}
+	} else {
+		metrics.BackupsTaken.WithLabelValues(p.r.Kind.Name()).Inc()
+		metrics.StateSize.Observe(float64(len(data)))
 	}
 	return &BackupView{Name: b.Name, Serial: serial, Lineage: st.Lineage, Bytes: int64(len(data)), Time: now}, nil
 }

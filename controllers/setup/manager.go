@@ -1,6 +1,7 @@
 package setup
 
 import (
+	"errors"
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -17,10 +18,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/certs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/metrics"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
 	"github.com/captf/cluster-api-provider-terraform/controllers/terraformcluster"
 	"github.com/captf/cluster-api-provider-terraform/controllers/terraformmachine"
@@ -135,6 +139,9 @@ func New(cfg *rest.Config, o Options, extra ...func(*manager.Options)) (manager.
 		if err := r.SetupWithManager(mgr, o.Concurrency); err != nil {
 			return nil, fmt.Errorf("set up %s controller: %w", k.Name(), err)
 		}
+	}
+	if err := metrics.RegisterObjects(mgr.GetClient()); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
+		return nil, fmt.Errorf("register the objects gauge: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, fmt.Errorf("add healthz: %w", err)

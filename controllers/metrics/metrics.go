@@ -1,0 +1,132 @@
+package metrics
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+)
+
+// The series, with their labels. docs/observability.md documents each.
+var (
+	// JobsStarted counts Jobs created (not adopted), by kind and operation.
+	JobsStarted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "captf_jobs_started_total", Help: "Jobs CAPTF created, by kind and operation.",
+	}, []string{"kind", "operation"})
+	// JobsFinished counts Jobs counted by bookkeeping, by kind, operation and outcome.
+	JobsFinished = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "captf_jobs_finished_total", Help: "Finished Jobs CAPTF counted, by kind, operation and outcome (Succeeded, Failed, Interrupted, Fenced).",
+	}, []string{"kind", "operation", "outcome"})
+	// JobDuration observes how long counted Jobs ran, by operation.
+	JobDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "captf_job_duration_seconds", Help: "How long finished Jobs ran, from start to completion, by operation.",
+		Buckets: []float64{5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200},
+	}, []string{"operation"})
+	// LeaseWaits counts passes whose operation waited for a lease or a Job slot, by reason.
+	LeaseWaits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "captf_lease_waits_total", Help: "Passes whose Job waited for the run lease, the cluster lease or a Job slot, by reason.",
+	}, []string{"reason"})
+	// Decisions counts the decisions of reconcile passes, by kind, action and operation.
+	Decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "captf_decisions_total", Help: "Decisions of reconcile passes, by kind, action and operation.",
+	}, []string{"kind", "action", "operation"})
+	// StateSize observes the compressed size of states read at bookkeeping.
+	StateSize = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "captf_state_size_bytes", Help: "Compressed size of Terraform states backed up after a Job.",
+		Buckets: prometheus.ExponentialBuckets(1024, 4, 8),
+	})
+	// BackupsTaken counts state backups taken, by kind.
+	BackupsTaken = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "captf_state_backups_total", Help: "State backups taken after Jobs that moved the state serial, by kind.",
+	}, []string{"kind"})
+	// LocksBroken counts stale state locks the state channel broke (I8), by kind.
+	LocksBroken = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "captf_state_locks_broken_total", Help: "Stale state locks broken by a Job's state channel, by kind.",
+	}, []string{"kind"})
+	// DriftDetected counts drift checks that found drift, by kind.
+	DriftDetected = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "captf_drift_detected_total", Help: "Drift checks that found drift, by kind.",
+	}, []string{"kind"})
+	// GuardDecisions counts the admission guards' verdicts, by guard and outcome.
+	GuardDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "captf_guard_decisions_total", Help: "Verdicts of the admission guards, by guard (object, lease, job) and outcome (allowed, denied, overridden, error).",
+	}, []string{"guard", "outcome"})
+	// GuardDuration observes how long a guard took to judge a request, by guard.
+	GuardDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "captf_guard_duration_seconds", Help: "Time the admission guards took to judge a request, by guard.",
+		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
+	}, []string{"guard"})
+)
+
+func init() {
+	crmetrics.Registry.MustRegister(JobsStarted, JobsFinished, JobDuration, LeaseWaits, Decisions, StateSize,
+		BackupsTaken, LocksBroken, DriftDetected, GuardDecisions, GuardDuration)
+}
+
+// objectsDesc and plansDesc describe the gauges computed from the cache at scrape time.
+var (
+	objectsDesc = prometheus.NewDesc("captf_objects", "Reconciled objects, by kind and the reason of their Ready condition.", []string{"kind", "ready_reason"}, nil)
+	plansDesc   = prometheus.NewDesc("captf_plans_awaiting_approval", "Objects whose plan waits for approval, by kind.", []string{"kind"}, nil)
+)
+
+// Objects is the collector of captf_objects and captf_plans_awaiting_approval: it lists the
+// three kinds from the manager's cache when scraped (no API request).
+type Objects struct {
+	// Cache is the manager's cached reader.
+	Cache client.Reader
+}
+
+// Describe implements prometheus.Collector.
+func (o *Objects) Describe(ch chan<- *prometheus.Desc) {
+	ch <- objectsDesc
+	ch <- plansDesc
+}
+
+// Collect implements prometheus.Collector.
+func (o *Objects) Collect(ch chan<- prometheus.Metric) {
+	ctx := context.Background()
+	for kind, list := range map[string]client.ObjectList{
+		infrav1.TerraformClusterKind: &infrav1.TerraformClusterList{}, infrav1.TerraformMachineKind: &infrav1.TerraformMachineList{},
+		infrav1.TerraformMachinePoolKind: &infrav1.TerraformMachinePoolList{},
+	} {
+		if err := o.Cache.List(ctx, list); err != nil {
+			log.FromContext(ctx).Error(err, "collect objects gauge", "kind", kind)
+			continue
+		}
+		reasons := map[string]float64{}
+		plans := 0.0
+		_ = meta.EachListItem(list, func(item runtime.Object) error {
+			obj, ok := item.(interface {
+				GetTerraformStatus() *infrav1.TerraformStatus
+			})
+			if !ok {
+				return nil
+			}
+			st := obj.GetTerraformStatus()
+			reason := "Unknown"
+			if c := meta.FindStatusCondition(st.Conditions, infrav1.ReadyCondition); c != nil {
+				reason = c.Reason
+			}
+			reasons[reason]++
+			if st.PendingPlan != nil {
+				plans++
+			}
+			return nil
+		})
+		for reason, n := range reasons {
+			ch <- prometheus.MustNewConstMetric(objectsDesc, prometheus.GaugeValue, n, kind, reason)
+		}
+		ch <- prometheus.MustNewConstMetric(plansDesc, prometheus.GaugeValue, plans, kind)
+	}
+}
+
+// RegisterObjects registers the objects collector over the manager's cache.
+func RegisterObjects(cache client.Reader) error {
+	return crmetrics.Registry.Register(&Objects{Cache: cache})
+}
