@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"bytes"
+	"strconv"
 	"os/exec"
 	"path/filepath"
 	"time"
@@ -131,6 +132,28 @@ var _ = Describe("clusterctl move from one sandbox to another", func() {
 		Expect(tt.Spec.ProviderID).To(HavePrefix("captf://move/" + machine + "/"))
 		Expect(target.Client().Get(ctx, client.ObjectKeyFromObject(c), c)).To(Succeed())
 		Expect(ptr.Deref(c.Spec.Paused, false)).To(BeFalse(), "clusterctl unpaused the Cluster in the target")
+
+		By("the state backups moved too, and the target restores from one")
+		var backups corev1.SecretList
+		Expect(target.Client().List(ctx, &backups, client.InNamespace(ns), client.MatchingLabels{
+			infrav1.SecretRoleLabel: infrav1.SecretRoleStateBackup, infrav1.OwnerKindLabel: infrav1.TerraformClusterKind})).To(Succeed())
+		Expect(len(backups.Items)).To(BeNumerically(">=", 2), "a backup after each of the two applies")
+		var oldest *corev1.Secret
+		serial := func(s *corev1.Secret) int64 {
+			n, err := strconv.ParseInt(s.Annotations[infrav1.BackupSerialAnnotation], 10, 64)
+			Expect(err).NotTo(HaveOccurred(), "backup %s", s.Name)
+			return n
+		}
+		for i := range backups.Items {
+			if oldest == nil || serial(&backups.Items[i]) < serial(oldest) {
+				oldest = &backups.Items[i]
+			}
+		}
+		kubectl(target, "annotate", "-n", ns, "terraformcluster", name, "captf.io/restore-state="+oldest.Annotations[infrav1.BackupSerialAnnotation])
+		restore := eventuallyRunning(target, infrav1.TerraformClusterKind, ns, name, infrav1.OperationRestore)
+		Expect(eventuallyFinished(target, restore).Status.Succeeded).To(Equal(int32(1)))
+		Eventually(func() any { return generationIn(stateOf(target, infrav1.TerraformClusterKind, ns, name)) }).Should(Equal(float64(1)),
+			"the target holds the first apply's state again")
 		AddReportEntry("move scenario", since(began))
 	})
 })

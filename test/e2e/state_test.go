@@ -1,0 +1,138 @@
+package e2e_test
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+)
+
+// backupsOf reads status.stateBackups, newest first.
+func backupsOf(sb target, o *infrav1.TerraformCluster) []infrav1.StateBackup {
+	GinkgoHelper()
+	Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+	return o.Status.StateBackups
+}
+
+// conditionOf returns condition t of a TerraformCluster, read afresh.
+func conditionOf(sb target, o *infrav1.TerraformCluster, t string) *metav1.Condition {
+	if err := sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+		return nil
+	}
+	return meta.FindStatusCondition(o.Status.Conditions, t)
+}
+
+// runSeqOf reads the object's run sequence: it moves on with every Job the object starts
+// (Jobs themselves are pruned to a short history).
+func runSeqOf(sb target, o *infrav1.TerraformCluster) string {
+	GinkgoHelper()
+	Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+	return o.Annotations[infrav1.RunSeqAnnotation]
+}
+
+// managedResources counts the resources a state tracks.
+func managedResources(st *tfState) int {
+	n := 0
+	for _, r := range st.Resources {
+		n += len(r.Instances)
+	}
+	return n
+}
+
+// The state safety promises of docs/state.md, with real Terraform through the state channel.
+var _ = Describe("The state, with real Terraform", func() {
+	It("backs up every apply, restores a backup, recovers a lost state by a restore, and lets a Retain deletion go", func() {
+		const ns, name = "state", "st"
+		sb := shared
+		createNamespace(sb, ns)
+		applyFixture(sb, ns, "cluster.yaml", name, 0)
+		o := tc(ns, name)
+		eventuallyReady(sb, o)
+		suffix := naming.StateSuffix(ns, infrav1.TerraformClusterKind, name)
+
+		By("apply, change the inputs, apply again: two backups")
+		first := stateOf(sb, infrav1.TerraformClusterKind, ns, name)
+		kubectl(sb, "patch", "-n", ns, "terraformcluster", name, "--type=merge", "-p", `{"spec":{"variables":{"generation":2}}}`)
+		Eventually(func() any { return generationIn(stateOf(sb, infrav1.TerraformClusterKind, ns, name)) }).Should(Equal(float64(2)))
+		Eventually(func() []infrav1.StateBackup { return backupsOf(sb, o) }).Should(HaveLen(2))
+		backups := backupsOf(sb, o)
+		Expect(backups[0].Serial).To(BeNumerically(">", backups[1].Serial))
+		Expect(backups[1].Serial).To(BeEquivalentTo(first.Serial))
+		fmt.Fprintf(GinkgoWriter, "%s", kubectl(sb, "get", "-n", ns, "secrets", "-l", "captf.io/secret-role=state-backup"))
+		eventuallyReady(sb, o)
+
+		By("restore the first serial: the state equals that backup, with a newer serial; nothing else runs")
+		latest := stateOf(sb, infrav1.TerraformClusterKind, ns, name)
+		kubectl(sb, "annotate", "-n", ns, "terraformcluster", name, fmt.Sprintf("captf.io/restore-state=%d", backups[1].Serial))
+		restore := eventuallyRunning(sb, infrav1.TerraformClusterKind, ns, name, infrav1.OperationRestore)
+		Expect(eventuallyFinished(sb, restore).Status.Succeeded).To(Equal(int32(1)))
+		Eventually(func() map[string]string {
+			Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+			return o.Annotations
+		}).ShouldNot(HaveKey(infrav1.RestoreStateAnnotation))
+		restored := stateOf(sb, infrav1.TerraformClusterKind, ns, name)
+		Expect(restored.Lineage).To(Equal(first.Lineage))
+		Expect(restored.Serial).To(BeNumerically(">", latest.Serial), "the restored state is the newest serial")
+		Expect(generationIn(restored)).To(Equal(float64(1)), "the state is the first backup's")
+		Expect(managedResources(restored)).To(Equal(managedResources(first)))
+		seq := runSeqOf(sb, o)
+		Consistently(func() string { return runSeqOf(sb, o) }, 5*time.Second).Should(Equal(seq), "after the restore, the next pass starts no Job")
+
+		By("the state Secret is deleted: held by its finalizer")
+		stateSecret := types.NamespacedName{Namespace: ns, Name: naming.StateSecretName(suffix)}
+		kubectl(sb, "delete", "secret", "-n", ns, stateSecret.Name, "--wait=false")
+		Consistently(func() error { return sb.Client().Get(ctx, stateSecret, &corev1.Secret{}) }, 3*time.Second).Should(Succeed())
+
+		By("its finalizer forced off: StateLost, and an input change starts nothing")
+		kubectl(sb, "patch", "-n", ns, "secret", stateSecret.Name, "--type=json", "-p", `[{"op":"remove","path":"/metadata/finalizers"}]`)
+		Eventually(func() error { return sb.Client().Get(ctx, stateSecret, &corev1.Secret{}) }).Should(Satisfy(apierrors.IsNotFound))
+		Eventually(func() *metav1.Condition { return conditionOf(sb, o, infrav1.StateReadableCondition) }).Should(
+			And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", infrav1.StateLostReason)))
+		fmt.Fprintf(GinkgoWriter, "StateLost: %s\n", conditionOf(sb, o, infrav1.StateReadableCondition).Message)
+		kubectl(sb, "patch", "-n", ns, "terraformcluster", name, "--type=merge", "-p", `{"spec":{"variables":{"generation":3}}}`)
+		Consistently(func() string { return runSeqOf(sb, o) }, 5*time.Second).Should(Equal(seq), "no Job runs against a lost state")
+
+		By("recovered by a restore of the newest backup; the pending change then applies, creating nothing twice")
+		newest := backupsOf(sb, o)[0]
+		kubectl(sb, "annotate", "-n", ns, "terraformcluster", name, "captf.io/restore-state="+strconv.FormatInt(newest.Serial, 10))
+		Expect(eventuallyFinished(sb, eventuallyRunning(sb, infrav1.TerraformClusterKind, ns, name, infrav1.OperationRestore)).Status.Succeeded).To(Equal(int32(1)))
+		Eventually(func() any { return generationIn(stateOf(sb, infrav1.TerraformClusterKind, ns, name)) }).Should(Equal(float64(3)))
+		eventuallyReady(sb, o)
+		final := stateOf(sb, infrav1.TerraformClusterKind, ns, name)
+		Expect(final.Lineage).To(Equal(first.Lineage))
+		Expect(managedResources(final)).To(Equal(managedResources(first)), "no resource was created a second time")
+
+		By("a user outside the override groups may not abandon it")
+		out, err := run(sb.Kubeconfig(), "kubectl", "annotate", "-n", ns, "terraformcluster", name, "--as=dev", "--as-group=devs",
+			"captf.io/abandon-infrastructure="+string(o.UID))
+		Expect(err).To(HaveOccurred())
+		Expect(out).To(ContainSubstring("only members of the override groups may abandon infrastructure"))
+
+		By("deletionPolicy Retain: the object goes with no destroy; state, inputs and backups stay")
+		kubectl(sb, "patch", "-n", ns, "terraformcluster", name, "--type=merge", "-p", `{"spec":{"deletionPolicy":"Retain"}}`)
+		kubectl(sb, "delete", "-n", ns, "cluster", name, "--wait=false")
+		Eventually(func() error { return sb.Client().Get(ctx, client.ObjectKeyFromObject(o), &infrav1.TerraformCluster{}) }).Should(Satisfy(apierrors.IsNotFound))
+		Expect(jobsOf(sb, infrav1.TerraformClusterKind, ns, name, infrav1.OperationDestroy)).To(BeEmpty())
+		retained := []string{stateSecret.Name, naming.InputsSecretName(suffix)}
+		for _, b := range backups {
+			retained = append(retained, b.Secret)
+		}
+		for _, s := range retained {
+			sec := &corev1.Secret{}
+			Expect(sb.Client().Get(ctx, types.NamespacedName{Namespace: ns, Name: s}, sec)).To(Succeed(), s)
+			Expect(sec.Annotations).To(HaveKeyWithValue(infrav1.RetainedAnnotation, "true"), s)
+		}
+		Expect(managedResources(stateOf(sb, infrav1.TerraformClusterKind, ns, name))).To(Equal(managedResources(first)))
+	})
+})
