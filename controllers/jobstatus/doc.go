@@ -10,5 +10,8 @@
 //     nor Failed (a Job deleted with --cascade=orphan, or a pod still terminating), whatever
 //     the Job says;
 //   - a Job's pods are found by either Job-name label (batch.kubernetes.io/job-name and the
-//     legacy job-name), read through the API server: pods are never cached.
+//     legacy job-name), read through the API server: pods are never cached. ListPods is a
+//     consistent read; ListPodsOf reads a finished Job's pods no older than the Job itself
+//     (the Job controller finishes a Job only once its pods are terminal) and confirms with a
+//     consistent read any pod that still looks non-terminal there.
 package jobstatus

@@ -8,6 +8,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -81,11 +82,20 @@ func OfJob(pod *corev1.Pod, job string) bool {
 // ListPods lists, through reader (the API server, never a cache), the pods of the Job named
 // job in namespace by either Job-name label, each pod once.
 func ListPods(ctx context.Context, reader client.Reader, namespace, job string) ([]corev1.Pod, error) {
+	return listPods(ctx, reader, namespace, job, nil)
+}
+
+// listPods lists by either Job-name label with raw list options (nil: a consistent read).
+func listPods(ctx context.Context, reader client.Reader, namespace, job string, raw *metav1.ListOptions) ([]corev1.Pod, error) {
 	var out []corev1.Pod
 	seen := map[types.UID]bool{}
 	for _, label := range []string{JobNameLabel, LegacyJobNameLabel} {
 		var pods corev1.PodList
-		if err := reader.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{label: job}); err != nil {
+		opts := []client.ListOption{client.InNamespace(namespace), client.MatchingLabels{label: job}}
+		if raw != nil {
+			opts = append(opts, &client.ListOptions{Raw: raw.DeepCopy()})
+		}
+		if err := reader.List(ctx, &pods, opts...); err != nil {
 			return nil, fmt.Errorf("list pods of job %s/%s: %w", namespace, job, err)
 		}
 		for i := range pods.Items {
@@ -136,4 +146,32 @@ func Read(ctx context.Context, reader client.Reader, namespace, name string, kno
 	}
 	l.Pods, l.PodsListed = pods, true
 	return l, nil
+}
+
+// ListPodsOf lists the pods of the Job named name in namespace, like ListPods, but reads a
+// finished Job's pods without waiting for the API server's watch cache to catch up with etcd
+// when it can do so without losing anything:
+//
+//   - job is the Job as the caller just read it live (a quorum read). When it has finished
+//     (Finished), its pods are first listed no older than the Job's own resourceVersion
+//     (resourceVersionMatch=NotOlderThan). The Job controller writes Complete or Failed only
+//     once every pod of the Job is terminal, and never starts a pod for a finished Job, so that
+//     list already holds every pod of the Job in a state at least as recent as the one in which
+//     it finished; a pod terminal there stays terminal.
+//   - When that list shows a pod that is not terminal (it may have ended since), or cannot be
+//     served, the pods are listed again with a consistent read, which decides.
+//   - A Job that is gone, not finished or not given is listed with a consistent read (ListPods).
+//
+// A consistent LIST waits until the watch cache holds the latest etcd revision, which takes up
+// to a watch-progress period (100 ms) when pods are rarely written; the first list does not.
+func ListPodsOf(ctx context.Context, reader client.Reader, namespace, name string, job *batchv1.Job) ([]corev1.Pod, error) {
+	if job == nil || job.Name != name || job.Namespace != namespace || job.ResourceVersion == "" || !Finished(job) {
+		return ListPods(ctx, reader, namespace, name)
+	}
+	pods, err := listPods(ctx, reader, namespace, name, &metav1.ListOptions{
+		ResourceVersion: job.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	if err != nil || len(NonTerminal(pods)) > 0 {
+		return ListPods(ctx, reader, namespace, name)
+	}
+	return pods, nil
 }

@@ -8,8 +8,9 @@
 // costs no pod and no failure.
 //
 // The package returns data (Result, Wait, Evidence, Verdict); it patches no condition and emits
-// no event. The reconcile engine, the cache-lag checks and the admission webhook guard all judge
-// a lease through the same functions here (Assess, Manager.RunEvidence), never through a copy.
+// no event. The reconcile engine, the cache-lag checks and the admission webhook guards all judge
+// a lease through the same functions here (Assess, Manager.RunEvidence, Manager.JudgeLease),
+// never through a copy.
 //
 // Invariants it keeps:
 //
@@ -23,6 +24,15 @@
 //     object finished and none of its pods is still non-terminal; no running Job of this object
 //     under the holder name, no non-terminal pod of that name, and the lease older than the
 //     grace; or the lease older than its backstop, whatever its holder.
+//   - The backstop is never trusted below what the manager writes for the operation: a
+//     leaseDurationSeconds shorter than the backstop of the holder Job's own deadline (or of
+//     the shortest deadline the API accepts, when the holder is not a Job of the owner) counts
+//     as that backstop, and a lease time earlier than the holder Job's creation counts as that
+//     creation (BackstopFloor): editing a lease's duration or times cannot free it while its
+//     Job runs.
+//   - A lease whose owner the caller does not know (an admission request) gets its owner from
+//     its name, checked against the objects the API server has (OwnerOfLease), never from its
+//     labels alone.
 //   - A lease is deleted only after a live read shows the expected holder, and with UID and
 //     resourceVersion preconditions, so a lease another holder took in between survives.
 //   - With the gate on, a TerraformCluster's mutating operation and a mutating operation of one

@@ -7,6 +7,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -28,10 +29,14 @@ type Evidence struct {
 	// AcquiredAt is when the holder last took or refreshed the lease.
 	AcquiredAt time.Time
 	// Job is the holder Job as the API server has it; nil when absent (or not read because the
-	// lease has no holder or is past its backstop).
+	// lease has no holder).
 	Job *batchv1.Job
 	// JobOfOwner is true when Job carries this object's owner labels.
 	JobOfOwner bool
+	// Pods are the holder's pods as read to judge the lease, when they were read (PodsListed):
+	// a caller judging the same Job again reuses them instead of listing them twice.
+	Pods       []corev1.Pod
+	PodsListed bool
 	// Verdict is Assess's judgement of the lease.
 	Verdict Verdict
 }
@@ -71,11 +76,11 @@ func (m *Manager) RunEvidence(ctx context.Context, owner Owner) (Evidence, error
 	e.Holder = holderOf(&l)
 	e.Operation = infrav1.Operation(l.Annotations[infrav1.LeaseOpAnnotation])
 	e.AcquiredAt = leaseTime(&l, m.opts.Clock.Now(), m.opts)
-	v, job, err := m.Judge(ctx, &l, owner)
+	j, err := m.judgeRead(ctx, &l, owner, nil, false)
 	if err != nil {
 		return Evidence{}, fmt.Errorf("run lease evidence: %w", err)
 	}
-	e.Verdict, e.Job = v, job
-	e.JobOfOwner = job != nil && naming.OwnedBy(job.Labels, owner.Kind, owner.Name)
+	e.Verdict, e.Job, e.Pods, e.PodsListed = j.verdict, j.job, j.pods, j.podsListed
+	e.JobOfOwner = j.job != nil && naming.OwnedBy(j.job.Labels, owner.Kind, owner.Name)
 	return e, nil
 }

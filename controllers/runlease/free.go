@@ -71,7 +71,10 @@ type Verdict struct {
 //
 // The rules, in order:
 //  1. no holder: free;
-//  2. older than the backstop: free, whatever the holder;
+//  2. older than the backstop: free, whatever the holder. The backstop is leaseDurationSeconds
+//     but never less than BackstopFloor: the backstop of the holder Job's own deadline when a
+//     Job of this owner holds the lease, else that of the shortest deadline the API accepts;
+//     and when a Job of this owner holds it, the age is never more than that Job's own age;
 //  3. a Job of this owner (naming.OwnedBy on its labels) holds it: live while it has not
 //     finished; once Complete or Failed, free unless one of its pods is still non-terminal;
 //  4. otherwise (no Job of that name, or a Job of another object, which is a lease nothing of
@@ -83,19 +86,20 @@ type Verdict struct {
 // creation time, which the API server sets, is used instead.
 func Assess(lease *coordinationv1.Lease, owner Owner, holder *batchv1.Job, pods []corev1.Pod, now time.Time, opts Options) Verdict {
 	opts = opts.withDefaults()
-	v := Verdict{Backstop: leaseBackstop(lease, opts)}
-	v.Age = now.Sub(leaseTime(lease, now, opts))
 	name := holderOf(lease)
+	own := holder != nil && holder.Name == name && holder.Namespace == lease.Namespace &&
+		owner.Kind != "" && naming.OwnedBy(holder.Labels, owner.Kind, owner.Name)
+	v := Verdict{Backstop: trustedBackstop(lease, holder, own, opts)}
+	v.Age = now.Sub(leaseTime(lease, now, opts))
 	if name == "" {
 		v.Free, v.Reason = true, FreeNoHolder
 		return v
 	}
-	if v.Age > v.Backstop {
+	if backstopAge(v.Age, holder, own, now) > v.Backstop {
 		v.Free, v.Reason = true, FreePastBackstop
 		return v
 	}
-	if holder != nil && holder.Name == name && holder.Namespace == lease.Namespace &&
-		naming.OwnedBy(holder.Labels, owner.Kind, owner.Name) {
+	if own {
 		if !jobstatus.Finished(holder) {
 			v.Reason = LiveHolderRunning
 			return v
@@ -162,6 +166,41 @@ func leaseBackstop(l *coordinationv1.Lease, opts Options) time.Duration {
 		return time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 	}
 	return opts.Backstop(0)
+}
+
+// BackstopFloor is the shortest backstop the rules trust for a lease: the backstop of the
+// shortest deadline the API accepts (MinActiveDeadlineSeconds), which no lease the manager
+// writes undercuts, and, when the holder is a Job of the lease's owner (own), the backstop of
+// that Job's own spec.activeDeadlineSeconds (a Job without a deadline gets the default), the
+// deadline the manager computed the lease's duration from.
+func BackstopFloor(holder *batchv1.Job, own bool, opts Options) time.Duration {
+	floor := opts.Backstop(MinActiveDeadlineSeconds)
+	if own && holder != nil {
+		var deadline int64
+		if holder.Spec.ActiveDeadlineSeconds != nil {
+			deadline = *holder.Spec.ActiveDeadlineSeconds
+		}
+		floor = max(floor, opts.Backstop(max(deadline, 0)))
+	}
+	return floor
+}
+
+// backstopAge is the age the backstop is measured against: the lease's age, but when a Job of
+// the owner holds it, never more than that Job's own age. The manager takes or refreshes a lease
+// before it creates the Job, so a lease time earlier than the Job's creation was not written by
+// the manager for this operation (times moved into the past) and buys nothing.
+func backstopAge(age time.Duration, holder *batchv1.Job, own bool, now time.Time) time.Duration {
+	if own && holder != nil && !holder.CreationTimestamp.IsZero() {
+		return min(age, now.Sub(holder.CreationTimestamp.Time))
+	}
+	return age
+}
+
+// trustedBackstop is the lease's backstop, never below BackstopFloor: the manager writes
+// leaseDurationSeconds from the same deadline the Job carries, so a shorter one was not
+// written by the manager for this operation (a forged or edited lease) and buys nothing.
+func trustedBackstop(l *coordinationv1.Lease, holder *batchv1.Job, own bool, opts Options) time.Duration {
+	return max(leaseBackstop(l, opts), BackstopFloor(holder, own, opts))
 }
 
 // podsRunning reports a non-terminal pod of the Job jobName among pods (jobstatus's rule).

@@ -1,19 +1,24 @@
 package runlease_test
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
+	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
 
 // TestAssess is the freeness table: every rule, on both sides of its boundary, with a fake
@@ -51,6 +56,17 @@ func TestAssess(t *testing.T) {
 			Labels: map[string]string{label: holder}}, Status: corev1.PodStatus{Phase: phase}}
 	}
 	pods := func(ps ...corev1.Pod) []corev1.Pod { return ps }
+	withDeadline := func(j *batchv1.Job, secs int64) *batchv1.Job {
+		j.Spec.ActiveDeadlineSeconds = ptr.To(secs)
+		return j
+	}
+	floor := opts.Backstop(runlease.MinActiveDeadlineSeconds)
+	// createdAt gives a Job its creation time.
+	createdAt := func(j *batchv1.Job, t time.Time) *batchv1.Job {
+		j.CreationTimestamp = metav1.NewTime(t)
+		return j
+	}
+	day := 24 * time.Hour
 	running := corev1.PodRunning
 
 	cases := []struct {
@@ -74,8 +90,23 @@ func TestAssess(t *testing.T) {
 		{"own Job running, past the grace", lease(holder, nil), own(), nil, time.Hour, false, runlease.LiveHolderRunning},
 		{"own Job running, just inside the backstop", lease(holder, nil), own(), nil, backstop, false, runlease.LiveHolderRunning},
 		{"own Job running, past the backstop", lease(holder, nil), own(), nil, backstop + time.Second, true, runlease.FreePastBackstop},
-		{"backstop from leaseDurationSeconds", lease(holder, ptr.To(int32(120))), own(), nil, 121 * time.Second, true, runlease.FreePastBackstop},
-		{"inside leaseDurationSeconds", lease(holder, ptr.To(int32(120))), own(), nil, 119 * time.Second, false, runlease.LiveHolderRunning},
+		{"backstop from leaseDurationSeconds", lease(holder, ptr.To(int32(5000))), own(), nil, 5001 * time.Second, true, runlease.FreePastBackstop},
+		{"inside leaseDurationSeconds", lease(holder, ptr.To(int32(5000))), own(), nil, 4999 * time.Second, false, runlease.LiveHolderRunning},
+		// The forgery of issue 16: leaseDurationSeconds cut to 1 while the holder runs. The
+		// duration is trusted only down to the backstop of the holder's own deadline.
+		{"forged duration 1, own Job running", lease(holder, ptr.To(int32(1))), own(), nil, 10 * time.Minute, false, runlease.LiveHolderRunning},
+		{"forged duration 1, own Job running, just inside its deadline's backstop", lease(holder, ptr.To(int32(1))), own(), nil, backstop, false, runlease.LiveHolderRunning},
+		{"forged duration 1, own Job running, past its deadline's backstop", lease(holder, ptr.To(int32(1))), own(), nil, backstop + time.Second, true, runlease.FreePastBackstop},
+		{"forged duration 1, own Job with a 7200 s deadline", lease(holder, ptr.To(int32(1))), withDeadline(own(), 7200), nil, backstop + time.Hour, false, runlease.LiveHolderRunning},
+		{"duration below its own Job's deadline", lease(holder, ptr.To(int32(1200))), withDeadline(own(), 3600), nil, 2000 * time.Second, false, runlease.LiveHolderRunning},
+		{"duration of a 300 s deadline, Job's deadline 300 s, past it", lease(holder, ptr.To(int32(1200))), withDeadline(own(), 300), nil, 1201 * time.Second, true, runlease.FreePastBackstop},
+		{"forged duration 1, holder gone, orphaned pod running, below the floor", lease(holder, ptr.To(int32(1))), nil, pods(pod(runlease.JobNameLabel, running)), floor, false, runlease.LivePodsRunning},
+		{"forged duration 1, holder gone, orphaned pod running, past the floor", lease(holder, ptr.To(int32(1))), nil, pods(pod(runlease.JobNameLabel, running)), floor + time.Second, true, runlease.FreePastBackstop},
+		{"times moved a day into the past, own Job created 10 min ago", lease(holder, nil), createdAt(own(), t0.Add(day-10*time.Minute)), nil, day, false, runlease.LiveHolderRunning},
+		{"times moved into the past and duration 1, own Job created 10 min ago", lease(holder, ptr.To(int32(1))), createdAt(own(), t0.Add(day-10*time.Minute)), nil, day, false, runlease.LiveHolderRunning},
+		{"times moved into the past, own Job older than its backstop", lease(holder, nil), createdAt(own(), t0.Add(day-backstop-time.Second)), nil, day, true, runlease.FreePastBackstop},
+		{"times moved into the past, foreign Job: no clamp", lease(holder, nil), createdAt(job(infrav1.TerraformMachineKind, "m2"), t0.Add(day-time.Minute)), nil, day, true, runlease.FreePastBackstop},
+		{"forged duration 1, foreign Job, inside the grace", lease(holder, ptr.To(int32(1))), job(infrav1.TerraformMachineKind, "m2"), nil, 30 * time.Second, false, runlease.LiveWithinGrace},
 		{"own Job complete, no pods", lease(holder, nil), own(batchv1.JobSuccessCriteriaMet, batchv1.JobComplete), nil, time.Second, true, runlease.FreeHolderFinished},
 		{"own Job failed, pods terminal", lease(holder, nil), own(batchv1.JobFailureTarget, batchv1.JobFailed),
 			pods(pod(runlease.JobNameLabel, corev1.PodFailed), pod(runlease.LegacyJobNameLabel, corev1.PodSucceeded)), time.Second, true, runlease.FreeHolderFinished},
@@ -157,6 +188,20 @@ func TestBackstopAndConditions(t *testing.T) {
 	if got := o.Backstop(60); got != 60*time.Second+600*time.Second+5*time.Minute {
 		t.Fatalf("backstop(60) %s", got)
 	}
+	if got := runlease.BackstopFloor(nil, false, o); got != 960*time.Second {
+		t.Fatalf("floor without a Job %s, want 960s", got)
+	}
+	own := &batchv1.Job{Spec: batchv1.JobSpec{ActiveDeadlineSeconds: ptr.To[int64](7200)}}
+	if got := runlease.BackstopFloor(own, true, o); got != 8100*time.Second {
+		t.Fatalf("floor of a 7200 s Job %s, want 8100s", got)
+	}
+	if got := runlease.BackstopFloor(own, false, o); got != 960*time.Second {
+		t.Fatalf("a foreign Job's deadline must not raise the floor: %s", got)
+	}
+	if got := runlease.BackstopFloor(&batchv1.Job{}, true, o); got != 4500*time.Second {
+		t.Fatalf("floor of an own Job without a deadline %s, want the default 4500s", got)
+	}
+
 	if !o.ClusterOperationGate || o.Grace != time.Minute || o.RequeueAfter != 30*time.Second {
 		t.Fatalf("defaults: %+v", o)
 	}
@@ -182,6 +227,31 @@ func TestBackstopAndConditions(t *testing.T) {
 	} {
 		if w.Repeats(c) {
 			t.Fatalf("%v counted as a repeat of the wait", c)
+		}
+	}
+}
+
+// TestMinDeadlineIsTheAPIs: the floor of a lease's backstop assumes no Job deadline below
+// MinActiveDeadlineSeconds, the minimum every reconciled kind's schema enforces.
+func TestMinDeadlineIsTheAPIs(t *testing.T) {
+	root, err := envtest.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, plural := range []string{"terraformclusters", "terraformmachines", "terraformmachinepools"} {
+		raw, err := os.ReadFile(filepath.Join(root, "config", "crd", "bases", "infrastructure.cluster.x-k8s.io_"+plural+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal(raw, crd); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range crd.Spec.Versions {
+			deadline := v.Schema.OpenAPIV3Schema.Properties["spec"].Properties["job"].Properties["activeDeadlineSeconds"]
+			if deadline.Minimum == nil || int64(*deadline.Minimum) != runlease.MinActiveDeadlineSeconds {
+				t.Fatalf("%s %s: spec.job.activeDeadlineSeconds minimum %v, runlease assumes %d", plural, v.Name, deadline.Minimum, runlease.MinActiveDeadlineSeconds)
+			}
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -332,29 +333,48 @@ func (m *Manager) judge(ctx context.Context, l *coordinationv1.Lease, owner Owne
 // Judge assesses any run or cluster lease the way Acquire does: Assess with live reads of the
 // holder Job and, when they can change the verdict, of the holder's pods. owner is the object
 // the lease belongs to (for a cluster lease, its TerraformCluster). It returns the holder Job as
-// read (nil when absent, or not read because the lease has no holder or is past its backstop).
+// read (nil when absent, or not read because the lease has no holder).
 // Callers that judge a lease they did not read by name (an admission request for a Lease, for
 // example) use it rather than repeating the reads.
 func (m *Manager) Judge(ctx context.Context, l *coordinationv1.Lease, owner Owner) (Verdict, *batchv1.Job, error) {
+	j, err := m.judgeRead(ctx, l, owner, nil, false)
+	return j.verdict, j.job, err
+}
+
+// judgement is one lease judged, with what was read to judge it.
+type judgement struct {
+	verdict Verdict
+	job     *batchv1.Job
+	// pods are the holder's pods, when they were listed (podsListed).
+	pods       []corev1.Pod
+	podsListed bool
+}
+
+// judgeRead is Judge with the holder Job already read when jobRead (job may be nil: the API
+// server has none). The holder Job is read whenever the lease names one, even past the
+// leaseDurationSeconds it carries: that duration is trusted only down to the floor the Job's
+// own deadline gives (BackstopFloor).
+func (m *Manager) judgeRead(ctx context.Context, l *coordinationv1.Lease, owner Owner, job *batchv1.Job, jobRead bool) (judgement, error) {
 	now := m.opts.Clock.Now()
-	v := Assess(l, owner, nil, nil, now, m.opts)
-	if v.Reason == FreeNoHolder || v.Reason == FreePastBackstop {
-		return v, nil, nil
-	}
 	holder := holderOf(l)
-	job, err := m.getJob(ctx, l.Namespace, holder)
-	if err != nil {
-		return Verdict{}, nil, err
+	if holder == "" {
+		return judgement{verdict: Assess(l, owner, nil, nil, now, m.opts)}, nil
 	}
-	v = Assess(l, owner, job, nil, now, m.opts)
+	if !jobRead {
+		var err error
+		if job, err = m.getJob(ctx, l.Namespace, holder); err != nil {
+			return judgement{}, err
+		}
+	}
+	v := Assess(l, owner, job, nil, now, m.opts)
 	if !v.needPods {
-		return v, job, nil
+		return judgement{verdict: v, job: job}, nil
 	}
-	pods, err := jobstatus.ListPods(ctx, m.live, l.Namespace, holder)
+	pods, err := jobstatus.ListPodsOf(ctx, m.live, l.Namespace, holder, job)
 	if err != nil {
-		return Verdict{}, nil, err
+		return judgement{}, err
 	}
-	return Assess(l, owner, job, pods, now, m.opts), job, nil
+	return judgement{verdict: Assess(l, owner, job, pods, now, m.opts), job: job, pods: pods, podsListed: true}, nil
 }
 
 // getJob reads a Job live; nil when the API server has none.

@@ -17,6 +17,11 @@ import (
 // say: the one the Job builder gives a Job whose spec sets none (jobs.DefaultActiveDeadlineSeconds).
 const DefaultActiveDeadlineSeconds = jobs.DefaultActiveDeadlineSeconds
 
+// MinActiveDeadlineSeconds is the shortest Job deadline the API accepts
+// (spec.job.activeDeadlineSeconds has a minimum of 60): the backstop of a lease whose holder
+// Job is unknown is never trusted below Backstop(MinActiveDeadlineSeconds), 960 s by default.
+const MinActiveDeadlineSeconds int64 = 60
+
 // Owner identifies the reconciled object a lease belongs to.
 type Owner struct {
 	// Namespace of the object; its leases, Jobs and pods live there too.
