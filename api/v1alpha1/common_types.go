@@ -93,6 +93,15 @@ const (
 	// LastDriftCheckAnnotation is when the last drift check finished (RFC 3339): the durable
 	// record the drift schedule counts from, which survives a move and a restart.
 	LastDriftCheckAnnotation = "captf.io/last-drift-check"
+	// PendingPlanAnnotation is the durable record of the plan that waits for approval (JSON:
+	// its ID, the inputs hash, state serial and lineage it was made against, its counts and
+	// addresses); status.pendingPlan reports it.
+	PendingPlanAnnotation = "captf.io/pending-plan"
+	// AppliedPlanAnnotation is the ID of the last plan an apply Job ran: a plan is applied at
+	// most once.
+	AppliedPlanAnnotation = "captf.io/applied-plan"
+	// PlanIDAnnotation, on an apply Job, names the saved plan it applies.
+	PlanIDAnnotation = "captf.io/plan-id"
 	// RemediateAnnotation names the drift Job whose drift an apply must remediate (Remediate
 	// mode); the controller removes it once that apply succeeded.
 	RemediateAnnotation = "captf.io/remediate"

@@ -145,6 +145,17 @@ type Evidence struct {
 	RestoreSerial string
 	RestoreFailed string
 
+	// Plans (I9). ApplyPolicy and DestructiveChanges are the spec's; Pending the plan waiting
+	// for approval (annotation captf.io/pending-plan); ApprovedPlan the approve-plan
+	// annotation; AppliedPlan the last plan applied (annotation captf.io/applied-plan).
+	// StateSerial is the serial of the state read live.
+	ApplyPolicy        infrav1.ApplyPolicy
+	DestructiveChanges infrav1.DestructiveChanges
+	Pending            *PlanRecord
+	ApprovedPlan       string
+	AppliedPlan        string
+	StateSerial        int64
+
 	// Drift checks. DriftDueAt is when the next check is due (DriftDueAt; zero: checks off);
 	// DriftMode is spec.drift.mode; Remediate names the drift Job whose drift an apply must
 	// remediate (annotation captf.io/remediate).
@@ -225,6 +236,8 @@ type Decision struct {
 	// ClearActiveJob: clear status.activeJob (nothing runs, no lag; or it names the Job being
 	// bookkept).
 	ClearActiveJob bool
+	// PlanID names the saved plan an apply runs (empty: a plain apply).
+	PlanID string
 	// Wait explains ActionWait, ActionWaitJob and ActionWaitLag.
 	Wait *Wait
 	// Problem, when set, becomes a False condition.
@@ -379,7 +392,9 @@ func Decide(ev Evidence) Decision {
 		d.Action, d.Wait = ActionWait, ev.DependencyWait
 	case ev.InputsProblem != nil:
 		d.Action, d.Problem = ActionWait, ev.InputsProblem
-	case ev.DesiredHash != "" && ev.DesiredHash != ev.AppliedHash:
+	case (ev.DesiredHash != "" && ev.DesiredHash != ev.AppliedHash) || (ev.Remediate != "" && ev.DriftMode == infrav1.DriftModeRemediate):
+		// Changed inputs, or a drift check found drift to remediate: an apply, through a
+		// saved plan when the object's policy asks for one.
 		switch {
 		case ev.Now.Before(ev.RetryAt):
 			d.Action = ActionWait
@@ -389,18 +404,8 @@ func Decide(ev Evidence) Decision {
 			d.Action = ActionWait
 			d.Wait = &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue,
 				Message: "the state was not read; no apply starts without it"}
-		default:
-			d.Action, d.Operation = ActionStart, infrav1.OperationApply
-		}
-	case ev.Remediate != "" && ev.DriftMode == infrav1.DriftModeRemediate:
-		// A check found drift: one apply of the last applied inputs, through the apply path.
-		switch {
-		case ev.Now.Before(ev.RetryAt):
-			d.Action = ActionWait
-			d.Wait = backoffWait(ev, "apply")
-		case ev.State != StatePresent:
-			d.Action = ActionWait
-			d.Wait = &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue, Message: "the state was not read; no apply starts without it"}
+		case NeedsPlan(ev):
+			return decidePlan(ev, d)
 		default:
 			d.Action, d.Operation = ActionStart, infrav1.OperationApply
 		}

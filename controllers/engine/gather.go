@@ -91,6 +91,7 @@ func (p *pass) gatherState(ctx context.Context) error {
 	switch {
 	case err == nil:
 		p.ev.State, p.ev.StateLineage, p.ev.StateEmpty = StatePresent, st.Lineage, state.StateEmpty(st)
+		p.ev.StateSerial = int64(st.Serial)
 		p.state = st
 	case errors.Is(err, state.ErrNoState):
 		p.ev.State = StateAbsent
@@ -175,6 +176,10 @@ func (p *pass) gatherCache(ctx context.Context) error {
 	p.ev.Abandon = obj.GetUID() != "" && ann[infrav1.AbandonInfrastructureAnnotation] == string(obj.GetUID())
 	p.ev.RestoreSerial = ann[infrav1.RestoreStateAnnotation]
 	p.ev.RestoreFailed = ann[infrav1.RestoreFailedAnnotation]
+	spec := obj.GetTerraformSpec()
+	p.ev.ApplyPolicy, p.ev.DestructiveChanges = spec.ApplyPolicy, spec.DestructiveChanges
+	p.ev.Pending = parsePlanRecord(ann[infrav1.PendingPlanAnnotation])
+	p.ev.ApprovedPlan, p.ev.AppliedPlan = ann[infrav1.ApprovePlanAnnotation], ann[infrav1.AppliedPlanAnnotation]
 	if err := p.gatherSecrets(ctx); err != nil {
 		return err
 	}

@@ -78,6 +78,7 @@ func setConditions(st *infrav1.TerraformStatus, gen int64, ev Evidence, d Decisi
 	setStateReadable(c, ev, d, rep)
 	setDriftDetected(c, ev, rep)
 	setStateBackups(c, ev, rep)
+	setPendingPlan(c, ev, d)
 	setDeleting(c, ev, d, rep)
 	setReady(c, ev)
 }
@@ -139,6 +140,28 @@ func setDriftDetected(c conditions, ev Evidence, rep report) {
 	if cur := c.find(infrav1.DriftDetectedCondition); cur != nil && cur.Status == metav1.ConditionTrue {
 		c.set(infrav1.DriftDetectedCondition, metav1.ConditionFalse, infrav1.RemediatedReason, "Job "+b.job+" applied the module again after the drift check")
 	}
+}
+
+// setPendingPlan reports the plan that waits for approval; a plan that no longer waits
+// (superseded, applied, or no apply wanted any more) is not reported.
+func setPendingPlan(c conditions, ev Evidence, d Decision) {
+	p := ev.Pending
+	if p == nil || d.Wait == nil || d.Wait.Reason != infrav1.PlanAwaitingApprovalReason {
+		if d.Action != ActionWaitJob && d.Action != ActionWaitLag {
+			c.st.PendingPlan = nil
+		}
+		return
+	}
+	pp := &infrav1.PendingPlan{ID: p.ID, Job: p.Job, Secret: p.Secret, Create: p.Create, Update: p.Update, Replace: p.Replace,
+		Delete: p.Delete, Reason: p.Reason}
+	if len(p.Addresses) > 0 {
+		pp.Addresses = p.Addresses[:min(len(p.Addresses), 50)]
+	}
+	if !p.Created.IsZero() {
+		t := metav1.NewTime(p.Created)
+		pp.CreatedAt = &t
+	}
+	c.st.PendingPlan = pp
 }
 
 // setStateBackups lists the backups, newest first.
@@ -237,6 +260,8 @@ func setOperation(c conditions, ev Evidence, d Decision, rep report) {
 		c.set(familyOf(run.Operation), metav1.ConditionUnknown, infrav1.JobRunningReason, msg)
 	case d.Action == ActionWaitJob && ev.Current != nil && d.Wait != nil:
 		c.set(familyOf(ev.Current.Operation), metav1.ConditionUnknown, infrav1.JobRunningReason, d.Wait.Message)
+	case d.Wait != nil && d.Wait.Reason == infrav1.PlanAwaitingApprovalReason:
+		c.set(d.Wait.ConditionType, metav1.ConditionUnknown, d.Wait.Reason, d.Wait.Message)
 	case d.Wait != nil && (d.Wait.ConditionType == infrav1.ApplyJobSucceededCondition || d.Wait.ConditionType == infrav1.RestoreJobSucceededCondition):
 		c.set(d.Wait.ConditionType, metav1.ConditionFalse, d.Wait.Reason, d.Wait.Message)
 	}

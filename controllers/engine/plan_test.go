@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"testing"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+)
+
+// planned is settled evidence of an object that applied before, whose inputs changed, with
+// its state read.
+func planned(ev Evidence) Evidence {
+	ev.DesiredHash, ev.AppliedHash, ev.AppliedBefore, ev.State, ev.StateSerial, ev.StateLineage = "h2", "h1", true, StatePresent, 7, "L"
+	ev.BlockMove = true
+	return settled(ev)
+}
+
+func TestDecidePlanTable(t *testing.T) {
+	fresh := &PlanRecord{ID: "p1", InputsHash: "h2", Serial: 7, Lineage: "L", Update: 1}
+	destructive := &PlanRecord{ID: "p2", InputsHash: "h2", Serial: 7, Lineage: "L", Replace: 1}
+	cases := []struct {
+		name string
+		ev   Evidence
+		want Decision
+	}{
+		{"Manual: changed inputs run a plan, not an apply",
+			planned(Evidence{ApplyPolicy: infrav1.ApplyPolicyManual}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationPlan}},
+		{"Manual: the first apply needs no plan (no state to plan against)",
+			settled(Evidence{ApplyPolicy: infrav1.ApplyPolicyManual, DesiredHash: "h1", State: StateAbsent, BlockMove: true}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationApply}},
+		{"Manual: a fresh plan waits for approval",
+			planned(Evidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: fresh}),
+			Decision{Action: ActionWait}},
+		{"Manual: an approved plan is applied, that plan",
+			planned(Evidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: fresh, ApprovedPlan: "p1"}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationApply, PlanID: "p1"}},
+		{"Manual: an approval of another ID applies nothing",
+			planned(Evidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: fresh, ApprovedPlan: "p0"}),
+			Decision{Action: ActionWait}},
+		{"changed inputs supersede the plan: a new plan, never its apply",
+			planned(Evidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: &PlanRecord{ID: "p1", InputsHash: "h1x", Serial: 7, Lineage: "L"}, ApprovedPlan: "p1"}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationPlan}},
+		{"a changed state serial supersedes the plan",
+			planned(Evidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: &PlanRecord{ID: "p1", InputsHash: "h2", Serial: 6, Lineage: "L"}, ApprovedPlan: "p1"}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationPlan}},
+		{"a plan applied once is never applied again",
+			planned(Evidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: fresh, ApprovedPlan: "p1", AppliedPlan: "p1"}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationPlan}},
+		{"destructive guard: a plan without deletes or replaces applies at once",
+			planned(Evidence{DestructiveChanges: infrav1.DestructiveChangesRequireApproval, Pending: fresh}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationApply, PlanID: "p1"}},
+		{"destructive guard: a replace waits for approval",
+			planned(Evidence{DestructiveChanges: infrav1.DestructiveChangesRequireApproval, Pending: destructive}),
+			Decision{Action: ActionWait}},
+		{"destructive guard: an approved replace applies",
+			planned(Evidence{DestructiveChanges: infrav1.DestructiveChangesRequireApproval, Pending: destructive, ApprovedPlan: "p2"}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationApply, PlanID: "p2"}},
+		{"Automatic without the guard applies directly",
+			planned(Evidence{Pending: destructive}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationApply}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.ev.Now = now
+			got := Decide(tc.ev)
+			if got.Action != tc.want.Action || got.Operation != tc.want.Operation || got.PlanID != tc.want.PlanID {
+				t.Fatalf("Decide = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDecidePlanNeverAppliesWhatNobodyApproved walks every combination of plan evidence and
+// checks I9: an apply through a plan applies exactly the pending plan, never a superseded or
+// an already applied one, and, where approval is required, only an approved one.
+func TestDecidePlanNeverAppliesWhatNobodyApproved(t *testing.T) {
+	records := map[string]*PlanRecord{
+		"none":       nil,
+		"fresh":      {ID: "p1", InputsHash: "h2", Serial: 7, Lineage: "L", Update: 1},
+		"freshBreak": {ID: "p1", InputsHash: "h2", Serial: 7, Lineage: "L", Delete: 1},
+		"inputs":     {ID: "p1", InputsHash: "h1", Serial: 7, Lineage: "L", Update: 1},
+		"serial":     {ID: "p1", InputsHash: "h2", Serial: 6, Lineage: "L", Update: 1},
+		"lineage":    {ID: "p1", InputsHash: "h2", Serial: 7, Lineage: "M", Update: 1},
+	}
+	n := 0
+	for rname, rec := range records {
+		for _, approved := range []string{"", "p1", "p0"} {
+			for _, applied := range []string{"", "p1"} {
+				for _, policy := range []infrav1.ApplyPolicy{"", infrav1.ApplyPolicyManual} {
+					for _, guard := range []infrav1.DestructiveChanges{"", infrav1.DestructiveChangesRequireApproval} {
+						for _, remediate := range []bool{false, true} {
+							ev := planned(Evidence{ApplyPolicy: policy, DestructiveChanges: guard, Pending: rec, ApprovedPlan: approved, AppliedPlan: applied})
+							if remediate {
+								ev.DesiredHash, ev.Remediate, ev.DriftMode = "h1", "j9", infrav1.DriftModeRemediate
+							}
+							ev.Now = now
+							d := Decide(ev)
+							n++
+							viaPlan := NeedsPlan(ev)
+							if d.Action == ActionStart && d.Operation == infrav1.OperationApply {
+								switch {
+								case viaPlan && d.PlanID == "":
+									t.Fatalf("%s: an object that plans applies without a plan: %+v", rname, ev)
+								case !viaPlan && d.PlanID != "":
+									t.Fatalf("%s: a plain apply names a plan", rname)
+								case viaPlan && (rec == nil || d.PlanID != rec.ID):
+									t.Fatalf("%s: applies plan %q, not the pending one", rname, d.PlanID)
+								case viaPlan && Superseded(rec, ev):
+									t.Fatalf("%s: applies a superseded plan (I9)", rname)
+								case viaPlan && rec.ID == applied:
+									t.Fatalf("%s: applies a plan a second time (I9)", rname)
+								case policy == infrav1.ApplyPolicyManual && approved != rec.ID:
+									t.Fatalf("%s: Manual applies an unapproved plan", rname)
+								case rec != nil && rec.Destructive() && viaPlan && approved != rec.ID:
+									t.Fatalf("%s: a destructive plan applies without approval", rname)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d combinations", n)
+}
