@@ -79,8 +79,14 @@ func ownedParams(ns string, p Params) Params {
 var _ = Describe("Jobs built by Build", func() {
 	It("are accepted by the API server as built, for every operation and module kind", func() {
 		ns := restrictedNamespace()
-		for i, op := range allOperations {
-			for _, params := range []func(infrav1.Operation) Params{imageParams, configMapParams} {
+		// Every operation of both module kinds, and the apply of a saved plan.
+		savedPlan := func(infrav1.Operation) Params { return savedPlanParams() }
+		for i, op := range append(allOperations, infrav1.OperationApply) {
+			kinds := []func(infrav1.Operation) Params{imageParams, configMapParams}
+			if i == len(allOperations) {
+				kinds = []func(infrav1.Operation) Params{savedPlan}
+			}
+			for _, params := range kinds {
 				p := ownedParams(ns, params(op))
 				p.Seq = int64(i) // distinct names per operation
 				built, err := Build(p)
@@ -99,6 +105,7 @@ var _ = Describe("Jobs built by Build", func() {
 				Expect(*got.Spec.PodReplacementPolicy).To(Equal(batchv1.Failed))
 				Expect(got.OwnerReferences).To(Equal(built.OwnerReferences))
 				Expect(got.Annotations).To(HaveKeyWithValue(infrav1.InputsHashAnnotation, p.InputsHash))
+				Expect(got.Annotations).To(Equal(built.Annotations))
 
 				// The same params rebuild the same name: a second create cannot start a second Job.
 				again, err := Build(p)

@@ -98,6 +98,11 @@ type Params struct {
 	InputsHash string
 	// Spec is the object's module, inputs and job policy.
 	Spec infrav1.TerraformSpec
+	// PlanID (Operation Apply only): apply this saved plan (runnerapi.PlanID) from the object's
+	// plan Secret instead of planning afresh. Empty: a normal apply. The Job carries it as the
+	// annotation runnerapi.PlanIDAnnotation and passes it to the runner and to the state
+	// channel, which hands out only that plan, once.
+	PlanID string
 	Defaults
 }
 
@@ -135,6 +140,7 @@ func Build(p Params) (*batchv1.Job, error) {
 		ResultFile:  runnerapi.TerminationLog,
 		LockTimeout: time.Duration(lockTimeout) * time.Second,
 		ChannelDir:  runnerapi.ChannelDir,
+		PlanID:      p.PlanID,
 	}
 	// The main container reads the channel's folder but cannot write it: the channel's
 	// records (fenced, lock broken, lock holder) are the channel's word, not the module's.
@@ -217,7 +223,12 @@ func Build(p Params) (*batchv1.Job, error) {
 		OwnerKind: p.Owner.Kind, OwnerName: p.Owner.Name, OwnerUID: string(p.Owner.UID),
 		TokenFile: path.Join(runnerapi.ServiceAccountDir, runnerapi.ServiceAccountTokenFile),
 		CAFile:    path.Join(runnerapi.ServiceAccountDir, runnerapi.ServiceAccountCAFile),
+		Operation: string(p.Operation), InputsHash: p.InputsHash, PlanID: p.PlanID,
 	})
+	annotations := map[string]string{infrav1.InputsHashAnnotation: p.InputsHash}
+	if p.PlanID != "" {
+		annotations[runnerapi.PlanIDAnnotation] = p.PlanID
+	}
 
 	job := &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: batchv1.SchemeGroupVersion.String(), Kind: "Job"},
@@ -225,7 +236,7 @@ func Build(p Params) (*batchv1.Job, error) {
 			Name:        name,
 			Namespace:   p.Owner.Namespace,
 			Labels:      labels,
-			Annotations: map[string]string{infrav1.InputsHashAnnotation: p.InputsHash},
+			Annotations: annotations,
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion:         p.Owner.APIVersion,
 				Kind:               p.Owner.Kind,
@@ -353,6 +364,14 @@ func validate(p Params) error {
 	}
 	if p.InputsHash == "" {
 		errs = append(errs, errors.New("inputs hash is required"))
+	}
+	if p.PlanID != "" {
+		if p.Operation != infrav1.OperationApply {
+			errs = append(errs, fmt.Errorf("a plan ID is for an Apply, not a %s", p.Operation))
+		}
+		if !runnerapi.ValidPlanID(p.PlanID) {
+			errs = append(errs, fmt.Errorf("plan ID %q is not %d lowercase hex digits", p.PlanID, runnerapi.PlanIDLength))
+		}
 	}
 	if p.RunnerImage == "" {
 		errs = append(errs, errors.New("runner image is required"))

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 )
 
@@ -105,6 +107,64 @@ func TestGoldenJobs(t *testing.T) {
 	}
 }
 
+// savedPlanID is the plan an apply-of-a-saved-plan Job applies in the tests.
+var savedPlanID = runnerapi.PlanID("9c2f0d1e8b7a6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d", "sha256:4e1f0c0d4b3a2f19", 4, "5e0c7a6d-1b2c-4d3e-8f9a-0b1c2d3e4f5a")
+
+// savedPlanParams is an Apply of that saved plan.
+func savedPlanParams() Params {
+	p := imageParams(infrav1.OperationApply)
+	p.PlanID = savedPlanID
+	return p
+}
+
+func TestGoldenSavedPlanJob(t *testing.T) {
+	got := render(t, savedPlanParams())
+	path := filepath.Join("testdata", "apply-saved-plan-image.yaml")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./controllers/jobs -update to write it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s differs from Build's output (review, then -update):\n--- got\n%s", path, got)
+	}
+}
+
+// The plan and apply-of-a-saved-plan Jobs: what the runner and the channel are told.
+func TestPlanFlags(t *testing.T) {
+	for _, op := range allOperations {
+		job, err := Build(imageParams(op))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := job.Spec.Template.Spec
+		channel, main := strings.Join(pod.InitContainers[1].Command, " "), strings.Join(pod.Containers[0].Command, " ")
+		if !strings.Contains(channel, "--operation="+string(op)) || !strings.Contains(channel, "--inputs-hash=sha256:4e1f0c0d4b3a2f19") {
+			t.Errorf("%s: the channel is not told the operation and the inputs hash: %s", op, channel)
+		}
+		if strings.Contains(channel, "--plan-id") || strings.Contains(main, "--plan-id") || job.Annotations[runnerapi.PlanIDAnnotation] != "" {
+			t.Errorf("%s: a plan ID without one asked: %s / %s", op, channel, main)
+		}
+	}
+	job, err := Build(savedPlanParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := job.Spec.Template.Spec
+	for what, cmd := range map[string][]string{"runner": pod.Containers[0].Command, "channel": pod.InitContainers[1].Command} {
+		if !slices.Contains(cmd, "--plan-id="+savedPlanID) {
+			t.Errorf("the %s is not told the plan ID: %q", what, cmd)
+		}
+	}
+	if job.Annotations[runnerapi.PlanIDAnnotation] != savedPlanID || job.Annotations[infrav1.InputsHashAnnotation] == "" {
+		t.Errorf("annotations %v", job.Annotations)
+	}
+}
+
 func TestBuildIsDeterministic(t *testing.T) {
 	for _, op := range allOperations {
 		a, b := render(t, imageParams(op)), render(t, imageParams(op))
@@ -115,7 +175,7 @@ func TestBuildIsDeterministic(t *testing.T) {
 }
 
 func TestJobSafetySettings(t *testing.T) {
-	for _, p := range []Params{imageParams(infrav1.OperationApply), configMapParams(infrav1.OperationDestroy)} {
+	for _, p := range []Params{imageParams(infrav1.OperationApply), configMapParams(infrav1.OperationDestroy), savedPlanParams()} {
 		job, err := Build(p)
 		if err != nil {
 			t.Fatal(err)
@@ -281,6 +341,10 @@ func TestBuildValidates(t *testing.T) {
 		"identity token too short": func(p *Params) {
 			p.Spec.Job.IdentityToken = &infrav1.IdentityToken{Audience: "a", ExpirationSeconds: ptr.To[int64](60)}
 		},
+		"plan ID of a plan":     func(p *Params) { p.Operation, p.PlanID = infrav1.OperationPlan, savedPlanID },
+		"plan ID of a destroy":  func(p *Params) { p.Operation, p.PlanID = infrav1.OperationDestroy, savedPlanID },
+		"plan ID not an ID":     func(p *Params) { p.PlanID = "approve-me" },
+		"plan ID in upper case": func(p *Params) { p.PlanID = strings.ToUpper(savedPlanID) },
 	}
 	for name, mutate := range cases {
 		p := imageParams(infrav1.OperationApply)

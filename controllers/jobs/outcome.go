@@ -49,6 +49,22 @@ type Outcome struct {
 	// LockHolder: the run could not take the state lock because this holder has it (a run
 	// that did not succeed); the controller reports StateLocked naming it. From the result.
 	LockHolder *LockHolder
+	// Summary (plan, drift, refresh): the counts (create, update, replace, delete) and at most
+	// runnerapi.MaxResultAddresses changed resources. From the result.
+	Summary *PlanSummary
+	// SavedPlan (plan): the plan the run stored in the plan Secret (naming.PlanSecretName),
+	// whose record there lists up to runnerapi.MaxRecordAddresses addresses. From the result.
+	SavedPlan *PlanRef
+	// AppliedPlan (an apply of a saved plan): the plan terraform applied (all of it when the
+	// outcome is Succeeded). From the result.
+	AppliedPlan *PlanRef
+	// PlanStale (an apply of a saved plan): terraform refused the plan because the state changed
+	// since it was made; nothing was applied. Plan again; never apply afresh. From the result.
+	PlanStale bool
+	// PlanRefused (an apply of a saved plan): the channel or the runner refused the plan before
+	// terraform ran (runnerapi.PlanRefusedSuperseded, PlanRefusedConsumed, PlanRefusedCorrupt);
+	// nothing was applied. From the result.
+	PlanRefused string
 }
 
 // Running reports a Job without a terminal condition.
@@ -101,6 +117,8 @@ func OutcomeOf(job *batchv1.Job, pods []corev1.Pod) Outcome {
 		if r, err := runnerapi.ParseResult([]byte(term.Message)); err == nil {
 			out.Result = &r
 			out.LockBroken, out.LockHolder = r.LockBroken, r.LockHolder
+			out.Summary, out.SavedPlan, out.AppliedPlan = r.Summary, r.SavedPlan, r.AppliedPlan
+			out.PlanStale, out.PlanRefused = r.PlanStale, r.PlanRefused
 		}
 	}
 	cond, success := terminal(job)
@@ -157,6 +175,21 @@ func message(o Outcome, cond *batchv1.JobCondition) string {
 		}
 		if r.Drift != nil {
 			parts = append(parts, fmt.Sprintf("drift: %t", *r.Drift))
+		}
+		if sum := r.Summary; sum != nil {
+			parts = append(parts, fmt.Sprintf("%d to create, %d to update, %d to replace, %d to delete", sum.Create, sum.Update, sum.Replace, sum.Delete))
+		}
+		if sp := r.SavedPlan; sp != nil {
+			parts = append(parts, "saved plan "+sp.ID)
+		}
+		if ap := r.AppliedPlan; ap != nil {
+			parts = append(parts, "applied plan "+ap.ID)
+		}
+		if r.PlanStale {
+			parts = append(parts, "the saved plan is stale (the state changed since it was made); nothing was applied")
+		}
+		if r.PlanRefused != "" {
+			parts = append(parts, "the saved plan was refused ("+r.PlanRefused+"); nothing was applied")
 		}
 		if b := r.LockBroken; b != nil {
 			parts = append(parts, fmt.Sprintf("broke the stale state lock %s of pod %s (Job %s)", b.LockID, b.Pod, b.Job))
@@ -225,6 +258,8 @@ func ExitCodeMeaning(code int32) string {
 		return "runner error"
 	case runnerapi.ExitFenced:
 		return "fenced: the run lease names another Job"
+	case runnerapi.ExitPlanRefused:
+		return "the saved plan was refused (stale, superseded, consumed or corrupt); nothing was applied"
 	case 128 + 9:
 		return "killed"
 	case 128 + 15:

@@ -137,6 +137,42 @@ func TestOutcomeExposesTheStateLock(t *testing.T) {
 	}
 }
 
+func TestOutcomeExposesThePlan(t *testing.T) {
+	sum := &runnerapi.PlanSummary{Create: 1, Update: 2, Replace: 3, Delete: 4, Addresses: []string{"terraform_data.a"}}
+	saved := &runnerapi.PlanRef{ID: runnerapi.PlanID("f", "h", 1, "l"), FileSHA256: "f"}
+	done := testJob(cond(batchv1.JobComplete, "CompletionsReached"))
+	plan := string(runnerapi.Encode(runnerapi.Result{Operation: "Plan", Outcome: runnerapi.OutcomeSucceeded, Steps: []runnerapi.Step{},
+		Changes: ptr.To(true), Summary: sum, SavedPlan: saved}))
+	got := OutcomeOf(done, []corev1.Pod{testPod("a", time.Now(), 0, "", plan)})
+	if got.Summary == nil || got.Summary.Replace != 3 || got.Summary.Addresses[0] != "terraform_data.a" || got.SavedPlan == nil || *got.SavedPlan != *saved ||
+		!strings.Contains(got.Message, "1 to create, 2 to update, 3 to replace, 4 to delete") || !strings.Contains(got.Message, "saved plan "+saved.ID) {
+		t.Fatalf("plan: %+v", got)
+	}
+	applied := string(runnerapi.Encode(runnerapi.Result{Operation: "Apply", Outcome: runnerapi.OutcomeSucceeded, Steps: []runnerapi.Step{}, AppliedPlan: saved}))
+	got = OutcomeOf(done, []corev1.Pod{testPod("a", time.Now(), 0, "", applied)})
+	if got.AppliedPlan == nil || *got.AppliedPlan != *saved || !strings.Contains(got.Message, "applied plan "+saved.ID) {
+		t.Fatalf("applied: %+v", got)
+	}
+	failed := testJob(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded))
+	stale := string(runnerapi.Encode(runnerapi.Result{Operation: "Apply", Outcome: runnerapi.OutcomeFailed, Steps: []runnerapi.Step{}, PlanStale: true,
+		Error: "Error: Saved plan is stale"}))
+	got = OutcomeOf(failed, []corev1.Pod{testPod("a", time.Now(), runnerapi.ExitPlanRefused, "Error", stale)})
+	if got.Outcome != infrav1.RunFailed || !got.PlanStale || got.AppliedPlan != nil || !strings.Contains(got.Message, "the saved plan is stale") {
+		t.Fatalf("stale: %+v", got)
+	}
+	refused := string(runnerapi.Encode(runnerapi.Result{Operation: "Apply", Outcome: runnerapi.OutcomeFailed, Steps: []runnerapi.Step{},
+		PlanRefused: runnerapi.PlanRefusedConsumed}))
+	got = OutcomeOf(failed, []corev1.Pod{testPod("a", time.Now(), runnerapi.ExitPlanRefused, "Error", refused)})
+	if got.Outcome != infrav1.RunFailed || got.PlanRefused != runnerapi.PlanRefusedConsumed || !strings.Contains(got.Message, "refused (Consumed)") {
+		t.Fatalf("refused: %+v", got)
+	}
+	// Without a result the exit code still says a plan was refused.
+	got = OutcomeOf(failed, []corev1.Pod{testPod("a", time.Now(), runnerapi.ExitPlanRefused, "Error", "")})
+	if got.Outcome != infrav1.RunFailed || !strings.Contains(got.Message, "code 16 (the saved plan was refused") {
+		t.Fatalf("no result: %+v", got)
+	}
+}
+
 func TestOutcomeMessageIsBounded(t *testing.T) {
 	job := testJob(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded))
 	long := strings.Repeat("é", 3000) + "END"

@@ -14,6 +14,9 @@ import (
 //     state, take, release and break the lock. No create (the controller creates both before
 //     the first Job), no delete, no list (list cannot be limited by name and would return
 //     every Secret of the namespace).
+//   - get, update on the object's plan Secret, by name: a Plan Job's channel stores the saved
+//     plan there; an apply's channel reads it and marks it consumed (I9). No create: the
+//     controller creates it empty before a Plan Job.
 //   - get on the object's run lease, by name: fencing, and I8's "this Job holds the run lease".
 //   - get on Jobs and Pods: I8's "the lock's holder is a pod of one of this object's own Jobs,
 //     gone or terminal". Their names are not known in advance, so these cannot be limited by
@@ -21,6 +24,7 @@ import (
 func RunnerPolicyRules(suffix string) []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{naming.StateSecretName(suffix)}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{naming.PlanSecretName(suffix)}, Verbs: []string{"get", "update"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{naming.StateLockLeaseName(suffix)}, Verbs: []string{"get", "update"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{naming.RunLeaseName(suffix)}, Verbs: []string{"get"}},
 		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get"}},

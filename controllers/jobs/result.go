@@ -11,6 +11,12 @@ type (
 	LockHolder = runnerapi.LockHolder
 )
 
+// PlanSummary and PlanRef are the plan parts of a Result.
+type (
+	PlanSummary = runnerapi.PlanSummary
+	PlanRef     = runnerapi.PlanRef
+)
+
 // ParseResult decodes a runner result (a pod's termination message).
 func ParseResult(b []byte) (Result, error) {
 	return runnerapi.ParseResult(b)

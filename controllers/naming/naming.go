@@ -122,3 +122,10 @@ func RunnerServiceAccountName(suffix string) string {
 func StateBackupSecretName(suffix string, serial int64) string {
 	return "captf-state-backup-" + suffix + "-" + strconv.FormatInt(serial, 10)
 }
+
+// PlanSecretName is the object's plan Secret: the saved plan of its latest Plan Job (the plan
+// file, its record and its text; see runnerapi.PlanFileKey). The controller creates it empty
+// before a Plan Job; the Job's state channel fills it and hands the plan to one apply.
+func PlanSecretName(suffix string) string {
+	return "captf-plan-" + suffix
+}

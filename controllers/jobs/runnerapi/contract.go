@@ -84,7 +84,8 @@ const (
 
 // Fenced is the content of ChannelFencedFile.
 type Fenced struct {
-	// Request is what was refused: LOCK or POST (a state write).
+	// Request is what was refused: LOCK, POST (a state write), PUT /plan (storing a plan) or
+	// GET /plan (fetching the plan to apply).
 	Request string `json:"request"`
 	// RunLeaseHolder is the Job the run lease named instead ("" when it named none or was
 	// missing).
@@ -178,8 +179,14 @@ const (
 	FlagChannelDir = "channel-dir"
 	// FlagChannelWait (run): how long to wait for the channel's address file.
 	FlagChannelWait = "channel-wait"
+	// FlagPlanID (run, an Apply; channel): apply the saved plan of this ID instead of planning
+	// afresh. The runner fetches it through the channel, which hands it out only to a Job whose
+	// --plan-id it is.
+	FlagPlanID = "plan-id"
+	// FlagInputsHash (channel): the Job's inputs hash, which the ID of a saved plan covers.
+	FlagInputsHash = "inputs-hash"
 
-	// Flags of `runner channel`.
+	// Flags of `runner channel` (besides FlagOperation, FlagPlanID and FlagInputsHash).
 	FlagDir       = "dir"
 	FlagNamespace = "namespace"
 	FlagSuffix    = "suffix"
@@ -211,6 +218,10 @@ const (
 	// ExitFenced: the state channel refused the run's lock or state write because the
 	// object's run lease names another Job. Never a reason for backoff.
 	ExitFenced = 15
+	// ExitPlanRefused: the saved plan an Apply was given was refused and nothing was applied:
+	// terraform found it stale (the state changed since the plan), or the channel refused it
+	// (superseded, consumed, corrupt). The controller plans again; it never applies afresh.
+	ExitPlanRefused = 16
 )
 
 // Invocation is what the main container's command says.
@@ -225,6 +236,8 @@ type Invocation struct {
 	Binary string
 	// ChannelDir, when set, makes the runner use the state channel whose files are there.
 	ChannelDir string
+	// PlanID, when set (an Apply), makes the runner apply that saved plan.
+	PlanID string
 }
 
 // Command is the main container's command for an invocation: the only place the runner's
@@ -244,6 +257,9 @@ func Command(runner string, inv Invocation) []string {
 	}
 	if inv.ChannelDir != "" {
 		cmd = append(cmd, flag(FlagChannelDir, inv.ChannelDir))
+	}
+	if inv.PlanID != "" {
+		cmd = append(cmd, flag(FlagPlanID, inv.PlanID))
 	}
 	return cmd
 }
@@ -266,12 +282,18 @@ type ChannelInvocation struct {
 	// TokenFile and CAFile are the projected ServiceAccount token and the API server's CA.
 	TokenFile string
 	CAFile    string
+	// Operation is the Job's operation: only a Plan Job's channel stores a plan.
+	Operation string
+	// InputsHash is the Job's inputs hash, which the ID of a plan it stores covers.
+	InputsHash string
+	// PlanID (an Apply of a saved plan) is the only plan the channel hands out.
+	PlanID string
 }
 
 // ChannelCommand is the state channel's command: the only place its command line is
 // assembled.
 func ChannelCommand(runner string, inv ChannelInvocation) []string {
-	return []string{
+	cmd := []string{
 		runner, CommandChannel,
 		flag(FlagDir, inv.Dir),
 		flag(FlagNamespace, inv.Namespace),
@@ -284,6 +306,12 @@ func ChannelCommand(runner string, inv ChannelInvocation) []string {
 		flag(FlagTokenFile, inv.TokenFile),
 		flag(FlagCAFile, inv.CAFile),
 	}
+	for _, f := range []struct{ name, value string }{{FlagOperation, inv.Operation}, {FlagInputsHash, inv.InputsHash}, {FlagPlanID, inv.PlanID}} {
+		if f.value != "" {
+			cmd = append(cmd, flag(f.name, f.value))
+		}
+	}
+	return cmd
 }
 
 // InstallCommand is the init container's command: copy the runner from the manager image.

@@ -75,7 +75,8 @@ func cut(s string) string {
 
 // Step is one terraform/tofu command the runner ran.
 type Step struct {
-	// Name is the step ("init", "apply", "destroy", "plan", "refresh", "state-pull", "state-push").
+	// Name is the step ("init", "apply", "destroy", "plan", "refresh", "show-json", "show",
+	// "state-pull", "state-push").
 	Name string `json:"name"`
 	// ExitCode is the command's exit code (-1 when it was killed by a signal).
 	ExitCode int `json:"exitCode"`
@@ -90,11 +91,28 @@ type Result struct {
 	// Binary is the base name of the terraform/tofu binary that ran.
 	Binary string `json:"binary,omitempty"`
 	Steps  []Step `json:"steps"`
-	// Changes (plan only): the plan has changes. Changes are not a failure.
+	// Changes (plan and refresh): the plan has changes (for a refresh, the refreshed state
+	// differs from the stored one). Changes are not a failure.
 	Changes *bool `json:"changes,omitempty"`
 	// Drift (drift only): the infrastructure differs from what the module describes. Drift is
 	// not a failure.
 	Drift *bool `json:"drift,omitempty"`
+	// Summary (plan, drift and refresh, once the plan was read back): the counts and at most
+	// MaxResultAddresses addresses. A plan and a drift check count the resource changes an
+	// apply would make; a refresh counts the resources that changed outside terraform.
+	Summary *PlanSummary `json:"summary,omitempty"`
+	// SavedPlan (plan, through the state channel): the plan stored in the plan Secret.
+	SavedPlan *PlanRef `json:"savedPlan,omitempty"`
+	// AppliedPlan (an apply of a saved plan): the plan terraform applied, once `apply <plan>`
+	// ran and did not refuse it as stale (with outcome Failed, part of it may have been applied).
+	AppliedPlan *PlanRef `json:"appliedPlan,omitempty"`
+	// PlanStale (an apply of a saved plan): terraform refused the plan because the state changed
+	// since the plan was made; nothing was applied. Outcome Failed, exit code ExitPlanRefused.
+	PlanStale bool `json:"planStale,omitempty"`
+	// PlanRefused (an apply of a saved plan): why the plan was refused before terraform ran
+	// (PlanRefusedSuperseded, PlanRefusedConsumed, PlanRefusedCorrupt); nothing was applied.
+	// Outcome Failed, exit code ExitPlanRefused.
+	PlanRefused string `json:"planRefused,omitempty"`
 	// LockBroken: the state channel broke a stale lock before the run took it.
 	LockBroken *LockBroken `json:"lockBroken,omitempty"`
 	// LockHolder (a failed run): the state lock was held by this holder, which the channel
@@ -105,9 +123,15 @@ type Result struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Encode renders r as JSON of at most MaxResultBytes, cutting the beginning of r.Error (and,
-// should that not be enough, dropping steps) until it fits. The lock fields are bounded first.
+// Encode renders r as JSON of at most MaxResultBytes. The lock fields and the summary
+// (MaxResultAddresses) are bounded first; when the document is still too long it drops the
+// summary's addresses from the end (Truncated), then cuts the beginning of r.Error, then drops
+// steps, until it fits. The counts, the plan references and the outcome are never cut.
 func Encode(r Result) []byte {
+	if r.Summary != nil {
+		s := r.Summary.Bounded(MaxResultAddresses)
+		r.Summary = &s
+	}
 	if r.LockBroken != nil {
 		b := r.LockBroken.Bounded()
 		r.LockBroken = &b
@@ -119,6 +143,19 @@ func Encode(r Result) []byte {
 	b := marshal(r)
 	if len(b) <= MaxResultBytes {
 		return b
+	}
+	if r.Summary != nil {
+		for len(r.Summary.Addresses) > 0 && len(b) > MaxResultBytes {
+			r.Summary.Addresses = r.Summary.Addresses[:len(r.Summary.Addresses)-1]
+			r.Summary.Truncated = true
+			if len(r.Summary.Addresses) == 0 {
+				r.Summary.Addresses = nil
+			}
+			b = marshal(r)
+		}
+		if len(b) <= MaxResultBytes {
+			return b
+		}
 	}
 	full := r.Error
 	// Find the longest tail of the error that fits; the encoded length grows with the tail.

@@ -1,0 +1,278 @@
+package runnerapi
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// The saved plan (docs/runner.md, "Saved plans"). A Plan Job's runner runs `plan -out`, reads
+// the plan back with `show -json` and `show`, and uploads the plan file, its bounded summary and
+// its text to the state channel (PUT PlanPathPrefix<namespace>/<suffix>), which stores them in
+// the object's plan Secret (naming.PlanSecretName) under the keys below. An Apply Job built with
+// a PlanID fetches that plan from the channel (GET on the same path), which hands it out at most
+// once, and runs `apply <plan file>`.
+
+// Keys of the plan Secret.
+const (
+	// PlanFileKey is the plan file as terraform wrote it, gzip'd.
+	PlanFileKey = "tfplan.gz"
+	// PlanRecordKey is the plan's PlanRecord as JSON.
+	PlanRecordKey = "summary.json"
+	// PlanTextKey is the human plan text (`show -no-color <plan file>`: sensitive values masked
+	// by terraform, redact.json values masked by the runner), at most MaxPlanTextBytes, cut at
+	// the end behind PlanTextTruncatedMarker when it did not fit.
+	PlanTextKey = "plan.txt"
+)
+
+// Annotations on the plan Secret, written by the state channel.
+const (
+	// PlanIDAnnotation names the plan the Secret holds (its PlanRecord.ID), so a metadata-only
+	// read tells which plan is stored.
+	PlanIDAnnotation = "captf.io/plan-id"
+	// PlanConsumedByAnnotation names the Job the channel handed the plan to (GET). Once set, the
+	// channel hands the plan to no other Job: a plan is applied at most once (I9). A new plan
+	// (PUT) clears it.
+	PlanConsumedByAnnotation = "captf.io/plan-consumed-by"
+)
+
+// PlanPathPrefix starts the channel's plan endpoint: /plan/<namespace>/<suffix>.
+const PlanPathPrefix = "/plan/"
+
+// Bounds of the plan summary and record.
+const (
+	// MaxResultAddresses bounds the addresses a Result's Summary lists.
+	MaxResultAddresses = 20
+	// MaxRecordAddresses bounds the addresses a PlanRecord lists.
+	MaxRecordAddresses = 50
+	// MaxAddressBytes bounds one resource address; a longer one is cut and ends in "...".
+	MaxAddressBytes = 256
+	// MaxPlanTextBytes bounds the plan text the runner uploads; the channel cuts it further
+	// when the plan Secret would not hold it.
+	MaxPlanTextBytes = 512 << 10
+	// MaxPlanSecretBytes bounds the data of the plan Secret (the API server refuses a Secret
+	// over 1 MiB; the rest is headroom for metadata).
+	MaxPlanSecretBytes = 1<<20 - 4<<10
+	// PlanIDLength is the length of a plan ID: hex digits of SHA-256 (128 bits).
+	PlanIDLength = 32
+)
+
+// PlanTextTruncatedMarker ends a plan text that was cut to fit.
+const PlanTextTruncatedMarker = "\n[truncated: the plan file holds the whole plan]\n"
+
+// Reasons a saved plan is refused before terraform sees it (Result.PlanRefused).
+const (
+	// PlanRefusedSuperseded: the plan Secret holds no plan, or another one than the Job's PlanID
+	// (a newer plan replaced it).
+	PlanRefusedSuperseded = "Superseded"
+	// PlanRefusedConsumed: the plan was already handed to another Job (applied at most once).
+	PlanRefusedConsumed = "Consumed"
+	// PlanRefusedCorrupt: the stored plan file does not match its record (SHA-256), or the record's
+	// ID is not the hash of its own fields, or the file cannot be read.
+	PlanRefusedCorrupt = "Corrupt"
+)
+
+// Plan actions as the summary counts them.
+const (
+	ActionCreate  = "create"
+	ActionUpdate  = "update"
+	ActionReplace = "replace"
+	ActionDelete  = "delete"
+)
+
+// PlanSummary counts the resource changes of a plan and lists the changed resources.
+type PlanSummary struct {
+	Create  int `json:"create"`
+	Update  int `json:"update"`
+	Replace int `json:"replace"`
+	Delete  int `json:"delete"`
+	// Addresses are the changed resources (the counted ones), sorted, without duplicates, each
+	// at most MaxAddressBytes.
+	Addresses []string `json:"addresses,omitempty"`
+	// Truncated: more resources changed than Addresses lists.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// Changed is the number of counted resource changes.
+func (s PlanSummary) Changed() int { return s.Create + s.Update + s.Replace + s.Delete }
+
+// ActionOf maps a plan's resource change actions (terraform's `show -json` "actions") to the
+// action the summary counts: a delete-then-create or create-then-delete is a replace; no-op,
+// read and forget are not counted ("").
+func ActionOf(actions []string) string {
+	switch {
+	case len(actions) == 1 && actions[0] == ActionCreate:
+		return ActionCreate
+	case len(actions) == 1 && actions[0] == ActionUpdate:
+		return ActionUpdate
+	case len(actions) == 1 && actions[0] == ActionDelete:
+		return ActionDelete
+	case len(actions) == 2 && (actions[0] == ActionDelete && actions[1] == ActionCreate || actions[0] == ActionCreate && actions[1] == ActionDelete):
+		return ActionReplace
+	}
+	return ""
+}
+
+// Add counts one resource change; address is listed when the action is counted.
+func (s *PlanSummary) Add(address string, actions []string) {
+	switch ActionOf(actions) {
+	case ActionCreate:
+		s.Create++
+	case ActionUpdate:
+		s.Update++
+	case ActionReplace:
+		s.Replace++
+	case ActionDelete:
+		s.Delete++
+	default:
+		return
+	}
+	s.Addresses = append(s.Addresses, address)
+}
+
+// Bounded returns s with its addresses sorted, without duplicates, each cut to MaxAddressBytes,
+// at most n of them (Truncated when some were left out).
+func (s PlanSummary) Bounded(n int) PlanSummary {
+	out := s
+	addrs := make([]string, 0, len(s.Addresses))
+	for _, a := range s.Addresses {
+		addrs = append(addrs, cutAddress(a))
+	}
+	sort.Strings(addrs)
+	uniq := addrs[:0]
+	for i, a := range addrs {
+		if i == 0 || a != addrs[i-1] {
+			uniq = append(uniq, a)
+		}
+	}
+	if len(uniq) > n {
+		uniq = uniq[:n]
+		out.Truncated = true
+	}
+	if len(uniq) == 0 {
+		uniq = nil
+	}
+	out.Addresses = uniq
+	return out
+}
+
+func cutAddress(a string) string {
+	if len(a) <= MaxAddressBytes {
+		return a
+	}
+	end := MaxAddressBytes - 3
+	for end > 0 && !utf8.RuneStart(a[end]) {
+		end--
+	}
+	return a[:end] + "..."
+}
+
+// PlanRef names a saved plan: its ID and the SHA-256 of its file (hex).
+type PlanRef struct {
+	ID         string `json:"id"`
+	FileSHA256 string `json:"fileSHA256"`
+}
+
+// PlanRecord is the plan Secret's PlanRecordKey: what the plan is bound to and what it changes.
+// The state channel writes it from what it stored; the runner supplies only the summary.
+type PlanRecord struct {
+	// ID is PlanID(FileSHA256, InputsHash, StateSerial, StateLineage).
+	ID string `json:"id"`
+	// FileSHA256 is the SHA-256 (hex) of the plan file as terraform wrote it (not gzip'd).
+	FileSHA256 string `json:"fileSHA256"`
+	// InputsHash is the plan Job's inputs hash (infrav1.InputsHashAnnotation).
+	InputsHash string `json:"inputsHash"`
+	// StateSerial and StateLineage are the state the plan was made against, as the plan file
+	// records it (0 and "" for no state). Terraform refuses to apply the plan once the state's
+	// serial or lineage differ.
+	StateSerial  uint64 `json:"stateSerial"`
+	StateLineage string `json:"stateLineage"`
+	// CreatedAt is when the channel stored the plan (RFC 3339, UTC).
+	CreatedAt string `json:"createdAt"`
+	// Job is the plan Job.
+	Job string `json:"job"`
+	// The counts and at most MaxRecordAddresses addresses.
+	PlanSummary
+	// TextTruncated: PlanTextKey was cut to fit.
+	TextTruncated bool `json:"textTruncated,omitempty"`
+}
+
+// Ref is the record's PlanRef.
+func (r PlanRecord) Ref() PlanRef { return PlanRef{ID: r.ID, FileSHA256: r.FileSHA256} }
+
+// PlanID is the ID of a saved plan: the first PlanIDLength hex digits of a SHA-256 over the plan
+// file's SHA-256, the inputs hash, the state serial and the lineage. The same plan file of the
+// same inputs against the same state always has the same ID; any change of the four changes it.
+// (Terraform stamps each plan file with its creation time, so two plan runs give two files and
+// two IDs.)
+func PlanID(fileSHA256, inputsHash string, serial uint64, lineage string) string {
+	h := sha256.New()
+	for _, part := range []string{"captf-plan-id/v1", fileSHA256, inputsHash, strconv.FormatUint(serial, 10), lineage} {
+		_, _ = h.Write([]byte(part))
+		_, _ = h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))[:PlanIDLength]
+}
+
+// ValidPlanID reports whether id has the form of a PlanID.
+func ValidPlanID(id string) bool {
+	if len(id) != PlanIDLength {
+		return false
+	}
+	for _, c := range id {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// FileSHA256 is the hex SHA-256 of a plan file.
+func FileSHA256(file []byte) string {
+	sum := sha256.Sum256(file)
+	return hex.EncodeToString(sum[:])
+}
+
+// PlanUpload is the body of the runner's PUT to the channel's plan endpoint.
+type PlanUpload struct {
+	// File is the plan file as terraform wrote it.
+	File []byte `json:"file"`
+	// Summary is the plan's summary, at most MaxRecordAddresses addresses.
+	Summary PlanSummary `json:"summary"`
+	// Text is the human plan text, at most MaxPlanTextBytes.
+	Text string `json:"text"`
+}
+
+// PlanDownload is the channel's answer to a GET of the plan endpoint.
+type PlanDownload struct {
+	Record PlanRecord `json:"record"`
+	File   []byte     `json:"file"`
+}
+
+// PlanRefusal is the channel's answer when it refuses to hand out a plan (409 or 422).
+type PlanRefusal struct {
+	// Reason is PlanRefusedSuperseded, PlanRefusedConsumed or PlanRefusedCorrupt.
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+// CutPlanText returns text when it fits n bytes; otherwise its beginning (where terraform lists
+// the changes), cut at a line end when there is one, followed by PlanTextTruncatedMarker, in at
+// most n bytes.
+func CutPlanText(text string, n int) string {
+	if len(text) <= n {
+		return text
+	}
+	keep := n - len(PlanTextTruncatedMarker)
+	if keep <= 0 {
+		return ""
+	}
+	head := text[:keep]
+	if i := strings.LastIndexByte(head, '\n'); i > 0 {
+		head = head[:i]
+	}
+	return strings.ToValidUTF8(head, "") + PlanTextTruncatedMarker
+}
