@@ -50,6 +50,14 @@ type Config struct {
 	// Listen is the address to listen on; default 127.0.0.1:0 (an ephemeral port: pods of the
 	// sandbox share one loopback). A restarted channel first tries the port it had.
 	Listen string
+	// Operation is the Job's operation. Only a Plan Job's channel stores a plan (PUT /plan).
+	Operation string
+	// InputsHash is the Job's inputs hash; the ID of a plan the channel stores covers it.
+	// Required for a Plan Job.
+	InputsHash string
+	// PlanID (an Apply of a saved plan) is the only plan the channel hands out (GET /plan),
+	// and only once. Empty: the channel hands out no plan.
+	PlanID string
 }
 
 // ShutdownGrace bounds how long a stopping channel waits for requests in flight.
@@ -77,6 +85,20 @@ func (c Config) validate() error {
 	}
 	if !suffixPattern.MatchString(c.Suffix) || len(c.Suffix) > 200 {
 		errs = append(errs, fmt.Errorf("suffix %q cannot end a Secret name", c.Suffix))
+	}
+	if c.Operation != "" && !runnerapi.ValidOperation(c.Operation) {
+		errs = append(errs, fmt.Errorf("unknown operation %q", c.Operation))
+	}
+	if c.Operation == runnerapi.OperationPlan && c.InputsHash == "" {
+		errs = append(errs, fmt.Errorf("--%s is required for a Plan Job", runnerapi.FlagInputsHash))
+	}
+	if c.PlanID != "" {
+		if !runnerapi.ValidPlanID(c.PlanID) {
+			errs = append(errs, fmt.Errorf("plan ID %q is not a plan ID", c.PlanID))
+		}
+		if c.Operation != runnerapi.OperationApply {
+			errs = append(errs, fmt.Errorf("--%s is for an Apply Job, not %q", runnerapi.FlagPlanID, c.Operation))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -141,6 +163,9 @@ func parse(args, environ []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.OwnerUID, runnerapi.FlagOwnerUID, "", "UID of the object")
 	fs.StringVar(&cfg.TokenFile, runnerapi.FlagTokenFile, filepath.Join(runnerapi.ServiceAccountDir, runnerapi.ServiceAccountTokenFile), "projected ServiceAccount token")
 	fs.StringVar(&cfg.CAFile, runnerapi.FlagCAFile, filepath.Join(runnerapi.ServiceAccountDir, runnerapi.ServiceAccountCAFile), "the API server's CA bundle")
+	fs.StringVar(&cfg.Operation, runnerapi.FlagOperation, "", "the Job's operation (only a Plan Job stores a plan)")
+	fs.StringVar(&cfg.InputsHash, runnerapi.FlagInputsHash, "", "the Job's inputs hash (a stored plan's ID covers it)")
+	fs.StringVar(&cfg.PlanID, runnerapi.FlagPlanID, "", "the saved plan this Apply Job may fetch, once")
 	if err := fs.Parse(args); err != nil {
 		return cfg, fmt.Errorf("parse flags: %w", err)
 	}
@@ -186,7 +211,7 @@ func serve(ctx context.Context, cfg Config, ready func(*server)) (*server, error
 		return nil, err
 	}
 	s := &server{
-		cfg: cfg, store: newStore(kube, cfg.Namespace, cfg.Suffix, cfg.RunLease), credential: cred,
+		cfg: cfg, store: newStore(kube, cfg.Namespace, cfg.Suffix, cfg.RunLease), credential: cred, now: time.Now,
 		ownerNameLabel: labelValue(cfg.OwnerName), records: &records{dir: cfg.Dir, log: log},
 	}
 	hs := &http.Server{
@@ -202,7 +227,8 @@ func serve(ctx context.Context, cfg Config, ready func(*server)) (*server, error
 	if ready != nil {
 		ready(s)
 	}
-	log.Info("serving", "address", addr, "path", s.statePath(), "job", cfg.Job, "pod", cfg.Pod, "runLease", cfg.RunLease)
+	log.Info("serving", "address", addr, "path", s.statePath(), "job", cfg.Job, "pod", cfg.Pod, "runLease", cfg.RunLease,
+		"operation", cfg.Operation, "planID", cfg.PlanID)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

@@ -349,6 +349,11 @@ var _ = Describe("the state channel", func() {
 		forbidden(c.List(ctx, &corev1.SecretList{}, client.InNamespace(namespace)))
 		forbidden(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: naming.StateSecretName(other.suffix)}, &corev1.Secret{}))
 		forbidden(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "kubeconfig-of-another-cluster"}}))
+		plan := &corev1.Secret{}
+		Expect(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: naming.PlanSecretName(o.suffix)}, plan)).To(Succeed())
+		Expect(c.Update(ctx, plan)).To(Succeed())
+		forbidden(c.Delete(ctx, plan))
+		forbidden(c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: naming.PlanSecretName(other.suffix)}, &corev1.Secret{}))
 		lease := o.lockLease()
 		forbidden(c.Delete(ctx, lease))
 		run := lease.DeepCopy()

@@ -256,6 +256,16 @@ func (o object) dataValue(key string) (string, bool) {
 	return v, ok
 }
 
+// setAllData replaces a Secret's data with exactly these keys (base64 values).
+func (o object) setAllData(data map[string]string) {
+	m := make(map[string]any, len(data))
+	for k, v := range data {
+		m[k] = v
+	}
+	o["data"] = m
+	delete(o, "stringData")
+}
+
 func (o object) setData(key, b64 string) {
 	m, _ := o["data"].(map[string]any)
 	if m == nil {

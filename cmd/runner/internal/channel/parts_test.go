@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 )
 
@@ -17,33 +18,50 @@ func TestLabelValueIsNamingLabelValue(t *testing.T) {
 	}
 }
 
-func TestParseStatePath(t *testing.T) {
+func TestParsePath(t *testing.T) {
 	cases := map[string]bool{
 		"/state/ns/0123456789abcdef": true, "/state/ns/": false, "/state//x": false, "/state/ns/x/y": false,
 		"/state/ns": false, "/other/ns/x": false, "/state/ns/x/../y": false,
 	}
 	for p, want := range cases {
-		if _, _, ok := parseStatePath(p); ok != want {
+		if _, _, ok := parsePath(StatePathPrefix, p); ok != want {
 			t.Errorf("%s: %t", p, ok)
+		}
+		plan := strings.Replace(p, "/state/", runnerapi.PlanPathPrefix, 1)
+		if _, _, ok := parsePath(runnerapi.PlanPathPrefix, plan); ok != want {
+			t.Errorf("%s: %t", plan, ok)
 		}
 	}
 }
 
-func TestConfigRefusesMissingFlags(t *testing.T) {
-	_, err := parse([]string{"--namespace=ns", "--suffix=s"}, []string{"KUBERNETES_SERVICE_HOST=10.0.0.1", "KUBERNETES_SERVICE_PORT=443", "POD_NAME=p"}, &strings.Builder{})
-	for _, flag := range []string{"job", "run-lease", "owner-kind", "owner-name", "owner-uid"} {
-		if err == nil || !strings.Contains(err.Error(), flag) {
-			t.Errorf("missing --%s not reported: %v", flag, err)
+// The channel names the plan Secret itself; the controller creates it with naming's name.
+func TestPlanSecretNameIsNamings(t *testing.T) {
+	s := naming.StateSuffix("ns", "TerraformCluster", "demo")
+	if got, want := PlanSecretName(s), naming.PlanSecretName(s); got != want {
+		t.Fatalf("%q, naming says %q", got, want)
+	}
+}
+
+func TestConfigPlanFlags(t *testing.T) {
+	base := []string{"--namespace=ns", "--suffix=s", "--job=j", "--run-lease=r", "--owner-kind=k", "--owner-name=n", "--owner-uid=u"}
+	env := []string{"KUBERNETES_SERVICE_HOST=10.0.0.1", "KUBERNETES_SERVICE_PORT=443", "POD_NAME=p"}
+	id := runnerapi.PlanID("f", "h", 1, "l")
+	for args, wantErr := range map[string]string{
+		"--operation=Plan --inputs-hash=sha256:1":          "",
+		"--operation=Plan":                                 "inputs-hash",
+		"--operation=Apply --plan-id=" + id:                "",
+		"--operation=Plan --inputs-hash=h --plan-id=" + id: "for an Apply Job",
+		"--operation=Apply --plan-id=ABC":                  "not a plan ID",
+		"--operation=Import":                               "unknown operation",
+	} {
+		cfg, err := parse(append(append([]string{}, base...), strings.Fields(args)...), env, &strings.Builder{})
+		switch {
+		case wantErr == "" && err != nil:
+			t.Errorf("%s: %v", args, err)
+		case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)):
+			t.Errorf("%s: %v, want an error about %s", args, err, wantErr)
+		case wantErr == "" && strings.Contains(args, "plan-id") && cfg.PlanID != id:
+			t.Errorf("%s: plan ID %q", args, cfg.PlanID)
 		}
-	}
-	_, err = parse([]string{"--namespace=ns", "--suffix=s", "--job=j", "--run-lease=r", "--owner-kind=k", "--owner-name=n", "--owner-uid=u"},
-		[]string{"KUBERNETES_SERVICE_HOST=10.0.0.1", "KUBERNETES_SERVICE_PORT=443", "POD_NAME=p", "POD_NAMESPACE=other"}, &strings.Builder{})
-	if err == nil || !strings.Contains(err.Error(), "namespace other") {
-		t.Errorf("a namespace other than the pod's was accepted: %v", err)
-	}
-	cfg, err := parse([]string{"--namespace=ns", "--suffix=s", "--job=j", "--run-lease=r", "--owner-kind=k", "--owner-name=n", "--owner-uid=u"},
-		[]string{"KUBERNETES_SERVICE_HOST=fd00::1", "KUBERNETES_SERVICE_PORT=443", "POD_NAME=p", "POD_NAMESPACE=ns"}, &strings.Builder{})
-	if err != nil || cfg.APIServer != "https://[fd00::1]:443" || cfg.TokenFile != "/var/run/secrets/captf.io/serviceaccount/token" {
-		t.Errorf("%+v %v", cfg, err)
 	}
 }

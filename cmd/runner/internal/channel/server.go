@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 
@@ -58,6 +59,11 @@ type server struct {
 	// beforeBreak, when set (tests only), runs after the I8 evidence was read and before the
 	// write that breaks the lock.
 	beforeBreak func()
+	// beforeClaim, when set (tests only), runs after a plan was checked and before the write
+	// that marks it consumed.
+	beforeClaim func()
+	// now stamps stored plans.
+	now func() time.Time
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -67,9 +73,13 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "wrong or missing credential", http.StatusUnauthorized)
 		return
 	}
-	ns, suffix, ok := parseStatePath(r.URL.Path)
+	if strings.HasPrefix(r.URL.Path, runnerapi.PlanPathPrefix) {
+		s.servePlan(ctx, w, r)
+		return
+	}
+	ns, suffix, ok := parsePath(StatePathPrefix, r.URL.Path)
 	if !ok {
-		http.Error(w, "not found: the channel serves "+s.statePath(), http.StatusNotFound)
+		http.Error(w, "not found: the channel serves "+s.statePath()+" and "+s.planPath(), http.StatusNotFound)
 		return
 	}
 	if ns != s.cfg.Namespace || suffix != s.cfg.Suffix {
@@ -96,9 +106,9 @@ func (s *server) statePath() string {
 	return StatePathPrefix + s.cfg.Namespace + "/" + s.cfg.Suffix
 }
 
-// parseStatePath splits /state/<namespace>/<suffix>.
-func parseStatePath(p string) (string, string, bool) {
-	rest, ok := strings.CutPrefix(p, StatePathPrefix)
+// parsePath splits <prefix><namespace>/<suffix>.
+func parsePath(prefix, p string) (string, string, bool) {
+	rest, ok := strings.CutPrefix(p, prefix)
 	if !ok {
 		return "", "", false
 	}

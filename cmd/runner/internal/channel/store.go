@@ -38,13 +38,16 @@ type store struct {
 	secret    string
 	lockLease string
 	runLease  string
+	// planSecret is the object's plan Secret (controllers/naming.PlanSecretName).
+	planSecret string
 }
 
 func newStore(kube *kubeClient, namespace, suffix, runLease string) *store {
 	return &store{
 		kube: kube, namespace: namespace, suffix: suffix, runLease: runLease,
-		secret:    "tfstate-default-" + suffix,
-		lockLease: "lock-tfstate-default-" + suffix,
+		secret:     "tfstate-default-" + suffix,
+		lockLease:  "lock-tfstate-default-" + suffix,
+		planSecret: PlanSecretName(suffix),
 	}
 }
 
@@ -205,4 +208,48 @@ func (s *store) getOptional(ctx context.Context, path string) (object, error) {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	return o, nil
+}
+
+// PlanSecretName is controllers/naming.PlanSecretName (a test keeps the two equal; the runner
+// does not import the controller's packages).
+func PlanSecretName(suffix string) string {
+	return "captf-plan-" + suffix
+}
+
+// getPlanSecret reads the plan Secret; a missing one is errNoObject.
+func (s *store) getPlanSecret(ctx context.Context) (object, error) {
+	sec, err := s.kube.get(ctx, secretPath(s.namespace, s.planSecret))
+	if isNotFound(err) {
+		return nil, fmt.Errorf("the plan Secret %s/%s is %w", s.namespace, s.planSecret, errNoObject)
+	}
+	if err != nil {
+		// Worded so the runner's redaction (which masks what follows "secret:") keeps it.
+		return nil, fmt.Errorf("read the plan Secret %s: %w", s.planSecret, err)
+	}
+	return sec, nil
+}
+
+// putPlanSecret writes the plan Secret back; a changed resourceVersion makes it fail with a
+// conflict.
+func (s *store) putPlanSecret(ctx context.Context, sec object) error {
+	if _, err := s.kube.put(ctx, secretPath(s.namespace, s.planSecret), sec); err != nil {
+		return fmt.Errorf("write the plan Secret %s: %w", s.planSecret, err)
+	}
+	return nil
+}
+
+// gunzipBounded gunzips raw, refusing more than limit bytes of output.
+func gunzipBounded(raw []byte, limit int) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("gunzip: %w", err)
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, int64(limit)+1))
+	if err != nil {
+		return nil, fmt.Errorf("gunzip: %w", err)
+	}
+	if len(out) > limit {
+		return nil, fmt.Errorf("larger than %d bytes", limit)
+	}
+	return out, nil
 }

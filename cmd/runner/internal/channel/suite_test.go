@@ -93,6 +93,9 @@ func newObject() *tfObject {
 			_ = k8s.Update(ctx, s)
 		}
 	})
+	// The plan Secret, empty, as the controller creates it before a Plan Job.
+	Expect(k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: naming.PlanSecretName(o.suffix),
+		Labels: map[string]string{"keep": "me"}}})).To(Succeed())
 	Expect(k8s.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: naming.StateLockLeaseName(o.suffix)}})).To(Succeed())
 	Expect(k8s.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: naming.RunLeaseName(o.suffix)},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(o.job)}})).To(Succeed())

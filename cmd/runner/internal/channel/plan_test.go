@@ -1,0 +1,338 @@
+package channel
+
+import (
+	"archive/zip"
+	"bytes"
+	"compress/gzip"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+)
+
+const inputsHash = "sha256:4e1f0c0d4b3a2f19"
+
+// planZip is a plan file as Terraform and OpenTofu write one: a zip whose tfstate entry is the
+// state the plan was made against. payload fills the tfplan entry (stored, not compressed, so
+// a random payload keeps its size).
+func planZip(serial uint64, lineage string, payload []byte) []byte {
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	w, err := zw.CreateHeader(&zip.FileHeader{Name: "tfplan", Method: zip.Store})
+	Expect(err).NotTo(HaveOccurred())
+	_, err = w.Write(payload)
+	Expect(err).NotTo(HaveOccurred())
+	w, err = zw.Create("tfstate")
+	Expect(err).NotTo(HaveOccurred())
+	_, err = fmt.Fprintf(w, `{"version":4,"terraform_version":"1.11.4","serial":%d,"lineage":%q,"outputs":{},"resources":[]}`, serial, lineage)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(zw.Close()).To(Succeed())
+	return buf.Bytes()
+}
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	_, err := rand.Read(b)
+	Expect(err).NotTo(HaveOccurred())
+	return b
+}
+
+// planChannel starts the channel of a Plan Job of o.
+func (o *tfObject) planChannel() *running {
+	cfg := o.config(GinkgoT().TempDir())
+	cfg.Operation, cfg.InputsHash = runnerapi.OperationPlan, inputsHash
+	return start(cfg)
+}
+
+// applyChannel starts the channel of an Apply Job (seq) of o that applies plan id, and names
+// that Job in the run lease.
+func (o *tfObject) applyChannel(seq int64, id string) *running {
+	cfg := o.config(GinkgoT().TempDir())
+	cfg.Job = naming.JobName(o.suffix, seq)
+	cfg.Pod = cfg.Job + "-a1b2c"
+	cfg.Operation, cfg.PlanID = runnerapi.OperationApply, id
+	o.setRunLease(cfg.Job)
+	return start(cfg)
+}
+
+func (r *running) planURL() string {
+	return r.addr + runnerapi.PlanPathPrefix + r.srv.cfg.Namespace + "/" + r.srv.cfg.Suffix
+}
+
+// putPlan uploads a plan as the runner does; it returns the status and the body.
+func (r *running) putPlan(up runnerapi.PlanUpload) (int, string) {
+	b, err := json.Marshal(up)
+	Expect(err).NotTo(HaveOccurred())
+	return r.do(http.MethodPut, r.planURL(), b, r.cred)
+}
+
+// savePlan stores a plan and returns its record.
+func (r *running) savePlan(up runnerapi.PlanUpload) runnerapi.PlanRecord {
+	GinkgoHelper()
+	code, body := r.putPlan(up)
+	Expect(code).To(Equal(http.StatusOK), body)
+	var rec runnerapi.PlanRecord
+	Expect(json.Unmarshal([]byte(body), &rec)).To(Succeed())
+	return rec
+}
+
+// getPlan fetches the plan as the runner does.
+func (r *running) getPlan() (int, runnerapi.PlanDownload, runnerapi.PlanRefusal) {
+	code, body := r.do(http.MethodGet, r.planURL(), nil, r.cred)
+	var dl runnerapi.PlanDownload
+	var refusal runnerapi.PlanRefusal
+	switch code {
+	case http.StatusOK:
+		Expect(json.Unmarshal([]byte(body), &dl)).To(Succeed())
+	case http.StatusConflict, http.StatusUnprocessableEntity:
+		Expect(json.Unmarshal([]byte(body), &refusal)).To(Succeed(), body)
+	}
+	return code, dl, refusal
+}
+
+func (o *tfObject) planSecret() *corev1.Secret {
+	s := &corev1.Secret{}
+	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: naming.PlanSecretName(o.suffix)}, s)).To(Succeed())
+	return s
+}
+
+// storedRecord reads the plan Secret's record.
+func (o *tfObject) storedRecord() runnerapi.PlanRecord {
+	var rec runnerapi.PlanRecord
+	Expect(json.Unmarshal(o.planSecret().Data[runnerapi.PlanRecordKey], &rec)).To(Succeed())
+	return rec
+}
+
+func gunzipBytes(b []byte) []byte {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	Expect(err).NotTo(HaveOccurred())
+	out, err := io.ReadAll(zr)
+	Expect(err).NotTo(HaveOccurred())
+	return out
+}
+
+func upload(file []byte) runnerapi.PlanUpload {
+	return runnerapi.PlanUpload{File: file, Summary: runnerapi.PlanSummary{Update: 1, Replace: 1, Create: 1,
+		Addresses: []string{"terraform_data.extra[0]", "terraform_data.greeting", "terraform_data.replaced"}},
+		Text: "Terraform will perform the following actions:\n  ~ update in-place\n"}
+}
+
+var _ = Describe("the saved plan", func() {
+	It("stores a Plan Job's plan in the plan Secret, bound to its file, the inputs and the state it was made against", func() {
+		o := newObject()
+		r := o.planChannel()
+		file := planZip(4, "lineage-a", []byte("the plan"))
+		up := upload(file)
+		rec := r.savePlan(up)
+
+		sha := runnerapi.FileSHA256(file)
+		Expect(rec.FileSHA256).To(Equal(sha))
+		Expect(rec.StateSerial).To(BeEquivalentTo(4), "the serial the plan file records")
+		Expect(rec.StateLineage).To(Equal("lineage-a"))
+		Expect(rec.InputsHash).To(Equal(inputsHash), "the channel's own --inputs-hash")
+		Expect(rec.ID).To(Equal(runnerapi.PlanID(sha, inputsHash, 4, "lineage-a")))
+		Expect(runnerapi.ValidPlanID(rec.ID)).To(BeTrue())
+		Expect(rec.Job).To(Equal(o.job))
+		Expect(rec.CreatedAt).NotTo(BeEmpty())
+		Expect(rec.Create + rec.Update + rec.Replace).To(Equal(3))
+		Expect(rec.Addresses).To(Equal(up.Summary.Addresses))
+
+		sec := o.planSecret()
+		Expect(sec.Data).To(HaveLen(3))
+		Expect(gunzipBytes(sec.Data[runnerapi.PlanFileKey])).To(Equal(file))
+		Expect(string(sec.Data[runnerapi.PlanTextKey])).To(Equal(up.Text))
+		Expect(o.storedRecord()).To(Equal(rec))
+		Expect(sec.Annotations).To(HaveKeyWithValue(runnerapi.PlanIDAnnotation, rec.ID))
+		Expect(sec.Annotations).NotTo(HaveKey(runnerapi.PlanConsumedByAnnotation))
+		Expect(sec.Labels).To(HaveKeyWithValue("keep", "me"), "fields the channel does not know are kept")
+
+		By("the same plan file of the same inputs against the same state has the same ID")
+		Expect(r.savePlan(up).ID).To(Equal(rec.ID))
+		By("a plan made against the next serial has another ID")
+		next := r.savePlan(upload(planZip(5, "lineage-a", []byte("the plan"))))
+		Expect(next.ID).NotTo(Equal(rec.ID))
+		Expect(next.StateSerial).To(BeEquivalentTo(5))
+		Expect(o.planSecret().Annotations).To(HaveKeyWithValue(runnerapi.PlanIDAnnotation, next.ID))
+	})
+
+	It("stores only a Plan Job's plan, and only a plan file", func() {
+		o := newObject()
+		file := planZip(1, "l", []byte("p"))
+		apply := start(o.config(GinkgoT().TempDir())) // no --operation: not a Plan Job
+		code, body := apply.putPlan(upload(file))
+		Expect(code).To(Equal(http.StatusForbidden), body)
+		Expect(body).To(ContainSubstring("only a Plan Job stores a plan"))
+
+		r := o.planChannel()
+		code, body = r.putPlan(upload([]byte("not a zip")))
+		Expect(code).To(Equal(http.StatusUnprocessableEntity), body)
+		up := upload(file)
+		up.Summary.Addresses = make([]string, runnerapi.MaxRecordAddresses+1)
+		code, _ = r.putPlan(up)
+		Expect(code).To(Equal(http.StatusBadRequest))
+		Expect(o.planSecret().Data).To(BeEmpty())
+	})
+
+	It("refuses a plan that does not fit the plan Secret, and cuts a text that does not fit beside it", func() {
+		o := newObject()
+		r := o.planChannel()
+		code, body := r.putPlan(upload(planZip(1, "l", randomBytes(runnerapi.MaxPlanSecretBytes+1))))
+		Expect(code).To(Equal(http.StatusRequestEntityTooLarge), body)
+		Expect(body).To(ContainSubstring("does not fit the plan Secret"))
+		Expect(o.planSecret().Data).To(BeEmpty())
+
+		up := upload(planZip(1, "l", randomBytes(900<<10)))
+		up.Text = strings.Repeat("  # terraform_data.x will be updated in-place\n", 8000) // about 370 KiB
+		rec := r.savePlan(up)
+		Expect(rec.TextTruncated).To(BeTrue())
+		sec := o.planSecret()
+		total := 0
+		for _, v := range sec.Data {
+			total += len(v)
+		}
+		Expect(total).To(BeNumerically("<=", runnerapi.MaxPlanSecretBytes))
+		Expect(string(sec.Data[runnerapi.PlanTextKey])).To(HaveSuffix(runnerapi.PlanTextTruncatedMarker))
+		Expect(o.storedRecord().TextTruncated).To(BeTrue())
+	})
+
+	It("fences a plan write: refused and recorded once the run lease names another Job; the stored plan stays", func() {
+		o := newObject()
+		r := o.planChannel()
+		first := r.savePlan(upload(planZip(1, "l", []byte("first"))))
+		o.setRunLease(naming.JobName(o.suffix, 8))
+		code, body := r.putPlan(upload(planZip(1, "l", []byte("second"))))
+		Expect(code).To(Equal(http.StatusForbidden), body)
+		Expect(r.records().Fenced).To(Equal(&runnerapi.Fenced{Request: "PUT /plan", RunLeaseHolder: naming.JobName(o.suffix, 8)}))
+		Expect(o.storedRecord().ID).To(Equal(first.ID))
+	})
+
+	Context("handing out", func() {
+		var o *tfObject
+		var file []byte
+		var rec runnerapi.PlanRecord
+		BeforeEach(func() {
+			o = newObject()
+			file = planZip(3, "lineage-b", []byte("the approved plan"))
+			rec = o.planChannel().savePlan(upload(file))
+		})
+
+		It("hands the approved plan to its Apply Job once, marking it consumed by that Job", func() {
+			a := o.applyChannel(9, rec.ID)
+			code, dl, _ := a.getPlan()
+			Expect(code).To(Equal(http.StatusOK))
+			Expect(dl.File).To(Equal(file))
+			Expect(dl.Record).To(Equal(rec))
+			Expect(o.planSecret().Annotations).To(HaveKeyWithValue(runnerapi.PlanConsumedByAnnotation, naming.JobName(o.suffix, 9)))
+
+			By("the same Job may fetch it again")
+			code, dl, _ = a.getPlan()
+			Expect(code).To(Equal(http.StatusOK))
+			Expect(dl.File).To(Equal(file))
+
+			By("another Job of the same plan ID is refused: a plan is applied at most once")
+			b := o.applyChannel(10, rec.ID)
+			code, _, refusal := b.getPlan()
+			Expect(code).To(Equal(http.StatusConflict))
+			Expect(refusal.Reason).To(Equal(runnerapi.PlanRefusedConsumed))
+			Expect(refusal.Message).To(ContainSubstring(naming.JobName(o.suffix, 9)))
+			Expect(o.planSecret().Annotations).To(HaveKeyWithValue(runnerapi.PlanConsumedByAnnotation, naming.JobName(o.suffix, 9)))
+
+			By("a new plan clears the mark")
+			o.setRunLease(o.job)
+			next := o.planChannel().savePlan(upload(planZip(4, "lineage-b", []byte("the next plan"))))
+			Expect(o.planSecret().Annotations).NotTo(HaveKey(runnerapi.PlanConsumedByAnnotation))
+			Expect(o.planSecret().Annotations).To(HaveKeyWithValue(runnerapi.PlanIDAnnotation, next.ID))
+		})
+
+		It("refuses a plan other than the approved one: superseded, and leaves it unconsumed", func() {
+			other := runnerapi.PlanID(rec.FileSHA256, inputsHash, 2, "lineage-b")
+			code, _, refusal := o.applyChannel(9, other).getPlan()
+			Expect(code).To(Equal(http.StatusConflict))
+			Expect(refusal.Reason).To(Equal(runnerapi.PlanRefusedSuperseded))
+			Expect(refusal.Message).To(ContainSubstring(rec.ID))
+			Expect(o.planSecret().Annotations).NotTo(HaveKey(runnerapi.PlanConsumedByAnnotation))
+
+			By("an empty plan Secret holds no plan")
+			sec := o.planSecret()
+			sec.Data = nil
+			Expect(k8s.Update(ctx, sec)).To(Succeed())
+			code, _, refusal = o.applyChannel(10, rec.ID).getPlan()
+			Expect(code).To(Equal(http.StatusConflict))
+			Expect(refusal.Reason).To(Equal(runnerapi.PlanRefusedSuperseded))
+		})
+
+		It("refuses a plan whose stored file is not the one its record names", func() {
+			sec := o.planSecret()
+			var gz bytes.Buffer
+			zw := gzip.NewWriter(&gz)
+			_, err := zw.Write(planZip(3, "lineage-b", []byte("a swapped plan")))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(zw.Close()).To(Succeed())
+			sec.Data[runnerapi.PlanFileKey] = gz.Bytes()
+			Expect(k8s.Update(ctx, sec)).To(Succeed())
+			code, _, refusal := o.applyChannel(9, rec.ID).getPlan()
+			Expect(code).To(Equal(http.StatusUnprocessableEntity))
+			Expect(refusal.Reason).To(Equal(runnerapi.PlanRefusedCorrupt))
+			Expect(refusal.Message).To(ContainSubstring("SHA-256"))
+			Expect(o.planSecret().Annotations).NotTo(HaveKey(runnerapi.PlanConsumedByAnnotation))
+		})
+
+		It("refuses a record whose ID is not the hash of its fields", func() {
+			sec := o.planSecret()
+			tampered := rec
+			tampered.StateSerial = 7 // the file, the approval and the ID still say 3
+			b, err := json.Marshal(tampered)
+			Expect(err).NotTo(HaveOccurred())
+			sec.Data[runnerapi.PlanRecordKey] = b
+			Expect(k8s.Update(ctx, sec)).To(Succeed())
+			code, _, refusal := o.applyChannel(9, rec.ID).getPlan()
+			Expect(code).To(Equal(http.StatusUnprocessableEntity))
+			Expect(refusal.Reason).To(Equal(runnerapi.PlanRefusedCorrupt))
+		})
+
+		It("fences a plan fetch: refused and recorded, the plan not consumed", func() {
+			a := o.applyChannel(9, rec.ID)
+			o.setRunLease(naming.JobName(o.suffix, 11))
+			code, body := a.do(http.MethodGet, a.planURL(), nil, a.cred)
+			Expect(code).To(Equal(http.StatusForbidden), body)
+			Expect(a.records().Fenced).To(Equal(&runnerapi.Fenced{Request: "GET /plan", RunLeaseHolder: naming.JobName(o.suffix, 11)}))
+			Expect(o.planSecret().Annotations).NotTo(HaveKey(runnerapi.PlanConsumedByAnnotation))
+		})
+
+		It("hands a plan to one of two racing claims only: the mark is a conditional write", func() {
+			a := o.applyChannel(9, rec.ID)
+			rival := naming.JobName(o.suffix, 12)
+			a.srv.beforeClaim = func() {
+				// Another channel (one that slipped past fencing) claims the plan between this
+				// channel's read and its write.
+				sec := o.planSecret()
+				sec.Annotations[runnerapi.PlanConsumedByAnnotation] = rival
+				Expect(k8s.Update(ctx, sec)).To(Succeed())
+			}
+			code, _, refusal := a.getPlan()
+			Expect(code).To(Equal(http.StatusConflict))
+			Expect(refusal.Reason).To(Equal(runnerapi.PlanRefusedConsumed))
+			Expect(o.planSecret().Annotations).To(HaveKeyWithValue(runnerapi.PlanConsumedByAnnotation, rival))
+		})
+
+		It("hands out nothing to a Job that applies no saved plan", func() {
+			r := start(o.config(GinkgoT().TempDir()))
+			code, body := r.do(http.MethodGet, r.planURL(), nil, r.cred)
+			Expect(code).To(Equal(http.StatusForbidden), body)
+			code, _ = r.do(http.MethodGet, r.addr+runnerapi.PlanPathPrefix+namespace+"/ffffffffffffffff", nil, r.cred)
+			Expect(code).To(Equal(http.StatusForbidden), "another object's plan")
+			code, _ = r.do(http.MethodGet, r.planURL(), nil, "wrong")
+			Expect(code).To(Equal(http.StatusUnauthorized))
+		})
+	})
+})
