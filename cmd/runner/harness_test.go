@@ -8,6 +8,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -226,10 +228,10 @@ output "secret_length" {
 
 // writeConfigMapModule lays the module out the way the kubelet mounts a ConfigMap: each key a
 // symlink through ..data into a timestamped folder.
-func writeConfigMapModule(dir string) {
+func writeConfigMapModule(dir, module string) {
 	ts := filepath.Join(dir, "..2026_01_01_00_00_00.000000001")
 	Expect(os.MkdirAll(ts, 0o755)).To(Succeed())
-	Expect(os.WriteFile(filepath.Join(ts, "main.tf"), []byte(moduleMain), 0o644)).To(Succeed())
+	Expect(os.WriteFile(filepath.Join(ts, "main.tf"), []byte(module), 0o644)).To(Succeed())
 	Expect(os.Symlink(filepath.Base(ts), filepath.Join(dir, "..data"))).To(Succeed())
 	Expect(os.Symlink(filepath.Join("..data", "main.tf"), filepath.Join(dir, "main.tf"))).To(Succeed())
 }
@@ -278,10 +280,15 @@ type stateObject struct {
 }
 
 func (h *harness) newObject(ctx context.Context, bin tfBinary, ns, name, dir string, out io.Writer) *stateObject {
+	return h.newObjectWithModule(ctx, bin, ns, name, dir, out, moduleMain)
+}
+
+// newObjectWithModule is newObject with another module (main.tf).
+func (h *harness) newObjectWithModule(ctx context.Context, bin tfBinary, ns, name, dir string, out io.Writer, module string) *stateObject {
 	o := &stateObject{h: h, ctx: ctx, bin: bin, namespace: ns, name: name, uid: string(uuid.NewUUID()),
 		suffix: naming.StateSuffix(ns, "TerraformCluster", name), workDir: dir, out: out}
 	o.moduleDir = filepath.Join(dir, "module")
-	writeConfigMapModule(o.moduleDir)
+	writeConfigMapModule(o.moduleDir, module)
 	sa := naming.RunnerServiceAccountName(o.suffix)
 	Expect(h.k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}})).To(Succeed())
 	Expect(h.k8s.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}, Rules: jobs.RunnerPolicyRules(o.suffix)})).To(Succeed())
@@ -298,11 +305,15 @@ func (h *harness) newObject(ctx context.Context, bin tfBinary, ns, name, dir str
 
 // prepare creates what the controller creates before an object's first Job: the state Secret
 // without a tfstate key, the lock Lease without a holder (both only when missing: an object
-// applied before the channel has them already) and its run lease.
+// applied before the channel has them already), the empty plan Secret and its run lease.
 func (o *stateObject) prepare() {
 	k := o.h.k8s
 	err := k.Create(o.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: naming.StateSecretName(o.suffix),
 		Labels: runnerapi.StateLabels(o.suffix)}})
+	if !apierrors.IsAlreadyExists(err) {
+		Expect(err).NotTo(HaveOccurred())
+	}
+	err = k.Create(o.ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: naming.PlanSecretName(o.suffix)}})
 	if !apierrors.IsAlreadyExists(err) {
 		Expect(err).NotTo(HaveOccurred())
 	}
@@ -416,13 +427,40 @@ type runnerRun struct {
 // startRunner starts `runner run`; channelDir empty: the kubernetes backend through the
 // backend user's kubeconfig, else the channel there.
 func (o *stateObject) startRunner(op string, vars map[string]any, restore []byte, channelDir string, lockTimeout time.Duration) *runnerRun {
+	return o.startRunnerOf(op, vars, jobOpts{restore: restore, lockTimeout: lockTimeout}, channelDir)
+}
+
+// jobOpts are the optional parts of a run.
+type jobOpts struct {
+	// restore is the state a restore pushes.
+	restore []byte
+	// lockTimeout is terraform's -lock-timeout (default 10 s).
+	lockTimeout time.Duration
+	// planID makes an Apply apply that saved plan.
+	planID string
+}
+
+// inputsHash stands for the controller's inputs hash: it changes with the variables.
+func inputsHash(vars map[string]any) string {
+	b, err := json.Marshal(vars)
+	Expect(err).NotTo(HaveOccurred())
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:8])
+}
+
+// startRunnerOf starts `runner run` with opts.
+func (o *stateObject) startRunnerOf(op string, vars map[string]any, opts jobOpts, channelDir string) *runnerRun {
+	restore, lockTimeout := opts.restore, opts.lockTimeout
+	if lockTimeout == 0 {
+		lockTimeout = 10 * time.Second
+	}
 	inputs := o.inputs(vars, restore)
 	work, err := os.MkdirTemp(o.workDir, "work-")
 	Expect(err).NotTo(HaveOccurred())
 	result := filepath.Join(work, "result.json")
 	args := runnerapi.Command("", runnerapi.Invocation{
 		Operation: op, ModuleDir: o.moduleDir, InputsDir: inputs, WorkDir: filepath.Join(work, "w"), ResultFile: result,
-		LockTimeout: lockTimeout, Binary: o.bin.path, ChannelDir: channelDir,
+		LockTimeout: lockTimeout, Binary: o.bin.path, ChannelDir: channelDir, PlanID: opts.planID,
 	})[1:]
 	env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + work}, hostileEnv...)
 	if channelDir == "" {
@@ -471,9 +509,15 @@ func (o *stateObject) nextJob() (job, pod string) {
 
 // startChannel starts `runner channel` for a Job of the object, as the sidecar runs it.
 func (o *stateObject) startChannel(job, pod, dir string) *proc {
+	return o.startChannelOf(job, pod, dir, runnerapi.ChannelInvocation{})
+}
+
+// startChannelOf is startChannel with the Job's operation, inputs hash and plan ID from inv.
+func (o *stateObject) startChannelOf(job, pod, dir string, inv runnerapi.ChannelInvocation) *proc {
 	args := runnerapi.ChannelCommand("", runnerapi.ChannelInvocation{
 		Dir: dir, Namespace: o.namespace, Suffix: o.suffix, Job: job, RunLease: naming.RunLeaseName(o.suffix),
 		OwnerKind: "TerraformCluster", OwnerName: o.name, OwnerUID: o.uid, TokenFile: o.tokenFile, CAFile: o.h.caFile,
+		Operation: inv.Operation, InputsHash: inv.InputsHash, PlanID: inv.PlanID,
 	})[1:]
 	env := []string{runnerapi.EnvServiceHost + "=" + o.h.host, runnerapi.EnvServicePort + "=" + o.h.port,
 		runnerapi.EnvChannelPodName + "=" + pod, runnerapi.EnvChannelPodNamespace + "=" + o.namespace}
@@ -487,12 +531,18 @@ func (o *stateObject) startJob(op string, vars map[string]any, lockTimeout time.
 
 // startRestoreJob is startJob with a state to restore (restore only).
 func (o *stateObject) startRestoreJob(op string, vars map[string]any, restore []byte, lockTimeout time.Duration) *jobRun {
+	return o.startJobOf(op, vars, jobOpts{restore: restore, lockTimeout: lockTimeout})
+}
+
+// startJobOf runs an operation as the object's next Job, as jobs.Build shapes it: the channel
+// knows the Job's operation, its inputs hash and the plan it may hand out.
+func (o *stateObject) startJobOf(op string, vars map[string]any, opts jobOpts) *jobRun {
 	job, pod := o.nextJob()
 	dir, err := os.MkdirTemp(o.workDir, "channel-")
 	Expect(err).NotTo(HaveOccurred())
 	j := &jobRun{o: o, job: job, pod: pod, dir: dir}
-	j.channel = o.startChannel(job, pod, dir)
-	j.runner = o.startRunner(op, vars, restore, dir, lockTimeout)
+	j.channel = o.startChannelOf(job, pod, dir, runnerapi.ChannelInvocation{Operation: op, InputsHash: inputsHash(vars), PlanID: opts.planID})
+	j.runner = o.startRunnerOf(op, vars, opts, dir)
 	return j
 }
 

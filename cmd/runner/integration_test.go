@@ -78,6 +78,7 @@ var _ = func() bool {
 	for _, bin := range binaries {
 		describeKubernetesBackend(bin)
 		describeChannel(bin)
+		describePlans(bin)
 	}
 	return true
 }()
@@ -181,7 +182,7 @@ func describeKubernetesBackend(bin string) {
 
 			res, code, raw = run(runnerapi.OperationRefresh, map[string]any{"name": "alpha"}, nil)
 			Expect(code).To(Equal(runnerapi.ExitOK), raw)
-			Expect(stepNames(res)).To(Equal([]string{"init", "refresh"}))
+			Expect(stepNames(res)).To(Equal([]string{"init", "refresh", "show-json"}))
 		})
 
 		It("destroys, leaving an empty state in the Secret", func() {

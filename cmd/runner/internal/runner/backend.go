@@ -117,39 +117,49 @@ func VerifyBackend(moduleDir string, want runnerapi.Backend) error {
 
 // ChannelBackend is how terraform reaches the state channel: its state URL and password.
 type ChannelBackend struct {
-	// URL is the state's address on the channel (http://127.0.0.1:<port>/state/<ns>/<suffix>),
-	// also its lock and unlock address.
+	// Base is the channel's address (http://127.0.0.1:<port>).
+	Base string
+	// URL is the state's address on the channel (<Base>/state/<ns>/<suffix>), also its lock
+	// and unlock address.
 	URL string
+	// PlanURL is the plan endpoint (<Base>/plan/<ns>/<suffix>).
+	PlanURL string
 	// Password is the channel's per-run credential; it reaches terraform only through
 	// TF_HTTP_PASSWORD, never a file in the module copy.
 	Password string
 }
 
-// HTTPBackendOverride is the override file of a channel run: an empty http backend block. The
-// settings come from -backend-config (HTTPBackendConfig), which wins over anything the
-// module's own files set, and the password from TF_HTTP_PASSWORD.
+// HTTPBackendOverride is the override file of a channel run: an empty http backend block,
+// which replaces the module's own backend block. Every setting comes from the environment
+// (HTTPBackendEnv).
 func HTTPBackendOverride() []byte {
 	return []byte(`{"terraform": {"backend": {"http": {}}}}` + "\n")
 }
 
-// HTTPBackendConfig are init's -backend-config values for the channel.
-func HTTPBackendConfig(c ChannelBackend) []string {
+// httpBackendKeys are the http backend's settings the channel run sets through TF_HTTP_*.
+var httpBackendKeys = []string{"address", "lock_address", "unlock_address", "update_method", "lock_method", "unlock_method", "username", "password"}
+
+// HTTPBackendEnv is the http backend's configuration for the channel, as environment variables.
+// Terraform and OpenTofu record in .terraform (and in a saved plan) only what the configuration
+// and -backend-config set, never these: so a plan saved by one Job is applied by another Job
+// through that Job's own channel address and credential, and no plan file holds a credential.
+func HTTPBackendEnv(c ChannelBackend) []string {
 	return []string{
-		"address=" + c.URL,
-		"lock_address=" + c.URL,
-		"unlock_address=" + c.URL,
-		"update_method=POST",
-		"lock_method=LOCK",
-		"unlock_method=UNLOCK",
-		"username=" + runnerapi.ChannelUsername,
+		"TF_HTTP_ADDRESS=" + c.URL,
+		"TF_HTTP_LOCK_ADDRESS=" + c.URL,
+		"TF_HTTP_UNLOCK_ADDRESS=" + c.URL,
+		"TF_HTTP_UPDATE_METHOD=POST",
+		"TF_HTTP_LOCK_METHOD=LOCK",
+		"TF_HTTP_UNLOCK_METHOD=UNLOCK",
+		"TF_HTTP_USERNAME=" + runnerapi.ChannelUsername,
+		"TF_HTTP_PASSWORD=" + c.Password,
 	}
 }
 
-// VerifyHTTPBackend reads what init recorded and checks it is the http backend pointing every
-// address at the channel's state URL, with the protocol's methods. It catches a module whose
-// own override files replace the backend.
-func VerifyHTTPBackend(moduleDir string, c ChannelBackend) error {
-	url := c.URL
+// VerifyHTTPBackend reads what init recorded and checks it is the http backend with none of
+// its connection settings configured: they all come from HTTPBackendEnv. It catches a module
+// whose own override files (sorted after CAPTF's) replace the backend or point it elsewhere.
+func VerifyHTTPBackend(moduleDir string) error {
 	rec, err := readBackendRecord(moduleDir)
 	if err != nil {
 		return err
@@ -157,17 +167,10 @@ func VerifyHTTPBackend(moduleDir string, c ChannelBackend) error {
 	if rec.Type != "http" {
 		return badInput("the module's backend is %q after init, not the http backend of CAPTF's state channel: remove backend blocks from the module's override files", rec.Type)
 	}
-	want := map[string]string{"address": url, "lock_address": url, "unlock_address": url,
-		"update_method": "POST", "lock_method": "LOCK", "unlock_method": "UNLOCK", "username": runnerapi.ChannelUsername}
-	for k, v := range want {
-		if got, _ := rec.Config[k].(string); got != v {
-			return badInput("the http backend after init has %s=%q, not %q: remove backend settings from the module's override files", k, got, v)
+	for _, k := range httpBackendKeys {
+		if v, ok := rec.Config[k]; ok && v != nil {
+			return badInput("the http backend after init has %s set by the module's configuration: remove backend settings from the module's override files", k)
 		}
-	}
-	// Init may record the password it took from TF_HTTP_PASSWORD; any other came from the
-	// module.
-	if p, _ := rec.Config["password"].(string); p != "" && p != c.Password {
-		return badInput("the http backend after init has a password from the configuration: remove backend settings from the module's override files")
 	}
 	return nil
 }

@@ -46,16 +46,17 @@ func TestChannelRunUsesTheHTTPBackendAndNoKubernetesCredential(t *testing.T) {
 	}
 	url := "http://127.0.0.1:40123/state/team-a/" + testSuffix
 	calls := f.calls()
-	wantInit := []string{"init", "-input=false", "-no-color", "-reconfigure",
-		"-backend-config=address=" + url, "-backend-config=lock_address=" + url, "-backend-config=unlock_address=" + url,
-		"-backend-config=update_method=POST", "-backend-config=lock_method=LOCK", "-backend-config=unlock_method=UNLOCK",
-		"-backend-config=username=captf"}
+	// Every setting comes from TF_HTTP_* (which terraform never records in .terraform or in a
+	// saved plan), none from -backend-config.
+	wantInit := []string{"init", "-input=false", "-no-color", "-reconfigure"}
 	if !slices.Equal(calls[0].Args, wantInit) {
 		t.Fatalf("init %q\nwant %q", calls[0].Args, wantInit)
 	}
 	for _, c := range calls {
 		want := map[string]string{"TF_WORKSPACE": "default", "TF_IN_AUTOMATION": "1", "TF_INPUT": "0", "CHECKPOINT_DISABLE": "1",
-			"TMPDIR": filepath.Join(f.cfg.WorkDir, "tmp"), "TF_HTTP_PASSWORD": testCredential}
+			"TMPDIR": filepath.Join(f.cfg.WorkDir, "tmp"), "TF_HTTP_PASSWORD": testCredential,
+			"TF_HTTP_ADDRESS": url, "TF_HTTP_LOCK_ADDRESS": url, "TF_HTTP_UNLOCK_ADDRESS": url, "TF_HTTP_UPDATE_METHOD": "POST",
+			"TF_HTTP_LOCK_METHOD": "LOCK", "TF_HTTP_UNLOCK_METHOD": "UNLOCK", "TF_HTTP_USERNAME": "captf"}
 		if !mapsEqual(c.Env, want) {
 			t.Fatalf("%v ran with %v, want %v", c.Args, c.Env, want)
 		}
@@ -102,7 +103,7 @@ func TestChannelRunWaitsForTheChannelBounded(t *testing.T) {
 	}
 
 	// The channel appears while the runner waits.
-	f = newFixture(t, runnerapi.OperationPlan, nil)
+	f = newFixture(t, runnerapi.OperationDrift, nil)
 	dir = withChannel(f)
 	addr := filepath.Join(dir, runnerapi.ChannelAddressFile)
 	if err := os.Rename(addr, addr+".later"); err != nil {

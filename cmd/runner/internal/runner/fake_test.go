@@ -16,6 +16,9 @@ import (
 	"time"
 )
 
+// fakePlanFile is what the fake writes for plan -out.
+const fakePlanFile = "fake plan file"
+
 // fakeBlockLimit bounds how long a blocking fake waits for a signal.
 const fakeBlockLimit = 20 * time.Second
 
@@ -53,7 +56,9 @@ func fakeTerraform(args []string) int {
 	dir, _ := os.Getwd()
 	env := map[string]string{}
 	for _, k := range []string{"TF_WORKSPACE", "TF_DATA_DIR", "TF_CLI_ARGS", "TF_CLI_ARGS_apply", "TF_IN_AUTOMATION", "TF_INPUT", "CHECKPOINT_DISABLE", "TMPDIR",
-		"KUBE_HOST", "KUBE_TOKEN", "KUBE_CTX", "KUBE_PROXY_URL", "KUBE_NAMESPACE", "KUBE_CONFIG_PATH", "KUBECONFIG", "TF_HTTP_PASSWORD", "TF_HTTP_ADDRESS"} {
+		"KUBE_HOST", "KUBE_TOKEN", "KUBE_CTX", "KUBE_PROXY_URL", "KUBE_NAMESPACE", "KUBE_CONFIG_PATH", "KUBECONFIG",
+		"TF_HTTP_PASSWORD", "TF_HTTP_ADDRESS", "TF_HTTP_LOCK_ADDRESS", "TF_HTTP_UNLOCK_ADDRESS", "TF_HTTP_UPDATE_METHOD", "TF_HTTP_LOCK_METHOD",
+		"TF_HTTP_UNLOCK_METHOD", "TF_HTTP_USERNAME"} {
 		if v, ok := os.LookupEnv(k); ok {
 			env[k] = v
 		}
@@ -63,6 +68,9 @@ func fakeTerraform(args []string) int {
 	cmd := args[0]
 	if cmd == "state" && len(args) > 1 {
 		cmd = "state-" + args[1]
+	}
+	if cmd == "show" && len(args) > 1 && args[1] == "-json" {
+		cmd = "show-json"
 	}
 	if s := os.Getenv("FAKE_TF_STDOUT"); s != "" {
 		fmt.Println(s)
@@ -123,8 +131,16 @@ func fakeTerraform(args []string) int {
 		typ := "kubernetes"
 		cfg := o.Terraform.Backend["kubernetes"]
 		if http, ok := o.Terraform.Backend["http"]; ok {
-			// Like terraform: -backend-config values fill the (empty) http block.
-			typ, cfg = "http", http
+			// Like terraform: the record lists every setting, null unless the configuration
+			// or -backend-config set it; TF_HTTP_* variables are never recorded.
+			typ, cfg = "http", map[string]any{}
+			for _, k := range []string{"address", "lock_address", "unlock_address", "update_method", "lock_method", "unlock_method",
+				"username", "password", "retry_max", "skip_cert_verification"} {
+				cfg[k] = nil
+			}
+			for k, v := range http {
+				cfg[k] = v
+			}
 			for _, a := range args {
 				if kv, ok := strings.CutPrefix(a, "-backend-config="); ok {
 					k, v, _ := strings.Cut(kv, "=")
@@ -145,8 +161,38 @@ func fakeTerraform(args []string) int {
 			return 1
 		}
 	case "plan":
+		for _, a := range args {
+			if out, ok := strings.CutPrefix(a, "-out="); ok {
+				if err := os.WriteFile(out, []byte(fakePlanFile), 0o600); err != nil {
+					return 1
+				}
+			}
+		}
 		code, _ := strconv.Atoi(os.Getenv("FAKE_TF_PLAN_EXIT"))
 		return code
+	case "show-json":
+		doc := os.Getenv("FAKE_TF_SHOW_JSON")
+		if doc == "" {
+			doc = `{"format_version":"1.2","resource_changes":[]}`
+		}
+		fmt.Println(doc)
+	case "show":
+		if p := os.Getenv("FAKE_TF_SHOW_TEXT_FILE"); p != "" {
+			b, _ := os.ReadFile(p)
+			_, _ = os.Stdout.Write(b)
+		}
+	case "apply":
+		// An apply of a saved plan reads it.
+		if last := args[len(args)-1]; !strings.HasPrefix(last, "-") {
+			b, err := os.ReadFile(last)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "fake apply:", err)
+				return 1
+			}
+			if p := os.Getenv("FAKE_TF_APPLIED"); p != "" {
+				_ = os.WriteFile(p, b, 0o644)
+			}
+		}
 	case "state-pull":
 		if p := os.Getenv("FAKE_TF_PULL"); p != "" {
 			b, _ := os.ReadFile(p)

@@ -57,6 +57,9 @@ type Config struct {
 	ChannelDir string
 	// ChannelWait bounds the wait for the channel's address file; default DefaultChannelWait.
 	ChannelWait time.Duration
+	// PlanID (Apply only, with a channel): apply this saved plan, fetched through the channel,
+	// instead of planning afresh. Empty: a normal apply.
+	PlanID string
 }
 
 // DefaultChannelWait is how long the runner waits for the state channel to serve.
@@ -84,6 +87,17 @@ type session struct {
 	env         []string
 	dir         string
 	interrupted os.Signal
+	// plan is what the run learnt of its plan so far.
+	plan planState
+}
+
+// planState is what runSteps learns of a plan: the summary (from show-json), the text (show),
+// and for an apply of a saved plan, that plan and whether terraform found it stale.
+type planState struct {
+	summary *runnerapi.PlanSummary
+	text    string
+	fetched *runnerapi.PlanRef
+	stale   bool
 }
 
 // Run runs the operation, writes the result to cfg.ResultFile and returns it with the exit code.
@@ -133,6 +147,8 @@ type prepared struct {
 	pushFile string
 	// channel is the state channel terraform uses; nil: the kubernetes backend.
 	channel *ChannelBackend
+	// planFile is where a plan is saved (or a saved plan is put to be applied).
+	planFile string
 }
 
 // prepare checks the configuration and the inputs, picks the binary, copies the module, writes
@@ -146,6 +162,16 @@ func (s *session) prepare(ctx context.Context, res *runnerapi.Result) (prepared,
 	}
 	if cfg.LockTimeout < 0 {
 		return p, badInput("negative lock timeout %s", cfg.LockTimeout)
+	}
+	if cfg.PlanID != "" {
+		switch {
+		case cfg.Operation != runnerapi.OperationApply:
+			return p, badInput("--%s is for an Apply, not a %s", runnerapi.FlagPlanID, cfg.Operation)
+		case !runnerapi.ValidPlanID(cfg.PlanID):
+			return p, badInput("--%s=%q is not a plan ID", runnerapi.FlagPlanID, cfg.PlanID)
+		case cfg.ChannelDir == "":
+			return p, badInput("%v", errNoChannelForPlan)
+		}
 	}
 	var err error
 	dirs := map[string]*string{runnerapi.FlagModuleDir: &cfg.ModuleDir, runnerapi.FlagInputsDir: &cfg.InputsDir, runnerapi.FlagWorkDir: &cfg.WorkDir}
@@ -203,8 +229,7 @@ func (s *session) prepare(ctx context.Context, res *runnerapi.Result) (prepared,
 		if err := os.WriteFile(filepath.Join(s.dir, BackendOverrideFile), HTTPBackendOverride(), 0o644); err != nil {
 			return p, fmt.Errorf("write backend override: %w", err)
 		}
-		backendConfig = HTTPBackendConfig(*p.channel)
-		s.env = append(childEnv(cfg.Environ, true), "TF_HTTP_PASSWORD="+p.channel.Password)
+		s.env = append(childEnv(cfg.Environ, true), HTTPBackendEnv(*p.channel)...)
 	} else {
 		if err := writeBackendOverride(s.dir, p.in.Backend, mode); err != nil {
 			return p, err
@@ -222,7 +247,9 @@ func (s *session) prepare(ctx context.Context, res *runnerapi.Result) (prepared,
 		s.env = withDefault(s.env, "SSL_CERT_FILE", bundle)
 	}
 	p.pushFile = filepath.Join(cfg.WorkDir, "restore.tfstate")
-	if p.steps, err = Steps(cfg.Operation, StepOptions{VarFile: p.in.VarFile, LockTimeout: cfg.LockTimeout, PushFile: p.pushFile, BackendConfig: backendConfig}); err != nil {
+	p.planFile = filepath.Join(cfg.WorkDir, PlanFileName)
+	if p.steps, err = Steps(cfg.Operation, StepOptions{VarFile: p.in.VarFile, LockTimeout: cfg.LockTimeout, PushFile: p.pushFile, BackendConfig: backendConfig,
+		PlanFile: p.planFile, ApplySavedPlan: cfg.PlanID != "", SavePlan: p.channel != nil}); err != nil {
 		return p, err
 	}
 	return p, nil
@@ -254,6 +281,15 @@ func (s *session) runSteps(ctx context.Context, p prepared, res *runnerapi.Resul
 		if s.pollSignal(ctx) {
 			return stepsEnd{step: st, last: last}
 		}
+		if st.Internal {
+			if err := s.internalStep(ctx, st, p, res); err != nil {
+				return stepsEnd{err: err}
+			}
+			if last {
+				return stepsEnd{step: st, ran: true, last: true}
+			}
+			continue
+		}
 		if st.Name == StepStatePush {
 			backup, err := os.ReadFile(p.in.RestoreFile)
 			if err != nil {
@@ -273,6 +309,17 @@ func (s *session) runSteps(ctx context.Context, p prepared, res *runnerapi.Resul
 		if err != nil {
 			return stepsEnd{err: err}
 		}
+		if st.SavedPlan && s.plan.fetched != nil {
+			// Terraform refuses a plan whose state moved on before it applies anything;
+			// otherwise it ran this plan (all of it when it succeeded).
+			if rs.ExitCode != 0 && staleMessages.MatchString(tail) {
+				s.plan.stale = true
+				res.PlanStale = true
+			} else {
+				ref := *s.plan.fetched
+				res.AppliedPlan = &ref
+			}
+		}
 		if s.interrupted != nil && (!s.stepOK(st, rs.ExitCode) || !last) {
 			return end
 		}
@@ -281,7 +328,7 @@ func (s *session) runSteps(ctx context.Context, p prepared, res *runnerapi.Resul
 		}
 		switch {
 		case st.Name == StepInit && p.channel != nil:
-			if err := VerifyHTTPBackend(s.dir, *p.channel); err != nil {
+			if err := VerifyHTTPBackend(s.dir); err != nil {
 				return stepsEnd{err: err}
 			}
 		case st.Name == StepInit:
@@ -290,6 +337,17 @@ func (s *session) runSteps(ctx context.Context, p prepared, res *runnerapi.Resul
 			}
 		case st.Name == StepStatePull:
 			pulled = captured
+		case st.Name == StepShowJSON:
+			sum, err := Summarize(captured, s.cfg.Operation == runnerapi.OperationRefresh)
+			if err != nil {
+				return stepsEnd{err: err}
+			}
+			sum = s.redactSummary(sum)
+			s.plan.summary = &sum
+			bounded := sum.Bounded(runnerapi.MaxResultAddresses)
+			res.Summary = &bounded
+		case st.Name == StepShow:
+			s.plan.text = s.planText(captured)
 		case st.DetailedExitCode:
 			changed := rs.ExitCode == 2
 			if s.cfg.Operation == runnerapi.OperationDrift {
@@ -318,6 +376,11 @@ func (s *session) interpret(ctx context.Context, res *runnerapi.Result, end step
 		res.Error = s.redactor.Redact(fmt.Sprintf("interrupted by %s during %s; %s exited with code %d\n%s",
 			s.interrupted, end.step.Name, res.Binary, end.rec.ExitCode, end.tail))
 		return runnerapi.ExitInterrupted
+	case end.ran && s.plan.stale && end.step.SavedPlan:
+		res.Outcome = runnerapi.OutcomeFailed
+		res.Error = s.redactor.Redact(fmt.Sprintf("the saved plan %s is stale: the state changed since the plan was made, so %s refused it and applied nothing; plan again\n%s",
+			s.cfg.PlanID, res.Binary, end.tail))
+		return runnerapi.ExitPlanRefused
 	case end.ran && !s.stepOK(end.step, end.rec.ExitCode):
 		res.Outcome = runnerapi.OutcomeFailed
 		res.Error = s.redactor.Redact(fmt.Sprintf("%s exited with code %d\n%s", end.step.Name, end.rec.ExitCode, end.tail))
@@ -377,7 +440,8 @@ func (s *session) waitForChannel(ctx context.Context, b runnerapi.Backend) (*Cha
 			if !strings.HasPrefix(base, "http://127.0.0.1:") {
 				return nil, fmt.Errorf("the state channel's address %q is not on loopback", base)
 			}
-			c := &ChannelBackend{URL: base + channel.StatePathPrefix + b.Namespace + "/" + b.SecretSuffix, Password: strings.TrimSpace(string(cred))}
+			c := &ChannelBackend{Base: base, URL: base + channel.StatePathPrefix + b.Namespace + "/" + b.SecretSuffix,
+				PlanURL: base + runnerapi.PlanPathPrefix + b.Namespace + "/" + b.SecretSuffix, Password: strings.TrimSpace(string(cred))}
 			if c.Password == "" {
 				return nil, errors.New("the state channel's credential is empty")
 			}
@@ -411,7 +475,15 @@ func (s *session) fail(ctx context.Context, res *runnerapi.Result, err error) in
 	res.Error = s.redactor.Redact(err.Error())
 	logr.FromContextOrDiscard(ctx).Info("run failed", "error", res.Error)
 	var bad badInputError
+	var refused planRefusedError
+	var fenced fencedError
 	switch {
+	case errors.As(err, &refused):
+		res.PlanRefused = refused.reason
+		return runnerapi.ExitPlanRefused
+	case errors.As(err, &fenced):
+		res.Outcome = runnerapi.OutcomeFenced
+		return runnerapi.ExitFenced
 	case errors.As(err, &bad):
 		return runnerapi.ExitBadInput
 	case errors.Is(err, errBinaryMissing):

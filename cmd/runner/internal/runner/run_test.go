@@ -23,9 +23,9 @@ func TestArgsPerOperation(t *testing.T) {
 	}{
 		{runnerapi.OperationApply, []string{init, "apply -auto-approve -input=false -no-color " + lock + " " + vars}},
 		{runnerapi.OperationDestroy, []string{init, "apply -destroy -auto-approve -input=false -no-color " + lock + " " + vars}},
-		{runnerapi.OperationPlan, []string{init, "plan -detailed-exitcode -input=false -no-color " + lock + " " + vars}},
-		{runnerapi.OperationRefresh, []string{init, "apply -refresh-only -auto-approve -input=false -no-color " + lock + " " + vars}},
-		{runnerapi.OperationDrift, []string{init, "plan -detailed-exitcode -input=false -no-color " + lock + " " + vars}},
+		{runnerapi.OperationPlan, []string{init, "plan -detailed-exitcode -input=false -no-color " + lock + " " + vars + " -out=WORK/plan.tfplan", "show -json WORK/plan.tfplan"}},
+		{runnerapi.OperationRefresh, []string{init, "plan -refresh-only -detailed-exitcode -input=false -no-color " + lock + " " + vars + " -out=WORK/plan.tfplan", "show -json WORK/plan.tfplan"}},
+		{runnerapi.OperationDrift, []string{init, "plan -detailed-exitcode -input=false -no-color " + lock + " " + vars + " -out=WORK/plan.tfplan", "show -json WORK/plan.tfplan"}},
 		{runnerapi.OperationRestore, []string{init, "state pull", "state push " + lock + " WORK/restore.tfstate"}},
 	}
 	for _, tc := range cases {
@@ -79,6 +79,9 @@ func TestPlanChangesAndDriftAreNotFailures(t *testing.T) {
 		{runnerapi.OperationDrift, "0", runnerapi.ExitOK, runnerapi.OutcomeSucceeded, nil, ptrTo(false), false},
 		{runnerapi.OperationDrift, "2", runnerapi.ExitOK, runnerapi.OutcomeSucceeded, nil, ptrTo(true), false},
 		{runnerapi.OperationDrift, "1", runnerapi.ExitTerraformFailed, runnerapi.OutcomeFailed, nil, nil, true},
+		{runnerapi.OperationRefresh, "0", runnerapi.ExitOK, runnerapi.OutcomeSucceeded, ptrTo(false), nil, false},
+		{runnerapi.OperationRefresh, "2", runnerapi.ExitOK, runnerapi.OutcomeSucceeded, ptrTo(true), nil, false},
+		{runnerapi.OperationRefresh, "1", runnerapi.ExitTerraformFailed, runnerapi.OutcomeFailed, nil, nil, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.op+"-exit-"+tc.planExit, func(t *testing.T) {

@@ -1,0 +1,317 @@
+package main
+
+import (
+	"archive/zip"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+)
+
+// planModule changes each kind of resource between inputs: greeting is updated in place when
+// name changes, replaced is replaced, extra[*] are created and legacy[*] deleted as their
+// counts change.
+const planModule = `
+variable "name" {
+  type = string
+}
+
+variable "secret_word" {
+  type      = string
+  sensitive = true
+}
+
+variable "extra" {
+  type    = number
+  default = 0
+}
+
+variable "legacy" {
+  type    = number
+  default = 0
+}
+
+resource "terraform_data" "greeting" {
+  input = "hello ${var.name}"
+}
+
+resource "terraform_data" "replaced" {
+  input            = "fixed"
+  triggers_replace = [var.name]
+}
+
+resource "terraform_data" "extra" {
+  count = var.extra
+  input = "extra ${count.index}"
+}
+
+resource "terraform_data" "legacy" {
+  count = var.legacy
+  input = "legacy ${count.index}"
+}
+
+output "greeting" {
+  value = terraform_data.greeting.output
+}
+
+output "secret_length" {
+  value     = length(var.secret_word)
+  sensitive = true
+}
+`
+
+// newPlanObject is an object of planModule in a fresh namespace, prepared as the controller
+// prepares it (state, lock, plan Secret, run lease).
+func newPlanObject(bin string) *stateObject {
+	specs++
+	ns := h.namespace(ctx, "runner-plan-")
+	o := h.newObjectWithModule(ctx, bins[bin], ns, fmt.Sprintf("plan-%d", specs), GinkgoT().TempDir(), GinkgoWriter, planModule)
+	o.prepare()
+	return o
+}
+
+// storedPlan is the plan Secret as the controller reads it.
+type storedPlan struct {
+	record      runnerapi.PlanRecord
+	file        []byte
+	text        string
+	annotations map[string]string
+}
+
+func (o *stateObject) readPlan() storedPlan {
+	sec := &corev1.Secret{}
+	Expect(o.h.k8s.Get(o.ctx, client.ObjectKey{Namespace: o.namespace, Name: naming.PlanSecretName(o.suffix)}, sec)).To(Succeed())
+	var p storedPlan
+	Expect(json.Unmarshal(sec.Data[runnerapi.PlanRecordKey], &p.record)).To(Succeed())
+	zr, err := gzip.NewReader(bytes.NewReader(sec.Data[runnerapi.PlanFileKey]))
+	Expect(err).NotTo(HaveOccurred())
+	p.file, err = io.ReadAll(zr)
+	Expect(err).NotTo(HaveOccurred())
+	p.text = string(sec.Data[runnerapi.PlanTextKey])
+	p.annotations = sec.Annotations
+	return p
+}
+
+// tamperState changes the state behind terraform's back, as a person editing the Secret would:
+// mutate edits the state JSON, and the serial moves on.
+func (o *stateObject) tamperState(mutate func(state map[string]any)) {
+	sec := &corev1.Secret{}
+	Expect(o.h.k8s.Get(o.ctx, client.ObjectKey{Namespace: o.namespace, Name: naming.StateSecretName(o.suffix)}, sec)).To(Succeed())
+	_, raw := o.readState()
+	var state map[string]any
+	Expect(json.Unmarshal(raw, &state)).To(Succeed())
+	mutate(state)
+	state["serial"] = state["serial"].(float64) + 1
+	b, err := json.Marshal(state)
+	Expect(err).NotTo(HaveOccurred())
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, err = zw.Write(b)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(zw.Close()).To(Succeed())
+	sec.Data[runnerapi.StateKey] = gz.Bytes()
+	Expect(o.h.k8s.Update(o.ctx, sec)).To(Succeed())
+}
+
+// setGreetingInput makes the state say terraform_data.greeting's input (and output) is v.
+func setGreetingInput(v string) func(map[string]any) {
+	return func(state map[string]any) {
+		for _, r := range state["resources"].([]any) {
+			res := r.(map[string]any)
+			if res["name"] != "greeting" {
+				continue
+			}
+			attrs := res["instances"].([]any)[0].(map[string]any)["attributes"].(map[string]any)
+			attrs["input"] = map[string]any{"value": v, "type": "string"}
+			attrs["output"] = map[string]any{"value": v, "type": "string"}
+		}
+	}
+}
+
+func resourceNames(st tfState) []string {
+	var out []string
+	for _, r := range st.Resources {
+		out = append(out, r.Name)
+	}
+	return out
+}
+
+// describePlans: saved plans, their application, drift and refresh, through the state channel.
+func describePlans(bin string) {
+	Describe(bin+": saved plans through the state channel", func() {
+		It("summarises, saves, applies exactly once, and re-plans against the next serial", func() {
+			o := newPlanObject(bin)
+			before := map[string]any{"name": "alpha", "legacy": 1}
+			_, code, raw := o.runJob(runnerapi.OperationApply, before)
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			st0, _ := o.readState()
+
+			By("(a) a plan with a create, an update, a replace and a delete: the counts and the sorted addresses")
+			after := map[string]any{"name": "beta", "extra": 1}
+			planJob := o.startJobOf(runnerapi.OperationPlan, after, jobOpts{})
+			res, code, raw := planJob.wait()
+			GinkgoWriter.Printf("runner result (plan): %s\n", raw)
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(res.Changes).To(HaveValue(BeTrue()))
+			Expect(stepNames(res)).To(Equal([]string{"init", "plan", "show-json", "show"}))
+			want := runnerapi.PlanSummary{Create: 1, Update: 1, Replace: 1, Delete: 1,
+				Addresses: []string{"terraform_data.extra[0]", "terraform_data.greeting", "terraform_data.legacy[0]", "terraform_data.replaced"}}
+			Expect(res.Summary).To(Equal(&want))
+			Expect(res.SavedPlan).NotTo(BeNil())
+			st, _ := o.readState()
+			Expect(st.Serial).To(Equal(st0.Serial), "a plan writes no state")
+
+			By("(b) the plan Secret holds the plan, bound to its file, the inputs and the state serial and lineage")
+			p := o.readPlan()
+			Expect(p.record.Ref()).To(Equal(*res.SavedPlan))
+			Expect(p.record.FileSHA256).To(Equal(runnerapi.FileSHA256(p.file)))
+			Expect(p.record.StateSerial).To(BeEquivalentTo(st0.Serial))
+			Expect(p.record.StateLineage).To(Equal(st0.Lineage))
+			Expect(p.record.InputsHash).To(Equal(inputsHash(after)))
+			Expect(p.record.ID).To(Equal(runnerapi.PlanID(p.record.FileSHA256, inputsHash(after), uint64(st0.Serial), st0.Lineage)))
+			Expect(p.record.PlanSummary).To(Equal(want))
+			Expect(p.annotations).To(HaveKeyWithValue(runnerapi.PlanIDAnnotation, p.record.ID))
+			Expect(p.text).To(ContainSubstring("terraform_data.greeting will be updated in-place"))
+			Expect(p.text).To(ContainSubstring("terraform_data.replaced must be replaced"))
+			Expect(p.text).NotTo(ContainSubstring(secretWord))
+			cred, err := os.ReadFile(filepath.Join(planJob.dir, runnerapi.ChannelCredentialFile))
+			Expect(err).NotTo(HaveOccurred())
+			for name, entry := range zipEntries(p.file) {
+				Expect(entry).NotTo(ContainSubstring("127.0.0.1:"), "%s records the plan Job's channel address", name)
+				Expect(entry).NotTo(ContainSubstring(string(cred)), "%s holds the per-run credential", name)
+			}
+
+			By("(c) the apply of the saved plan applies exactly it")
+			res, code, raw = o.runJobOf(runnerapi.OperationApply, after, jobOpts{planID: p.record.ID})
+			GinkgoWriter.Printf("runner result (apply of the saved plan): %s\n", raw)
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(res.AppliedPlan).To(Equal(&runnerapi.PlanRef{ID: p.record.ID, FileSHA256: p.record.FileSHA256}))
+			Expect(stepNames(res)).To(Equal([]string{"init", "apply"}))
+			st1, _ := o.readState()
+			Expect(st1.Serial).To(Equal(st0.Serial + 1))
+			Expect(st1.Lineage).To(Equal(st0.Lineage))
+			Expect(st1.Outputs["greeting"].Value).To(Equal("hello beta"))
+			Expect(resourceNames(st1)).To(ConsistOf("greeting", "replaced", "extra"))
+			Expect(o.readPlan().annotations).To(HaveKeyWithValue(runnerapi.PlanConsumedByAnnotation, naming.JobName(o.suffix, o.seq)))
+			Expect(o.lockLease().Spec.HolderIdentity).To(BeNil())
+
+			By("(d) a second apply of the same plan is refused, and applies nothing")
+			res, code, raw = o.runJobOf(runnerapi.OperationApply, after, jobOpts{planID: p.record.ID})
+			Expect(code).To(Equal(runnerapi.ExitPlanRefused), raw)
+			Expect(res.Outcome).To(Equal(runnerapi.OutcomeFailed))
+			Expect(res.PlanRefused).To(Equal(runnerapi.PlanRefusedConsumed))
+			Expect(res.AppliedPlan).To(BeNil())
+			st2, _ := o.readState()
+			Expect(st2.Serial).To(Equal(st1.Serial))
+
+			By("(b) a plan against the next serial has another ID; with no changes the counts are zero")
+			res, code, raw = o.runJob(runnerapi.OperationPlan, after)
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(res.Changes).To(HaveValue(BeFalse()))
+			Expect(res.Summary).To(Equal(&runnerapi.PlanSummary{}))
+			next := o.readPlan()
+			Expect(next.record.StateSerial).To(BeEquivalentTo(st1.Serial))
+			Expect(next.record.ID).NotTo(Equal(p.record.ID))
+			Expect(next.annotations).NotTo(HaveKey(runnerapi.PlanConsumedByAnnotation))
+		})
+
+		It("(e) refuses a saved plan whose state changed since: stale, nothing applied", func() {
+			o := newPlanObject(bin)
+			_, code, raw := o.runJob(runnerapi.OperationApply, map[string]any{"name": "alpha"})
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			res, code, raw := o.runJob(runnerapi.OperationPlan, map[string]any{"name": "beta"})
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			id := res.SavedPlan.ID
+
+			// Another apply moves the state on before the approved plan runs.
+			_, code, raw = o.runJob(runnerapi.OperationApply, map[string]any{"name": "gamma"})
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			moved, _ := o.readState()
+
+			res, code, raw = o.runJobOf(runnerapi.OperationApply, map[string]any{"name": "beta"}, jobOpts{planID: id})
+			GinkgoWriter.Printf("runner result (stale plan): %s\n", raw)
+			Expect(code).To(Equal(runnerapi.ExitPlanRefused), raw)
+			Expect(res.Outcome).To(Equal(runnerapi.OutcomeFailed))
+			Expect(res.PlanStale).To(BeTrue())
+			Expect(res.AppliedPlan).To(BeNil())
+			Expect(res.Error).To(ContainSubstring("Saved plan is stale"))
+			after, _ := o.readState()
+			Expect(after.Serial).To(Equal(moved.Serial), "nothing was applied")
+			Expect(after.Outputs["greeting"].Value).To(Equal("hello gamma"))
+			Expect(o.lockLease().Spec.HolderIdentity).To(BeNil())
+		})
+
+		It("(f) drift: a state changed behind terraform's back shows an update; no drift is no drift; refresh changes nothing", func() {
+			o := newPlanObject(bin)
+			vars := map[string]any{"name": "alpha"}
+			_, code, raw := o.runJob(runnerapi.OperationApply, vars)
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+
+			res, code, raw := o.runJob(runnerapi.OperationDrift, vars)
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(res.Drift).To(HaveValue(BeFalse()))
+			Expect(res.Summary).To(Equal(&runnerapi.PlanSummary{}))
+			Expect(res.SavedPlan).To(BeNil(), "a drift check saves no plan")
+
+			o.tamperState(setGreetingInput("tampered"))
+			tampered, _ := o.readState()
+			res, code, raw = o.runJob(runnerapi.OperationDrift, vars)
+			GinkgoWriter.Printf("runner result (drift): %s\n", raw)
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(res.Outcome).To(Equal(runnerapi.OutcomeSucceeded), "drift is not a failure")
+			Expect(res.Drift).To(HaveValue(BeTrue()))
+			Expect(res.Summary).To(Equal(&runnerapi.PlanSummary{Update: 1, Addresses: []string{"terraform_data.greeting"}}))
+			st, _ := o.readState()
+			Expect(st.Serial).To(Equal(tampered.Serial), "a drift check writes no state")
+
+			res, code, raw = o.runJob(runnerapi.OperationRefresh, vars)
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(stepNames(res)).To(Equal([]string{"init", "refresh", "show-json"}))
+			// terraform_data has no remote object to read back, so no resource changed outside
+			// terraform; the root output would follow the tampered resource, so the refresh-only
+			// plan has changes, and writes none of them.
+			Expect(res.Changes).To(HaveValue(BeTrue()))
+			Expect(res.Summary).To(Equal(&runnerapi.PlanSummary{}))
+			st, _ = o.readState()
+			Expect(st.Serial).To(Equal(tampered.Serial), "a refresh-only plan writes no state")
+			Expect(st.Outputs["greeting"].Value).To(Equal("hello alpha"))
+
+			sec := &corev1.Secret{}
+			Expect(o.h.k8s.Get(o.ctx, client.ObjectKey{Namespace: o.namespace, Name: naming.PlanSecretName(o.suffix)}, sec)).To(Succeed())
+			Expect(sec.Data).To(BeEmpty(), "drift and refresh save no plan")
+		})
+	})
+}
+
+// zipEntries reads every entry of a plan file (a zip) uncompressed.
+func zipEntries(file []byte) map[string]string {
+	zr, err := zip.NewReader(bytes.NewReader(file), int64(len(file)))
+	Expect(err).NotTo(HaveOccurred())
+	out := map[string]string{}
+	for _, f := range zr.File {
+		rc, err := f.Open()
+		Expect(err).NotTo(HaveOccurred())
+		b, err := io.ReadAll(rc)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(rc.Close()).To(Succeed())
+		out[f.Name] = string(b)
+	}
+	Expect(out).To(HaveKey("tfplan"))
+	return out
+}
+
+// runJobOf runs an operation with opts as the object's next Job and waits for it.
+func (o *stateObject) runJobOf(op string, vars map[string]any, opts jobOpts) (runnerapi.Result, int, string) {
+	return o.startJobOf(op, vars, opts).wait()
+}
