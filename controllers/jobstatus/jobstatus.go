@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -85,23 +86,31 @@ func ListPods(ctx context.Context, reader client.Reader, namespace, job string) 
 	return listPods(ctx, reader, namespace, job, nil)
 }
 
-// listPods lists by either Job-name label with raw list options (nil: a consistent read).
+// listPods lists by either Job-name label with raw list options (nil: a consistent read). The
+// two lists are made at once: each may wait for the API server's watch cache.
 func listPods(ctx context.Context, reader client.Reader, namespace, job string, raw *metav1.ListOptions) ([]corev1.Pod, error) {
-	var out []corev1.Pod
-	seen := map[types.UID]bool{}
-	for _, label := range []string{JobNameLabel, LegacyJobNameLabel} {
-		var pods corev1.PodList
+	labels := []string{JobNameLabel, LegacyJobNameLabel}
+	lists := make([]corev1.PodList, len(labels))
+	errs := make([]error, len(labels))
+	var wg sync.WaitGroup
+	for i, label := range labels {
 		opts := []client.ListOption{client.InNamespace(namespace), client.MatchingLabels{label: job}}
 		if raw != nil {
 			opts = append(opts, &client.ListOptions{Raw: raw.DeepCopy()})
 		}
-		if err := reader.List(ctx, &pods, opts...); err != nil {
-			return nil, fmt.Errorf("list pods of job %s/%s: %w", namespace, job, err)
+		wg.Go(func() { errs[i] = reader.List(ctx, &lists[i], opts...) })
+	}
+	wg.Wait()
+	var out []corev1.Pod
+	seen := map[types.UID]bool{}
+	for i := range lists {
+		if errs[i] != nil {
+			return nil, fmt.Errorf("list pods of job %s/%s: %w", namespace, job, errs[i])
 		}
-		for i := range pods.Items {
-			if !seen[pods.Items[i].UID] {
-				seen[pods.Items[i].UID] = true
-				out = append(out, pods.Items[i])
+		for _, p := range lists[i].Items {
+			if !seen[p.UID] {
+				seen[p.UID] = true
+				out = append(out, p)
 			}
 		}
 	}
