@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,9 +24,10 @@ import (
 
 // benchEnv is the benchmark's own control plane, started on first use and stopped by TestMain.
 var benchEnv struct {
-	env   *envtest.Env
-	hooks *hookServer
-	admin client.Client
+	env     *envtest.Env
+	hooks   *hookServer
+	admin   client.Client
+	manager client.Client
 }
 
 func TestMain(m *testing.M) {
@@ -63,6 +65,9 @@ func startBenchEnv(b *testing.B) {
 	if benchEnv.admin, err = client.New(benchEnv.env.Config, client.Options{Scheme: benchEnv.env.Scheme}); err != nil {
 		b.Fatal(err)
 	}
+	if benchEnv.manager, _, err = managerClient(benchEnv.env); err != nil {
+		b.Fatal(err)
+	}
 	if benchEnv.hooks, err = startHookServer(benchEnv.env.Config, benchEnv.env, nil); err != nil {
 		b.Fatal(err)
 	}
@@ -82,9 +87,11 @@ func percentilesOf(d []time.Duration) percentiles {
 }
 
 // BenchmarkGuard measures, through the real API server: the latency of a guarded removal the
-// guard denies (a Job runs) and allows (nothing runs), against an update no webhook sees; and
-// how many webhook calls 1,000 unrelated updates cause (the matchConditions make it 0).
-// Run: go test ./webhooks -run '^$' -bench BenchmarkGuard
+// guard denies (a Job runs) and allows (nothing runs), against an update no webhook sees; a
+// lease write by the manager (the lease guard lets it through on its identity alone) and by a
+// user while the holder runs (denied); and how many webhook calls 1,000 unrelated updates cause
+// (the matchConditions make it 0).
+// Run: go test ./webhooks -run '^$' -bench BenchmarkGuard -benchtime=3s
 func BenchmarkGuard(b *testing.B) {
 	startBenchEnv(b)
 	ctx := context.Background()
@@ -161,6 +168,46 @@ func BenchmarkGuard(b *testing.B) {
 		p.inGuard = meanSeconds(s1-s0, n1-n0)
 		results["guarded removal, allowed (nothing runs)"] = p
 	})
+	leasePatch := func(c client.Client, lease, note string) error {
+		return c.Patch(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: lease}},
+			client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"annotations":{"note":%q}}}`, note))))
+	}
+	b.Run("lease-write-by-the-manager", func(b *testing.B) {
+		var d []time.Duration
+		i := 0
+		s0, n0, _ := webhookTime(webhooks.LeaseGuardPath)
+		for b.Loop() {
+			i++
+			t := time.Now()
+			err := leasePatch(benchEnv.manager, r.owner.RunLeaseName(), fmt.Sprintf("manager-%d", i))
+			d = append(d, time.Since(t))
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		p := report(b, d)
+		s1, n1, _ := webhookTime(webhooks.LeaseGuardPath)
+		p.inGuard = meanSeconds(s1-s0, n1-n0)
+		results["lease write by the manager (Job runs)"] = p
+	})
+	b.Run("lease-write-denied", func(b *testing.B) {
+		var d []time.Duration
+		i := 0
+		s0, n0, _ := webhookTime(webhooks.LeaseGuardPath)
+		for b.Loop() {
+			i++
+			t := time.Now()
+			err := leasePatch(c, r.owner.RunLeaseName(), fmt.Sprintf("user-%d", i))
+			d = append(d, time.Since(t))
+			if !apierrors.IsForbidden(err) {
+				b.Fatalf("want a denial, got %v", err)
+			}
+		}
+		p := report(b, d)
+		s1, n1, _ := webhookTime(webhooks.LeaseGuardPath)
+		p.inGuard = meanSeconds(s1-s0, n1-n0)
+		results["lease write by a user, denied (Job runs)"] = p
+	})
 	b.Run("unrelated-update", func(b *testing.B) {
 		var d []time.Duration
 		i := 0
@@ -234,7 +281,7 @@ func BenchmarkGuard(b *testing.B) {
 	fmt.Printf("\nGuard latency through the API server (envtest, %s, one run):\n", envDescription())
 	fmt.Printf("%-42s %8s %10s %10s %12s %16s\n", "request", "samples", "p50", "p99", "p50 ratio", "mean in guard")
 	for _, k := range []string{"unrelated update (no webhook called)", "guarded removal, allowed (nothing runs)", "guarded removal, denied (Job runs)",
-		"a consistent LIST of pods after a write"} {
+		"lease write by the manager (Job runs)", "lease write by a user, denied (Job runs)", "a consistent LIST of pods after a write"} {
 		p := results[k]
 		in := "-"
 		if p.inGuard > 0 {

@@ -13,9 +13,6 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
-var excluded = metav1.LabelSelectorRequirement{Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn,
-	Values: []string{"captf-system", "kube-system"}}
-
 var _ = Describe("The generated webhook configuration", func() {
 	It("says what the design says, is installed unchanged, and every path it calls is served", func() {
 		var paths []string
@@ -54,17 +51,31 @@ var _ = Describe("The generated webhook configuration", func() {
 		Expect(guard.Rules[0].Operations).To(ConsistOf(admissionregistrationv1.Update))
 		Expect(guard.Rules[0].Resources).To(ConsistOf("terraformclusters", "terraformclusters/status",
 			"terraformmachines", "terraformmachines/status", "terraformmachinepools", "terraformmachinepools/status"))
-		Expect(guard.NamespaceSelector.MatchExpressions).To(ConsistOf(excluded))
+		Expect(guard.NamespaceSelector).To(BeNil(), "no namespace is exempt from the guard")
 		Expect(guard.MatchConditions).To(HaveLen(1))
 		lease := config.validating("lease-guard.captf.io")
 		Expect(lease).NotTo(BeNil())
 		Expect(*lease.FailurePolicy).To(Equal(admissionregistrationv1.Fail))
 		Expect(*lease.ClientConfig.Service.Path).To(Equal(webhooks.LeaseGuardPath))
-		Expect(lease.Rules[0].Operations).To(ConsistOf(admissionregistrationv1.Delete))
+		Expect(lease.Rules[0].Operations).To(ConsistOf(admissionregistrationv1.Update, admissionregistrationv1.Delete))
 		Expect(lease.Rules[0].Resources).To(ConsistOf("leases"))
-		Expect(lease.NamespaceSelector.MatchExpressions).To(ConsistOf(excluded))
+		Expect(lease.NamespaceSelector).To(BeNil(), "no namespace is exempt from the lease guard")
 		Expect(lease.ObjectSelector.MatchExpressions).To(ConsistOf(metav1.LabelSelectorRequirement{
 			Key: "captf.io/lease", Operator: metav1.LabelSelectorOpIn, Values: []string{"run", "cluster"}}))
+		job := config.validating("job-guard.captf.io")
+		Expect(job).NotTo(BeNil())
+		Expect(*job.FailurePolicy).To(Equal(admissionregistrationv1.Fail))
+		Expect(*job.ClientConfig.Service.Path).To(Equal(webhooks.JobGuardPath))
+		Expect(job.Rules[0].Operations).To(ConsistOf(admissionregistrationv1.Update))
+		Expect(job.Rules[0].APIGroups).To(ConsistOf("batch"))
+		Expect(job.Rules[0].Resources).To(ConsistOf("jobs"))
+		Expect(job.NamespaceSelector).To(BeNil(), "no namespace is exempt from the job guard")
+		Expect(job.ObjectSelector.MatchLabels).To(Equal(map[string]string{"captf.io/managed": "true"}))
+		Expect(job.MatchConditions).To(HaveLen(1))
+		for _, l := range webhooks.JobLabels {
+			Expect(job.MatchConditions[0].Expression).To(ContainSubstring("'"+l+"'"), "the job guard is not called for changes of %s", l)
+		}
+		Expect(job.MatchConditions[0].Expression).To(ContainSubstring("ownerReferences"))
 
 		By("the API server holds exactly the rendered configurations (envtest only rewrites clientConfig)")
 		for _, want := range config.Validating {

@@ -1,6 +1,7 @@
 package webhooks_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,9 +10,11 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
@@ -192,21 +195,117 @@ func TestOverrideAllows(t *testing.T) {
 	}
 }
 
-func TestLeaseOwner(t *testing.T) {
-	l := func(kind, ownerKind string) *coordinationv1.Lease {
-		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "l", Labels: map[string]string{
-			infrav1.LeaseLabel: kind, infrav1.OwnerKindLabel: ownerKind, infrav1.OwnerNameLabel: "m1", infrav1.ClusterNameLabel: "c1"}}}
+func TestLeaseChanges(t *testing.T) {
+	at := metav1.NewMicroTime(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	base := func() *coordinationv1.Lease {
+		return &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "captf-run-0123456789abcdef",
+				Labels:      map[string]string{infrav1.LeaseLabel: "run", infrav1.OwnerNameLabel: "m1"},
+				Annotations: map[string]string{infrav1.LeaseOpAnnotation: "Apply"}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("captf-x-1"), LeaseDurationSeconds: ptr.To[int32](4500),
+				AcquireTime: &at, RenewTime: &at, LeaseTransitions: ptr.To[int32](1)},
+		}
 	}
-	if o, ok := webhooks.LeaseOwner(l("run", infrav1.TerraformMachineKind)); !ok || o.Kind != infrav1.TerraformMachineKind || o.Name != "m1" || o.Namespace != "ns" {
-		t.Errorf("run lease owner: %+v %v", o, ok)
+	later := metav1.NewMicroTime(at.Add(time.Second))
+	cases := []struct {
+		name string
+		mod  func(*coordinationv1.Lease)
+		want []string
+	}{
+		{"nothing", func(*coordinationv1.Lease) {}, nil},
+		{"transitions only (not protected)", func(l *coordinationv1.Lease) { l.Spec.LeaseTransitions = ptr.To[int32](9) }, nil},
+		{"the same instant, re-encoded", func(l *coordinationv1.Lease) { l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(at.Local())) }, nil},
+		{"holder", func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("captf-x-2") }, []string{"holder"}},
+		{"holder cleared", func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = nil }, []string{"holder"}},
+		{"duration", func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = ptr.To[int32](1) }, []string{"duration"}},
+		{"acquire time", func(l *coordinationv1.Lease) { l.Spec.AcquireTime = &later }, []string{"acquire time"}},
+		{"renew time removed", func(l *coordinationv1.Lease) { l.Spec.RenewTime = nil }, []string{"renew time"}},
+		{"label removed", func(l *coordinationv1.Lease) { delete(l.Labels, infrav1.LeaseLabel) }, []string{"labels"}},
+		{"owner label changed", func(l *coordinationv1.Lease) { l.Labels[infrav1.OwnerNameLabel] = "m2" }, []string{"labels"}},
+		{"annotation added", func(l *coordinationv1.Lease) { l.Annotations["note"] = "x" }, []string{"annotations"}},
+		{"all at once", func(l *coordinationv1.Lease) {
+			l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.AcquireTime, l.Spec.RenewTime = nil, nil, nil, nil
+			l.Labels, l.Annotations = nil, nil
+		}, []string{"holder", "duration", "acquire time", "renew time", "labels", "annotations"}},
 	}
-	if o, ok := webhooks.LeaseOwner(l("cluster", infrav1.TerraformMachineKind)); !ok || o.Kind != infrav1.TerraformClusterKind {
-		t.Errorf("a cluster lease belongs to a TerraformCluster: %+v", o)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n := base()
+			tc.mod(n)
+			if got := webhooks.LeaseChanges(base(), n); !slices.Equal(got, tc.want) {
+				t.Fatalf("LeaseChanges = %v, want %v", got, tc.want)
+			}
+		})
 	}
-	if _, ok := webhooks.LeaseOwner(l("", "")); ok {
-		t.Error("a lease without captf.io/lease is not guarded")
+}
+
+func TestDiffJob(t *testing.T) {
+	ref := metav1.OwnerReference{APIVersion: infrav1.GroupVersion.String(), Kind: infrav1.TerraformClusterKind, Name: "c", UID: "u1", Controller: ptr.To(true)}
+	other := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "u2"}
+	base := func() *batchv1.Job {
+		labels := naming.OwnerLabels(infrav1.TerraformClusterKind, "c", "c")
+		labels[infrav1.OperationLabel] = "Apply"
+		labels["team"] = "infra"
+		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Labels: labels, OwnerReferences: []metav1.OwnerReference{ref, other}}}
 	}
-	if _, ok := webhooks.LeaseOwner(l("other", "")); ok {
-		t.Error("an unknown captf.io/lease value is not guarded")
+	cases := []struct {
+		name                 string
+		mod                  func(*batchv1.Job)
+		labels               int
+		owner, gcOrphansOnly bool
+	}{
+		{"nothing", func(*batchv1.Job) {}, 0, false, false},
+		{"another label", func(j *batchv1.Job) { j.Labels["team"] = "x" }, 0, false, false},
+		{"another owner reference dropped", func(j *batchv1.Job) { j.OwnerReferences = []metav1.OwnerReference{ref} }, 0, false, false},
+		{"owner-name changed", func(j *batchv1.Job) { j.Labels[infrav1.OwnerNameLabel] = "d" }, 1, false, false},
+		{"managed removed", func(j *batchv1.Job) { delete(j.Labels, infrav1.ManagedLabel) }, 1, false, false},
+		{"every CAPTF label removed", func(j *batchv1.Job) { j.Labels = map[string]string{"team": "infra"} }, 5, false, false},
+		{"operation emptied", func(j *batchv1.Job) { j.Labels[infrav1.OperationLabel] = "" }, 1, false, false},
+		{"controller reference removed (orphaning)", func(j *batchv1.Job) { j.OwnerReferences = nil }, 0, true, true},
+		{"controller reference pointed elsewhere", func(j *batchv1.Job) {
+			r := ref
+			r.Name, r.UID = "d", "u3"
+			j.OwnerReferences = []metav1.OwnerReference{r}
+		}, 0, true, false},
+		{"controller flag dropped", func(j *batchv1.Job) {
+			r := ref
+			r.Controller = nil
+			j.OwnerReferences = []metav1.OwnerReference{r}
+		}, 0, true, true},
+		{"controller reference removed and a label changed", func(j *batchv1.Job) {
+			j.OwnerReferences = nil
+			j.Labels[infrav1.ClusterNameLabel] = "d"
+		}, 1, true, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n := base()
+			tc.mod(n)
+			c := webhooks.DiffJob(base(), n)
+			if len(c.Labels) != tc.labels || c.OwnerChanged != tc.owner || c.OwnerRemovedOnly != tc.gcOrphansOnly {
+				t.Fatalf("DiffJob = %+v, want %d labels, owner changed %v, removal only %v", c, tc.labels, tc.owner, tc.gcOrphansOnly)
+			}
+			if c.Any() != (tc.labels > 0 || tc.owner) {
+				t.Fatalf("Any = %v", c.Any())
+			}
+		})
+	}
+}
+
+func TestManagerUsername(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                                      "",
+		"captf-system/captf-controller-manager": "system:serviceaccount:captf-system:captf-controller-manager",
+		" ns/sa ":                               "system:serviceaccount:ns:sa",
+		"system:serviceaccount:ns:sa":           "system:serviceaccount:ns:sa",
+	} {
+		if got, err := webhooks.ManagerUsername(in); err != nil || got != want {
+			t.Errorf("ManagerUsername(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"sa", "ns/", "/sa", "system:serviceaccount:ns", "system:serviceaccount::sa", "NS/sa", "ns/sa/x", "admin"} {
+		if got, err := webhooks.ManagerUsername(bad); err == nil {
+			t.Errorf("ManagerUsername(%q) = %q, want an error", bad, got)
+		}
 	}
 }

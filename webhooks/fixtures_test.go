@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
@@ -25,10 +26,11 @@ import (
 // The three guarded kinds.
 var guardedKinds = []string{infrav1.TerraformClusterKind, infrav1.TerraformMachineKind, infrav1.TerraformMachinePoolKind}
 
-// newObject returns a minimal valid object of kind.
+// newObject returns a minimal valid object of kind, of the Cluster API Cluster of its own name
+// (the cluster-name label, as startRun's leases and Jobs assume).
 func newObject(kind, ns, name string) client.Object {
 	spec := infrav1.TerraformSpec{Module: infrav1.ModuleSource{Image: "example.com/module:1"}}
-	meta := metav1.ObjectMeta{Namespace: ns, Name: name}
+	meta := metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{infrav1.ClusterNameLabel: name}}
 	switch kind {
 	case infrav1.TerraformClusterKind:
 		return &infrav1.TerraformCluster{ObjectMeta: meta, Spec: infrav1.TerraformClusterSpec{TerraformSpec: spec}}
@@ -201,7 +203,7 @@ func remove(ctx context.Context, c client.Client, kind, ns, name string, m mark,
 
 // ssaConfig is the applier's configuration of the object: the spec, and the marks wanted.
 func ssaConfig(kind, ns, name string, blockMove, finalizer bool) []byte {
-	meta := map[string]any{"name": name, "namespace": ns}
+	meta := map[string]any{"name": name, "namespace": ns, "labels": map[string]any{infrav1.ClusterNameLabel: name}}
 	if blockMove {
 		meta["annotations"] = map[string]any{infrav1.BlockMoveAnnotation: ""}
 	}
@@ -285,10 +287,17 @@ func startRun(ctx context.Context, c client.Client, kind, ns, name string, seq i
 	return r, nil
 }
 
-// takeLease takes the run lease for Job number seq and returns the Job it names, not created.
+// takeLease takes the run lease (and, for a TerraformCluster, the cluster lease) for Job number
+// seq as the manager does, and returns the Job it names, not created: the builder's labels
+// and the controller owner reference to the object. c writes the leases, so it must be the
+// manager's client when a lease of that name may already be held.
 func takeLease(ctx context.Context, c client.Client, kind, ns, name string, seq int64) (*run, error) {
 	owner := runlease.Owner{Namespace: ns, Kind: kind, Name: name, Cluster: name}
 	holder := naming.JobName(owner.Suffix(), seq)
+	obj := u(kind, ns, name)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		return nil, fmt.Errorf("read the Job's owner: %w", err)
+	}
 	res, err := runlease.New(c, c, runlease.DefaultOptions()).Acquire(ctx, runlease.Request{
 		Owner: owner, Holder: holder, Operation: infrav1.OperationApply})
 	if err != nil {
@@ -300,7 +309,9 @@ func takeLease(ctx context.Context, c client.Client, kind, ns, name string, seq 
 	labels := naming.OwnerLabels(kind, name, name)
 	labels[infrav1.OperationLabel] = string(infrav1.OperationApply)
 	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: holder, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: holder, Labels: labels, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: infrav1.GroupVersion.String(), Kind: kind, Name: name, UID: obj.GetUID(),
+			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
 		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,
 			Containers:    []corev1.Container{{Name: "terraform", Image: "example.com/module:1"}},
@@ -314,7 +325,8 @@ func (r *run) finish(ctx context.Context, c client.Client) error {
 	return envtest.FinishJob(ctx, c, r.job, r.pod, true, `{"outcome":"Succeeded"}`)
 }
 
-// ageLease moves the lease's times secs into the past, as if its holder took it then.
+// ageLease moves the lease's times secs into the past, as if its holder took it then. Only the
+// manager may do that to a live lease: c must be the manager's client.
 func ageLease(ctx context.Context, c client.Client, ns, name string, secs int) error {
 	l := &coordinationv1.Lease{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, l); err != nil {

@@ -11,8 +11,10 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -135,13 +137,19 @@ func (g *Guard) gather(ctx context.Context, owner runlease.Owner, ch Change) (Ev
 	}
 	ev := Evidence{Lease: le, Now: opts.Clock.Now(), Grace: opts.Grace}
 	if ch.OldActiveJob != "" {
-		var known *batchv1.Job
-		if le.Job != nil && le.Job.Name == ch.OldActiveJob {
-			known = le.Job
-		}
-		st, err := JobStateOf(ctx, g.Reader, owner.Namespace, ch.OldActiveJob, known)
-		if err != nil {
-			return Evidence{}, err
+		var st JobState
+		if le.Job != nil && le.Job.Name == ch.OldActiveJob && (le.PodsListed || !jobstatus.Finished(le.Job)) {
+			// The lease's holder is that Job, and what decides about it was just read: reuse it.
+			st = jobStateFrom(ch.OldActiveJob, jobstatus.Live{Name: ch.OldActiveJob, Job: le.Job, Pods: le.Pods, PodsListed: le.PodsListed})
+		} else {
+			var known *batchv1.Job
+			if le.Job != nil && le.Job.Name == ch.OldActiveJob {
+				known = le.Job
+			}
+			var err error
+			if st, err = JobStateOf(ctx, g.Reader, owner.Namespace, ch.OldActiveJob, known); err != nil {
+				return Evidence{}, err
+			}
 		}
 		ev.ActiveJob = &st
 	}
@@ -149,13 +157,32 @@ func (g *Guard) gather(ctx context.Context, owner runlease.Owner, ch Change) (Ev
 }
 
 // JobStateOf reads a Job and, when it is gone or finished, its pods, through reader (the API
-// server), by jobstatus's rules. known, when not nil, is the Job as just read live by the
-// caller.
+// server), by jobstatus's rules (a finished Job's pods with jobstatus.ListPodsOf). known, when
+// not nil, is the Job as just read live by the caller.
 func JobStateOf(ctx context.Context, reader client.Reader, namespace, name string, known *batchv1.Job) (JobState, error) {
-	live, err := jobstatus.Read(ctx, reader, namespace, name, known)
-	if err != nil {
-		return JobState{Name: name}, err
+	live := jobstatus.Live{Name: name, Job: known}
+	if known == nil {
+		j := &batchv1.Job{}
+		err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, j)
+		switch {
+		case err == nil:
+			live.Job = j
+		case !apierrors.IsNotFound(err):
+			return JobState{Name: name}, fmt.Errorf("read job %s/%s: %w", namespace, name, err)
+		}
 	}
+	if live.Job == nil || jobstatus.Finished(live.Job) {
+		pods, err := jobstatus.ListPodsOf(ctx, reader, namespace, name, live.Job)
+		if err != nil {
+			return JobState{Name: name}, err
+		}
+		live.Pods, live.PodsListed = pods, true
+	}
+	return jobStateFrom(name, live), nil
+}
+
+// jobStateFrom summarises what was read about one Job.
+func jobStateFrom(name string, live jobstatus.Live) JobState {
 	st := JobState{Name: name, Summary: jobstatus.Summarize(live.Job, live.Pods)}
 	if job := live.Job; job != nil {
 		st.Operation = job.Labels[infrav1.OperationLabel]
@@ -164,7 +191,7 @@ func JobStateOf(ctx context.Context, reader client.Reader, namespace, name strin
 			st.Since = job.Status.StartTime.Time
 		}
 	}
-	return st, nil
+	return st
 }
 
 // Override is the break-glass path: a member of one of Groups may force a removal the guard

@@ -159,6 +159,13 @@ func webhookServerOptions(env *envtest.Env) webhook.Options {
 	return webhook.Options{Host: w.LocalServingHost, Port: w.LocalServingPort, CertDir: w.LocalServingCertDir}
 }
 
+// managerServiceAccount is the identity the webhook manager is told is its own
+// (--manager-service-account): the Lease and Job guards let its writes through.
+const managerServiceAccount = "captf-system/captf-controller-manager"
+
+// managerUser is the username of managerServiceAccount.
+const managerUser = "system:serviceaccount:captf-system:captf-controller-manager"
+
 func startHookServer(cfg *rest.Config, env *envtest.Env, groups []string) (*hookServer, error) {
 	s, err := setup.NewScheme()
 	if err != nil {
@@ -177,10 +184,27 @@ func startHookServer(cfg *rest.Config, env *envtest.Env, groups []string) (*hook
 	if err != nil {
 		return nil, fmt.Errorf("create webhook manager: %w", err)
 	}
-	if err := webhooks.Setup(mgr, webhooks.Options{OverrideGroups: groups}); err != nil {
+	if err := webhooks.Setup(mgr, webhooks.Options{OverrideGroups: groups, ManagerServiceAccount: managerServiceAccount}); err != nil {
 		return nil, err
 	}
 	return runManager(mgr)
+}
+
+// managerClient authenticates as the manager's ServiceAccount (a client certificate whose
+// name is the ServiceAccount's username, as the sandbox gives the manager), with every
+// permission: the client the suite plays the manager with.
+func managerClient(env *envtest.Env) (client.Client, *rest.Config, error) {
+	user, err := env.AddUser(ctrlenvtest.User{Name: managerUser, Groups: []string{"system:masters", "system:serviceaccounts", "system:authenticated"}}, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("add the manager's user: %w", err)
+	}
+	cfg := user.Config()
+	cfg.QPS, cfg.Burst = env.Config.QPS, env.Config.Burst // the manager's own client is not throttled below the admin's
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		return nil, nil, fmt.Errorf("manager client: %w", err)
+	}
+	return c, cfg, nil
 }
 
 // runManager starts mgr and waits until its webhook server accepts connections.

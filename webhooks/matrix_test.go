@@ -6,10 +6,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
@@ -157,7 +159,7 @@ var _ = Describe("The guard, through the API server", func() {
 		Expect(out).To(Equal(outDenied), "%v", err)
 
 		By("ageing the lease past the grace (1 minute): no Job appeared, so the lease is free")
-		Expect(ageLease(ctx, admin, ns, r.owner.RunLeaseName(), 2*60)).To(Succeed())
+		Expect(ageLease(ctx, mgrClient, ns, r.owner.RunLeaseName(), 2*60)).To(Succeed())
 		Expect(outcome(infrav1.TerraformMachineKind, ns, "m", markBlockMove, methodMerge)).To(Equal(outAllowed))
 	})
 
@@ -167,8 +169,8 @@ var _ = Describe("The guard, through the API server", func() {
 		r, err := startRun(ctx, admin, infrav1.TerraformMachinePoolKind, ns, "p", 3)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(ensureMark(ctx, admin, infrav1.TerraformMachinePoolKind, ns, "p", markActiveJob, r.job.Name)).To(Succeed())
-		By("ageing the run lease past its backstop: it no longer counts, whatever its holder")
-		Expect(ageLease(ctx, admin, ns, r.owner.RunLeaseName(), 3*60*60)).To(Succeed())
+		By("the run lease gone (the manager deleted it): only status.activeJob names the Job")
+		Expect(mgrClient.Delete(ctx, leaseOf(ns, r.owner.RunLeaseName()))).To(Succeed())
 
 		By("the Job runs: clearing activeJob is denied")
 		out, err := attempt(infrav1.TerraformMachinePoolKind, ns, "p", markActiveJob, methodMerge)
@@ -194,19 +196,36 @@ var _ = Describe("The guard, through the API server", func() {
 		Expect(outcome(infrav1.TerraformMachinePoolKind, ns, "p", markActiveJob, methodJSON)).To(Equal(outAllowed))
 	})
 
-	It("is not called in the manager's namespace or kube-system", func() {
+	It("guards the manager's own namespace and kube-system like any other: no namespace is exempt", func() {
 		for _, ns := range []string{"captf-system", "kube-system"} {
 			if ns == "captf-system" {
 				Expect(client.IgnoreAlreadyExists(admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
 			}
-			create(infrav1.TerraformClusterKind, ns, "excluded")
-			_, err := startRun(ctx, admin, infrav1.TerraformClusterKind, ns, "excluded", 1)
+			create(infrav1.TerraformClusterKind, ns, "guarded")
+			r, err := startRun(ctx, admin, infrav1.TerraformClusterKind, ns, "guarded", 1)
 			Expect(err).NotTo(HaveOccurred())
-			Expect(ensureMark(ctx, admin, infrav1.TerraformClusterKind, ns, "excluded", markBlockMove, "")).To(Succeed())
+			Expect(ensureMark(ctx, admin, infrav1.TerraformClusterKind, ns, "guarded", markBlockMove, "")).To(Succeed())
 			before, err := webhookCalls(webhooks.GuardPath)
 			Expect(err).NotTo(HaveOccurred())
-			Expect(outcome(infrav1.TerraformClusterKind, ns, "excluded", markBlockMove, methodMerge)).To(Equal(outAllowed))
-			Expect(webhookCalls(webhooks.GuardPath)).To(Equal(before), "namespace %s must not reach the guard", ns)
+			out, err := attempt(infrav1.TerraformClusterKind, ns, "guarded", markBlockMove, methodMerge)
+			Expect(out).To(Equal(outDenied), "namespace %s: %v", ns, err)
+			Expect(err.Error()).To(ContainSubstring("Job " + r.job.Name))
+			Expect(webhookCalls(webhooks.GuardPath)).To(Equal(before+1), "namespace %s reaches the guard", ns)
+			leaseBefore, err := webhookCalls(webhooks.LeaseGuardPath)
+			Expect(err).NotTo(HaveOccurred())
+			err = admin.Delete(ctx, leaseOf(ns, r.owner.RunLeaseName()))
+			Expect(apierrors.IsForbidden(err)).To(BeTrue(), "namespace %s: %v", ns, err)
+			Expect(webhookCalls(webhooks.LeaseGuardPath)).To(Equal(leaseBefore+1), "namespace %s reaches the lease guard", ns)
+			Expect(r.finish(ctx, admin)).To(Succeed())
 		}
+		By("kube-system's own Leases (leader election) never reach the lease guard")
+		before, err := webhookCalls(webhooks.LeaseGuardPath)
+		Expect(err).NotTo(HaveOccurred())
+		le := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-controller-manager"},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-1")}}
+		Expect(client.IgnoreAlreadyExists(admin.Create(ctx, le))).To(Succeed())
+		Expect(admin.Patch(ctx, le, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"holderIdentity":"node-2"}}`)))).To(Succeed())
+		Expect(admin.Delete(ctx, le)).To(Succeed())
+		Expect(webhookCalls(webhooks.LeaseGuardPath)).To(Equal(before))
 	})
 })

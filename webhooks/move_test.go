@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,49 +26,63 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
 
+// startRealManager replaces the suite's webhook-only server by the manager as deployed
+// (setup.New with EnableWebhooks), running as the manager's ServiceAccount and watching ns. It
+// counts every write of the controller the API server refused with 403: the guards must never
+// refuse the controller's own writes.
+func startRealManager(ns string) *atomic.Int32 {
+	GinkgoHelper()
+	Expect(hooks.stop()).To(Succeed())
+	hooks = nil
+	w := env.WebhookInstallOptions
+	var refused atomic.Int32
+	cfg := rest.CopyConfig(mgrConfig)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err == nil && resp.StatusCode == http.StatusForbidden && req.Method != http.MethodGet {
+				refused.Add(1)
+			}
+			return resp, err
+		})
+	}
+	mgr, err := setup.New(cfg, setup.Options{
+		MetricsAddr: "0", ProbeAddr: "0", WatchNamespace: ns, Concurrency: 2,
+		EnableWebhooks: true, WebhookPort: w.LocalServingPort, WebhookCertDir: w.LocalServingCertDir,
+		GuardOverrideGroups: []string{breakGlassGroup}, ManagerServiceAccount: managerServiceAccount,
+		RunnerImage: "captf/manager:test", RuntimeImage: "captf/tofu:test",
+	}, func(o *manager.Options) { o.Controller.SkipNameValidation = ptr.To(true) })
+	Expect(err).NotTo(HaveOccurred())
+	full, err := runManager(mgr)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() {
+		Expect(full.stop()).To(Succeed())
+		restartHooks()
+	})
+	return &refused
+}
+
+// newCluster creates a Cluster and its TerraformCluster of the same name.
+func newCluster(ns, name string) (*clusterv1.Cluster, *infrav1.TerraformCluster) {
+	GinkgoHelper()
+	cl := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+			APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformClusterKind, Name: name}}}
+	Expect(admin.Create(ctx, cl)).To(Succeed())
+	tc := newObject(infrav1.TerraformClusterKind, ns, name).(*infrav1.TerraformCluster)
+	Expect(admin.Create(ctx, tc)).To(Succeed())
+	Expect(tc.Finalizers).To(ConsistOf(infrav1.Finalizer))
+	return cl, tc
+}
+
 var _ = Describe("The real manager with --enable-webhooks", func() {
 	It("passes the controller's own removals and a clusterctl-move-shaped sequence, and still stops a human", func() {
 		ns := newNamespace()
 		By("replacing the webhook-only server by the manager as deployed: setup.New with EnableWebhooks")
-		Expect(hooks.stop()).To(Succeed())
-		hooks = nil
-		w := env.WebhookInstallOptions
-		// Count every write of the controller the API server refused with 403: the guard must
-		// never refuse the controller's own removals.
-		var refused atomic.Int32
-		cfg := rest.CopyConfig(env.Config)
-		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-			return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-				resp, err := rt.RoundTrip(req)
-				if err == nil && resp.StatusCode == http.StatusForbidden && req.Method != http.MethodGet {
-					refused.Add(1)
-				}
-				return resp, err
-			})
-		}
-		mgr, err := setup.New(cfg, setup.Options{
-			MetricsAddr: "0", ProbeAddr: "0", WatchNamespace: ns, Concurrency: 2,
-			EnableWebhooks: true, WebhookPort: w.LocalServingPort, WebhookCertDir: w.LocalServingCertDir,
-			GuardOverrideGroups: []string{breakGlassGroup},
-			RunnerImage:         "captf/manager:test", RuntimeImage: "captf/tofu:test",
-		}, func(o *manager.Options) { o.Controller.SkipNameValidation = ptr.To(true) })
-		Expect(err).NotTo(HaveOccurred())
-		full, err := runManager(mgr)
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func() {
-			Expect(full.stop()).To(Succeed())
-			restartHooks()
-		})
+		refused := startRealManager(ns)
 
 		By("creating a Cluster and its TerraformCluster: the finalizer is there from the create on")
-		cl := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1"},
-			Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformClusterKind, Name: "c1"}}}
-		Expect(admin.Create(ctx, cl)).To(Succeed())
-		tc := newObject(infrav1.TerraformClusterKind, ns, "c1").(*infrav1.TerraformCluster)
-		tc.Labels = map[string]string{clusterv1.ClusterNameLabel: "c1"}
-		Expect(admin.Create(ctx, tc)).To(Succeed())
-		Expect(tc.Finalizers).To(ConsistOf(infrav1.Finalizer))
+		cl, tc := newCluster(ns, "c1")
 
 		By("the controller starts apply Job 1: block-move, lease, Job, activeJob")
 		suffix := naming.StateSuffix(ns, infrav1.TerraformClusterKind, "c1")
@@ -109,6 +125,65 @@ var _ = Describe("The real manager with --enable-webhooks", func() {
 		Eventually(func() bool { return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(tc), tc)) }).Should(BeTrue())
 		Expect(refused.Load()).To(BeZero(), "the API server refused a write of the controller")
 		fmt.Printf("\nclusterctl-move-shaped sequence with the real controller: every removal passed the guard (0 writes of the controller refused)\n\n")
+	})
+})
+
+var _ = Describe("A running Job deleted with --cascade=orphan, with the real manager", func() {
+	It("leaves the object holding block-move, status.activeJob and its finalizer until the orphaned pod is terminal", func() {
+		ns := newNamespace()
+		dev, _ := userClient("dev-orphan", "devs")
+		refused := startRealManager(ns)
+		cl, tc := newCluster(ns, "c1")
+		suffix := naming.StateSuffix(ns, infrav1.TerraformClusterKind, "c1")
+		job := &batchv1.Job{}
+		Eventually(func() error {
+			return admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: naming.JobName(suffix, 1)}, job)
+		}).Should(Succeed())
+		pod, err := envtest.StartJob(ctx, admin, job)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() string { return activeJobOf(tc) }).Should(Equal(job.Name))
+
+		By("the Cluster is paused (a move is coming): the controller keeps block-move while the Job runs")
+		Expect(admin.Patch(ctx, cl, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"paused":true}}`)))).To(Succeed())
+
+		By("a user deletes the running Job with --cascade=orphan: the Job guard allows it")
+		Expect(dev.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationOrphan))).To(Succeed())
+		By("playing the garbage collector (envtest runs none): it orphans the pod and drops the Job's orphan finalizer")
+		Eventually(func() error {
+			j := &batchv1.Job{}
+			if err := admin.Get(ctx, client.ObjectKeyFromObject(job), j); err != nil {
+				return err
+			}
+			return admin.Patch(ctx, j, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+		}).Should(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{}))
+		}).Should(BeTrue())
+
+		By("clusterctl move's deletion arrives: delete-for-move, then delete")
+		Expect(mergePatch(admin, infrav1.TerraformClusterKind, ns, "c1", false,
+			`{"metadata":{"annotations":{"clusterctl.cluster.x-k8s.io/delete-for-move":""}}}`)).To(Succeed())
+		Expect(admin.Delete(ctx, tc)).To(Succeed())
+
+		By("while the orphaned pod runs, the object keeps block-move, status.activeJob and its finalizer")
+		Consistently(func(g Gomega) {
+			g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(tc), tc)).To(Succeed())
+			g.Expect(tc.Annotations).To(HaveKey(infrav1.BlockMoveAnnotation))
+			g.Expect(tc.Finalizers).To(ContainElement(infrav1.Finalizer))
+			g.Expect(tc.Status.ActiveJob).NotTo(BeNil())
+		}).WithTimeout(8 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
+		Expect(refused.Load()).To(BeZero(), "the controller tried an early removal and the guard refused it")
+
+		By("the orphaned pod terminates, and the run lease is past its grace: the controller lets the object go")
+		pod.Status.Phase = corev1.PodSucceeded
+		Expect(admin.Status().Update(ctx, pod)).To(Succeed())
+		Expect(ageLease(ctx, mgrClient, ns, naming.RunLeaseName(suffix), 2*60)).To(Succeed())
+		Expect(ageLease(ctx, mgrClient, ns, naming.ClusterLeaseName(ns, "c1"), 2*60)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(tc), tc))
+		}).WithTimeout(60 * time.Second).Should(BeTrue())
+		Expect(refused.Load()).To(BeZero(), "the API server refused a write of the controller")
+		fmt.Printf("\norphaned pod: the object kept block-move, status.activeJob and its finalizer while the pod ran, and went once it ended (0 writes of the controller refused)\n\n")
 	})
 })
 

@@ -2,20 +2,16 @@ package webhooks_test
 
 import (
 	"fmt"
-	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
-	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
 // overrideEvents lists the GuardOverridden Warning events about name in ns.
@@ -111,50 +107,5 @@ var _ = Describe("The audited abandon", func() {
 
 		By("a member, with the UID: allowed")
 		Expect(mergePatch(oncall, kind, ns, "c", false, abandon(string(o.GetUID())))).To(Succeed())
-	})
-})
-
-var _ = Describe("The Lease guard", func() {
-	It("denies deleting a run or cluster lease whose holder Job runs, and intercepts nothing else about Leases", func() {
-		oncall, _ := userClient("oncall-leases", breakGlassGroup)
-		ns := newNamespace()
-		kind := infrav1.TerraformClusterKind
-		create(kind, ns, "c")
-		r, err := startRun(ctx, admin, kind, ns, "c", 1)
-		Expect(err).NotTo(HaveOccurred())
-		runLease := leaseOf(ns, r.owner.RunLeaseName())
-		clusterLease := leaseOf(ns, r.owner.ClusterLeaseName())
-
-		By("deleting the run lease and the cluster lease while the holder runs: denied")
-		for _, l := range []*coordinationv1.Lease{runLease, clusterLease} {
-			err := admin.Delete(ctx, l)
-			Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%s: %v", l.Name, err)
-			Expect(err.Error()).To(ContainSubstring(`admission webhook "lease-guard.captf.io" denied the request`))
-			Expect(err.Error()).To(ContainSubstring("its holder Job " + r.job.Name + " of TerraformCluster " + ns + "/c runs"))
-			Expect(err.Error()).To(ContainSubstring("second Job could start against the same Terraform state"))
-		}
-		fmt.Printf("\nLease guard denial: %v\n\n", admin.Delete(ctx, runLease))
-
-		By("other Leases, and every other operation on CAPTF's Leases, never reach the guard")
-		before, err := webhookCalls(webhooks.LeaseGuardPath)
-		Expect(err).NotTo(HaveOccurred())
-		lock := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns,
-			Name: naming.StateLockLeaseName(r.owner.Suffix())}}
-		Expect(admin.Create(ctx, lock)).To(Succeed())
-		Expect(admin.Delete(ctx, lock)).To(Succeed(), "the Terraform state lock Lease is not CAPTF's to guard")
-		Expect(admin.Patch(ctx, runLease, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"note":"x"}}}`)))).To(Succeed())
-		Expect(webhookCalls(webhooks.LeaseGuardPath)).To(Equal(before))
-
-		By("break-glass: a member annotates the lease with a reason, then deletes it")
-		Expect(admin.Patch(ctx, runLease, client.RawPatch(types.MergePatchType,
-			[]byte(`{"metadata":{"annotations":{"captf.io/guard-override-reason":"INC-7: stale lease"}}}`)))).To(Succeed())
-		Expect(apierrors.IsForbidden(admin.Delete(ctx, runLease))).To(BeTrue(), "the admin is in no override group")
-		Expect(oncall.Delete(ctx, runLease)).To(Succeed())
-		Eventually(func() []eventsv1.Event { return overrideEvents(ns, runLease.Name) }).Should(HaveLen(1))
-
-		By("once the holder has finished, the cluster lease may go")
-		Expect(r.finish(ctx, admin)).To(Succeed())
-		Expect(admin.Delete(ctx, clusterLease)).To(Succeed())
-		Expect(strings.Contains(r.job.Name, r.owner.Suffix())).To(BeTrue())
 	})
 })

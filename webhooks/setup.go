@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"context"
 	"fmt"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -15,9 +16,10 @@ import (
 // patches in config/webhook add what markers cannot express: matchConditions, namespaceSelector
 // and objectSelector.
 //
-// The guard and the Lease guard:
+// The guard, the Lease guard and the Job guard:
 // +kubebuilder:webhook:path=/guard-captf,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=terraformclusters;terraformclusters/status;terraformmachines;terraformmachines/status;terraformmachinepools;terraformmachinepools/status,verbs=update,versions=v1alpha1,name=guard.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
-// +kubebuilder:webhook:path=/guard-captf-lease,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups=coordination.k8s.io,resources=leases,verbs=delete,versions=v1,name=lease-guard.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/guard-captf-lease,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups=coordination.k8s.io,resources=leases,verbs=update;delete,versions=v1,name=lease-guard.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/guard-captf-job,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups=batch,resources=jobs,verbs=update,versions=v1,name=job-guard.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
 //
 // Defaulting on CREATE:
 // +kubebuilder:webhook:path=/mutate-infrastructure-cluster-x-k8s-io-v1alpha1-terraformcluster,mutating=true,failurePolicy=fail,sideEffects=None,reinvocationPolicy=IfNeeded,groups=infrastructure.cluster.x-k8s.io,resources=terraformclusters,verbs=create,versions=v1alpha1,name=default.terraformcluster.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
@@ -44,6 +46,7 @@ import (
 const (
 	GuardPath      = "/guard-captf"
 	LeaseGuardPath = "/guard-captf-lease"
+	JobGuardPath   = "/guard-captf-job"
 )
 
 // Options configure the webhooks.
@@ -55,6 +58,12 @@ type Options struct {
 	// Leases is the manager's lease manager, built over mgr.GetAPIReader(). When nil, Setup
 	// builds one with runlease.DefaultOptions over mgr.GetAPIReader().
 	Leases *runlease.Manager
+	// ManagerServiceAccount is the manager's own identity (manager flag
+	// --manager-service-account): "<namespace>/<name>" or the full username
+	// "system:serviceaccount:<namespace>:<name>". The Lease and Job guards let its writes through
+	// before reading anything. Empty by default: Setup asks the API server which user the
+	// manager's credentials authenticate as (WhoAmI), which in a Pod is its ServiceAccount.
+	ManagerServiceAccount string
 }
 
 // Setup registers every CAPTF webhook with the manager's webhook server. The guards read
@@ -65,10 +74,22 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if leases == nil {
 		leases = runlease.New(mgr.GetClient(), reader, runlease.DefaultOptions())
 	}
+	user, err := ManagerUsername(o.ManagerServiceAccount)
+	if err != nil {
+		return err
+	}
+	if user == "" {
+		if user, err = WhoAmI(context.Background(), mgr.GetConfig()); err != nil {
+			return fmt.Errorf("find the manager's own identity (or set --manager-service-account): %w", err)
+		}
+	}
+	mgr.GetLogger().Info("the Lease and Job guards let the manager's own writes through", "manager", user)
+	ids := Identities{Manager: user}
 	override := &Override{Groups: append([]string(nil), o.OverrideGroups...), Recorder: mgr.GetEventRecorder("captf-guard")}
 	srv := mgr.GetWebhookServer()
 	srv.Register(GuardPath, &admission.Webhook{Handler: &Guard{Reader: reader, Leases: leases, Override: override}})
-	srv.Register(LeaseGuardPath, &admission.Webhook{Handler: &LeaseGuard{Reader: reader, Leases: leases, Override: override}})
+	srv.Register(LeaseGuardPath, &admission.Webhook{Handler: &LeaseGuard{Leases: leases, Identities: ids, Override: override}})
+	srv.Register(JobGuardPath, &admission.Webhook{Handler: &JobGuard{Identities: ids, Override: override}})
 
 	if err := register(mgr, &infrav1.TerraformCluster{}, infrav1.TerraformClusterKind); err != nil {
 		return err

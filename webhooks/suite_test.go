@@ -24,14 +24,18 @@ import (
 const breakGlassGroup = "captf:breakglass"
 
 var (
-	ctx     context.Context
-	cancel  context.CancelFunc
-	env     *envtest.Env
-	admin   client.Client
-	config  *rendered
-	kubectl string
-	hooks   *hookServer
-	nsSeq   int
+	ctx    context.Context
+	cancel context.CancelFunc
+	env    *envtest.Env
+	admin  client.Client
+	// mgrClient is the manager's own identity (managerServiceAccount): the suite plays the
+	// controller's lease and Job writes with it.
+	mgrClient client.Client
+	mgrConfig *rest.Config
+	config    *rendered
+	kubectl   string
+	hooks     *hookServer
+	nsSeq     int
 )
 
 func TestWebhooks(t *testing.T) {
@@ -54,6 +58,8 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	fmt.Println(env.Describe())
 	admin, err = client.New(env.Config, client.Options{Scheme: env.Scheme})
+	Expect(err).NotTo(HaveOccurred())
+	mgrClient, mgrConfig, err = managerClient(env)
 	Expect(err).NotTo(HaveOccurred())
 	hooks, err = startHookServer(env.Config, env, []string{breakGlassGroup})
 	Expect(err).NotTo(HaveOccurred())
@@ -97,7 +103,7 @@ func create(kind, ns, name string) client.Object {
 }
 
 // userClient returns a client authenticated as name in groups, allowed to edit the CAPTF
-// objects and delete Leases (through a ClusterRole bound to the groups).
+// objects, Leases and Jobs (through a ClusterRole bound to the groups).
 func userClient(name string, groups ...string) (client.Client, *rest.Config) {
 	GinkgoHelper()
 	ensureEditorRole(groups)
@@ -116,6 +122,7 @@ func ensureEditorRole(groups []string) {
 			"terraformclusters", "terraformclusters/status", "terraformmachines", "terraformmachines/status",
 			"terraformmachinepools", "terraformmachinepools/status"}, Verbs: []string{"get", "list", "watch", "update", "patch"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "update", "patch", "delete"}},
+		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get", "list", "update", "patch", "delete"}},
 	}}
 	if err := admin.Create(ctx, role); err != nil {
 		Expect(client.IgnoreAlreadyExists(err)).To(Succeed())
