@@ -258,6 +258,11 @@ func (d Decision) LetsGo() bool {
 	return false
 }
 
+// StartedOperations are the operations Decide starts Jobs of. The engine's tests prove each
+// reachable and no other; the docs test holds docs/lifecycle.md to this list.
+var StartedOperations = []infrav1.Operation{infrav1.OperationApply, infrav1.OperationDestroy, infrav1.OperationRestore,
+	infrav1.OperationDrift, infrav1.OperationPlan}
+
 // LagRequeue is how long a pass that saw cache lag waits before it looks again.
 const LagRequeue = 5 * time.Second
 

@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -455,6 +457,11 @@ func TestDecideInvariantsOverTheWholeEvidenceSpace(t *testing.T) {
 		"Start/Destroy", "Start/Restore", "Start/Drift", "Idle/", "RecoverStatus/", "Wait/", "RemoveFinalizer/", "Cleanup/", "Retain/", "Abandon/"} {
 		if reached[a] == 0 {
 			t.Errorf("no evidence gather can produce reaches %s", a)
+		}
+	}
+	for key := range reached {
+		if op, ok := strings.CutPrefix(key, "Start/"); ok && !slices.Contains(StartedOperations, infrav1.Operation(op)) {
+			t.Errorf("Decide starts %s, which StartedOperations (and the docs) do not list", op)
 		}
 	}
 	t.Logf("%d combinations, %d of them producible by gather; actions reached: %v", total, consistentTotal, reached)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"testing"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
@@ -122,4 +123,7 @@ func TestDecidePlanNeverAppliesWhatNobodyApproved(t *testing.T) {
 		}
 	}
 	t.Logf("%d combinations", n)
+	if !slices.Contains(StartedOperations, infrav1.OperationPlan) {
+		t.Error("Decide starts plans, which StartedOperations does not list")
+	}
 }
