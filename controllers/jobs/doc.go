@@ -12,7 +12,9 @@
 //     can stop cleanly and release the state lock;
 //   - runs restricted-Pod-Security compatible (non-root UID 65532, no privilege escalation, all
 //     capabilities dropped, RuntimeDefault seccomp);
-//   - refuses user environment variables in ReservedEnv.
+//   - refuses user environment variables in ReservedEnv;
+//   - tells the state channel its operation and inputs hash, and only for an Apply of a saved
+//     plan (Params.PlanID) passes --plan-id to runner and channel and annotates the Job with it.
 //
 // OutcomeOf reads a Job's terminal condition (Finished) and the runner's result from the main
 // container's termination message (runnerapi.Result). Finished alone never proves that the

@@ -4,13 +4,15 @@
 // under key tfstate, the backend's labels; lock Lease lock-tfstate-default-<suffix> whose
 // holderIdentity is the lock ID, with the lock info annotation). It alone holds the pod's
 // Kubernetes credential; terraform and the module reach the state only through it, with a
-// per-run password.
+// per-run password. It also stores a Plan Job's saved plan in the object's plan Secret
+// (captf-plan-<suffix>) and hands that plan to the one Apply Job given its ID.
 //
 // Invariants:
 //   - it serves one state, named by its flags: a request for another namespace or suffix is
 //     refused (403), a request without the per-run credential is refused (401);
-//   - it reads and writes only the state Secret and the lock Lease of its suffix, and reads
-//     only the run lease, Jobs and Pods of its namespace; it never creates or deletes;
+//   - it reads and writes only the state Secret, the lock Lease and the plan Secret of its
+//     suffix, and reads only the run lease, Jobs and Pods of its namespace; it never creates
+//     or deletes;
 //   - fencing: a LOCK or a state write (POST) happens only when the object's run lease, read
 //     live just before, names the channel's Job; otherwise it is refused (403) and recorded in
 //     fenced.json, which the runner reports as the outcome Fenced;
@@ -21,6 +23,15 @@
 //     terminal, this Job holds the run lease, and the write that breaks it carries the
 //     resourceVersion it read (a conflict means no break). A break is recorded in
 //     lock-broken.json; any other holder gets 423 and is named in lock-holder.json;
+//   - a plan is stored (PUT /plan) only by a Plan Job's channel and only while the run lease
+//     names its Job; the channel binds it itself: the ID is runnerapi.PlanID of the SHA-256 of
+//     the file it received, its own --inputs-hash, and the state serial and lineage the plan
+//     file records. A plan and its record must fit one Secret (about 1 MiB) or are refused;
+//   - a plan is handed out (GET /plan) only by a channel given its --plan-id, only while the
+//     run lease names its Job, only if the Secret holds that plan, its file matches its record's
+//     SHA-256 and the record's ID is the hash of its fields, and at most once: the first
+//     hand-out marks the Secret consumed by the Job in a write conditional on the
+//     resourceVersion read, and no other Job gets it afterwards (I9);
 //   - the API token is read from its file on every request (the kubelet rotates it);
 //   - updates go through the object as read, so fields the channel does not know (finalizers,
 //     owner references, labels) are kept.

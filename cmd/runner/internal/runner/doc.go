@@ -4,12 +4,16 @@
 // channel in a Job, else the kubernetes backend), runs the operation's commands (Steps is the
 // one mapping from operation to commands), forwards signals and writes the result document
 // (runnerapi.Result), including what the state channel recorded (fenced, a lock broken, a lock
-// holder). The three phases of a run are prepare, runSteps and interpret.
+// holder). Plan, Drift and Refresh save their plan and report its bounded summary; a Plan
+// through the channel also uploads it; an Apply with --plan-id applies the saved plan it fetches
+// from the channel. The three phases of a run are prepare, runSteps and interpret.
 //
 // Invariants:
-//   - the state goes only where backend.json says: with the channel, the http backend's
-//     addresses come from -backend-config (which no module file overrides) and its password
-//     from TF_HTTP_PASSWORD, never a file in the module copy; without it, the override pins the
+//   - the state goes only where backend.json says: with the channel, every setting of the http
+//     backend comes from TF_HTTP_* (never recorded in .terraform or in a saved plan, so a plan
+//     holds no channel address or credential), the override's empty http block replaces the
+//     module's backend, and init's record must show no setting from the configuration; without
+//     it, the override pins the
 //     kubernetes backend's connection settings. KUBE_* (all of them with the channel, all but
 //     KUBE_CONFIG_PATH without), TF_HTTP_*, TF_WORKSPACE, TF_DATA_DIR and TF_CLI_ARGS* are
 //     removed from terraform's environment, the workspace is forced to default, and the backend
@@ -22,5 +26,9 @@
 //     `state pull` output is never printed;
 //   - a restore never uses `state push -force` and never replaces a non-empty state of another
 //     lineage;
+//   - an apply of a saved plan applies only the file the channel handed out, after checking its
+//     ID, its SHA-256 and that the ID is the hash of its record; a refused or stale plan is
+//     reported (planRefused, planStale, exit 16), never replaced by a fresh apply;
+//   - `show -json` output (every variable's value) is never printed; the plan text is redacted;
 //   - the result document is at most 4 KiB and is written on every path that has a result file.
 package runner
