@@ -11,6 +11,10 @@ export KUBERNETES_VERSION ETCD_VERSION CONTROLLER_TOOLS_VERSION CLUSTER_API_VERS
 export TERRAFORM_VERSION TERRAFORM_NESTED_VERSION
 # envtest finds etcd and kube-apiserver here.
 export KUBEBUILDER_ASSETS := $(BIN)
+# envtest gives kube-apiserver 20 s to become ready; on 2 cores with the suites running in
+# parallel it has taken longer, which failed a suite before any test ran.
+KUBEBUILDER_CONTROLPLANE_START_TIMEOUT ?= 2m
+export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT
 
 CONTROLLER_GEN := $(BIN)/controller-gen
 GOLANGCI_LINT := $(BIN)/golangci-lint
