@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -192,12 +191,6 @@ func leasesOf(ns string) []coordinationv1.Lease {
 func runSeqOf(o client.Object) int64 {
 	v, _ := strconv.ParseInt(o.GetAnnotations()[infrav1.RunSeqAnnotation], 10, 64)
 	return v
-}
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	Expect(err).NotTo(HaveOccurred())
-	return b
 }
 
 var _ = fmt.Sprintf

@@ -9,7 +9,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -356,10 +355,3 @@ var _ = Describe("Acquire", func() {
 		Expect(m.Acquire(ctx, runlease.Request{Owner: noCluster, Holder: "j", Operation: infrav1.OperationPlan})).To(HaveField("Acquired", true))
 	})
 })
-
-// jobCount counts the Jobs of a namespace on the API server.
-func jobCount(ns string) int {
-	var jobs batchv1.JobList
-	Expect(admin.List(ctx, &jobs, client.InNamespace(ns))).To(Succeed())
-	return len(jobs.Items)
-}

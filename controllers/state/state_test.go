@@ -55,7 +55,7 @@ func TestParseRejectsWhatIsNotAState(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := state.Parse([]byte(tc.json))
-			expectStateError(t, err, tc.reason)
+			_ = expectStateError(t, err, tc.reason)
 		})
 	}
 }
@@ -111,7 +111,7 @@ func TestNothingPrintsASensitiveValue(t *testing.T) {
 		fmt.Sprintf("%s %q", s.Outputs, *s),
 	}, "\n")
 	// fmt prints a []byte field as decimal bytes (%v), as text (%s, %q) or as hex (%x).
-	forms := []string{secretValue, strings.Trim(fmt.Sprint([]byte(secretValue)), "[]"), fmt.Sprintf("%x", secretValue)}
+	forms := []string{secretValue, strings.Trim(fmt.Sprint([]byte(secretValue)), "[]"), fmt.Sprintf("%x", secretValue)} //nolint:staticcheck // the decimal byte form is what fmt prints for a []byte field
 	for _, f := range forms {
 		if strings.Contains(printed, f) {
 			t.Fatalf("a sensitive value was printed (as %q):\n%s", f, printed)
@@ -218,16 +218,16 @@ func TestFromSecretLayouts(t *testing.T) {
 	})
 	t.Run("tfstate plus an unknown key", func(t *testing.T) {
 		_, err := state.FromSecret(secret(map[string][]byte{"tfstate": gz(t, good), "chunks": []byte("2")}))
-		expectStateError(t, err, state.ReasonStateLayoutUnknown)
+		_ = expectStateError(t, err, state.ReasonStateLayoutUnknown)
 	})
 	t.Run("plain JSON, not gzip", func(t *testing.T) {
 		_, err := state.FromSecret(secret(map[string][]byte{"tfstate": good}))
-		expectStateError(t, err, state.ReasonStateCorrupt)
+		_ = expectStateError(t, err, state.ReasonStateCorrupt)
 	})
 	t.Run("truncated gzip", func(t *testing.T) {
 		z := gz(t, good)
 		_, err := state.FromSecret(secret(map[string][]byte{"tfstate": z[:len(z)-10]}))
-		expectStateError(t, err, state.ReasonStateCorrupt)
+		_ = expectStateError(t, err, state.ReasonStateCorrupt)
 	})
 	t.Run("gzip of a bad state", func(t *testing.T) {
 		_, err := state.FromSecret(secret(map[string][]byte{"tfstate": gz(t, []byte(`{"version": 4, "outputs": "x"}`))}))
@@ -249,7 +249,7 @@ func TestFromSecretLayouts(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := state.FromSecret(secret(map[string][]byte{"tfstate": buf.Bytes()}))
-		expectStateError(t, err, state.ReasonStateTooLarge)
+		_ = expectStateError(t, err, state.ReasonStateTooLarge)
 	})
 }
 

@@ -2,9 +2,9 @@ package e2e_test
 
 import (
 	"bytes"
-	"strconv"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
