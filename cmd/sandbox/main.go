@@ -123,7 +123,7 @@ func run() error {
 	}()
 	began := time.Now()
 	out := io.Writer(os.Stdout)
-	var jobsOut io.Writer = out
+	jobsOut := out
 	if f.quietJobs {
 		jobsOut = io.Discard
 	}

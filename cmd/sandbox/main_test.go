@@ -149,7 +149,9 @@ func startSandbox(t *testing.T, stdoutR *os.File, stdoutW *os.File, args ...stri
 	t.Cleanup(func() {
 		if r.cmd.ProcessState == nil {
 			_ = r.cmd.Process.Kill()
-			<-r.exited
+			if err := <-r.exited; err != nil {
+				t.Logf("sandbox killed at cleanup: %v", err)
+			}
 		}
 	})
 	sc := bufio.NewScanner(stdoutR)

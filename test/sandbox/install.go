@@ -408,7 +408,7 @@ func (s *Sandbox) ApplySamples(ctx context.Context, namespace string) error {
 				continue
 			}
 			u.SetNamespace(namespace)
-			if err := s.client.Patch(ctx, u, client.Apply, client.FieldOwner("captf-sandbox"), client.ForceOwnership); err != nil {
+			if err := s.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("captf-sandbox"), client.ForceOwnership); err != nil {
 				return fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)
 			}
 		}

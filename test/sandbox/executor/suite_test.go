@@ -54,7 +54,7 @@ func TestExecutor(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	SetDefaultEventuallyTimeout(30 * time.Second)
+	SetDefaultEventuallyTimeout(90 * time.Second)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 	ctx, cancel = context.WithCancel(context.Background())
 	var err error
@@ -333,7 +333,8 @@ var _ = Describe("native sidecars and projected volumes", func() {
 	It("starts the main container only once the sidecar's startup probe succeeded", func() {
 		ns := newNamespace()
 		sc := channelSidecar("--ready-after=2s")
-		sc.StartupProbe = &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 30, ProbeHandler: corev1.ProbeHandler{
+		// A generous timeout: the probe is this test binary, slow to start under -race.
+		sc.StartupProbe = &corev1.Probe{PeriodSeconds: 1, TimeoutSeconds: 20, FailureThreshold: 30, ProbeHandler: corev1.ProbeHandler{
 			Exec: &corev1.ExecAction{Command: []string{runnerapi.RunnerPath, "probe", "--dir=" + channelDir}}}}
 		job := newJob(ns, "probe", channelPodSpec(sc))
 		Expect(k8s.Create(ctx, job)).To(Succeed())
@@ -346,7 +347,7 @@ var _ = Describe("native sidecars and projected volumes", func() {
 	It("kills a sidecar whose startup probe keeps failing, starts it again, and never starts the main container", func() {
 		ns := newNamespace()
 		sc := channelSidecar()
-		sc.StartupProbe = &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 2, ProbeHandler: corev1.ProbeHandler{
+		sc.StartupProbe = &corev1.Probe{PeriodSeconds: 1, TimeoutSeconds: 20, FailureThreshold: 2, ProbeHandler: corev1.ProbeHandler{
 			Exec: &corev1.ExecAction{Command: []string{runnerapi.RunnerPath, "probe", "--dir=" + channelDir}}}}
 		job := newJob(ns, "unready", channelPodSpec(sc))
 		Expect(k8s.Create(ctx, job)).To(Succeed())
