@@ -224,7 +224,6 @@ func (s *session) prepare(ctx context.Context, res *runnerapi.Result) (prepared,
 	if err := CopyModule(cfg.ModuleDir, s.dir); err != nil {
 		return p, err
 	}
-	var backendConfig []string
 	if p.channel != nil {
 		if err := os.WriteFile(filepath.Join(s.dir, BackendOverrideFile), HTTPBackendOverride(), 0o644); err != nil {
 			return p, fmt.Errorf("write backend override: %w", err)
@@ -248,7 +247,7 @@ func (s *session) prepare(ctx context.Context, res *runnerapi.Result) (prepared,
 	}
 	p.pushFile = filepath.Join(cfg.WorkDir, "restore.tfstate")
 	p.planFile = filepath.Join(cfg.WorkDir, PlanFileName)
-	if p.steps, err = Steps(cfg.Operation, StepOptions{VarFile: p.in.VarFile, LockTimeout: cfg.LockTimeout, PushFile: p.pushFile, BackendConfig: backendConfig,
+	if p.steps, err = Steps(cfg.Operation, StepOptions{VarFile: p.in.VarFile, LockTimeout: cfg.LockTimeout, PushFile: p.pushFile,
 		PlanFile: p.planFile, ApplySavedPlan: cfg.PlanID != "", SavePlan: p.channel != nil}); err != nil {
 		return p, err
 	}

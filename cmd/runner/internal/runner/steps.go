@@ -48,8 +48,6 @@ type StepOptions struct {
 	// PushFile is the state file `state push` reads (restore only); the runner writes it after
 	// `state pull`.
 	PushFile string
-	// BackendConfig are init's -backend-config key=value settings.
-	BackendConfig []string
 	// PlanFile is where plan, drift and refresh save their plan (`-out`), and where an apply of
 	// a saved plan finds it.
 	PlanFile string
@@ -68,9 +66,6 @@ func Steps(op string, o StepOptions) ([]Step, error) {
 	// -reconfigure: use the backend as configured now and never offer to migrate a state from
 	// a backend recorded in a .terraform folder that came with the module.
 	init := Step{Name: StepInit, Args: []string{"init", "-input=false", "-no-color", "-reconfigure"}}
-	for _, kv := range o.BackendConfig {
-		init.Args = append(init.Args, "-backend-config="+kv)
-	}
 	planOut := "-out=" + o.PlanFile
 	showJSON := Step{Name: StepShowJSON, Args: []string{"show", "-json", o.PlanFile}, Capture: true}
 	switch op {
