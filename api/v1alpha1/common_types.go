@@ -140,6 +140,14 @@ const (
 	SecretRoleOutputs     = "outputs"
 )
 
+// MoveLabel makes `clusterctl move` move a Secret (or ConfigMap) along with the cluster
+// (clusterctl's label).
+const MoveLabel = "clusterctl.cluster.x-k8s.io/move"
+
+// VariablesLabel, set to "true", opts a Secret or ConfigMap in as a variablesFrom source: CAPTF
+// reads no other, so an object's author cannot feed another workload's Secret into a module.
+const VariablesLabel = "captf.io/variables"
+
 // Lease kinds, the values of LeaseLabel.
 const (
 	LeaseKindRun     = "run"

@@ -14,7 +14,7 @@ import (
 // opt-in anyone allowed to create a TerraformMachine could feed another workload's Secret (a
 // database password, a token) into a module, whose outputs and logs they read.
 const (
-	VariablesLabel      = "captf.io/variables"
+	VariablesLabel      = infrav1.VariablesLabel
 	VariablesLabelValue = "true"
 )
 

@@ -36,8 +36,8 @@ const (
 	HashKey = "hash"
 )
 
-// MoveLabel makes `clusterctl move` move a Secret along with the cluster.
-const MoveLabel = "clusterctl.cluster.x-k8s.io/move"
+// MoveLabel makes `clusterctl move` move a Secret along with the cluster (infrav1.MoveLabel).
+const MoveLabel = infrav1.MoveLabel
 
 // BackendConfig is the content of BackendKey: where the runner's kubernetes backend keeps the
 // state (the Secret naming.StateSecretName(SecretSuffix) in Namespace).

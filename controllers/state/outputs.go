@@ -14,8 +14,8 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 )
 
-// MoveLabel makes `clusterctl move` move a Secret along with the cluster.
-const MoveLabel = "clusterctl.cluster.x-k8s.io/move"
+// MoveLabel makes `clusterctl move` move a Secret along with the cluster (infrav1.MoveLabel).
+const MoveLabel = infrav1.MoveLabel
 
 // maxSecretBytes is what the API server lets a Secret's data hold.
 const maxSecretBytes = 1 << 20
@@ -70,6 +70,8 @@ func OutputsSecret(owner metav1.Object, gvk schema.GroupVersionKind, suffix stri
 	}
 	labels := naming.OwnerLabels(gvk.Kind, owner.GetName(), owner.GetLabels()[infrav1.ClusterNameLabel])
 	labels[MoveLabel] = ""
+	// Offered to other objects' variablesFrom (a machine module reading its cluster's outputs).
+	labels[infrav1.VariablesLabel] = "true"
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            naming.OutputsSecretName(suffix),
