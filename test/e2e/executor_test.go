@@ -36,13 +36,23 @@ var _ = Describe("the executor, playing the Job controller and the kubelet", fun
 		c := shared.Client()
 		const sa = "e2e-runner"
 		Expect(c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}})).To(Succeed())
-		Expect(c.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa}, Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "create", "update"}},
-			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
-		}})).To(Succeed())
-		Expect(c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: sa},
-			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}})).To(Succeed())
+		// What the controller prepares before an object's first Job (controllers/engine/rbac.go):
+		// the state channel's Role, and the empty state Secret, lock Lease and run lease it
+		// reads and writes (it may create nothing).
+		prepare := func(name, job string) {
+			GinkgoHelper()
+			suffix := naming.StateSuffix(ns, "E2E", name)
+			Expect(c.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa + "-" + name}, Rules: jobs.RunnerPolicyRules(suffix)})).To(Succeed())
+			Expect(c.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sa + "-" + name},
+				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: sa + "-" + name},
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}})).To(Succeed())
+			Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.StateSecretName(suffix),
+				Labels: runnerapi.StateLabels(suffix)}})).To(Succeed())
+			Expect(c.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.StateLockLeaseName(suffix),
+				Labels: runnerapi.StateLabels(suffix)}})).To(Succeed())
+			Expect(c.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.RunLeaseName(suffix)},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(job)}})).To(Succeed())
+		}
 
 		// The module, which also owns the Jobs (the garbage collector keeps them while it
 		// exists); no CAPTF object is involved, so the controller leaves these Jobs alone.
@@ -62,6 +72,7 @@ var _ = Describe("the executor, playing the Job controller and the kubelet", fun
 				Defaults: jobs.Defaults{RunnerImage: "captf/manager:e2e"},
 			})
 			Expect(err).NotTo(HaveOccurred())
+			prepare(name, job.Name)
 			job.Labels[infrav1.OwnerNameLabel] = name
 			job.Spec.Template.Labels[infrav1.OwnerNameLabel] = name
 			// Bounded, so a terraform that does not stop cannot hold the spec for CAPTF's 600 s.

@@ -41,6 +41,21 @@ func runSeqOf(sb target, o *infrav1.TerraformCluster) string {
 	return o.Annotations[infrav1.RunSeqAnnotation]
 }
 
+// describeState prints the state and the backups, with their serials and lineages.
+func describeState(sb target, ns, name, when string) {
+	st := stateOf(sb, infrav1.TerraformClusterKind, ns, name)
+	var list corev1.SecretList
+	_ = sb.Client().List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{infrav1.SecretRoleLabel: infrav1.SecretRoleStateBackup})
+	fmt.Fprintf(GinkgoWriter, "STATE %s: ", when)
+	if st != nil {
+		fmt.Fprintf(GinkgoWriter, "serial %d lineage %s generation %v;", st.Serial, st.Lineage, generationIn(st))
+	}
+	for _, b := range list.Items {
+		fmt.Fprintf(GinkgoWriter, " backup %s serial %s lineage %s;", b.Name, b.Annotations[infrav1.BackupSerialAnnotation], b.Annotations[infrav1.BackupLineageAnnotation])
+	}
+	fmt.Fprintln(GinkgoWriter)
+}
+
 // managedResources counts the resources a state tracks.
 func managedResources(st *tfState) int {
 	n := 0
@@ -72,6 +87,7 @@ var _ = Describe("The state, with real Terraform", func() {
 		fmt.Fprintf(GinkgoWriter, "%s", kubectl(sb, "get", "-n", ns, "secrets", "-l", "captf.io/secret-role=state-backup"))
 		eventuallyReady(sb, o)
 
+		describeState(sb, ns, name, "after two applies")
 		By("restore the first serial: the state equals that backup, with a newer serial; nothing else runs")
 		latest := stateOf(sb, infrav1.TerraformClusterKind, ns, name)
 		kubectl(sb, "annotate", "-n", ns, "terraformcluster", name, fmt.Sprintf("captf.io/restore-state=%d", backups[1].Serial))
@@ -89,6 +105,7 @@ var _ = Describe("The state, with real Terraform", func() {
 		seq := runSeqOf(sb, o)
 		Consistently(func() string { return runSeqOf(sb, o) }, 5*time.Second).Should(Equal(seq), "after the restore, the next pass starts no Job")
 
+		describeState(sb, ns, name, "after the first restore")
 		By("the state Secret is deleted: held by its finalizer")
 		stateSecret := types.NamespacedName{Namespace: ns, Name: naming.StateSecretName(suffix)}
 		kubectl(sb, "delete", "secret", "-n", ns, stateSecret.Name, "--wait=false")
@@ -109,6 +126,7 @@ var _ = Describe("The state, with real Terraform", func() {
 		Expect(eventuallyFinished(sb, eventuallyRunning(sb, infrav1.TerraformClusterKind, ns, name, infrav1.OperationRestore)).Status.Succeeded).To(Equal(int32(1)))
 		Eventually(func() any { return generationIn(stateOf(sb, infrav1.TerraformClusterKind, ns, name)) }).Should(Equal(float64(3)))
 		eventuallyReady(sb, o)
+		describeState(sb, ns, name, "after the recovery")
 		final := stateOf(sb, infrav1.TerraformClusterKind, ns, name)
 		Expect(final.Lineage).To(Equal(first.Lineage))
 		Expect(managedResources(final)).To(Equal(managedResources(first)), "no resource was created a second time")

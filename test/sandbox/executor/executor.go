@@ -160,6 +160,9 @@ func (e *Executor) SetupWithManager(mgr manager.Manager) error {
 	if err := e.setupJobController(mgr); err != nil {
 		return err
 	}
+	if err := e.setupSecretCollector(mgr); err != nil {
+		return err
+	}
 	if err := e.setupNode(mgr); err != nil {
 		return err
 	}
