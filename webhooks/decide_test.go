@@ -309,3 +309,15 @@ func TestManagerUsername(t *testing.T) {
 		}
 	}
 }
+
+func TestServiceAccountFromEnv(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	if got := webhooks.ServiceAccountFromEnv(env(map[string]string{webhooks.EnvPodNamespace: "captf-system", webhooks.EnvPodServiceAccount: "captf-controller-manager"})); got != "captf-system/captf-controller-manager" {
+		t.Fatalf("got %q", got)
+	}
+	for _, m := range []map[string]string{{}, {webhooks.EnvPodNamespace: "ns"}, {webhooks.EnvPodServiceAccount: "sa"}} {
+		if got := webhooks.ServiceAccountFromEnv(env(m)); got != "" {
+			t.Fatalf("%v: got %q, want nothing", m, got)
+		}
+	}
+}

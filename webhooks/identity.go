@@ -30,7 +30,8 @@ var GarbageCollectorUsers = []string{
 // ManagerUsername turns the manager flag --manager-service-account into the username the API
 // server gives the manager's requests. It accepts "<namespace>/<name>" (a ServiceAccount) or
 // the full username "system:serviceaccount:<namespace>:<name>". An empty value stays empty:
-// Setup then asks the API server who the manager is (WhoAmI).
+// Setup then looks at the Pod's environment (ServiceAccountFromEnv), and failing that asks the
+// API server who the manager is (WhoAmI).
 func ManagerUsername(flag string) (string, error) {
 	v := strings.TrimSpace(flag)
 	if v == "" {
@@ -76,6 +77,23 @@ func WhoAmI(ctx context.Context, cfg *rest.Config) (string, error) {
 		return "", fmt.Errorf("who am i: the API server returned no username")
 	}
 	return r.Status.UserInfo.Username, nil
+}
+
+// The environment variables config/manager sets from the downward API: the Pod's namespace and
+// ServiceAccount. Setup takes the manager's identity from them when no flag names it.
+const (
+	EnvPodNamespace      = "POD_NAMESPACE"
+	EnvPodServiceAccount = "POD_SERVICE_ACCOUNT"
+)
+
+// ServiceAccountFromEnv returns "<namespace>/<name>" from EnvPodNamespace and
+// EnvPodServiceAccount, or "" unless both are set. getenv is os.Getenv in the manager.
+func ServiceAccountFromEnv(getenv func(string) string) string {
+	ns, name := strings.TrimSpace(getenv(EnvPodNamespace)), strings.TrimSpace(getenv(EnvPodServiceAccount))
+	if ns == "" || name == "" {
+		return ""
+	}
+	return ns + "/" + name
 }
 
 // Identities decides who the Lease and Job guards let through without looking at evidence.

@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"os"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,8 +62,10 @@ type Options struct {
 	// ManagerServiceAccount is the manager's own identity (manager flag
 	// --manager-service-account): "<namespace>/<name>" or the full username
 	// "system:serviceaccount:<namespace>:<name>". The Lease and Job guards let its writes through
-	// before reading anything. Empty by default: Setup asks the API server which user the
-	// manager's credentials authenticate as (WhoAmI), which in a Pod is its ServiceAccount.
+	// before reading anything. Empty by default: Setup takes the Pod's namespace and
+	// ServiceAccount from the environment config/manager sets from the downward API
+	// (ServiceAccountFromEnv), and without them asks the API server which user the manager's
+	// credentials authenticate as (WhoAmI).
 	ManagerServiceAccount string
 }
 
@@ -74,7 +77,11 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if leases == nil {
 		leases = runlease.New(mgr.GetClient(), reader, runlease.DefaultOptions())
 	}
-	user, err := ManagerUsername(o.ManagerServiceAccount)
+	sa := o.ManagerServiceAccount
+	if sa == "" {
+		sa = ServiceAccountFromEnv(os.Getenv)
+	}
+	user, err := ManagerUsername(sa)
 	if err != nil {
 		return err
 	}

@@ -20,6 +20,7 @@ import (
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -36,6 +37,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/certs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/setup"
 )
 
@@ -332,7 +334,15 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 		probeAddr = "127.0.0.1:" + strconv.Itoa(pp)
 		webhookAddr = "127.0.0.1:" + strconv.Itoa(wp)
 
+		// The identity the Deployment passes, resolved from its downward API: the
+		// ServiceAccount the test impersonates.
+		d, c, err := managerDeployment(generated)
+		Expect(err).NotTo(HaveOccurred())
+		identity, err := managerIdentity(d, c)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(identity).To(Equal(systemNS + "/" + managerSA))
 		mgr, err := setup.New(asServiceAccount(cfg), setup.Options{
+			ManagerServiceAccount:   identity,
 			MetricsAddr:             "0",
 			ProbeAddr:               probeAddr,
 			LeaderElection:          true,
@@ -407,17 +417,70 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 		apply(samples)
 
 		// The manager, as its service account, created the runner's RBAC (it may grant only
-		// what it holds itself) and started an apply Job for the sample cluster.
+		// what it holds itself: the sample cluster's own account, Role and RoleBinding) and
+		// started an apply Job for the sample cluster.
+		runner := naming.RunnerServiceAccountName(naming.StateSuffix(samplesNS, infrav1.TerraformClusterKind, "sample"))
 		Eventually(func(g Gomega) {
-			g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: samplesNS, Name: "captf-runner"}, &rbacv1.Role{})).To(Succeed())
-			g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: samplesNS, Name: "captf-runner"}, &rbacv1.RoleBinding{})).To(Succeed())
-			g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: samplesNS, Name: "captf-runner"}, &corev1.ServiceAccount{})).To(Succeed())
+			g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: samplesNS, Name: runner}, &rbacv1.Role{})).To(Succeed())
+			g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: samplesNS, Name: runner}, &rbacv1.RoleBinding{})).To(Succeed())
+			g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: samplesNS, Name: runner}, &corev1.ServiceAccount{})).To(Succeed())
 			var js batchv1.JobList
 			g.Expect(admin.List(ctx, &js, client.InNamespace(samplesNS), client.MatchingLabels{
 				infrav1.OwnerKindLabel: infrav1.TerraformClusterKind, infrav1.OwnerNameLabel: "sample"})).To(Succeed())
 			g.Expect(js.Items).NotTo(BeEmpty(), "no Job for TerraformCluster sample yet")
 			g.Expect(js.Items[0].Spec.Template.Spec.InitContainers[0].Image).To(Equal(testImage))
 		}).WithTimeout(30 * time.Second).Should(Succeed())
+	})
+
+	It("guards a TerraformCluster in the manager's own namespace like any other (no namespace is exempt)", func() {
+		// The samples again, in captf-system: the controller reconciles CAPTF's kinds there too,
+		// so the guards must apply there too.
+		samples, err := kustomizeBuild("config/samples")
+		Expect(err).NotTo(HaveOccurred())
+		for _, u := range samples {
+			u.SetNamespace(systemNS)
+		}
+		apply(samples)
+		var job batchv1.Job
+		Eventually(func(g Gomega) {
+			var js batchv1.JobList
+			g.Expect(admin.List(ctx, &js, client.InNamespace(systemNS), client.MatchingLabels{
+				infrav1.OwnerKindLabel: infrav1.TerraformClusterKind, infrav1.OwnerNameLabel: "sample"})).To(Succeed())
+			g.Expect(js.Items).NotTo(BeEmpty(), "no Job for TerraformCluster %s/sample yet", systemNS)
+			job = js.Items[0]
+			var tc infrav1.TerraformCluster
+			g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: systemNS, Name: "sample"}, &tc)).To(Succeed())
+			g.Expect(tc.Annotations).To(HaveKey(infrav1.BlockMoveAnnotation))
+			g.Expect(tc.Status.ActiveJob).NotTo(BeNil())
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		// envtest runs no Job controller: a Job without status has not finished, so it runs.
+
+		tc := &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: systemNS, Name: "sample"}}
+		for what, patch := range map[string]string{
+			"remove block-move":     `{"metadata":{"annotations":{"clusterctl.cluster.x-k8s.io/block-move":null}}}`,
+			"remove the finalizers": `{"metadata":{"finalizers":null}}`,
+		} {
+			err := admin.Patch(ctx, tc, client.RawPatch(types.MergePatchType, []byte(patch)))
+			Expect(err).To(HaveOccurred(), "%s in %s while Job %s runs", what, systemNS, job.Name)
+			Expect(err.Error()).To(ContainSubstring(`admission webhook "guard.captf.io" denied the request`), what)
+			Expect(err.Error()).To(ContainSubstring("Job "+job.Name), what)
+		}
+		err = admin.Status().Patch(ctx, tc, client.RawPatch(types.MergePatchType, []byte(`{"status":{"activeJob":null}}`)))
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring(`admission webhook "guard.captf.io" denied the request`))
+
+		By("the run lease and the Job are guarded there too")
+		var leases coordinationv1.LeaseList
+		Expect(admin.List(ctx, &leases, client.InNamespace(systemNS), client.MatchingLabels{
+			infrav1.LeaseLabel: infrav1.LeaseKindRun, infrav1.OwnerNameLabel: "sample"})).To(Succeed())
+		Expect(leases.Items).To(HaveLen(1))
+		err = admin.Delete(ctx, &leases.Items[0])
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring(`admission webhook "lease-guard.captf.io" denied the request`))
+		err = admin.Patch(ctx, &job, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"captf.io/owner-name":"other"}}}`)))
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring(`admission webhook "job-guard.captf.io" denied the request`))
+		fmt.Fprintf(GinkgoWriter, "in %s, removing block-move, the finalizer and activeJob, deleting the run lease and relabelling the Job were all denied while Job %s runs\n", systemNS, job.Name)
 	})
 
 	It("serves a rotated certificate within 10 s while admission requests flow, and none fails", func() {

@@ -13,11 +13,14 @@ import (
 	"path/filepath"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
 // tool returns bin/<name>, built by `make test-bins`.
@@ -173,3 +176,31 @@ func argValue(args []string, name string) (string, bool) {
 }
 
 func contextWithCancel() (context.Context, context.CancelFunc) { return context.WithCancel(ctx) }
+
+// managerIdentity is the identity the manager takes for itself when it runs from the
+// Deployment: --manager-service-account when set, else the Pod's namespace and ServiceAccount,
+// which the container's POD_NAMESPACE and POD_SERVICE_ACCOUNT must carry from the downward API
+// (webhooks.ServiceAccountFromEnv), resolved here as the kubelet would.
+func managerIdentity(d *appsv1.Deployment, c *corev1.Container) (string, error) {
+	if v, ok := argValue(c.Args, "manager-service-account"); ok {
+		return v, nil
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil || e.ValueFrom.FieldRef == nil {
+			continue
+		}
+		switch e.ValueFrom.FieldRef.FieldPath {
+		case "metadata.namespace":
+			env[e.Name] = d.Namespace
+		case "spec.serviceAccountName":
+			env[e.Name] = d.Spec.Template.Spec.ServiceAccountName
+		}
+	}
+	id := webhooks.ServiceAccountFromEnv(func(k string) string { return env[k] })
+	if id == "" {
+		return "", fmt.Errorf("the manager container sets neither --manager-service-account nor %s and %s from the downward API",
+			webhooks.EnvPodNamespace, webhooks.EnvPodServiceAccount)
+	}
+	return id, nil
+}

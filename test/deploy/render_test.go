@@ -278,6 +278,11 @@ func checkManager(all objects) {
 	Expect(sc.Capabilities).NotTo(BeNil())
 	Expect(sc.Capabilities.Drop).To(ContainElement(corev1.Capability("ALL")))
 
+	// The manager knows its own identity from the downward API: its Pod's ServiceAccount.
+	id, err := managerIdentity(d, c)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(id).To(Equal(d.Namespace+"/"+d.Spec.Template.Spec.ServiceAccountName), "the manager's own identity")
+
 	// Jobs copy the runner from the manager's own image.
 	runner, ok := argValue(c.Args, "runner-image")
 	Expect(ok).To(BeTrue(), "the manager has no --runner-image")
