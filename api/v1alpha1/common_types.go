@@ -138,6 +138,7 @@ const (
 	SecretRoleStateBackup = "state-backup"
 	SecretRoleInputs      = "inputs"
 	SecretRoleOutputs     = "outputs"
+	SecretRolePlan        = "plan"
 )
 
 // MoveLabel makes `clusterctl move` move a Secret (or ConfigMap) along with the cluster

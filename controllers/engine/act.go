@@ -295,6 +295,9 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 	} else {
 		created = true
 		metrics.JobsStarted.WithLabelValues(p.r.Kind.Name(), string(op)).Inc()
+		if pl := p.ev.Pending; op == infrav1.OperationPlan && pl != nil {
+			p.emit(corev1.EventTypeNormal, "PlanSuperseded", fmt.Sprintf("plan %s no longer matches the inputs or the state (or was applied); Job %s plans again", pl.ID, name))
+		}
 		p.emit(corev1.EventTypeNormal, "JobStarted", fmt.Sprintf("started Job %s (%s)", name, op))
 		p.flush()
 	}

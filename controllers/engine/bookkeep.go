@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -39,6 +40,9 @@ type bookkept struct {
 	remediate  bool
 	// driftSummary says what changed (counts and addresses), when the runner reported it.
 	driftSummary string
+	// plan is the plan a successful plan Job stored; appliedPlan the plan ID an apply Job ran.
+	plan        *PlanRecord
+	appliedPlan string
 }
 
 // outputsResult is the outcome of reading the module's outputs (nil err: valid).
@@ -50,6 +54,10 @@ func judgeFinished(cur JobView, out jobs.Outcome, failuresBefore int, now time.T
 	b := bookkept{job: cur.Name, op: cur.Operation, outcome: out.Outcome, message: out.Message, at: now}
 	switch {
 	case out.Outcome == infrav1.RunSucceeded:
+	case out.PlanStale || out.PlanRefused != "":
+		// The saved plan no longer fits the state (or was refused before terraform ran):
+		// nothing was applied, and a new plan follows. Not a failure of the module.
+		b.failures = failuresBefore
 	case out.Outcome == infrav1.RunFenced, out.Outcome == infrav1.RunInterrupted:
 		// Fenced: another run owns the state now, this one wrote nothing. Interrupted: a
 		// deletion, an eviction or the deadline stopped it. Neither is a failure of the
@@ -79,6 +87,22 @@ func (b bookkept) markers(o Object, cur JobView, restoreSerial string) {
 	}
 	if cur.Operation == infrav1.OperationApply && b.outcome == infrav1.RunSucceeded {
 		removeAnnotation(o, infrav1.RemediateAnnotation)
+	}
+	if pl := b.plan; pl != nil {
+		if pl.Changes() {
+			setAnnotation(o, infrav1.PendingPlanAnnotation, pl.annotation())
+		} else {
+			// Nothing to apply: the inputs are in effect already.
+			setAnnotation(o, infrav1.AppliedHashAnnotation, pl.InputsHash)
+			removeAnnotation(o, infrav1.PendingPlanAnnotation)
+			removeAnnotation(o, infrav1.RemediateAnnotation)
+		}
+	}
+	if b.appliedPlan != "" && b.outcome != infrav1.RunFenced {
+		// At most once (I9): whatever happened, this plan is spent.
+		setAnnotation(o, infrav1.AppliedPlanAnnotation, b.appliedPlan)
+		removeAnnotation(o, infrav1.PendingPlanAnnotation)
+		removeAnnotation(o, infrav1.ApprovePlanAnnotation)
 	}
 	if cur.Operation == infrav1.OperationRestore {
 		if b.outcome == infrav1.RunSucceeded {
@@ -143,6 +167,15 @@ func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
 		}
 	}
 
+	b.appliedPlan = job.Annotations[infrav1.PlanIDAnnotation]
+	if cur.Operation == infrav1.OperationPlan && b.outcome == infrav1.RunSucceeded {
+		pl, err := p.readPlan(ctx, cur)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		b.plan = pl
+	}
+
 	var outputs *state.State
 	var outputsErr error
 	if cur.Operation == infrav1.OperationApply && b.outcome == infrav1.RunSucceeded {
@@ -199,6 +232,10 @@ func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
 			"Job %s broke the stale state lock %s held by pod %s of Job %s (%s), which had ended without releasing it", b.job, lb.LockID, lb.Pod, lb.Job, lb.Who))
 	}
 	p.rep.lockHolder = out.LockHolder
+	if pl := b.plan; pl != nil && pl.Changes() {
+		p.emit(corev1.EventTypeNormal, "PlanSaved", fmt.Sprintf("Job %s saved plan %s (%s); it applies once approved: kubectl annotate %s %s %s=%s",
+			b.job, pl.ID, pl.Counts(), strings.ToLower(p.r.Kind.Name()), p.obj.GetName(), infrav1.ApprovePlanAnnotation, pl.ID))
+	}
 	if backup != nil {
 		p.emit(corev1.EventTypeNormal, "StateBackedUp", fmt.Sprintf("state serial %d backed up to %s", backup.Serial, backup.Name))
 		p.rep.backups = p.pruneBackups(ctx, append([]BackupView{*backup}, p.ev.Backups...))

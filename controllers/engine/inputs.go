@@ -131,7 +131,7 @@ func (p *pass) jobParams(seq int64, op infrav1.Operation, hash string) jobs.Para
 	return jobs.Params{
 		Owner: jobs.Owner{APIVersion: gvk.GroupVersion().String(), Kind: p.r.Kind.Name(), Name: p.obj.GetName(),
 			Namespace: p.obj.GetNamespace(), UID: p.obj.GetUID(), Cluster: p.owner.Cluster},
-		Suffix: p.suffix, Seq: seq, Operation: op, InputsHash: hash,
+		Suffix: p.suffix, Seq: seq, Operation: op, InputsHash: hash, PlanID: p.d.PlanID,
 		Spec: *p.obj.GetTerraformSpec(), Defaults: p.jobDefaults(),
 	}
 }

@@ -1,12 +1,18 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 )
 
 // PlanRecord is the durable record of a saved plan that waits for approval: the annotation
@@ -102,4 +108,28 @@ func addressesNote(a []string) string {
 		return ""
 	}
 	return ": " + strings.Join(a[:min(len(a), 5)], ", ") + map[bool]string{true: ", ...", false: ""}[len(a) > 5]
+}
+
+// readPlan reads the record a plan Job's state channel stored in the plan Secret, live.
+func (p *pass) readPlan(ctx context.Context, cur JobView) (*PlanRecord, error) {
+	s := &corev1.Secret{}
+	name := naming.PlanSecretName(p.suffix)
+	if err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: name}, s); err != nil {
+		return nil, fmt.Errorf("read plan secret %s: %w", name, err)
+	}
+	var rec runnerapi.PlanRecord
+	if err := json.Unmarshal(s.Data[runnerapi.PlanRecordKey], &rec); err != nil {
+		return nil, fmt.Errorf("read the plan record of %s: %w", name, err)
+	}
+	if rec.Job != cur.Name {
+		return nil, fmt.Errorf("plan secret %s holds the plan of Job %s, not of %s", name, rec.Job, cur.Name)
+	}
+	out := &PlanRecord{ID: rec.ID, Job: rec.Job, Secret: name, InputsHash: rec.InputsHash, Serial: int64(rec.StateSerial),
+		Lineage: rec.StateLineage, Create: int32(rec.Create), Update: int32(rec.Update), Replace: int32(rec.Replace),
+		Delete: int32(rec.Delete), Addresses: rec.Addresses, Reason: string(infrav1.ApplyPolicyManual)}
+	if p.ev.ApplyPolicy != infrav1.ApplyPolicyManual {
+		out.Reason = "DestructiveChanges"
+	}
+	out.Created, _ = time.Parse(time.RFC3339, rec.CreatedAt)
+	return out, nil
 }

@@ -8,6 +8,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -59,6 +60,9 @@ func (p *pass) ensureRunnerAccess(ctx context.Context) error {
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: p.runnerAccount(), Namespace: ns}},
 		})
 
+	objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.PlanSecretName(p.suffix),
+		Labels: p.ownerLabels(infrav1.SecretRolePlan), OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(p.obj, gvk)}},
+		Type: corev1.SecretTypeOpaque})
 	stateLabels := p.ownerLabels(infrav1.SecretRoleState)
 	maps.Copy(stateLabels, runnerapi.StateLabels(p.suffix))
 	objs = append(objs,
@@ -72,8 +76,13 @@ func (p *pass) ensureRunnerAccess(ctx context.Context) error {
 		err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: o.GetName()}, existing)
 		switch {
 		case err == nil:
-			if rb, ok := existing.(*rbacv1.RoleBinding); ok {
-				if err := p.rebind(ctx, rb); err != nil {
+			switch e := existing.(type) {
+			case *rbacv1.RoleBinding:
+				if err := p.rebind(ctx, e); err != nil {
+					return err
+				}
+			case *rbacv1.Role:
+				if err := p.updateRules(ctx, e); err != nil {
 					return err
 				}
 			}
@@ -84,6 +93,20 @@ func (p *pass) ensureRunnerAccess(ctx context.Context) error {
 		if err := p.r.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
 		}
+	}
+	return nil
+}
+
+// updateRules brings a Role created by an earlier version up to the rules the channel needs
+// now (the plan Secret, for example).
+func (p *pass) updateRules(ctx context.Context, role *rbacv1.Role) error {
+	want := jobs.RunnerPolicyRules(p.suffix)
+	if equality.Semantic.DeepEqual(role.Rules, want) {
+		return nil
+	}
+	role.Rules = want
+	if err := p.r.Client.Update(ctx, role); err != nil {
+		return fmt.Errorf("update runner role %s: %w", role.Name, err)
 	}
 	return nil
 }
