@@ -247,6 +247,29 @@ func describeChannel(bin string) {
 			Expect(restored.Serial).To(BeNumerically(">", beta.Serial))
 		})
 
+		It("restores a backup onto an absent state keeping its lineage and serial", func() {
+			src := newTestObject(bin)
+			src.prepare()
+			_, code, raw := src.runJob(runnerapi.OperationApply, map[string]any{"name": "alpha"})
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			backup, alpha := src.readState()
+
+			o := newTestObject(bin)
+			o.prepare() // the pre-created state Secret holds no state
+			res, code, raw := o.startRestoreJob(runnerapi.OperationRestore, map[string]any{"name": "alpha"}, alpha, 10*time.Second).wait()
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(stepNames(res)).To(Equal([]string{"init", "state-pull", "state-push"}))
+			restored, _ := o.readState()
+			Expect(restored.Lineage).To(Equal(backup.Lineage), "terraform's state push would have given it a new lineage")
+			Expect(restored.Serial).To(Equal(backup.Serial))
+			Expect(restored.Outputs["greeting"].Value).To(Equal("hello alpha"))
+			Expect(o.lockLease().Spec.HolderIdentity).To(BeNil(), "the restore released the lock")
+
+			res, code, raw = o.runJob(runnerapi.OperationPlan, map[string]any{"name": "alpha"})
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(res.Changes).To(HaveValue(BeFalse()), "terraform reads the restored state as its own")
+		})
+
 		It("reads and updates a state the kubernetes backend wrote, and the kubernetes backend reads the update", func() {
 			o := newTestObject(bin)
 			_, code, raw := o.startRunner(runnerapi.OperationApply, map[string]any{"name": "before"}, nil, "", 10*time.Second).wait()

@@ -294,6 +294,19 @@ func (s *session) runSteps(ctx context.Context, p prepared, res *runnerapi.Resul
 			if err != nil {
 				return stepsEnd{err: badInput("read %s: %w", runnerapi.KeyRestoreState, err)}
 			}
+			if absentState(pulled) {
+				// No state at all: terraform would push the backup under a new lineage.
+				if p.channel == nil {
+					return stepsEnd{err: errSeedNeedsChannel}
+				}
+				start := time.Now()
+				if err := s.seedState(ctx, *p.channel, backup); err != nil {
+					return stepsEnd{err: err}
+				}
+				rs := runnerapi.Step{Name: st.Name, DurationMs: time.Since(start).Milliseconds()}
+				res.Steps = append(res.Steps, rs)
+				return stepsEnd{step: st, ran: true, rec: rs, last: last}
+			}
 			push, err := planRestore(pulled, backup, p.in.Restore)
 			if err != nil {
 				return stepsEnd{err: err}

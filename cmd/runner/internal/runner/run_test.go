@@ -33,7 +33,9 @@ func TestArgsPerOperation(t *testing.T) {
 			f := newFixture(t, tc.op, nil)
 			if tc.op == runnerapi.OperationRestore {
 				write(t, filepath.Join(f.cfg.InputsDir, runnerapi.KeyRestoreState), `{"version":4,"lineage":"l1","serial":3,"resources":[],"outputs":{}}`)
-				f.env("FAKE_TF_PUSHED=" + filepath.Join(t.TempDir(), "pushed"))
+				current := filepath.Join(t.TempDir(), "current")
+				write(t, current, `{"version":4,"lineage":"l0","serial":1,"resources":[],"outputs":{}}`)
+				f.env("FAKE_TF_PULL="+current, "FAKE_TF_PUSHED="+filepath.Join(t.TempDir(), "pushed"))
 			}
 			res, code := f.run()
 			if code != runnerapi.ExitOK || res.Outcome != runnerapi.OutcomeSucceeded {

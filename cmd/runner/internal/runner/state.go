@@ -40,10 +40,21 @@ func parseStateHeader(b []byte) (stateHeader, error) {
 	return stateHeader{Version: *s.Version, Lineage: s.Lineage, Serial: *s.Serial, Resources: len(s.Resources), Outputs: len(s.Outputs)}, nil
 }
 
+// absentState reports that `state pull` found no state snapshot: it printed nothing, or the
+// placeholder terraform prints for a remote backend with no state (no lineage, serial 0).
+func absentState(pulled []byte) bool {
+	if len(bytes.TrimSpace(pulled)) == 0 {
+		return true
+	}
+	h, err := parseStateHeader(pulled)
+	return err == nil && h.Lineage == "" && h.Serial == 0
+}
+
 // planRestore decides what a restore pushes, given the state in the backend now (the output of
 // `state pull`, empty when there is none) and the state to restore. It never uses
 // `state push -force`:
-//   - no current state, or an empty one: push the backup as it is (any lineage);
+//   - an empty current state: push the backup as it is (any lineage); no state at all never
+//     reaches planRestore (seedState writes the backup itself, keeping its lineage);
 //   - the same lineage: push the backup with its serial raised above the current one, so
 //     terraform accepts it as the newer snapshot (rolling back is the point of a restore);
 //   - another lineage over a non-empty state: refuse. That backup belongs to other
