@@ -137,7 +137,10 @@ var _ = Describe("clusterctl move from one sandbox to another", func() {
 		var backups corev1.SecretList
 		Expect(target.Client().List(ctx, &backups, client.InNamespace(ns), client.MatchingLabels{
 			infrav1.SecretRoleLabel: infrav1.SecretRoleStateBackup, infrav1.OwnerKindLabel: infrav1.TerraformClusterKind})).To(Succeed())
-		Expect(len(backups.Items)).To(BeNumerically(">=", 2), "a backup after each of the two applies")
+		// clusterctl discovers the objects to move before it waits for block-move, so the backup
+		// of the apply that ran during the move stays in the source (docs/move.md); the state
+		// Secret carries that apply's state.
+		Expect(backups.Items).NotTo(BeEmpty(), "the backup of the first apply moved")
 		var oldest *corev1.Secret
 		serial := func(s *corev1.Secret) int64 {
 			n, err := strconv.ParseInt(s.Annotations[infrav1.BackupSerialAnnotation], 10, 64)

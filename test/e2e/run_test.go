@@ -142,11 +142,14 @@ var _ = Describe("make run with the samples", Ordered, func() {
 		}).Should(Succeed())
 		AddReportEntry("input change applied", since(began))
 		eventuallyReady(sb, &infrav1.TerraformMachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sample-pool"}})
-		Consistently(func() []batchv1.Job {
-			return jobsOf(sb, infrav1.TerraformMachinePoolKind, ns, "sample-pool", infrav1.OperationApply)
+		// Finished Jobs are pruned to the history limit, so the executor's own record counts the
+		// runs.
+		Consistently(func() []executor.Run {
+			return runsOf(readHistory(sb.HistoryFile()), infrav1.TerraformMachinePoolKind, ns, "sample-pool", infrav1.OperationApply)
 		}, 3*time.Second).Should(HaveLen(2), "one apply for the samples, one for the change")
-		Expect(jobsOf(sb, infrav1.TerraformClusterKind, ns, "sample", infrav1.OperationApply)).To(HaveLen(1))
-		Expect(jobsOf(sb, infrav1.TerraformMachineKind, ns, "sample-machine-0", infrav1.OperationApply)).To(HaveLen(1))
+		runs := readHistory(sb.HistoryFile())
+		Expect(runsOf(runs, infrav1.TerraformClusterKind, ns, "sample", infrav1.OperationApply)).To(HaveLen(1))
+		Expect(runsOf(runs, infrav1.TerraformMachineKind, ns, "sample-machine-0", infrav1.OperationApply)).To(HaveLen(1))
 	})
 
 	It("destroys everything through destroy Jobs when the Cluster is deleted, and leaves nothing behind", func() {
