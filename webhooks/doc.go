@@ -1,28 +1,40 @@
 // Package webhooks owns CAPTF's admission webhooks: the guard against unbacked removals, the
-// Lease guard, defaulting on create, and spec validation for the three reconciled kinds and
-// their templates. Setup registers all of them with a manager; the controller-gen markers in
-// markers.go plus the kustomize patches in config/webhook describe how the API server calls them.
+// Lease guard, the Job guard, defaulting on create, and spec validation for the three reconciled
+// kinds and their templates. Setup registers all of them with a manager; the controller-gen
+// markers in setup.go plus the kustomize patches in config/webhook describe how the API server
+// calls them.
 //
 // The guard (validating, UPDATE of TerraformCluster, TerraformMachine, TerraformMachinePool and
 // their /status) refuses a request that removes the clusterctl.cluster.x-k8s.io/block-move
 // annotation, clears or changes status.activeJob, or removes the provider finalizer, unless
-// live evidence backs it. The Lease guard refuses deleting a CAPTF run or cluster Lease whose
-// holder Job runs.
+// live evidence backs it. The Lease guard refuses changing (holder, duration, times, labels,
+// annotations) or deleting a CAPTF run or cluster Lease while it is live. The Job guard refuses
+// changing a managed Job's CAPTF labels or controller owner reference.
 //
 // Invariants:
 //   - Evidence is read through the API server (mgr.GetAPIReader()), never a cache, and judged by
-//     controllers/runlease (Manager.RunEvidence, Assess): the controller and the webhook apply
-//     one set of lease rules.
+//     controllers/runlease (Manager.RunEvidence, Manager.JudgeLease, Assess): the controller and
+//     the webhooks apply one set of lease rules.
 //   - A guarded removal is allowed only when no live run lease of the object has a holder Job
 //     of this object that runs (or has a non-terminal pod) or may still be created (lease inside
 //     the grace, Job not on the API server), and no Job named by the old status.activeJob runs
 //     or has a non-terminal pod. A change of status.activeJob to the live lease's holder is not
 //     a removal of evidence and passes when the old Job no longer runs.
-//   - A reading error denies (fail closed); a request that removes nothing is allowed whatever
-//     runs, so a mis-scoped matchCondition can slow writes but never refuse them.
-//   - The break-glass path allows a denied removal only for a member of a configured group that
-//     also sets captf.io/guard-override-reason on the new object; every use is logged and
-//     emitted as a Warning event (not on dry-run requests: the webhooks declare no side effects).
+//   - A Lease is judged as it was before the request, with its owner found from its name
+//     (runlease.OwnerOfLease), never from its labels alone; a lease inside its grace blocks as
+//     it blocks a removal on the object.
+//   - The manager's own identity (Options.ManagerServiceAccount, else the Pod's from the
+//     environment, else the API server's SelfSubjectReview) passes the Lease and Job guards
+//     before anything is read; the object guard never trusts it and judges the evidence.
+//   - The Job guard reads nothing; deleting a Job is never intercepted; the garbage collector
+//     (GarbageCollectorUsers) may only drop owner references.
+//   - A reading error denies (fail closed); a request that removes or changes nothing guarded
+//     is allowed whatever runs, so a mis-scoped matchCondition can slow writes but never refuse
+//     them.
+//   - The break-glass path allows a denied request only for a member of a configured group that
+//     also sets captf.io/guard-override-reason in the request (for a Lease deletion or /status,
+//     on the object); every use is logged and emitted as a Warning event (not on dry-run
+//     requests: the webhooks declare no side effects).
 //   - Defaulting is idempotent: applying it twice equals applying it once.
 //   - Spec validation is a set of pure functions returning field.ErrorList; the update of a
 //     deleting object is never refused for its spec.

@@ -106,4 +106,29 @@ var _ = Describe("The Job guard", func() {
 		fmt.Printf("  %-42s plain user: allowed\n\nA denial as the client sees it:\n%s\n\n", "delete the Job (--cascade=orphan)", sample)
 		Expect(strings.Contains(sample, "deleting is always allowed")).To(BeTrue())
 	})
+
+	It("keeps a running Job whose owner labels the manager stripped its object's, by its controller owner reference, and lets go once it ended", func() {
+		ns := newNamespace()
+		kind := infrav1.TerraformMachineKind
+		create(kind, ns, "m")
+		r, err := startRun(ctx, admin, kind, ns, "m", 1)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ensureMark(ctx, admin, kind, ns, "m", markBlockMove, "")).To(Succeed())
+		By("the manager, the one identity still allowed, strips the Job's CAPTF labels; the lease is past its grace")
+		Expect(patchJob(mgrClient, ns, r.job.Name, `{"metadata":{"labels":{"captf.io/managed":null,"captf.io/owner-kind":null,"captf.io/owner-name":null,"captf.io/operation":null,"cluster.x-k8s.io/cluster-name":null,"team":"infra"}}}`)).To(Succeed())
+		Expect(jobOf(ns, r.job.Name).Labels).NotTo(HaveKey(infrav1.OwnerNameLabel))
+		Expect(ageLease(ctx, mgrClient, ns, r.owner.RunLeaseName(), 10*60)).To(Succeed())
+
+		By("while it runs, its object keeps block-move and its lease stays")
+		out, err := attempt(kind, ns, "m", markBlockMove, methodMerge)
+		Expect(out).To(Equal(outDenied), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("Job " + r.job.Name))
+		err = admin.Delete(ctx, leaseOf(ns, r.owner.RunLeaseName()))
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+
+		By("once it ended, nothing holds the object")
+		r.job = jobOf(ns, r.job.Name)
+		Expect(r.finish(ctx, admin)).To(Succeed())
+		Expect(outcome(kind, ns, "m", markBlockMove, methodMerge)).To(Equal(outAllowed))
+	})
 })

@@ -67,6 +67,16 @@ func TestAssess(t *testing.T) {
 		return j
 	}
 	day := 24 * time.Hour
+	// stripped removes a Job's labels and gives it a controller owner reference to kind/name.
+	stripped := func(j *batchv1.Job, kind, name string) *batchv1.Job {
+		j.Labels = map[string]string{"team": "infra"}
+		j.OwnerReferences = []metav1.OwnerReference{{APIVersion: infrav1.GroupVersion.String(), Kind: kind, Name: name, UID: "u", Controller: ptr.To(true)}}
+		return j
+	}
+	withGroup := func(j *batchv1.Job, apiVersion string) *batchv1.Job {
+		j.OwnerReferences[0].APIVersion = apiVersion
+		return j
+	}
 	running := corev1.PodRunning
 
 	cases := []struct {
@@ -119,6 +129,12 @@ func TestAssess(t *testing.T) {
 		{"Job of another object, past the grace", lease(holder, nil), job(infrav1.TerraformMachineKind, "m2"), nil, 2 * time.Minute, true, runlease.FreeHolderForeign},
 		{"Job of another kind with the same name, past the grace", lease(holder, nil), job(infrav1.TerraformMachinePoolKind, "m1"), pods(pod(runlease.JobNameLabel, running)), 2 * time.Minute, true, runlease.FreeHolderForeign},
 		{"Job without owner labels, past the grace", lease(holder, nil), &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: holder}}, nil, 2 * time.Minute, true, runlease.FreeHolderForeign},
+		// Labels stripped while the Job runs: its controller owner reference still makes it the
+		// object's, for as long as it runs and no longer.
+		{"labels stripped, controller reference to the owner, running", lease(holder, nil), stripped(own(), owner.Kind, owner.Name), nil, time.Hour, false, runlease.LiveHolderRunning},
+		{"labels stripped, controller reference to the owner, finished", lease(holder, nil), stripped(own(batchv1.JobSuccessCriteriaMet, batchv1.JobComplete), owner.Kind, owner.Name), nil, time.Hour, true, runlease.FreeHolderFinished},
+		{"labels stripped, controller reference to another object", lease(holder, nil), stripped(own(), owner.Kind, "m2"), nil, 2 * time.Minute, true, runlease.FreeHolderForeign},
+		{"labels stripped, reference of another API group", lease(holder, nil), withGroup(stripped(own(), owner.Kind, owner.Name), "example.com/v1"), nil, 2 * time.Minute, true, runlease.FreeHolderForeign},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
