@@ -111,14 +111,14 @@ func (g *LeaseGuard) blocker(j runlease.LeaseJudgement, l *coordinationv1.Lease,
 		of = "(whose object the API server no longer has)"
 	}
 	op := opSuffix(l.Annotations[infrav1.LeaseOpAnnotation])
-	switch {
-	case j.Verdict.Reason == runlease.LiveHolderRunning:
+	switch j.Verdict.Reason {
+	case runlease.LiveHolderRunning:
 		b := fmt.Sprintf("its holder Job %s%s %s runs", holder, op, of)
 		if j.Job != nil && j.Job.Status.StartTime != nil {
 			b += fmt.Sprintf(" (since %s)", since(j.Job.Status.StartTime.Time, now))
 		}
 		return b
-	case j.Verdict.Reason == runlease.LivePodsRunning:
+	case runlease.LivePodsRunning:
 		return fmt.Sprintf("a pod of its holder Job %s%s %s is not terminated", holder, op, of)
 	default: // inside the grace, the Job not created yet
 		taken := now.Add(-j.Verdict.Age)
