@@ -8,7 +8,7 @@ BIN := $(CURDIR)/bin
 STAMPS := $(BIN)/.stamps
 export BIN_DIR := $(BIN)
 export KUBERNETES_VERSION ETCD_VERSION CONTROLLER_TOOLS_VERSION CLUSTER_API_VERSION OPENTOFU_VERSION
-export TERRAFORM_VERSION TERRAFORM_NESTED_VERSION
+export TERRAFORM_VERSION TERRAFORM_NESTED_VERSION PROMETHEUS_VERSION PROMETHEUS_RELEASE
 # envtest finds etcd and kube-apiserver here.
 export KUBEBUILDER_ASSETS := $(BIN)
 # envtest gives kube-apiserver 20 s to become ready; on 2 cores with the suites running in
@@ -17,6 +17,7 @@ KUBEBUILDER_CONTROLPLANE_START_TIMEOUT ?= 2m
 export KUBEBUILDER_CONTROLPLANE_START_TIMEOUT
 
 CONTROLLER_GEN := $(BIN)/controller-gen
+PROMTOOL := $(BIN)/promtool
 GOLANGCI_LINT := $(BIN)/golangci-lint
 # The two binaries the runner's integration tests and the end-to-end suite run, each by absolute
 # path: OpenTofu always built from source into bin/, Terraform from PATH or else built from source
@@ -74,7 +75,7 @@ lint: $(STAMPS)/golangci-lint-$(GOLANGCI_LINT_VERSION) ## Run golangci-lint with
 ##@ Test
 
 .PHONY: test-bins
-test-bins: $(STAMPS)/etcd-$(ETCD_VERSION) $(STAMPS)/kube-apiserver-$(KUBERNETES_VERSION) test-runtime-bins kubectl-bin ## Build etcd, kube-apiserver and kubectl from source (once), bin/tofu, and terraform when none is on PATH.
+test-bins: $(STAMPS)/etcd-$(ETCD_VERSION) $(STAMPS)/kube-apiserver-$(KUBERNETES_VERSION) test-runtime-bins kubectl-bin $(STAMPS)/promtool-$(PROMETHEUS_VERSION) ## Build etcd, kube-apiserver, kubectl and promtool from source (once), bin/tofu, and terraform when none is on PATH.
 
 .PHONY: test-runtime-bins
 test-runtime-bins: $(STAMPS)/tofu-$(OPENTOFU_VERSION) ## Both binaries the tests run: bin/tofu (built from source, once) and terraform (PATH, else built from source into bin/).
@@ -93,8 +94,19 @@ runtime-bin: ## Make sure the runner's integration tests have terraform or tofu:
 	else $(MAKE) --no-print-directory $(STAMPS)/tofu-$(OPENTOFU_VERSION); fi
 
 .PHONY: test
-test: test-bins vet ## Unit and envtest suites against the source-built kube-apiserver.
+test: test-bins vet test-rules ## Unit and envtest suites against the source-built kube-apiserver, and the alerts' unit tests.
 	go test -v $(GO_TEST_FLAGS) $(TEST_PKGS) 2>&1 | hack/test-summary.sh
+
+# The PrometheusRule's spec is a plain Prometheus rule file indented by two spaces: it is written
+# out as one into a temporary folder beside copies of the test files, which name it rules.yaml.
+.PHONY: test-rules
+test-rules: $(STAMPS)/promtool-$(PROMETHEUS_VERSION) ## Unit-test the alerts of config/prometheus/rules.yaml with promtool (config/prometheus/tests).
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	  awk 'on { if ($$0 !~ /^(  |$$)/) { print "rules.yaml: a line under spec: is not indented: " $$0 > "/dev/stderr"; exit 1 }; sub(/^  /, ""); print } /^spec:$$/ { on = 1 }' \
+	    config/prometheus/rules.yaml > "$$tmp/rules.yaml"; \
+	  cp config/prometheus/tests/*.yaml "$$tmp/"; \
+	  $(PROMTOOL) check rules "$$tmp/rules.yaml"; \
+	  $(PROMTOOL) test rules $$(for f in config/prometheus/tests/*.yaml; do echo "$$tmp/$$(basename $$f)"; done)
 
 .PHONY: bench
 bench: test-bins ## Benchmarks against the source-built API server: requests per pass, manager heap with foreign Jobs.
@@ -155,6 +167,10 @@ $(STAMPS)/tofu-$(OPENTOFU_VERSION):
 
 $(STAMPS)/terraform-$(TERRAFORM_VERSION):
 	hack/build-bin.sh terraform
+	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/promtool-$(PROMETHEUS_VERSION):
+	hack/build-bin.sh promtool
 	@mkdir -p $(STAMPS) && touch $@
 
 $(STAMPS)/golangci-lint-$(GOLANGCI_LINT_VERSION):

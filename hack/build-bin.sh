@@ -2,7 +2,7 @@
 # Builds one binary from source through the Go module proxy into $BIN_DIR (default bin/).
 # Modules with replace directives (etcd, kubernetes, opentofu, cluster-api) cannot be built with
 # `go install pkg@version`, so each is built from a throwaway module created in a temp folder.
-# Usage: hack/build-bin.sh etcd|kube-apiserver|kubectl|clusterctl|tofu|terraform
+# Usage: hack/build-bin.sh etcd|kube-apiserver|kubectl|clusterctl|tofu|terraform|promtool
 set -euo pipefail
 tool=${1:?tool name}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -91,6 +91,22 @@ terraform)
   # The version comes from the module's embedded version/VERSION file; stamp a release build the
   # way HashiCorp's releases do, otherwise it reports "-dev".
   go build -trimpath -ldflags "-s -w -X github.com/hashicorp/terraform/version.dev=no" -o "$bin_dir/terraform" github.com/hashicorp/terraform
+  ;;
+promtool)
+  # Prometheus publishes its Go module as v0.<major><minor>.<patch> (v0.316.0 is Prometheus
+  # 3.16.0). Its go.mod has no replace directive today; fail loudly if a later one adds some,
+  # since a plain require would then build something other than the release.
+  v=${PROMETHEUS_VERSION:?}
+  modfile=$(go mod download -json "github.com/prometheus/prometheus@$v" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
+  if grep -qE '^[[:space:]]*replace' "$modfile"; then
+    echo "prometheus $v: its go.mod has replace directives; update hack/build-bin.sh promtool" >&2; exit 1
+  fi
+  { echo "module captf.local/build-promtool"; echo "go 1.26"; echo "require github.com/prometheus/prometheus $v"; } > go.mod
+  printf '//go:build tools\n\npackage tools\nimport _ "github.com/prometheus/prometheus/cmd/promtool"\n' > tools.go
+  go mod tidy >/dev/null
+  # Stamp the release version the way Prometheus's own builds (promu) do, so --version reports it.
+  ldflags="-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_RELEASE:-$v}"
+  go build -trimpath -tags netgo,builtinassets -ldflags "$ldflags" -o "$bin_dir/promtool" github.com/prometheus/prometheus/cmd/promtool
   ;;
 *)
   echo "unknown tool: $tool" >&2; exit 2 ;;

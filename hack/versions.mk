@@ -14,3 +14,7 @@ TERRAFORM_VERSION ?= v1.11.4
 # the release's (go list -m -json github.com/hashicorp/terraform@TERRAFORM_VERSION shows "Time").
 TERRAFORM_NESTED_VERSION ?= v0.0.0-20250409131005-35645b8fca68
 GOLANGCI_LINT_VERSION ?= v2.15.0
+# promtool (make test runs `promtool test rules` on config/prometheus/tests). Prometheus's Go
+# module is versioned v0.<major><minor>.<patch>: v0.316.0 is Prometheus 3.16.0.
+PROMETHEUS_VERSION ?= v0.316.0
+PROMETHEUS_RELEASE ?= 3.16.0
