@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -132,6 +133,12 @@ var _ = Describe("The state, with real Terraform", func() {
 		Expect(managedResources(final)).To(Equal(managedResources(first)), "no resource was created a second time")
 
 		By("a user outside the override groups may not abandon it")
+		Expect(sb.Client().Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dev-edit"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{infrav1.GroupVersion.Group}, Resources: []string{"terraformclusters"},
+				Verbs: []string{"get", "patch", "update"}}}})).To(Succeed())
+		Expect(sb.Client().Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dev-edit"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "dev-edit"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "devs"}}})).To(Succeed())
 		out, err := run(sb.Kubeconfig(), "kubectl", "annotate", "-n", ns, "terraformcluster", name, "--as=dev", "--as-group=devs",
 			"captf.io/abandon-infrastructure="+string(o.UID))
 		Expect(err).To(HaveOccurred())
