@@ -41,7 +41,7 @@ type bookkept struct {
 	// driftSummary says what changed (counts and addresses), when the runner reported it.
 	driftSummary string
 	// plan is the plan a successful plan Job stored; appliedPlan the plan ID an apply Job ran.
-	plan        *PlanRecord
+	plan        *infrav1.PlanRecord
 	appliedPlan string
 }
 
@@ -90,7 +90,7 @@ func (b bookkept) markers(o Object, cur JobView, restoreSerial string) {
 	}
 	if pl := b.plan; pl != nil {
 		if pl.Changes() {
-			setAnnotation(o, infrav1.PendingPlanAnnotation, pl.annotation())
+			setAnnotation(o, infrav1.PendingPlanAnnotation, pl.Annotation())
 		} else {
 			// Nothing to apply: the inputs are in effect already.
 			setAnnotation(o, infrav1.AppliedHashAnnotation, pl.InputsHash)

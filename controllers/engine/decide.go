@@ -151,7 +151,7 @@ type Evidence struct {
 	// StateSerial is the serial of the state read live.
 	ApplyPolicy        infrav1.ApplyPolicy
 	DestructiveChanges infrav1.DestructiveChanges
-	Pending            *PlanRecord
+	Pending            *infrav1.PlanRecord
 	ApprovedPlan       string
 	AppliedPlan        string
 	StateSerial        int64

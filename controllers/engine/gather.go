@@ -178,7 +178,7 @@ func (p *pass) gatherCache(ctx context.Context) error {
 	p.ev.RestoreFailed = ann[infrav1.RestoreFailedAnnotation]
 	spec := obj.GetTerraformSpec()
 	p.ev.ApplyPolicy, p.ev.DestructiveChanges = spec.ApplyPolicy, spec.DestructiveChanges
-	p.ev.Pending = parsePlanRecord(ann[infrav1.PendingPlanAnnotation])
+	p.ev.Pending = infrav1.ParsePlanRecord(ann[infrav1.PendingPlanAnnotation])
 	p.ev.ApprovedPlan, p.ev.AppliedPlan = ann[infrav1.ApprovePlanAnnotation], ann[infrav1.AppliedPlanAnnotation]
 	if err := p.gatherSecrets(ctx); err != nil {
 		return err

@@ -16,8 +16,8 @@ func planned(ev Evidence) Evidence {
 }
 
 func TestDecidePlanTable(t *testing.T) {
-	fresh := &PlanRecord{ID: "p1", InputsHash: "h2", Serial: 7, Lineage: "L", Update: 1}
-	destructive := &PlanRecord{ID: "p2", InputsHash: "h2", Serial: 7, Lineage: "L", Replace: 1}
+	fresh := &infrav1.PlanRecord{ID: "p1", InputsHash: "h2", Serial: 7, Lineage: "L", Update: 1}
+	destructive := &infrav1.PlanRecord{ID: "p2", InputsHash: "h2", Serial: 7, Lineage: "L", Replace: 1}
 	cases := []struct {
 		name string
 		ev   Evidence
@@ -39,10 +39,10 @@ func TestDecidePlanTable(t *testing.T) {
 			planned(Evidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: fresh, ApprovedPlan: "p0"}),
 			Decision{Action: ActionWait}},
 		{"changed inputs supersede the plan: a new plan, never its apply",
-			planned(Evidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: &PlanRecord{ID: "p1", InputsHash: "h1x", Serial: 7, Lineage: "L"}, ApprovedPlan: "p1"}),
+			planned(Evidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: &infrav1.PlanRecord{ID: "p1", InputsHash: "h1x", Serial: 7, Lineage: "L"}, ApprovedPlan: "p1"}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationPlan}},
 		{"a changed state serial supersedes the plan",
-			planned(Evidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: &PlanRecord{ID: "p1", InputsHash: "h2", Serial: 6, Lineage: "L"}, ApprovedPlan: "p1"}),
+			planned(Evidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: &infrav1.PlanRecord{ID: "p1", InputsHash: "h2", Serial: 6, Lineage: "L"}, ApprovedPlan: "p1"}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationPlan}},
 		{"a plan applied once is never applied again",
 			planned(Evidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: fresh, ApprovedPlan: "p1", AppliedPlan: "p1"}),
@@ -75,7 +75,7 @@ func TestDecidePlanTable(t *testing.T) {
 // checks I9: an apply through a plan applies exactly the pending plan, never a superseded or
 // an already applied one, and, where approval is required, only an approved one.
 func TestDecidePlanNeverAppliesWhatNobodyApproved(t *testing.T) {
-	records := map[string]*PlanRecord{
+	records := map[string]*infrav1.PlanRecord{
 		"none":       nil,
 		"fresh":      {ID: "p1", InputsHash: "h2", Serial: 7, Lineage: "L", Update: 1},
 		"freshBreak": {ID: "p1", InputsHash: "h2", Serial: 7, Lineage: "L", Delete: 1},

@@ -1,0 +1,66 @@
+package v1alpha1
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// PlanRecord is the durable record of a saved plan that waits for approval: the annotation
+// captf.io/pending-plan holds it as JSON, so a move or a restart keeps it (status does not).
+// The controller writes it; the admission guard reads its ID to judge an approval.
+// +kubebuilder:object:generate=false
+type PlanRecord struct {
+	// ID is what an approver approves (captf.io/approve-plan=<ID>).
+	ID string `json:"id"`
+	// Job is the plan Job that made it; Secret holds the plan file and its text.
+	Job    string `json:"job,omitempty"`
+	Secret string `json:"secret,omitempty"`
+	// InputsHash, Serial and Lineage are what it was planned against: a change of any
+	// supersedes it.
+	InputsHash string `json:"inputsHash"`
+	Serial     int64  `json:"serial"`
+	Lineage    string `json:"lineage,omitempty"`
+	// The resource changes.
+	Create    int32    `json:"create,omitempty"`
+	Update    int32    `json:"update,omitempty"`
+	Replace   int32    `json:"replace,omitempty"`
+	Delete    int32    `json:"delete,omitempty"`
+	Addresses []string `json:"addresses,omitempty"`
+	// Reason it waits: Manual or DestructiveChanges.
+	Reason  string    `json:"reason,omitempty"`
+	Created time.Time `json:"created,omitempty"`
+}
+
+// Destructive reports a plan that deletes or replaces a resource.
+func (r *PlanRecord) Destructive() bool { return r.Delete > 0 || r.Replace > 0 }
+
+// Changes reports a plan that changes anything.
+func (r *PlanRecord) Changes() bool { return r.Create+r.Update+r.Replace+r.Delete > 0 }
+
+// Counts says what the plan does, for messages.
+func (r *PlanRecord) Counts() string {
+	return fmt.Sprintf("create %d, update %d, replace %d, delete %d", r.Create, r.Update, r.Replace, r.Delete)
+}
+
+// ParsePlanRecord reads the pending-plan annotation; nil when there is none or it is not a
+// record (a hand-edited annotation reads as no plan, so a new plan follows).
+func ParsePlanRecord(s string) *PlanRecord {
+	if s == "" {
+		return nil
+	}
+	r := &PlanRecord{}
+	if err := json.Unmarshal([]byte(s), r); err != nil || r.ID == "" {
+		return nil
+	}
+	return r
+}
+
+// Annotation is the record as the pending-plan annotation holds it ("" if it cannot be encoded).
+func (r *PlanRecord) Annotation() string {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
