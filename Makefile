@@ -109,8 +109,10 @@ test-rules: $(STAMPS)/promtool-$(PROMETHEUS_VERSION) ## Unit-test the alerts of 
 	  $(PROMTOOL) test rules $$(for f in config/prometheus/tests/*.yaml; do echo "$$tmp/$$(basename $$f)"; done)
 
 .PHONY: bench
-bench: test-bins ## Benchmarks against the source-built API server: requests per pass, manager heap with foreign Jobs.
+bench: test-bins test-runtime-bins ## Benchmarks: requests per pass and heap (test/bench), the guards' admission latency (webhooks), a sample apply per binary through the state channel against the kubernetes backend (cmd/runner).
 	go test -run '^$$' -bench . -benchtime=1x -timeout 30m ./test/bench/
+	go test -run '^$$' -bench BenchmarkGuard -benchtime=3s -timeout 20m ./webhooks/
+	go test -run '^$$' -bench . -benchtime=5x -timeout 20m ./cmd/runner/
 
 ##@ Run
 
