@@ -11,6 +11,7 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 )
 
 // Reasons an Outcome gives besides the Job's own condition reasons.
@@ -304,5 +305,5 @@ func owned(job *batchv1.Job, pod *corev1.Pod) bool {
 			return ref.UID == job.UID
 		}
 	}
-	return pod.Labels[batchv1.JobNameLabel] == job.Name || pod.Labels["job-name"] == job.Name
+	return jobstatus.OfJob(pod, job.Name)
 }

@@ -12,12 +12,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
 )
 
 // Pod labels that name a pod's Job: the current one and the legacy one. Either is accepted.
 const (
-	JobNameLabel       = batchv1.JobNameLabel
-	LegacyJobNameLabel = "job-name"
+	JobNameLabel       = runnerapi.PodJobNameLabel
+	LegacyJobNameLabel = runnerapi.PodLegacyJobNameLabel
 )
 
 // Finished reports whether the Job carries a Complete or Failed condition that is True.

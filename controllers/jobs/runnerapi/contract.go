@@ -109,6 +109,18 @@ const (
 	LockJobAnnotation = "captf.io/lock-job"
 )
 
+// Labels the state channel reads on the Jobs and pods that hold a lock (I8). They are the
+// manager's labels (api/v1alpha1 OwnerKindLabel and OwnerNameLabel) and the Job controller's;
+// the runner does not import those packages, and a test keeps the values equal.
+const (
+	// JobOwnerKindLabel and JobOwnerNameLabel name the object a CAPTF Job runs for.
+	JobOwnerKindLabel = "captf.io/owner-kind"
+	JobOwnerNameLabel = "captf.io/owner-name"
+	// PodJobNameLabel and PodLegacyJobNameLabel name a pod's Job (the Job controller sets both).
+	PodJobNameLabel       = "batch.kubernetes.io/job-name"
+	PodLegacyJobNameLabel = "job-name"
+)
+
 // StateLabels are the labels Terraform's kubernetes backend puts on the state Secret and the
 // lock Lease of a suffix in the default workspace. Terraform 1.10 and later find the state
 // Secret by listing with exactly these labels: a state Secret without them reads as no state.

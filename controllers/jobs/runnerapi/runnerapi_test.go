@@ -8,9 +8,25 @@ import (
 	"time"
 	"unicode/utf8"
 
+	batchv1 "k8s.io/api/batch/v1"
+
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
 )
+
+// The wire names the runner reads without importing the packages that own them.
+func TestWireNamesMatchTheirOwners(t *testing.T) {
+	for _, c := range []struct{ runner, owner string }{
+		{runnerapi.JobOwnerKindLabel, infrav1.OwnerKindLabel},
+		{runnerapi.JobOwnerNameLabel, infrav1.OwnerNameLabel},
+		{runnerapi.PodJobNameLabel, batchv1.JobNameLabel},
+		{runnerapi.PlanIDAnnotation, infrav1.PlanIDAnnotation},
+	} {
+		if c.runner != c.owner {
+			t.Errorf("the runner reads %q where its owner writes %q", c.runner, c.owner)
+		}
+	}
+}
 
 func TestSpellingMatchesTheAPI(t *testing.T) {
 	api := []infrav1.Operation{infrav1.OperationApply, infrav1.OperationDestroy, infrav1.OperationPlan,

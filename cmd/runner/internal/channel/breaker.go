@@ -7,19 +7,6 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
 )
 
-// Labels a Job controller puts on its pods (the legacy one too).
-const (
-	jobNameLabel       = "batch.kubernetes.io/job-name"
-	legacyJobNameLabel = "job-name"
-)
-
-// Labels CAPTF puts on its Jobs (api/v1alpha1 OwnerKindLabel, OwnerNameLabel); the runner does
-// not import the API package.
-const (
-	ownerKindLabel = "captf.io/owner-kind"
-	ownerNameLabel = "captf.io/owner-name"
-)
-
 // staleVerdict is the outcome of the I8 checks on a held lock.
 type staleVerdict struct {
 	// breakable: all of (a) to (c) hold; (d) is the conditional write that follows.
@@ -59,7 +46,7 @@ func (s *server) judgeStale(ctx context.Context, lock object) (staleVerdict, err
 		return v, nil
 	}
 	labels := job.labels()
-	if job.controllerUID() != s.cfg.OwnerUID || labels[ownerKindLabel] != s.cfg.OwnerKind || labels[ownerNameLabel] != s.ownerNameLabel {
+	if job.controllerUID() != s.cfg.OwnerUID || labels[runnerapi.JobOwnerKindLabel] != s.cfg.OwnerKind || labels[runnerapi.JobOwnerNameLabel] != s.ownerNameLabel {
 		v.why = fmt.Sprintf("the holder's Job %s belongs to another object", v.job)
 		return v, nil
 	}
@@ -98,7 +85,7 @@ func podOfJob(pod, job object) bool {
 		return uid == job.uid()
 	}
 	l := pod.labels()
-	return l[jobNameLabel] == job.name() || l[legacyJobNameLabel] == job.name()
+	return l[runnerapi.PodJobNameLabel] == job.name() || l[runnerapi.PodLegacyJobNameLabel] == job.name()
 }
 
 func orUnknown(s string) string {
