@@ -166,7 +166,9 @@ func TestDocsNameOnlyWhatTheCodeDefines(t *testing.T) {
 		"dry-run", "server-side", "overwrite", "raw", "describe", "lock-timeout", "auto-approve", "input", "no-color",
 		"refresh-only", "detailed-exitcode", "out", "reconfigure", "backend-config", "var-file", "bench", "run", "count",
 		"timeout", "v", "json", "state", "lock", "ginkgo.focus", "ginkgo.v", "benchtime", "generate", "dir", "config",
-		"tags", "race", "help", "version", "apply-samples", "insecure-skip-tls-verify", "force-conflicts"} {
+		"tags", "race", "help", "version", "apply-samples", "insecure-skip-tls-verify", "force-conflicts",
+		// kube-controller-manager.
+		"use-service-account-credentials"} {
 		flags[f] = true
 	}
 	var problems []string
