@@ -66,9 +66,9 @@ func touch(t *testing.T, c prometheus.Collector) {
 			v.WithLabelValues(values...).Observe(0)
 		case prometheus.Histogram:
 			v.Observe(0)
-		case prometheus.Counter:
+		case prometheus.Gauge: // before Counter: a Gauge has Counter's methods too
 			v.Add(0)
-		case prometheus.Gauge:
+		case prometheus.Counter:
 			v.Add(0)
 		default:
 			t.Fatalf("cannot touch %T (%s)", c, d)
