@@ -68,7 +68,7 @@ func startBenchEnv(b *testing.B) {
 	if benchEnv.manager, _, err = managerClient(benchEnv.env); err != nil {
 		b.Fatal(err)
 	}
-	if benchEnv.hooks, err = startHookServer(benchEnv.env.Config, benchEnv.env, nil); err != nil {
+	if benchEnv.hooks, err = startHookServer(benchEnv.env.Config, benchEnv.env, hookOptions{}); err != nil {
 		b.Fatal(err)
 	}
 }

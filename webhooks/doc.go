@@ -9,7 +9,9 @@
 // annotation, clears or changes status.activeJob, or removes the provider finalizer, unless
 // live evidence backs it. The Lease guard refuses changing (holder, duration, times, labels,
 // annotations) or deleting a CAPTF run or cluster Lease while it is live. The Job guard refuses
-// changing a managed Job's CAPTF labels or controller owner reference.
+// changing a managed Job's CAPTF labels or controller owner reference. The guard also judges the
+// annotations of saved plans (plans.go): approvals (captf.io/approve-plan) and the controller's
+// plan records (captf.io/pending-plan, captf.io/applied-plan).
 //
 // Invariants:
 //   - Evidence is read through the API server (mgr.GetAPIReader()), never a cache, and judged by
@@ -35,6 +37,15 @@
 //     also sets captf.io/guard-override-reason in the request (for a Lease deletion or /status,
 //     on the object); every use is logged and emitted as a Warning event (not on dry-run
 //     requests: the webhooks declare no side effects).
+//   - A request that sets captf.io/approve-plan or changes its value is allowed only from a
+//     member of Options.PlanApproverGroups (none by default: nobody), and only when the value is
+//     the ID of the pending plan in the old object's captf.io/pending-plan; an admitted approval
+//     is logged and recorded as a Normal PlanApproved event (not on dry-run requests). Removing
+//     the annotation is not judged.
+//   - captf.io/pending-plan and captf.io/applied-plan are set, changed or removed only by the
+//     manager's own identity. The plan rules read nothing and are judged before the removals.
+//   - The ValidatingAdmissionPolicy of config/policy holds the approver-group rule from the
+//     ConfigMap PlanApproversConfigMap (kept by controllers/setup), without the webhook.
 //   - Defaulting is idempotent: applying it twice equals applying it once.
 //   - Spec validation is a set of pure functions returning field.ErrorList; the update of a
 //     deleting object is never refused for its spec.

@@ -35,6 +35,10 @@ type Guard struct {
 	Leases *runlease.Manager
 	// Override decides the break-glass path and records its uses.
 	Override *Override
+	// Identities recognises the manager, the only writer of the plan records.
+	Identities Identities
+	// Approvals says who may approve a plan and records the approvals; nil: nobody may.
+	Approvals *PlanApprovals
 }
 
 var _ admission.Handler = &Guard{}
@@ -57,6 +61,39 @@ func (g *Guard) Handle(ctx context.Context, req admission.Request) admission.Res
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("new object: %w", err))
 	}
+	ref := ObjectRef{Kind: req.Kind.Kind, Namespace: req.Namespace, Name: req.Name}
+	var approved *infrav1.PlanRecord
+	if pch := DiffPlan(oldM, newM); pch.Judged() {
+		var approvers Approvers
+		if g.Approvals != nil {
+			approvers = g.Approvals.Approvers
+		}
+		pending := infrav1.ParsePlanRecord(oldM.Annotations[infrav1.PendingPlanAnnotation])
+		pv := JudgePlan(pch, req.UserInfo, g.Identities.IsManager(req.UserInfo), approvers, pending, ref)
+		if !pv.Allowed {
+			log.FromContext(ctx).Info("denied a plan approval or a plan record change", "object", ref.String(),
+				"user", req.UserInfo.Username, "approval", pch.Approval, "records", pch.RecordsChanged)
+			return admission.Denied(pv.Message)
+		}
+		approved = pv.Approved
+	}
+	resp := g.judgeMarks(ctx, req, oldM, newM)
+	if resp.Allowed && approved != nil {
+		g.Approvals.Record(ctx, req, eventTarget(req, oldM, newM), approved)
+	}
+	return resp
+}
+
+// eventTarget is the object of a request as an event's regarding object.
+func eventTarget(req admission.Request, oldM, newM *Marks) *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: req.Kind.Group + "/" + req.Kind.Version, Kind: req.Kind.Kind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name, UID: newM.UID, ResourceVersion: oldM.ResourceVersion},
+	}
+}
+
+// judgeMarks judges the guarded removals (and the abandon) of one request.
+func (g *Guard) judgeMarks(ctx context.Context, req admission.Request, oldM, newM *Marks) admission.Response {
 	ch := Diff(oldM, newM)
 	if ch.AbandonSet {
 		if resp, denied := g.judgeAbandon(ctx, req, newM); denied {
@@ -90,11 +127,7 @@ func (g *Guard) Handle(ctx context.Context, req admission.Request) admission.Res
 	if req.SubResource == "status" || oldM.OverrideReason() != newM.OverrideReason() {
 		reason = newM.OverrideReason()
 	}
-	target := &metav1.PartialObjectMetadata{
-		TypeMeta:   metav1.TypeMeta{APIVersion: req.Kind.Group + "/" + req.Kind.Version, Kind: req.Kind.Kind},
-		ObjectMeta: metav1.ObjectMeta{Namespace: req.Namespace, Name: req.Name, UID: newM.UID, ResourceVersion: oldM.ResourceVersion},
-	}
-	if resp, ok := g.Override.Try(ctx, req, target, reason, ch.Describe(), v); ok {
+	if resp, ok := g.Override.Try(ctx, req, eventTarget(req, oldM, newM), reason, ch.Describe(), v); ok {
 		return resp
 	}
 	if reason == "" && newM.OverrideReason() != "" {

@@ -166,7 +166,13 @@ const managerServiceAccount = "captf-system/captf-controller-manager"
 // managerUser is the username of managerServiceAccount.
 const managerUser = "system:serviceaccount:captf-system:captf-controller-manager"
 
-func startHookServer(cfg *rest.Config, env *envtest.Env, groups []string) (*hookServer, error) {
+// hookOptions are the webhook manager's flags the specs vary.
+type hookOptions struct {
+	// overrideGroups is --guard-override-groups; approverGroups --plan-approver-groups.
+	overrideGroups, approverGroups []string
+}
+
+func startHookServer(cfg *rest.Config, env *envtest.Env, o hookOptions) (*hookServer, error) {
 	s, err := setup.NewScheme()
 	if err != nil {
 		return nil, err
@@ -184,7 +190,8 @@ func startHookServer(cfg *rest.Config, env *envtest.Env, groups []string) (*hook
 	if err != nil {
 		return nil, fmt.Errorf("create webhook manager: %w", err)
 	}
-	if err := webhooks.Setup(mgr, webhooks.Options{OverrideGroups: groups, ManagerServiceAccount: managerServiceAccount}); err != nil {
+	if err := webhooks.Setup(mgr, webhooks.Options{OverrideGroups: o.overrideGroups, PlanApproverGroups: o.approverGroups,
+		ManagerServiceAccount: managerServiceAccount}); err != nil {
 		return nil, err
 	}
 	return runManager(mgr)

@@ -58,6 +58,17 @@ func ManagerUsername(flag string) (string, error) {
 	return serviceAccountPrefix + ns + ":" + name, nil
 }
 
+// ServiceAccountNamespace is the namespace of the ServiceAccount the manager flag
+// --manager-service-account names, or "" when it names none (or cannot be read).
+func ServiceAccountNamespace(flag string) string {
+	user, err := ManagerUsername(flag)
+	if err != nil || user == "" {
+		return ""
+	}
+	ns, _, _ := strings.Cut(strings.TrimPrefix(user, serviceAccountPrefix), ":")
+	return ns
+}
+
 // WhoAmI asks the API server which user cfg authenticates as (a SelfSubjectReview, which every
 // authenticated user may create). In a Pod that is its ServiceAccount's username, whatever
 // credential the manager was given; it is exactly what admission requests carry as

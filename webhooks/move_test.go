@@ -50,7 +50,10 @@ func startRealManager(ns string) *atomic.Int32 {
 		MetricsAddr: "0", ProbeAddr: "0", WatchNamespace: ns, Concurrency: 2,
 		EnableWebhooks: true, WebhookPort: w.LocalServingPort, WebhookCertDir: w.LocalServingCertDir,
 		GuardOverrideGroups: []string{breakGlassGroup}, ManagerServiceAccount: managerServiceAccount,
-		RunnerImage: "captf/manager:test", RuntimeImage: "captf/tofu:test",
+		// The real manager keeps the policy's ConfigMap (in captf-system, its identity's
+		// namespace): it must keep the suite's approver group there.
+		PlanApproverGroups: []string{approverGroup},
+		RunnerImage:        "captf/manager:test", RuntimeImage: "captf/tofu:test",
 	}, func(o *manager.Options) { o.Controller.SkipNameValidation = ptr.To(true) })
 	Expect(err).NotTo(HaveOccurred())
 	full, err := runManager(mgr)

@@ -56,6 +56,13 @@ type Options struct {
 	// captf.io/guard-override-reason (manager flag --guard-override-groups). Empty by default:
 	// no one may.
 	OverrideGroups []string
+	// PlanApproverGroups are the groups whose members may approve a saved plan by setting
+	// captf.io/approve-plan to its ID (manager flag --plan-approver-groups, read with
+	// ParseGroups). Empty by default: no one may approve, so a plan that waits for approval
+	// waits until the flag names a group. The ValidatingAdmissionPolicy of config/policy holds
+	// the same rule from the ConfigMap PlanApproversConfigMap, which controllers/setup keeps
+	// equal to this list.
+	PlanApproverGroups []string
 	// Leases is the manager's lease manager, built over mgr.GetAPIReader(). When nil, Setup
 	// builds one with runlease.DefaultOptions over mgr.GetAPIReader().
 	Leases *runlease.Manager
@@ -94,7 +101,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	ids := Identities{Manager: user}
 	override := &Override{Groups: append([]string(nil), o.OverrideGroups...), Recorder: mgr.GetEventRecorder("captf-guard")}
 	srv := mgr.GetWebhookServer()
-	srv.Register(GuardPath, &admission.Webhook{Handler: &Guard{Reader: reader, Leases: leases, Override: override}})
+	approvals := &PlanApprovals{Approvers: Approvers{Groups: append([]string(nil), o.PlanApproverGroups...)}, Recorder: mgr.GetEventRecorder("captf-guard")}
+	mgr.GetLogger().Info("plan approvals", "approverGroups", approvals.Approvers.Groups)
+	srv.Register(GuardPath, &admission.Webhook{Handler: &Guard{Reader: reader, Leases: leases, Override: override, Identities: ids, Approvals: approvals}})
 	srv.Register(LeaseGuardPath, &admission.Webhook{Handler: &LeaseGuard{Leases: leases, Identities: ids, Override: override}})
 	srv.Register(JobGuardPath, &admission.Webhook{Handler: &JobGuard{Identities: ids, Override: override}})
 

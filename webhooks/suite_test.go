@@ -20,8 +20,15 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
 
-// breakGlassGroup is the override group the suite's webhook manager is configured with.
-const breakGlassGroup = "captf:breakglass"
+// breakGlassGroup is the override group the suite's webhook manager is configured with;
+// approverGroup its plan approver group (and the group the policy's ConfigMap names).
+const (
+	breakGlassGroup = "captf:breakglass"
+	approverGroup   = "captf:approvers"
+)
+
+// suiteHooks are the suite webhook manager's flags.
+var suiteHooks = hookOptions{overrideGroups: []string{breakGlassGroup}, approverGroups: []string{approverGroup}}
 
 var (
 	ctx    context.Context
@@ -33,9 +40,11 @@ var (
 	mgrClient client.Client
 	mgrConfig *rest.Config
 	config    *rendered
-	kubectl   string
-	hooks     *hookServer
-	nsSeq     int
+	// policy is config/policy as config/default renders it.
+	policy  *renderedPolicy
+	kubectl string
+	hooks   *hookServer
+	nsSeq   int
 )
 
 func TestWebhooks(t *testing.T) {
@@ -61,8 +70,13 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	mgrClient, mgrConfig, err = managerClient(env)
 	Expect(err).NotTo(HaveOccurred())
-	hooks, err = startHookServer(env.Config, env, []string{breakGlassGroup})
+	hooks, err = startHookServer(env.Config, env, suiteHooks)
 	Expect(err).NotTo(HaveOccurred())
+	// The plan-approval policy as config/default installs it, with its ConfigMap written by
+	// the manager's own code.
+	policy, err = renderPolicy(kubectl)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(installPolicy(policy, []string{approverGroup})).To(Succeed())
 })
 
 var _ = AfterSuite(func() {
@@ -80,8 +94,17 @@ var _ = AfterSuite(func() {
 // restartHooks replaces the suite's webhook server (after a spec stopped it).
 func restartHooks() {
 	GinkgoHelper()
+	restartHooksWith(suiteHooks)
+}
+
+// restartHooksWith replaces the suite's webhook server by one with other flags.
+func restartHooksWith(o hookOptions) {
+	GinkgoHelper()
+	if hooks != nil {
+		Expect(hooks.stop()).To(Succeed())
+	}
 	var err error
-	hooks, err = startHookServer(env.Config, env, []string{breakGlassGroup})
+	hooks, err = startHookServer(env.Config, env, o)
 	Expect(err).NotTo(HaveOccurred())
 }
 

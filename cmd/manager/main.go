@@ -15,6 +15,7 @@ import (
 
 	"github.com/captf/cluster-api-provider-terraform/certs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/setup"
+	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
 func main() {
@@ -27,7 +28,7 @@ func main() {
 func run() error {
 	var o setup.Options
 	var gate bool
-	var groups string
+	var groups, approvers string
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint; 0 disables it")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
@@ -44,6 +45,7 @@ func run() error {
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "folder with tls.crt and tls.key (reloaded on change)")
 	fs.DurationVar(&o.WebhookCertPollInterval, "webhook-cert-poll-interval", certs.DefaultPollInterval, "how often the certificate files are re-read besides file change events")
 	fs.StringVar(&groups, "guard-override-groups", "", "comma-separated groups whose members may force a guarded removal or abandon an object's infrastructure")
+	fs.StringVar(&approvers, "plan-approver-groups", "", "comma-separated groups whose members may approve a saved plan (captf.io/approve-plan=<plan ID>); empty: nobody may")
 	fs.StringVar(&o.ManagerServiceAccount, "manager-service-account", "", "the manager's own identity, whose writes the Lease and Job guards let through: <namespace>/<name> or system:serviceaccount:<namespace>:<name> (default: the user the manager authenticates as, its Pod's ServiceAccount)")
 	fs.DurationVar(&o.DriftInterval, "drift-interval", 0, "drift check interval of objects whose spec.drift.interval is unset; 0 turns their checks off")
 	fs.IntVar(&o.MaxActiveJobs, "max-active-jobs", 50, "the most Jobs the manager runs at once; 0 means no bound")
@@ -58,6 +60,7 @@ func run() error {
 	if groups != "" {
 		o.GuardOverrideGroups = strings.Split(groups, ",")
 	}
+	o.PlanApproverGroups = webhooks.ParseGroups(approvers)
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zo)))
 
 	cfg, err := ctrl.GetConfig()

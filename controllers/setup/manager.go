@@ -115,9 +115,17 @@ func New(cfg *rest.Config, o Options, extra ...func(*manager.Options)) (manager.
 	leases := runlease.New(mgr.GetClient(), mgr.GetAPIReader(), leaseOpts)
 	if o.EnableWebhooks {
 		if err := webhooks.Setup(mgr, webhooks.Options{OverrideGroups: o.GuardOverrideGroups, Leases: leases,
-			ManagerServiceAccount: o.ManagerServiceAccount}); err != nil {
+			ManagerServiceAccount: o.ManagerServiceAccount, PlanApproverGroups: o.PlanApproverGroups}); err != nil {
 			return nil, fmt.Errorf("set up webhooks: %w", err)
 		}
+	}
+	if o.PlanApproversNamespace != "" {
+		if err := mgr.Add(&planApprovers{client: mgr.GetClient(), namespace: o.PlanApproversNamespace,
+			groups: append([]string(nil), o.PlanApproverGroups...), resync: o.PlanApproversResync}); err != nil {
+			return nil, fmt.Errorf("add the plan approvers keeper: %w", err)
+		}
+	} else {
+		mgr.GetLogger().Info("the plan approvers ConfigMap is not kept: no namespace known ($POD_NAMESPACE or --manager-service-account)")
 	}
 	slots := &engine.JobSlots{Max: o.MaxActiveJobs, MaxBackground: o.MaxBackgroundJobs, Cache: mgr.GetClient()}
 	started := o.Clock.Now()

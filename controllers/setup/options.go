@@ -3,9 +3,12 @@ package setup
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
 // Options configure the manager. The zero value of a field means its documented default; the
@@ -46,6 +49,21 @@ type Options struct {
 	// GuardOverrideGroups may force a guarded removal with captf.io/guard-override-reason,
 	// and abandon an object's infrastructure (captf.io/abandon-infrastructure).
 	GuardOverrideGroups []string
+	// PlanApproverGroups may approve a saved plan (captf.io/approve-plan=<plan ID>). Empty by
+	// default: nobody may, and plans that wait for approval keep waiting. Flag
+	// --plan-approver-groups (comma-separated). The manager writes them into the ConfigMap
+	// webhooks.PlanApproversConfigMap of its namespace (PlanApproversNamespace), which the
+	// ValidatingAdmissionPolicy of config/policy reads, when it starts and again whenever it
+	// finds the ConfigMap changed or missing (every PlanApproversResync).
+	PlanApproverGroups []string
+	// PlanApproversNamespace is where that ConfigMap lives. Default: the Pod's namespace from
+	// $POD_NAMESPACE (config/manager sets it), else the namespace of ManagerServiceAccount;
+	// when neither is known the ConfigMap is not kept (a manager run by hand against a cluster
+	// without config/policy).
+	PlanApproversNamespace string
+	// PlanApproversResync is how often the manager checks that ConfigMap after the start.
+	// Default 1m.
+	PlanApproversResync time.Duration
 	// ManagerServiceAccount is the manager's own identity for the Lease and Job guards
 	// ("<namespace>/<name>" or "system:serviceaccount:<namespace>:<name>"). Empty by default:
 	// the manager asks the API server which user it authenticates as. Flag
@@ -82,6 +100,16 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
+	}
+	o.PlanApproverGroups = webhooks.ParseGroups(strings.Join(o.PlanApproverGroups, ","))
+	if o.PlanApproversNamespace == "" {
+		o.PlanApproversNamespace = strings.TrimSpace(os.Getenv(webhooks.EnvPodNamespace))
+	}
+	if o.PlanApproversNamespace == "" {
+		o.PlanApproversNamespace = webhooks.ServiceAccountNamespace(o.ManagerServiceAccount)
+	}
+	if o.PlanApproversResync == 0 {
+		o.PlanApproversResync = time.Minute
 	}
 	if o.WebhookPort == 0 {
 		o.WebhookPort = 9443

@@ -1,0 +1,121 @@
+package webhooks_test
+
+// The plan-approval policy of config/policy, rendered through config/default (so it carries
+// the names and the namespace it ships with) and installed into the suite's control plane.
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/setup"
+	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/webhooks"
+)
+
+// renderedPolicy is what config/default installs for the plan approvers.
+type renderedPolicy struct {
+	Policy    *admissionregistrationv1.ValidatingAdmissionPolicy
+	Binding   *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	ConfigMap *corev1.ConfigMap
+}
+
+// renderPolicy runs `kubectl kustomize config/default` and picks the policy, its binding and
+// its ConfigMap.
+func renderPolicy(kubectl string) (*renderedPolicy, error) {
+	root, err := envtest.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(kubectl, "kustomize", filepath.Join(root, "config", "default"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("kubectl kustomize config/default: %w: %s", err, stderr.String())
+	}
+	r := &renderedPolicy{}
+	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
+	for {
+		doc, err := docs.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("split rendered config: %w", err)
+		}
+		var head struct {
+			metav1.TypeMeta   `json:",inline"`
+			metav1.ObjectMeta `json:"metadata"`
+		}
+		if err := utilyaml.Unmarshal(doc, &head); err != nil {
+			return nil, fmt.Errorf("read kind: %w", err)
+		}
+		var into any
+		switch {
+		case head.Kind == "ValidatingAdmissionPolicy":
+			r.Policy = &admissionregistrationv1.ValidatingAdmissionPolicy{}
+			into = r.Policy
+		case head.Kind == "ValidatingAdmissionPolicyBinding":
+			r.Binding = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+			into = r.Binding
+		case head.Kind == "ConfigMap" && head.Name == webhooks.PlanApproversConfigMap:
+			r.ConfigMap = &corev1.ConfigMap{}
+			into = r.ConfigMap
+		default:
+			continue
+		}
+		if err := utilyaml.Unmarshal(doc, into); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", head.Kind, err)
+		}
+	}
+	if r.Policy == nil || r.Binding == nil || r.ConfigMap == nil {
+		return nil, fmt.Errorf("config/default renders no plan-approval policy, binding or ConfigMap %s", webhooks.PlanApproversConfigMap)
+	}
+	return r, nil
+}
+
+// installPolicy creates the rendered objects (the ConfigMap's namespace first) and writes
+// groups into the ConfigMap with the manager's own code.
+func installPolicy(r *renderedPolicy, groups []string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.ConfigMap.Namespace}}
+	if err := admin.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
+		return fmt.Errorf("create namespace %s: %w", ns.Name, err)
+	}
+	for _, o := range []client.Object{r.ConfigMap.DeepCopy(), r.Policy.DeepCopy(), r.Binding.DeepCopy()} {
+		if err := admin.Create(ctx, o); err != nil {
+			return fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
+		}
+	}
+	if _, err := setup.SyncPlanApprovers(ctx, admin, r.ConfigMap.Namespace, groups, true); err != nil {
+		return err
+	}
+	return nil
+}
+
+// waitForPolicy waits until the API server enforces the installed policy: a dry-run approval
+// by a user outside the approver groups is refused by it. (The API server loads a new policy,
+// its binding and its parameter asynchronously.) Every spec that expects the policy's denial
+// calls it first; once the policy is loaded it returns at the first try.
+func waitForPolicy() {
+	GinkgoHelper()
+	c, _ := userClient("policy-probe", "devs")
+	ns := newNamespace()
+	create(infrav1.TerraformClusterKind, ns, "probe")
+	Eventually(func() error {
+		return approve(c, infrav1.TerraformClusterKind, ns, "probe", "0", client.DryRunAll)
+	}).Should(Satisfy(deniedByPolicy), "the plan-approval policy never refused a user outside the approver groups")
+}
