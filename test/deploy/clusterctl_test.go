@@ -39,6 +39,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/setup"
+	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
 const (
@@ -235,6 +236,7 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 		checkWebhooks(generated)
 		checkMatchConditions(generated)
 		checkManager(generated)
+		checkPlanPolicy(generated)
 
 		_, c, err := managerDeployment(generated)
 		Expect(err).NotTo(HaveOccurred())
@@ -307,6 +309,15 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 		for _, x := range vs.Items {
 			Expect(x.Annotations).To(HaveKeyWithValue(injectCAAnnotation, systemNS+"/captf-serving-cert"))
 		}
+		// The plan-approval policy (cluster-scoped, although clusterctl gives it a namespace)
+		// and its ConfigMap.
+		var vaps admissionregistrationv1.ValidatingAdmissionPolicyList
+		Expect(admin.List(ctx, &vaps, client.MatchingLabels{providerLabel: providerLabelValue})).To(Succeed())
+		Expect(vaps.Items).To(HaveLen(1))
+		var vapbs admissionregistrationv1.ValidatingAdmissionPolicyBindingList
+		Expect(admin.List(ctx, &vapbs, client.MatchingLabels{providerLabel: providerLabelValue})).To(Succeed())
+		Expect(vapbs.Items).To(HaveLen(1))
+		Expect(admin.Get(ctx, types.NamespacedName{Namespace: systemNS, Name: webhooks.PlanApproversConfigMap}, &corev1.ConfigMap{})).To(Succeed())
 		for _, kind := range []string{"Certificate", "Issuer"} {
 			list := &unstructured.UnstructuredList{}
 			list.SetAPIVersion("cert-manager.io/v1")

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
 const (
@@ -338,7 +339,8 @@ var _ = Describe("config/default rendered by kustomize", func() {
 		for _, u := range all {
 			switch u.GetKind() {
 			case "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
-				"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration":
+				"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
+				"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
 				Expect(u.GetNamespace()).To(BeEmpty(), "%s %s", u.GetKind(), u.GetName())
 			default:
 				Expect(u.GetNamespace()).To(Equal("captf-system"), "%s %s", u.GetKind(), u.GetName())
@@ -356,6 +358,10 @@ var _ = Describe("config/default rendered by kustomize", func() {
 
 	It("runs two manager replicas with leader election, probes, limits, least privilege and a PDB", func() {
 		checkManager(all)
+	})
+
+	It("binds the plan-approval policy to the ConfigMap the manager keeps, for updates only", func() {
+		checkPlanPolicy(all)
 	})
 
 	It("issues the serving certificate from a CA, so a renewal keeps the caBundle", func() {
@@ -389,3 +395,44 @@ var _ = Describe("config/default rendered by kustomize", func() {
 	})
 
 })
+
+// checkPlanPolicy: the ValidatingAdmissionPolicy of config/policy judges only UPDATEs of the
+// three kinds (clusterctl move creates them with their annotations), denies, and reads its
+// groups from the ConfigMap the manager writes (webhooks.PlanApproversConfigMap) in the
+// manager's namespace, which ships so that the parameter is never missing.
+func checkPlanPolicy(all objects) {
+	pu, err := all.one("ValidatingAdmissionPolicy")
+	Expect(err).NotTo(HaveOccurred())
+	policy, err := as[admissionregistrationv1.ValidatingAdmissionPolicy](pu)
+	Expect(err).NotTo(HaveOccurred())
+	bu, err := all.one("ValidatingAdmissionPolicyBinding")
+	Expect(err).NotTo(HaveOccurred())
+	binding, err := as[admissionregistrationv1.ValidatingAdmissionPolicyBinding](bu)
+	Expect(err).NotTo(HaveOccurred())
+	d, _, err := managerDeployment(all)
+	Expect(err).NotTo(HaveOccurred())
+
+	Expect(binding.Spec.PolicyName).To(Equal(policy.Name))
+	Expect(binding.Spec.ValidationActions).To(ConsistOf(admissionregistrationv1.Deny))
+	Expect(policy.Spec.FailurePolicy).To(HaveValue(Equal(admissionregistrationv1.Fail)))
+	Expect(policy.Spec.ParamKind).NotTo(BeNil())
+	Expect(policy.Spec.ParamKind.Kind).To(Equal("ConfigMap"))
+	ref := binding.Spec.ParamRef
+	Expect(ref).NotTo(BeNil())
+	Expect(ref.Name).To(Equal(webhooks.PlanApproversConfigMap))
+	Expect(ref.Namespace).To(Equal(d.Namespace), "the manager writes the ConfigMap into its own namespace")
+	Expect(ref.ParameterNotFoundAction).To(HaveValue(Equal(admissionregistrationv1.DenyAction)))
+	Expect(all.find("ConfigMap", ref.Namespace, ref.Name)).NotTo(BeNil(), "the parameter ships with the manifests")
+
+	Expect(policy.Spec.MatchConstraints).NotTo(BeNil())
+	for _, r := range policy.Spec.MatchConstraints.ResourceRules {
+		Expect(r.Operations).To(ConsistOf(admissionregistrationv1.Update), "the policy judges updates only")
+		Expect(r.APIGroups).To(ConsistOf(infraGroup))
+		Expect(r.Resources).To(ConsistOf("terraformclusters", "terraformmachines", "terraformmachinepools"))
+	}
+	var expr strings.Builder
+	for _, mc := range policy.Spec.MatchConditions {
+		expr.WriteString(mc.Expression)
+	}
+	Expect(expr.String()).To(ContainSubstring(infrav1.ApprovePlanAnnotation), "the policy matches only approvals")
+}
