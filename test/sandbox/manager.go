@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,10 +18,49 @@ import (
 	"time"
 
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/internal/proc"
+	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
 // ManagerReadyTimeout bounds how long Start waits for the manager's /readyz.
 const ManagerReadyTimeout = 2 * time.Minute
+
+// PlanApproverGroups is the sandbox manager's --plan-approver-groups: the group of the
+// sandbox's administrator (its kubeconfig user), so `make run` users and the e2e suite can
+// approve plans.
+const PlanApproverGroups = "system:masters"
+
+// installManagerNamespace installs, as config/default renders them, the manager's Role and
+// RoleBinding in its own namespace (leader election, and the plan approvers ConfigMap the
+// manager writes) and the plan-approval policy: the ValidatingAdmissionPolicy, its binding and
+// its ConfigMap. The manager then writes its --plan-approver-groups into that ConfigMap, as it
+// does in a cluster.
+func (s *Sandbox) installManagerNamespace(ctx context.Context) error {
+	objs, err := s.Kustomize(filepath.Join(s.opts.RepoRoot, "config", "default"))
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, u := range objs {
+		switch {
+		case u.GetKind() == "Role", u.GetKind() == "RoleBinding",
+			u.GetKind() == "ValidatingAdmissionPolicy", u.GetKind() == "ValidatingAdmissionPolicyBinding",
+			u.GetKind() == "ConfigMap" && u.GetName() == webhooks.PlanApproversConfigMap:
+		default:
+			continue
+		}
+		if u.GetNamespace() != "" && u.GetNamespace() != ManagerNamespace {
+			return fmt.Errorf("config/default renders %s %s into %s, the sandbox's manager runs in %s", u.GetKind(), u.GetName(), u.GetNamespace(), ManagerNamespace)
+		}
+		if err := s.ensure(ctx, u); err != nil {
+			return err
+		}
+		n++
+	}
+	if n != 5 {
+		return fmt.Errorf("config/default renders %d of the manager's Role, RoleBinding, plan-approval policy, binding and ConfigMap, want 5", n)
+	}
+	return nil
+}
 
 // ManagerProcess is the manager binary running as a child of the sandbox, with its webhooks,
 // under the manager's ServiceAccount.
@@ -52,8 +92,19 @@ func (s *Sandbox) managerProcess() (*ManagerProcess, error) {
 		"--enable-webhooks",
 		"--webhook-cert-dir=" + s.certDir(),
 		"--zap-encoder=console",
+		// The identity the manager runs as (managerKubeconfig): the guards let its own writes
+		// through, and the plan approvers ConfigMap goes into its namespace.
+		"--manager-service-account=" + ManagerNamespace + "/" + ManagerServiceAccount,
+		// The sandbox's kubectl user is an administrator in system:masters: it may approve
+		// plans (docs/sandbox.md). ManagerArgs may name other groups.
+		"--plan-approver-groups=" + PlanApproverGroups,
 	}
 	args = append(args, s.opts.ManagerArgs...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.installManagerNamespace(ctx); err != nil {
+		return nil, err
+	}
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "KUBECONFIG=") {
