@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
@@ -167,9 +166,10 @@ var _ = Describe("State safety", func() {
 		old := waitForJob(tc, infrav1.TerraformClusterKind, 1)
 		pod, err := envtest.StartJob(ctx, k8s, old)
 		Expect(err).NotTo(HaveOccurred())
-		// The earlier object goes while its apply runs (its finalizer forced off).
+		// The earlier object goes while its apply runs: deleted, then its finalizer forced off
+		// (in this order: the controller puts the finalizer back on a live object).
+		Expect(k8s.Delete(ctx, tc)).To(Succeed())
 		update(tc, func(tc *infrav1.TerraformCluster) { tc.Finalizers = nil })
-		Expect(client.IgnoreNotFound(k8s.Delete(ctx, tc))).To(Succeed())
 		Eventually(kit.Gone(tc)).Should(BeTrue())
 
 		again := f.createCluster()

@@ -103,6 +103,12 @@ func setStateReadable(c conditions, ev Evidence, d Decision, rep report) {
 	}
 	switch ev.State {
 	case StatePresent:
+		if cur := c.find(infrav1.StateReadableCondition); cur != nil && cur.Status == metav1.ConditionFalse &&
+			cur.Reason == infrav1.StateLockedReason && rep.bookkept == nil {
+			// The state reads fine; the lock report stands until the next Job is counted,
+			// which either finds the lock free or reports its holder again.
+			return
+		}
 		c.set(infrav1.StateReadableCondition, metav1.ConditionTrue, infrav1.StateReadableReason, "")
 	case StateAbsent:
 		if ev.AppliedBefore {

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
@@ -133,6 +134,25 @@ func TestSetOperation(t *testing.T) {
 			checkConditions(t, st, []want{tc.want})
 		})
 	}
+}
+
+// A lock held by someone else is reported by the Job that met it and stays reported until the
+// next Job is counted: the state itself reads fine in between.
+func TestSetStateReadableKeepsALockReportUntilTheNextJob(t *testing.T) {
+	locked := want{infrav1.StateReadableCondition, metav1.ConditionFalse, infrav1.StateLockedReason}
+	readable := want{infrav1.StateReadableCondition, metav1.ConditionTrue, infrav1.StateReadableReason}
+	st := &infrav1.TerraformStatus{}
+	c := conditions{st: st}
+	ev := Evidence{State: StatePresent}
+	failed := &bookkept{outcome: infrav1.RunFailed, op: infrav1.OperationApply}
+	setStateReadable(c, ev, Decision{}, report{bookkept: failed, lockHolder: &runnerapi.LockHolder{ID: "l1", Who: "ops@laptop"}})
+	checkConditions(t, st, []want{locked})
+	setStateReadable(c, ev, Decision{}, report{})
+	checkConditions(t, st, []want{locked})
+	setStateReadable(c, ev, Decision{}, report{bookkept: failed})
+	checkConditions(t, st, []want{readable})
+	setStateReadable(c, ev, Decision{}, report{})
+	checkConditions(t, st, []want{readable})
 }
 
 func TestSetOutputsValid(t *testing.T) {

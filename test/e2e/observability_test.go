@@ -200,10 +200,16 @@ var _ = Describe("Observability on the sandbox: metrics and runbooks", Ordered, 
 				return lastRun
 			}).Should(And(Not(HavePrefix(before+" ")), ContainSubstring(" Failed: ")))
 			AddReportEntry("stale lock: status.lastRun", lastRun)
-			AddReportEntry("stale lock: StateReadable now", kubectl(sb, "-n", ns, "get", "terraformcluster", name, "-o",
-				`jsonpath={.status.conditions[?(@.type=="StateReadable")].reason}: {.status.conditions[?(@.type=="StateReadable")].message}`))
+			stateReadable := func() string {
+				return kubectl(sb, "-n", ns, "get", "terraformcluster", name, "-o",
+					`jsonpath={.status.conditions[?(@.type=="StateReadable")].reason}: {.status.conditions[?(@.type=="StateReadable")].message}`)
+			}
+			Eventually(stateReadable).Should(And(HavePrefix(infrav1.StateLockedReason+": "), ContainSubstring("ops@laptop")))
+			Consistently(stateReadable, 3*time.Second).Should(HavePrefix(infrav1.StateLockedReason+": "),
+				"the lock report stands until the next Job is counted")
+			AddReportEntry("stale lock: StateReadable now", stateReadable())
 			AddReportEntry("stale lock: JobFailed events", kubectl(sb, "-n", ns, "get", "events", "--field-selector", "reason=JobFailed"))
-			gauge("TerraformCluster", "JobFailed", 1)
+			gauge("TerraformCluster", "StateLocked", 1)
 
 			By("inspect the lock Lease: holder, lock info, no CAPTF pod or Job recorded")
 			out := kubectl(sb, "-n", ns, "get", "lease", lockLease, "-o",
@@ -224,7 +230,7 @@ var _ = Describe("Observability on the sandbox: metrics and runbooks", Ordered, 
 			Expect(kubectl(sb, "-n", ns, "get", "lease", lockLease, "-o", "jsonpath={.spec.holderIdentity}")).To(BeEmpty())
 			kubectl(sb, "-n", ns, "annotate", "terraformcluster", name, infrav1.RetryAtAnnotation+"-")
 			eventuallyReady(sb, tc(ns, name))
-			gauge("TerraformCluster", "JobFailed", 0)
+			gauge("TerraformCluster", "StateLocked", 0)
 		}
 	})
 
