@@ -2,6 +2,10 @@ package metrics
 
 import (
 	"context"
+	"errors"
+
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -64,9 +68,29 @@ var (
 	}, []string{"guard"})
 )
 
+// Guards and GuardOutcomes are the label values of the guard series.
+var (
+	Guards        = []string{"object", "lease", "job"}
+	GuardOutcomes = []string{"allowed", "denied", "overridden", "error"}
+)
+
+// kinds are the kind label values of the per-kind counters.
+var kinds = []string{infrav1.TerraformClusterKind, infrav1.TerraformMachineKind, infrav1.TerraformMachinePoolKind}
+
 func init() {
 	crmetrics.Registry.MustRegister(JobsStarted, JobsFinished, JobDuration, LeaseWaits, Decisions, StateSize,
 		BackupsTaken, LocksBroken, DriftDetected, GuardDecisions, GuardDuration)
+	// The counters of rare events start at 0 for every label value, so increase() sees the
+	// first event (a series that appears at 1 shows no increase) and an alert on it can fire.
+	for _, k := range kinds {
+		LocksBroken.WithLabelValues(k)
+		DriftDetected.WithLabelValues(k)
+	}
+	for _, g := range Guards {
+		for _, o := range GuardOutcomes {
+			GuardDecisions.WithLabelValues(g, o)
+		}
+	}
 }
 
 // objectsDesc and plansDesc describe the gauges computed from the cache at scrape time.
@@ -76,10 +100,14 @@ var (
 )
 
 // Objects is the collector of captf_objects and captf_plans_awaiting_approval: it lists the
-// three kinds from the manager's cache when scraped (no API request).
+// three kinds from the manager's cache when scraped (no API request). A manager that is not
+// the leader has no informers for them (its controllers have not started), so it reports
+// neither series: the leader does.
 type Objects struct {
 	// Cache is the manager's cached reader.
 	Cache client.Reader
+	// Log receives listing errors; the zero value logs through controller-runtime's logger.
+	Log logr.Logger
 }
 
 // Describe implements prometheus.Collector.
@@ -91,12 +119,20 @@ func (o *Objects) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (o *Objects) Collect(ch chan<- prometheus.Metric) {
 	ctx := context.Background()
+	logger := o.Log
+	if logger.GetSink() == nil {
+		logger = log.FromContext(ctx)
+	}
 	for kind, list := range map[string]client.ObjectList{
 		infrav1.TerraformClusterKind: &infrav1.TerraformClusterList{}, infrav1.TerraformMachineKind: &infrav1.TerraformMachineList{},
 		infrav1.TerraformMachinePoolKind: &infrav1.TerraformMachinePoolList{},
 	} {
 		if err := o.Cache.List(ctx, list); err != nil {
-			log.FromContext(ctx).Error(err, "collect objects gauge", "kind", kind)
+			if errors.As(err, new(*cache.ErrResourceNotCached)) {
+				// Not the leader (no informer): nothing to report, nothing wrong.
+				continue
+			}
+			logger.Error(err, "collect objects gauge", "kind", kind)
 			continue
 		}
 		reasons := map[string]float64{}
