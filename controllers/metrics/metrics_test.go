@@ -33,7 +33,9 @@ type failingReader struct {
 	err error
 }
 
-func (r failingReader) List(context.Context, client.ObjectList, ...client.ListOption) error { return r.err }
+func (r failingReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return r.err
+}
 
 func TestObjectsReportsNothingWithoutInformersAndLogsRealErrors(t *testing.T) {
 	for name, tc := range map[string]struct {
