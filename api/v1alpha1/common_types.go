@@ -149,6 +149,11 @@ const MoveLabel = "clusterctl.cluster.x-k8s.io/move"
 // reads no other, so an object's author cannot feed another workload's Secret into a module.
 const VariablesLabel = "captf.io/variables"
 
+// RunnerAccountLabel, set to "true", opts a ServiceAccount in as the account of an object's
+// Jobs (spec.job.serviceAccountName): CAPTF binds the runner's Role to it, so the label is the
+// account owner's consent.
+const RunnerAccountLabel = "captf.io/runner"
+
 // Lease kinds, the values of LeaseLabel.
 const (
 	LeaseKindRun     = "run"

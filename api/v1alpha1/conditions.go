@@ -77,6 +77,10 @@ const (
 	// VariablesSourceNotOptedInReason: a variablesFrom Secret or ConfigMap exists but does not
 	// carry the label captf.io/variables=true, so CAPTF refuses to read it.
 	VariablesSourceNotOptedInReason = "VariablesSourceNotOptedIn"
+	// RunnerAccountMissingReason and RunnerAccountNotOptedInReason: spec.job.serviceAccountName
+	// names a ServiceAccount that does not exist, or one without the label captf.io/runner=true.
+	RunnerAccountMissingReason    = "RunnerAccountMissing"
+	RunnerAccountNotOptedInReason = "RunnerAccountNotOptedIn"
 
 	// OutputMissingReason and OutputInvalidReason explain OutputsValid=False.
 	OutputMissingReason = "OutputMissing"

@@ -231,6 +231,11 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if problem == nil {
+		if problem, err = p.runnerAccountProblem(ctx); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if problem != nil {
 		p.rep.startProblem = problem
 		return ctrl.Result{}, p.releaseIfNoJob(ctx, name)

@@ -286,6 +286,12 @@ func (p *pass) gatherDecisionInputs(ctx context.Context) error {
 		p.ev.InputsProblem = problem
 		return nil
 	}
+	// A ServiceAccount named for the Jobs must have opted in; read with the inputs, so an idle
+	// pass (memoised) reads nothing. The start of each Job checks it again.
+	if problem, err = p.runnerAccountProblem(ctx); err != nil || problem != nil {
+		p.ev.InputsProblem = problem
+		return err
+	}
 	p.ev.DesiredHash = in.Hash
 	p.r.memo.put(key, in.Hash, p.ev.Now.Add(p.r.inputsTTL()))
 	return nil

@@ -124,3 +124,25 @@ func (p *pass) rebind(ctx context.Context, rb *rbacv1.RoleBinding) error {
 	}
 	return nil
 }
+
+// runnerAccountProblem checks, live, that a ServiceAccount the spec names for the Jobs opted in
+// (jobs.RunnerAccountRefusal); nil when the spec names none or it did.
+func (p *pass) runnerAccountProblem(ctx context.Context) (*Problem, error) {
+	name := p.obj.GetTerraformSpec().Job.ServiceAccountName
+	if name == "" {
+		return nil, nil
+	}
+	sa := &corev1.ServiceAccount{}
+	err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: name}, sa)
+	switch {
+	case apierrors.IsNotFound(err):
+		sa = nil
+	case err != nil:
+		return nil, fmt.Errorf("read ServiceAccount %s: %w", name, err)
+	}
+	reason, msg := jobs.RunnerAccountRefusal(sa, p.obj.GetNamespace(), name)
+	if reason == "" {
+		return nil, nil
+	}
+	return &Problem{ConditionType: infrav1.InputsValidCondition, Reason: reason, Message: msg}, nil
+}

@@ -1,8 +1,12 @@
 package jobs
 
 import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 )
 
@@ -30,4 +34,24 @@ func RunnerPolicyRules(suffix string) []rbacv1.PolicyRule {
 		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
 	}
+}
+
+// RunnerAccountRefusal says why a ServiceAccount named by spec.job.serviceAccountName may not
+// run the object's Jobs, or "" when it may: it must carry the label captf.io/runner=true,
+// because the controller binds the runner's Role to it (and the account's other permissions
+// reach the state channel). sa is nil when the account does not exist. It is pure; the
+// controller and the admission webhook both judge with it.
+func RunnerAccountRefusal(sa *corev1.ServiceAccount, namespace, name string) (reason, message string) {
+	if sa == nil {
+		return infrav1.RunnerAccountMissingReason, fmt.Sprintf(
+			"spec.job.serviceAccountName names the ServiceAccount %s/%s, which does not exist: create it and label it %s=true, or unset the field to use the account CAPTF manages",
+			namespace, name, infrav1.RunnerAccountLabel)
+	}
+	if sa.Labels[infrav1.RunnerAccountLabel] != "true" {
+		return infrav1.RunnerAccountNotOptedInReason, fmt.Sprintf(
+			"the ServiceAccount %s/%s does not carry the label %s=true, so CAPTF does not run Jobs under it (it would bind the runner's Role to it): "+
+				"kubectl label serviceaccount %s -n %s %s=true, or unset spec.job.serviceAccountName",
+			namespace, name, infrav1.RunnerAccountLabel, name, namespace, infrav1.RunnerAccountLabel)
+	}
+	return "", ""
 }
