@@ -36,7 +36,9 @@
 //   - The break-glass path allows a denied request only for a member of a configured group that
 //     also sets captf.io/guard-override-reason in the request (for a Lease deletion or /status,
 //     on the object); every use is logged and emitted as a Warning event (not on dry-run
-//     requests: the webhooks declare no side effects).
+//     requests: the webhooks declare no side effects), carried as the audit annotation
+//     OverrideAuditKey, and counted as "overridden" (Measured counts and times every verdict of
+//     the three guards once, by guard and outcome).
 //   - A request that sets captf.io/approve-plan or changes its value is allowed only from a
 //     member of Options.PlanApproverGroups (none by default: nobody), and only when the value is
 //     the ID of the pending plan in the old object's captf.io/pending-plan; an admitted approval

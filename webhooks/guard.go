@@ -285,11 +285,18 @@ func (o *Override) Try(ctx context.Context, req admission.Request, target runtim
 	logger := log.FromContext(ctx)
 	if req.DryRun != nil && *req.DryRun {
 		logger.Info("guard override (dry run: no event)", "user", req.UserInfo.Username, "reason", reason)
-		return admission.Allowed("dry run: guard override").WithWarnings("CAPTF guard overridden (dry run): " + note), true
+		return overridden(admission.Allowed("dry run: guard override").WithWarnings("CAPTF guard overridden (dry run): "+note), note), true
 	}
 	logger.Info("GUARD OVERRIDE", "user", req.UserInfo.Username, "groups", req.UserInfo.Groups, "reason", reason, "blockers", v.Blockers)
 	if o.Recorder != nil {
 		o.Recorder.Eventf(target, nil, corev1.EventTypeWarning, "GuardOverridden", "Override", "%s", note)
 	}
-	return admission.Allowed("guard overridden").WithWarnings("CAPTF guard overridden: " + note), true
+	return overridden(admission.Allowed("guard overridden").WithWarnings("CAPTF guard overridden: "+note), note), true
+}
+
+// overridden marks resp as a verdict the break-glass path overturned: an audit annotation the
+// API server records with the request, and what Outcome counts.
+func overridden(resp admission.Response, note string) admission.Response {
+	resp.AuditAnnotations = map[string]string{OverrideAuditKey: note}
+	return resp
 }

@@ -103,9 +103,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	srv := mgr.GetWebhookServer()
 	approvals := &PlanApprovals{Approvers: Approvers{Groups: append([]string(nil), o.PlanApproverGroups...)}, Recorder: mgr.GetEventRecorder("captf-guard")}
 	mgr.GetLogger().Info("plan approvals", "approverGroups", approvals.Approvers.Groups)
-	srv.Register(GuardPath, &admission.Webhook{Handler: &Guard{Reader: reader, Leases: leases, Override: override, Identities: ids, Approvals: approvals}})
-	srv.Register(LeaseGuardPath, &admission.Webhook{Handler: &LeaseGuard{Leases: leases, Identities: ids, Override: override}})
-	srv.Register(JobGuardPath, &admission.Webhook{Handler: &JobGuard{Identities: ids, Override: override}})
+	srv.Register(GuardPath, &admission.Webhook{Handler: Measured(GuardObject, &Guard{Reader: reader, Leases: leases, Override: override, Identities: ids, Approvals: approvals})})
+	srv.Register(LeaseGuardPath, &admission.Webhook{Handler: Measured(GuardLease, &LeaseGuard{Leases: leases, Identities: ids, Override: override})})
+	srv.Register(JobGuardPath, &admission.Webhook{Handler: Measured(GuardJob, &JobGuard{Identities: ids, Override: override})})
 
 	if err := register(mgr, &infrav1.TerraformCluster{}, infrav1.TerraformClusterKind); err != nil {
 		return err
