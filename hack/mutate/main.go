@@ -107,7 +107,7 @@ func listMutations(ctx context.Context, o options, ms []Mutation, stdout, stderr
 		case Occurrences(content, m.Old) != 1:
 			applies, code = fmt.Sprintf("STALE: the old text occurs %d times", Occurrences(content, m.Old)), exitNotKilled
 		}
-		fmt.Fprintf(stdout, "| %s | %s.txt:%d | %s | %s | `%s` |\n", m.Name, m.List, m.Line, m.File, applies, m.Command)
+		fmt.Fprintf(stdout, "| %s | %s.txt:%d | %s | %s | `%s` |\n", cell(m.Name), m.List, m.Line, cell(m.File), cell(applies), cell(m.Command))
 	}
 	fmt.Fprintf(stderr, "%d mutation(s) selected\n", len(ms))
 	return code
