@@ -107,13 +107,13 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	srv.Register(LeaseGuardPath, &admission.Webhook{Handler: Measured(GuardLease, &LeaseGuard{Leases: leases, Identities: ids, Override: override})})
 	srv.Register(JobGuardPath, &admission.Webhook{Handler: Measured(GuardJob, &JobGuard{Identities: ids, Override: override})})
 
-	if err := register(mgr, &infrav1.TerraformCluster{}, infrav1.TerraformClusterKind); err != nil {
+	if err := register(mgr, &infrav1.TerraformCluster{}, infrav1.TerraformClusterKind, reader); err != nil {
 		return err
 	}
-	if err := register(mgr, &infrav1.TerraformMachine{}, infrav1.TerraformMachineKind); err != nil {
+	if err := register(mgr, &infrav1.TerraformMachine{}, infrav1.TerraformMachineKind, reader); err != nil {
 		return err
 	}
-	if err := register(mgr, &infrav1.TerraformMachinePool{}, infrav1.TerraformMachinePoolKind); err != nil {
+	if err := register(mgr, &infrav1.TerraformMachinePool{}, infrav1.TerraformMachinePoolKind, reader); err != nil {
 		return err
 	}
 	if err := registerTemplate(mgr, &infrav1.TerraformClusterTemplate{}, "TerraformClusterTemplate", clusterTemplateSpec); err != nil {
@@ -128,10 +128,10 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	return nil
 }
 
-func register[T Reconciled](mgr ctrl.Manager, obj T, kind string) error {
+func register[T Reconciled](mgr ctrl.Manager, obj T, kind string, accounts client.Reader) error {
 	if err := ctrl.NewWebhookManagedBy(mgr, obj).
 		WithDefaulter(Defaulter[T]{}).
-		WithValidator(Validator[T]{Kind: kind}).
+		WithValidator(Validator[T]{Kind: kind, Accounts: accounts}).
 		Complete(); err != nil {
 		return fmt.Errorf("register %s webhooks: %w", kind, err)
 	}

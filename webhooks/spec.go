@@ -57,18 +57,26 @@ func DefaultTerraformSpec(s *infrav1.TerraformSpec) {
 type Validator[T Reconciled] struct {
 	// Kind names the kind in errors.
 	Kind string
+	// Accounts reads the ServiceAccount that spec.job.serviceAccountName names (the API
+	// server, not a cache). Nil skips that check; the controller makes it again before every
+	// Job.
+	Accounts client.Reader
 }
 
 var _ admission.Validator[*infrav1.TerraformCluster] = Validator[*infrav1.TerraformCluster]{}
 
+var serviceAccountPath = field.NewPath("spec", "job", "serviceAccountName")
+
 // ValidateCreate implements admission.Validator.
-func (v Validator[T]) ValidateCreate(_ context.Context, obj T) (admission.Warnings, error) {
-	return nil, invalid(v.Kind, obj.GetName(), ValidateTerraformSpec(field.NewPath("spec"), obj.GetTerraformSpec()))
+func (v Validator[T]) ValidateCreate(ctx context.Context, obj T) (admission.Warnings, error) {
+	errs := ValidateTerraformSpec(field.NewPath("spec"), obj.GetTerraformSpec())
+	warnings, accountErrs := v.checkAccount(ctx, obj.GetNamespace(), obj.GetTerraformSpec().Job.ServiceAccountName)
+	return warnings, invalid(v.Kind, obj.GetName(), append(errs, accountErrs...))
 }
 
 // ValidateUpdate implements admission.Validator. The update of a deleting object is never
 // refused for its spec: its finalizer must stay removable.
-func (v Validator[T]) ValidateUpdate(_ context.Context, oldObj, newObj T) (admission.Warnings, error) {
+func (v Validator[T]) ValidateUpdate(ctx context.Context, oldObj, newObj T) (admission.Warnings, error) {
 	if !oldObj.GetDeletionTimestamp().IsZero() || !newObj.GetDeletionTimestamp().IsZero() {
 		return nil, nil
 	}
@@ -76,7 +84,35 @@ func (v Validator[T]) ValidateUpdate(_ context.Context, oldObj, newObj T) (admis
 	errs := ValidateTerraformSpec(path, newObj.GetTerraformSpec())
 	errs = append(errs, ValidateTerraformSpecUpdate(path, oldObj.GetTerraformSpec(), newObj.GetTerraformSpec(),
 		Provisioned(oldObj.GetAnnotations(), oldObj.GetTerraformStatus()))...)
-	return nil, invalid(v.Kind, newObj.GetName(), errs)
+	var warnings admission.Warnings
+	if name := newObj.GetTerraformSpec().Job.ServiceAccountName; name != oldObj.GetTerraformSpec().Job.ServiceAccountName {
+		var accountErrs field.ErrorList
+		warnings, accountErrs = v.checkAccount(ctx, newObj.GetNamespace(), name)
+		errs = append(errs, accountErrs...)
+	}
+	return warnings, invalid(v.Kind, newObj.GetName(), errs)
+}
+
+// checkAccount judges the ServiceAccount spec.job.serviceAccountName names, with the rule the
+// controller applies before every Job (jobs.CheckRunnerAccount): an account that exists
+// without the opt-in label is refused; a missing one, or one that cannot be read, is only a
+// warning, so an account applied after the object in the same change still works (the object
+// waits with InputsValid=False until it exists and opted in).
+func (v Validator[T]) checkAccount(ctx context.Context, namespace, name string) (admission.Warnings, field.ErrorList) {
+	if name == "" || v.Accounts == nil {
+		return nil, nil
+	}
+	reason, msg, err := jobs.CheckRunnerAccount(ctx, v.Accounts, namespace, name)
+	switch {
+	case err != nil:
+		return admission.Warnings{"CAPTF could not check the ServiceAccount " + name + " (" + err.Error() +
+			"); the controller checks it again before every Job"}, nil
+	case reason == infrav1.RunnerAccountNotOptedInReason:
+		return nil, field.ErrorList{field.Forbidden(serviceAccountPath, msg)}
+	case reason != "":
+		return admission.Warnings{msg + "; until then the object runs no Job (InputsValid=False, " + reason + ")"}, nil
+	}
+	return nil, nil
 }
 
 // ValidateDelete implements admission.Validator; deletions are not validated.

@@ -132,15 +132,10 @@ func (p *pass) runnerAccountProblem(ctx context.Context) (*Problem, error) {
 	if name == "" {
 		return nil, nil
 	}
-	sa := &corev1.ServiceAccount{}
-	err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: name}, sa)
-	switch {
-	case apierrors.IsNotFound(err):
-		sa = nil
-	case err != nil:
-		return nil, fmt.Errorf("read ServiceAccount %s: %w", name, err)
+	reason, msg, err := jobs.CheckRunnerAccount(ctx, p.r.APIReader, p.obj.GetNamespace(), name)
+	if err != nil {
+		return nil, err
 	}
-	reason, msg := jobs.RunnerAccountRefusal(sa, p.obj.GetNamespace(), name)
 	if reason == "" {
 		return nil, nil
 	}

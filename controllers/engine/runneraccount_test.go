@@ -45,6 +45,7 @@ var _ = Describe("A ServiceAccount named for the Jobs", func() {
 		rb := &rbacv1.RoleBinding{}
 		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: naming.RunnerServiceAccountName(suffixOf(tc, infrav1.TerraformClusterKind))}, rb)).To(Succeed())
 		Expect(rb.Subjects).To(ConsistOf(HaveField("Name", "team-runner")))
-		Expect(inputsValid()).To(HaveField("Status", metav1.ConditionTrue))
+		// The Job is created before the pass's one status patch lands.
+		Eventually(inputsValid).Should(HaveField("Status", metav1.ConditionTrue))
 	})
 })

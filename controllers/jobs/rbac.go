@@ -1,10 +1,14 @@
 package jobs
 
 import (
+	"context"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
@@ -34,6 +38,22 @@ func RunnerPolicyRules(suffix string) []rbacv1.PolicyRule {
 		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}},
 	}
+}
+
+// CheckRunnerAccount reads the ServiceAccount namespace/name through reader (the API server,
+// not a cache: a label just added must count) and judges it with RunnerAccountRefusal. The
+// engine, before it starts a Job, and the validating webhook, on admission, both call it.
+func CheckRunnerAccount(ctx context.Context, reader client.Reader, namespace, name string) (reason, message string, err error) {
+	sa := &corev1.ServiceAccount{}
+	err = reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, sa)
+	switch {
+	case apierrors.IsNotFound(err):
+		sa = nil
+	case err != nil:
+		return "", "", fmt.Errorf("read ServiceAccount %s/%s: %w", namespace, name, err)
+	}
+	reason, message = RunnerAccountRefusal(sa, namespace, name)
+	return reason, message, nil
 }
 
 // RunnerAccountRefusal says why a ServiceAccount named by spec.job.serviceAccountName may not
