@@ -21,14 +21,16 @@
 // are in the working tree), it:
 //
 //  1. checks that old text occurs exactly once in the file, else the mutation is STALE;
-//  2. applies it and, for a Go file, runs `go vet -json` on the file's package: a type error
-//     (the package or its tests no longer compile) makes the mutation INVALID;
+//  2. applies it;
 //  3. runs the test command with KUBEBUILDER_ASSETS, CAPTF_TEST_TOFU, CAPTF_TEST_TERRAFORM and
 //     KUBEBUILDER_CONTROLPLANE_START_TIMEOUT defaulted as the Makefile exports them;
-//  4. records KILLED with the names of the failing tests (go test's "--- FAIL:" lines,
-//     Ginkgo's "[FAIL]" summary lines, the tests running when go test timed out), SURVIVED
-//     when the command passed, UNPROVEN when it failed without naming a test (a build or setup
-//     failure proves nothing), or TIMEOUT when it outlived -timeout;
+//  4. records INVALID when go test reports a package "[build failed]" or "[setup failed]" (the
+//     mutated code does not compile: go test builds the mutated package as a dependency of the
+//     package it tests, so no separate compile check is needed, and a kill by a build failure
+//     would prove nothing); else KILLED with the names of the failing tests (go test's
+//     "--- FAIL:" lines, Ginkgo's "[FAIL]" summary lines, the tests running when go test timed
+//     out), SURVIVED when the command passed, UNPROVEN when it failed without naming a test
+//     (a setup failure proves nothing), or TIMEOUT when it outlived -timeout;
 //  5. restores the file.
 //
 // Before the mutations, each distinct test command runs once on the unmutated copy (-baseline,

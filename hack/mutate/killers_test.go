@@ -73,7 +73,10 @@ func TestJudgeCountsOnlyANamedFailureAsAKill(t *testing.T) {
 	}{
 		{"named failure", subtestOutput, Run{ExitCode: 1}, Killed},
 		{"passed", "ok  \tpkg\t0.1s\n", Run{}, Survived},
-		{"build failure", "FAIL\tpkg [build failed]\n", Run{ExitCode: 1}, Unproven},
+		{"build failure", "# pkg\n./a.go:3:1: undefined: x\nFAIL\tpkg [build failed]\n", Run{ExitCode: 1}, Invalid},
+		{"setup failure", "FAIL\tpkg [setup failed]\n", Run{ExitCode: 1}, Invalid},
+		{"build failure beside a failing test", subtestOutput + "FAIL\tother [build failed]\n", Run{ExitCode: 1}, Invalid},
+		{"failure without a test", "panic: no control plane\nFAIL\tpkg\t0.1s\n", Run{ExitCode: 1}, Unproven},
 		{"runner timeout", "", Run{ExitCode: 130, TimedOut: true, Took: time.Minute}, Timeout},
 		{"go test timeout", timeoutOutput, Run{ExitCode: 1}, Killed},
 	}

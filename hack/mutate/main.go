@@ -49,7 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.list, "list", false, "print the selected mutations and whether each still applies; run nothing")
 	fs.StringVar(&o.from, "from", string(FromHead), "what the scratch copy is made of: head (the commit) or worktree (the files as they are, uncommitted changes included)")
 	fs.BoolVar(&o.baseline, "baseline", true, "first run each distinct test command without any mutation; a mutation whose command fails there is not run")
-	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "stop a test command (or compile check) after this long")
+	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "stop a test command after this long")
 	fs.StringVar(&o.logs, "logs", "", "keep every command's output in this folder (default: a temporary folder, removed at the end)")
 	fs.StringVar(&o.report, "report", "", "also write the report (Markdown: date, commit, command, table, totals, how to add a mutation) to this file")
 	if err := fs.Parse(args); err != nil {

@@ -111,7 +111,7 @@ func (r Report) Markdown() string {
 	} else {
 		b.WriteString("- baseline: not run (-baseline=false)\n")
 	}
-	fmt.Fprintf(&b, "- machine: %s, shared with other work while it ran; seconds are wall time of the compile check and the test command\n", r.Machine)
+	fmt.Fprintf(&b, "- machine: %s, shared with other work while it ran; seconds are the wall time of each test command, its compilation included\n", r.Machine)
 	fmt.Fprintf(&b, "- totals: %s\n\n", r.Totals.String())
 	b.WriteString("## Results\n\n")
 	b.WriteString(Table(r.Results))

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -23,7 +24,8 @@ const (
 	Survived Status = "SURVIVED"
 	// Stale: the old text does not occur exactly once in the file (or the file is gone).
 	Stale Status = "STALE"
-	// Invalid: the mutated package (or its tests) no longer compiles.
+	// Invalid: a package the test command builds (the mutated one among its dependencies) no
+	// longer compiles.
 	Invalid Status = "INVALID"
 	// Unproven: the test command failed without naming a failing test (build or setup).
 	Unproven Status = "UNPROVEN"
@@ -43,7 +45,7 @@ type Result struct {
 	Killers []string
 	// Detail says why a mutation is not Killed or Survived.
 	Detail string
-	// Took is the time of the compile check and the test command.
+	// Took is the time of the test command.
 	Took time.Duration
 }
 
@@ -55,7 +57,7 @@ type Runner struct {
 	Env []string
 	// Logs is the folder each command's output is written to (one file per command).
 	Logs string
-	// Timeout bounds one test command (and the compile check).
+	// Timeout bounds one test command.
 	Timeout time.Duration
 	// Grace is how long a stopped command gets between SIGINT and SIGKILL (default 30s).
 	Grace time.Duration
@@ -114,20 +116,6 @@ func (r *Runner) Mutate(ctx context.Context, m Mutation, logName string) (res Re
 			err = errors.Join(err, rerr)
 		}
 	}()
-	if strings.HasSuffix(m.File, ".go") {
-		pkg := "./" + filepath.ToSlash(filepath.Dir(m.File))
-		out, run, err := r.Exec(ctx, logName+".vet", "go vet -json "+pkg)
-		if err != nil {
-			return res, err
-		}
-		if run.Interrupted {
-			return res, context.Cause(ctx)
-		}
-		if run.TimedOut || run.ExitCode != 0 {
-			res.Status, res.Detail = Invalid, "go vet "+pkg+": "+firstLines(out, 3)
-			return res, nil
-		}
-	}
 	out, run, err := r.Exec(ctx, logName, m.Command)
 	if err != nil {
 		return res, err
@@ -139,7 +127,14 @@ func (r *Runner) Mutate(ctx context.Context, m Mutation, logName string) (res Re
 	return res, nil
 }
 
-// Judge turns a finished test command into a status.
+// buildFailed matches go test's summary line of a package that did not compile (its own code,
+// its tests, or a dependency such as the mutated package): "FAIL\t<pkg> [build failed]", or
+// "[setup failed]" when the package cannot even be loaded.
+var buildFailed = regexp.MustCompile(`(?m)^FAIL\s+\S+ \[(build|setup) failed\]`)
+
+// Judge turns a finished test command into a status. A test binary that did not compile makes
+// the mutation Invalid: go test compiles every package it tests, the mutated one among their
+// dependencies, so a mutation that breaks compilation shows here without a separate check.
 func Judge(out string, run Run) (Status, []string, string) {
 	killers := FailingTests(out)
 	switch {
@@ -147,6 +142,8 @@ func Judge(out string, run Run) (Status, []string, string) {
 		return Timeout, killers, fmt.Sprintf("stopped after %s", run.Took.Round(time.Second))
 	case run.ExitCode == 0:
 		return Survived, nil, ""
+	case buildFailed.MatchString(out):
+		return Invalid, nil, "the mutated code does not compile: " + firstLines(out, 3)
 	case len(killers) == 0:
 		return Unproven, nil, fmt.Sprintf("exit %d without a failing test: %s", run.ExitCode, firstLines(out, 3))
 	}
