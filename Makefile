@@ -114,6 +114,63 @@ bench: test-bins test-runtime-bins ## Benchmarks: requests per pass and heap (te
 	go test -run '^$$' -bench BenchmarkGuard -benchtime=3s -timeout 20m ./webhooks/
 	go test -run '^$$' -bench . -benchtime=5x -timeout 20m ./cmd/runner/
 
+##@ Soak
+
+# make soak runs the chaos soak of test/chaos (soak_test.go): SCHEDULES seeded object lifecycles
+# (create, input change, pause, state loss and restore, delete, re-create, delete), many at
+# once against one API server, two managers without leader election, stale caches, failing and
+# lost writes, conflicts and crashes, the monitor checking I1-I5 and I7. SEED is the seed of
+# schedule 0 (default: the time; printed); a failure prints the seed and the command that
+# replays it. SOAK_PARALLEL is the schedules in flight (default 96), SOAK_CELL the schedules per
+# namespace (default 4). docs/development.md ("Soak") has the figures of the last runs.
+SCHEDULES ?= 300
+SEED ?=
+SOAK_PARALLEL ?=
+SOAK_CELL ?=
+SOAK_TIMEOUT ?= 4h
+
+.PHONY: soak
+soak: test-bins ## Chaos soak over SCHEDULES seeded schedules (SEED=<n> replays one); prints Jobs, faults by type, lags, violations; fails on any violation.
+	CAPTF_SOAK_SCHEDULES=$(SCHEDULES) CAPTF_SOAK_SEED=$(SEED) CAPTF_SOAK_PARALLEL=$(SOAK_PARALLEL) CAPTF_SOAK_CELL=$(SOAK_CELL) \
+	  go test -count=1 -timeout $(SOAK_TIMEOUT) ./test/chaos/ -v -ginkgo.label-filter=soak -ginkgo.succinct
+
+##@ Mutation testing
+
+# make mutate applies each mutation of hack/mutations/*.txt alone to a scratch copy of HEAD and
+# runs the test it names (hack/mutate/doc.go; docs/mutation-report.md). MUTATIONS=<globs> runs
+# a subset (comma-separated, by name or <list>/<name>, for example MUTATIONS='decide/*');
+# MUTATE_REPORT=<file> also writes the Markdown report there; MUTATE_ARGS passes more flags
+# (bin/mutate -h: -list, -from=worktree, -baseline=false, -timeout, -logs).
+MUTATIONS ?=
+MUTATE_REPORT ?=
+MUTATE_ARGS ?=
+# The CI slice (make mutate-ci): the mutations killed by unit tests and the exhaustive Decide
+# test, no API server: every guard rule of webhooks' pure functions, the run lease's freeness
+# rules, the engine's fake-client and plan rules, the runner's restore lineage, and two Decide
+# clauses (the rest of decide.txt runs about a minute each: make mutate MUTATIONS='decide/*').
+# It fits in about 10 minutes on a 2-core machine (docs/mutation-report.md).
+MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guarded, \
+  guard-activejob-clear-is-guarded, guard-activejob-replace-is-guarded, \
+  guard-replace-only-with-the-lease-holder, guard-lease-inside-the-grace-blocks, \
+  guard-old-activejob-blocks-down-to-its-pods, guard-fails-closed, guard-override-needs-a-group-member, \
+  leaseguard-duration-change-is-judged, jobguard-label-value-change, jobstatus-runs-while-a-pod-runs, \
+  lease-backstop-floor, lease-backstop-age-clamp, lease-running-holder-is-live, \
+  lease-finished-holder-with-a-running-pod-is-live, lease-grace-blocks, lease-jobof-by-owner-reference, \
+  jobstatus-failure-target-is-not-finished, engine-finished-job-pods-read-live, \
+  engine-cleanup-waits-for-a-live-lease, drift-prune-never-a-running-job, \
+  state-never-adopts-an-earlier-incarnations-job, plans-engine-supersede, plans-engine-applied-once, \
+  runner-restore-refuses-another-lineage, decide-running-job-wins, decide-statelost-hold
+
+.PHONY: mutate
+mutate: test-bins ## Run every mutation proof of hack/mutations/*.txt (well over an hour); fails unless each is KILLED by a named test. MUTATIONS=<globs> for a subset.
+	go build -o $(BIN)/mutate ./hack/mutate
+	$(BIN)/mutate $(if $(MUTATIONS),-only '$(MUTATIONS)') $(if $(MUTATE_REPORT),-report '$(MUTATE_REPORT)') $(MUTATE_ARGS)
+
+.PHONY: mutate-ci
+mutate-ci: ## The fast slice of make mutate for CI: MUTATE_CI's mutations, killed by unit tests and the exhaustive Decide test (no baseline run: make test runs those tests unmutated).
+	go build -o $(BIN)/mutate ./hack/mutate
+	$(BIN)/mutate -only '$(MUTATE_CI)' -baseline=false $(MUTATE_ARGS)
+
 ##@ Run
 
 # make run SAMPLES=1 also applies config/samples; SANDBOX_ARGS passes more flags (bin/sandbox -h).
