@@ -9,11 +9,16 @@
 //   - TestManagerHeapWithForeignJobsGate: the manager's heap with 2,000 foreign Jobs (not
 //     CAPTF's, 100 KB annotation each) is at most 1.10x its heap with none (median of three
 //     rounds each), which holds only while the Job cache is scoped to captf.io/managed=true.
+//   - TestFleetColdStartGate: a manager that starts cold on 50 applied objects (clusters,
+//     machines and pools with everything a completed apply leaves) reconciles each once,
+//     writes nothing, fills its cache with a fixed number of lists and watches, and reads live
+//     at most one bootstrap data Secret and one cluster state per member, nothing per cluster.
 //
 // Benchmarks (`make bench`, which runs no tests) print the same scenarios as tables: requests
 // per pass of each kind while its Job runs, the passes that count a Job that just finished,
 // and idle; and the heap with and without the foreign Jobs, label-scoped cache against an
-// unscoped one, side by side in one run.
+// unscoped one, side by side in one run; and BenchmarkFleetColdStart, a cold start on 200 and
+// on 2,000 applied objects (time until all were reconciled, requests by purpose, peak heap).
 //
 // One control plane serves the whole package (started by the first test or benchmark, stopped
 // by TestMain). The foreign Jobs are created once and stay for the rest of the package's run.

@@ -141,11 +141,19 @@ func resourceOf(path string) string {
 // extra options; stop it with the returned function.
 func startManager(tb testing.TB, c *counter, extra ...func(*manager.Options)) (manager.Manager, func()) {
 	tb.Helper()
+	var wrap func(http.RoundTripper) http.RoundTripper
+	if c != nil {
+		wrap = c.wrap
+	}
+	return startManagerWith(tb, wrap, extra...)
+}
+
+// startManagerWith is startManager with any transport wrapper (nil: none).
+func startManagerWith(tb testing.TB, wrap func(http.RoundTripper) http.RoundTripper, extra ...func(*manager.Options)) (manager.Manager, func()) {
+	tb.Helper()
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = 500, 1000
-	if c != nil {
-		cfg.WrapTransport = c.wrap
-	}
+	cfg.WrapTransport = wrap
 	extra = append(extra, func(o *manager.Options) {
 		skip := true
 		o.Controller.SkipNameValidation = &skip
