@@ -1,11 +1,15 @@
 package chaos_test
 
 import (
+	"context"
+	"fmt"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -17,11 +21,11 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
 
-func createCluster(ns, name string, finalizer bool) *infrav1.TerraformCluster {
-	GinkgoHelper()
-	Expect(k8s.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+// clusterObjects builds a Cluster and the TerraformCluster its infrastructureRef names.
+func clusterObjects(ns, name string, finalizer bool) (*clusterv1.Cluster, *infrav1.TerraformCluster) {
+	c := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-			APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformClusterKind, Name: name}}})).To(Succeed())
+			APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformClusterKind, Name: name}}}
 	tc := &infrav1.TerraformCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
 		Spec: infrav1.TerraformClusterSpec{TerraformSpec: infrav1.TerraformSpec{
@@ -31,8 +35,76 @@ func createCluster(ns, name string, finalizer bool) *infrav1.TerraformCluster {
 	if finalizer {
 		tc.Finalizers = []string{infrav1.Finalizer}
 	}
+	return c, tc
+}
+
+func createCluster(ns, name string, finalizer bool) *infrav1.TerraformCluster {
+	GinkgoHelper()
+	c, tc := clusterObjects(ns, name, finalizer)
+	Expect(k8s.Create(ctx, c)).To(Succeed())
 	Expect(k8s.Create(ctx, tc)).To(Succeed())
 	return tc
+}
+
+// machineObjects builds a Machine with its bootstrap data and the TerraformMachine it owns
+// (ownedBy sets the owner's UID once the Machine exists).
+func machineObjects(ns, cluster, name string) (*corev1.Secret, *clusterv1.Machine, *infrav1.TerraformMachine) {
+	boot := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-bootstrap"}, Data: map[string][]byte{"value": []byte("#cloud-config")}}
+	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: clusterv1.MachineSpec{ClusterName: cluster, Bootstrap: clusterv1.Bootstrap{DataSecretName: &boot.Name},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformMachineKind, Name: name}}}
+	tm := &infrav1.TerraformMachine{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
+		Spec: infrav1.TerraformMachineSpec{TerraformSpec: infrav1.TerraformSpec{Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}},
+			Variables: &runtime.RawExtension{Raw: []byte(`{"flavor":"small"}`)}}},
+	}
+	return boot, m, tm
+}
+
+// poolObjects builds a MachinePool with its bootstrap data and the TerraformMachinePool it owns.
+func poolObjects(ns, cluster, name string) (*corev1.Secret, *clusterv1.MachinePool, *infrav1.TerraformMachinePool) {
+	boot := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-bootstrap"}, Data: map[string][]byte{"value": []byte("#cloud-config")}}
+	mp := &clusterv1.MachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: clusterv1.MachinePoolSpec{ClusterName: cluster, Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{
+			ClusterName: cluster, Bootstrap: clusterv1.Bootstrap{DataSecretName: &boot.Name},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformMachinePoolKind, Name: name}}}}}
+	tp := &infrav1.TerraformMachinePool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
+		Spec: infrav1.TerraformMachinePoolSpec{TerraformSpec: infrav1.TerraformSpec{Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}},
+			Variables: &runtime.RawExtension{Raw: []byte(`{"instances":2}`)}}},
+	}
+	return boot, mp, tp
+}
+
+// ownedBy makes owner (a Machine or MachinePool that exists) the controller owner of o.
+func ownedBy(o, owner client.Object) {
+	kind := "Machine"
+	if _, ok := owner.(*clusterv1.MachinePool); ok {
+		kind = "MachinePool"
+	}
+	o.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: kind, Name: owner.GetName(), UID: owner.GetUID()}})
+}
+
+// createMachine creates a Machine with its bootstrap data and the TerraformMachine it owns.
+func createMachine(ns, cluster, name string) *infrav1.TerraformMachine {
+	GinkgoHelper()
+	boot, m, tm := machineObjects(ns, cluster, name)
+	Expect(k8s.Create(ctx, boot)).To(Succeed())
+	Expect(k8s.Create(ctx, m)).To(Succeed())
+	ownedBy(tm, m)
+	Expect(k8s.Create(ctx, tm)).To(Succeed())
+	return tm
+}
+
+// createPool creates a MachinePool with its bootstrap data and the TerraformMachinePool it owns.
+func createPool(ns, cluster, name string) *infrav1.TerraformMachinePool {
+	GinkgoHelper()
+	boot, mp, tp := poolObjects(ns, cluster, name)
+	Expect(k8s.Create(ctx, boot)).To(Succeed())
+	Expect(k8s.Create(ctx, mp)).To(Succeed())
+	ownedBy(tp, mp)
+	Expect(k8s.Create(ctx, tp)).To(Succeed())
+	return tp
 }
 
 func jobsIn(ns string) []batchv1.Job {
@@ -42,30 +114,73 @@ func jobsIn(ns string) []batchv1.Job {
 	return list.Items
 }
 
-// finish plays terraform and the kubelet for a Job: the state it leaves, then the pod and Job.
+// jobOwner is the name of the object a Job runs for, and its state suffix.
+func jobOwner(job *batchv1.Job) (name, suffix string) {
+	for _, r := range job.OwnerReferences {
+		name = r.Name
+	}
+	return name, naming.StateSuffix(job.Namespace, job.Labels[infrav1.OwnerKindLabel], name)
+}
+
+// appliedState is the state a successful apply of the Job's owner leaves (its contract
+// outputs), or a successful destroy (nothing).
+func appliedState(job *batchv1.Job) statetest.State {
+	owner, _ := jobOwner(job)
+	switch kind := job.Labels[infrav1.OwnerKindLabel]; {
+	case job.Labels[infrav1.OperationLabel] == string(infrav1.OperationDestroy):
+		return statetest.Destroyed()
+	case kind == infrav1.TerraformClusterKind:
+		return statetest.Cluster("10.9.0.1", 6443)
+	case kind == infrav1.TerraformMachineKind:
+		return statetest.Machine("tf://" + strings.ToLower(owner))
+	default:
+		return statetest.MachinePool("tf://" + owner + "-0")
+	}
+}
+
+// completeJob plays terraform and the kubelet for a Job: writeState (the state the run leaves;
+// nil leaves the state alone), then the pod starts and ends and the Job gets its terminal
+// conditions, succeeded or failed. A Job deleted meanwhile is done with (errJobGone).
+func completeJob(ctx context.Context, job *batchv1.Job, succeeded bool, writeState func() error) error {
+	if writeState != nil {
+		if err := writeState(); err != nil {
+			return fmt.Errorf("job %s/%s: write state: %w", job.Namespace, job.Name, err)
+		}
+	}
+	// A Job that reuses the name of a deleted one (a re-created object counts its runs from 1
+	// again) finds that Job's pod: envtest has no garbage collector to have removed it.
+	stale := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name + "-pod"}}
+	if err := k8s.Delete(ctx, stale); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("job %s/%s: delete the pod of a deleted Job of that name: %w", job.Namespace, job.Name, err)
+	}
+	pod, err := envtest.StartJob(ctx, k8s, job)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return errJobGone
+		}
+		return fmt.Errorf("job %s/%s: %w", job.Namespace, job.Name, err)
+	}
+	message := ""
+	if !succeeded {
+		message = "injected failure: the module's apply failed"
+	}
+	if err := envtest.FinishJob(ctx, k8s, job, pod, succeeded, message); err != nil {
+		if apierrors.IsNotFound(err) {
+			return errJobGone
+		}
+		return fmt.Errorf("job %s/%s: %w", job.Namespace, job.Name, err)
+	}
+	return nil
+}
+
+// finish plays terraform and the kubelet for a Job that succeeds: the state it leaves, then
+// the pod and Job.
 func finish(job *batchv1.Job) {
 	GinkgoHelper()
-	owner := ""
-	for _, r := range job.OwnerReferences {
-		owner = r.Name
-	}
-	kind := job.Labels[infrav1.OwnerKindLabel]
-	suffix := naming.StateSuffix(job.Namespace, kind, owner)
-	var st statetest.State
-	switch {
-	case job.Labels[infrav1.OperationLabel] == string(infrav1.OperationDestroy):
-		st = statetest.Destroyed()
-	case kind == infrav1.TerraformClusterKind:
-		st = statetest.Cluster("10.9.0.1", 6443)
-	case kind == infrav1.TerraformMachineKind:
-		st = statetest.Machine("tf://" + strings.ToLower(owner))
-	default:
-		st = statetest.MachinePool("tf://" + owner + "-0")
-	}
-	Expect(statetest.Write(ctx, k8s, job.Namespace, suffix, st)).To(Succeed())
-	pod, err := envtest.StartJob(ctx, k8s, job)
-	Expect(err).NotTo(HaveOccurred())
-	Expect(envtest.FinishJob(ctx, k8s, job, pod, true, "")).To(Succeed())
+	_, suffix := jobOwner(job)
+	Expect(completeJob(ctx, job, true, func() error {
+		return statetest.Write(ctx, k8s, job.Namespace, suffix, appliedState(job))
+	})).To(Succeed())
 }
 
 func get[T client.Object](o T) T { return envtest.Get(kit, o) }

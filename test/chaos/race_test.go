@@ -10,14 +10,12 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/cachelag"
+	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
 	"github.com/captf/cluster-api-provider-terraform/test/stalecache"
 )
 
@@ -33,82 +31,15 @@ func (l *lockedRand) Float64() float64 {
 	return l.r.Float64()
 }
 
-// executor plays the Job controller and the node: every Job it sees runs for a random moment,
-// then ends with the state terraform would leave.
-func runExecutor(ctx context.Context, rnd *lockedRand) *sync.WaitGroup {
-	wg := &sync.WaitGroup{}
-	wg.Add(1)
-	go func() {
-		defer GinkgoRecover()
-		defer wg.Done()
-		handled := map[string]bool{}
-		for ctx.Err() == nil {
-			list := &batchv1.JobList{}
-			if err := k8s.List(ctx, list, client.HasLabels{infrav1.ManagedLabel}); err == nil {
-				for i := range list.Items {
-					j := &list.Items[i]
-					if handled[j.Namespace+"/"+j.Name] || terminal(j) {
-						continue
-					}
-					handled[j.Namespace+"/"+j.Name] = true
-					wg.Add(1)
-					go func(j *batchv1.Job) {
-						defer GinkgoRecover()
-						defer wg.Done()
-						select {
-						case <-ctx.Done():
-							return
-						case <-time.After(time.Duration(100+rnd.Float64()*300) * time.Millisecond):
-						}
-						finish(j)
-					}(j.DeepCopy())
-				}
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}()
-	return wg
-}
-
-func createMachine(ns, cluster, name string) *infrav1.TerraformMachine {
-	GinkgoHelper()
-	boot := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-bootstrap"}, Data: map[string][]byte{"value": []byte("#cloud-config")}}
-	Expect(k8s.Create(ctx, boot)).To(Succeed())
-	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: clusterv1.MachineSpec{ClusterName: cluster, Bootstrap: clusterv1.Bootstrap{DataSecretName: &boot.Name},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformMachineKind, Name: name}}}
-	Expect(k8s.Create(ctx, m)).To(Succeed())
-	tm := &infrav1.TerraformMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: name, UID: m.UID}}},
-		Spec: infrav1.TerraformMachineSpec{TerraformSpec: infrav1.TerraformSpec{Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}},
-			Variables: &runtime.RawExtension{Raw: []byte(`{"flavor":"small"}`)}}},
+// raceRun plays every Job for a random moment (100 to 400 ms), then ends it successfully with
+// the state terraform would leave.
+func raceRun(rnd *lockedRand) func(*batchv1.Job) (run, bool) {
+	return func(j *batchv1.Job) (run, bool) {
+		_, suffix := jobOwner(j)
+		st := appliedState(j)
+		return run{delay: time.Duration(100+rnd.Float64()*300) * time.Millisecond, succeeded: true,
+			writeState: func() error { return statetest.Write(ctx, k8s, j.Namespace, suffix, st) }}, true
 	}
-	Expect(k8s.Create(ctx, tm)).To(Succeed())
-	return tm
-}
-
-// createPool creates a MachinePool with its bootstrap data and the TerraformMachinePool it owns.
-func createPool(ns, cluster, name string) *infrav1.TerraformMachinePool {
-	GinkgoHelper()
-	boot := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-bootstrap"}, Data: map[string][]byte{"value": []byte("#cloud-config")}}
-	Expect(k8s.Create(ctx, boot)).To(Succeed())
-	mp := &clusterv1.MachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: clusterv1.MachinePoolSpec{ClusterName: cluster, Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{
-			ClusterName: cluster, Bootstrap: clusterv1.Bootstrap{DataSecretName: &boot.Name},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformMachinePoolKind, Name: name}}}}}
-	Expect(k8s.Create(ctx, mp)).To(Succeed())
-	tp := &infrav1.TerraformMachinePool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachinePool", Name: name, UID: mp.UID}}},
-		Spec: infrav1.TerraformMachinePoolSpec{TerraformSpec: infrav1.TerraformSpec{Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}},
-			Variables: &runtime.RawExtension{Raw: []byte(`{"instances":2}`)}}},
-	}
-	Expect(k8s.Create(ctx, tp)).To(Succeed())
-	return tp
 }
 
 var _ = Describe("Two managers without leader election, under random cache lag", func() {
@@ -130,11 +61,17 @@ var _ = Describe("Two managers without leader election, under random cache lag",
 			m.stale.Add(stalecache.Lagging(&infrav1.TerraformMachinePool{}, 0.2, rnd.Float64))
 		}
 		execCtx, stopExec := context.WithCancel(ctx)
-		execWG := runExecutor(execCtx, rnd)
+		var execErrs []error
+		var execMu sync.Mutex
+		exec := startExecutor(execCtx, raceRun(rnd), func(err error) {
+			execMu.Lock()
+			defer execMu.Unlock()
+			execErrs = append(execErrs, err)
+		})
 		// A failing spec must not leave its executor finishing the next spec's Jobs.
 		DeferCleanup(func() {
 			stopExec()
-			execWG.Wait()
+			exec.wait()
 		})
 
 		var objs []client.Object
@@ -201,7 +138,8 @@ var _ = Describe("Two managers without leader election, under random cache lag",
 		}, "300s").Should(Succeed())
 
 		stopExec()
-		execWG.Wait()
+		exec.wait()
+		Expect(execErrs).To(BeEmpty(), "the executor could not play every Job")
 		Expect(a.Stop()).To(Succeed())
 		Expect(b.Stop()).To(Succeed())
 		namespaces := map[string]bool{}

@@ -3,10 +3,12 @@ package chaos_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/client-go/rest"
@@ -81,11 +83,32 @@ type managerOpts struct {
 	withStale   bool
 	syncTimeout time.Duration
 	disableGate bool
+	// concurrency is the workers per controller (default 2); stateBackups the state backups
+	// each object keeps (default 0: none).
+	concurrency  int
+	stateBackups int
+	// built, when set, sees the manager after it was built and before it starts (the stale
+	// double is in place by then).
+	built func(*running)
+	// logger, when set, replaces the suite's logger for the manager (the soak discards the
+	// logs of thousands of passes).
+	logger *logr.Logger
 }
 
-// startManager builds a manager exactly as the product does (setup.New) and runs it.
+// startManager builds a manager exactly as the product does (setup.New) and runs it; the spec
+// fails if it cannot be built, and the manager is stopped when the spec ends.
 func startManager(o managerOpts) *running {
 	GinkgoHelper()
+	r, err := newManager(o)
+	Expect(err).NotTo(HaveOccurred())
+	// A failing spec must not leave its managers running into the next one.
+	DeferCleanup(func() { _ = r.Stop() })
+	return r
+}
+
+// newManager builds a manager exactly as the product does (setup.New) and runs it until Stop.
+// It uses no Ginkgo, so the soak can restart crashed managers from its own goroutines.
+func newManager(o managerOpts) (*running, error) {
 	cfg := o.cfg
 	if cfg == nil {
 		cfg = env.Config
@@ -94,15 +117,22 @@ func startManager(o managerOpts) *running {
 	// has none, and client-side throttling at 5 QPS would measure the limiter, not the manager.
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = 200, 400
+	concurrency := o.concurrency
+	if concurrency == 0 {
+		concurrency = 2
+	}
 	r := &running{exited: make(chan struct{})}
 	mctx, cancel := context.WithCancel(ctx)
 	r.cancel = cancel
-	mgr, err := setup.New(cfg, setup.Options{MetricsAddr: "0", ProbeAddr: "0", Concurrency: 2, Clock: o.clock,
-		DisableClusterOperationGate: o.disableGate,
-		RunnerImage:                 "captf/manager:test", RuntimeImage: "captf/tofu:test"},
+	mgr, err := setup.New(cfg, setup.Options{MetricsAddr: "0", ProbeAddr: "0", Concurrency: concurrency, Clock: o.clock,
+		DisableClusterOperationGate: o.disableGate, StateBackups: o.stateBackups,
+		RunnerImage: "captf/manager:test", RuntimeImage: "captf/tofu:test"},
 		func(mo *manager.Options) {
 			skip := true
 			mo.Controller.SkipNameValidation = &skip
+			if o.logger != nil {
+				mo.Logger = *o.logger
+			}
 			if o.syncTimeout > 0 {
 				mo.Controller.CacheSyncTimeout = o.syncTimeout
 			}
@@ -121,14 +151,18 @@ func startManager(o managerOpts) *running {
 				return c, nil
 			}
 		})
-	Expect(err).NotTo(HaveOccurred())
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("build manager: %w", err)
+	}
+	if o.built != nil {
+		o.built(r)
+	}
 	go func() {
 		r.err = mgr.Start(mctx)
 		close(r.exited)
 	}()
-	// A failing spec must not leave its managers running into the next one.
-	DeferCleanup(func() { _ = r.Stop() })
-	return r
+	return r, nil
 }
 
 var errCrashed = errors.New("manager crashed")
