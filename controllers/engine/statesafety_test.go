@@ -192,3 +192,36 @@ var _ = Describe("State safety", func() {
 })
 
 var _ = batchv1.JobComplete
+
+var _ = Describe("State protection", func() {
+	It("puts the protection finalizer back on a state Secret that lost it, after the next Job", func() {
+		f := newFixture()
+		tc := f.createCluster()
+		stateName := naming.StateSecretName(suffixOf(tc, infrav1.TerraformClusterKind))
+		completeJob(waitForJob(tc, infrav1.TerraformClusterKind, 1), clusterState(1, "10.8.0.1"), true, "")
+		// The Job is bookkept (its backup is in status) before anyone touches the Secret.
+		Eventually(func() []infrav1.StateBackup { return get(tc).Status.StateBackups }).Should(
+			ConsistOf(HaveField("Serial", BeEquivalentTo(1))))
+		Expect(secretOf(f.ns, stateName).Finalizers).To(ContainElement(infrav1.StateProtectionFinalizer))
+
+		By("someone removes the finalizer by hand; the Secret stays")
+		Eventually(func() error {
+			s := secretOf(f.ns, stateName)
+			s.Finalizers = nil
+			return k8s.Update(ctx, s)
+		}).Should(Succeed())
+		Expect(secretOf(f.ns, stateName).Finalizers).To(BeEmpty())
+
+		By("the next apply's bookkeeping protects the state again")
+		update(tc, func(tc *infrav1.TerraformCluster) {
+			tc.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"size":3}`)}
+		})
+		Consistently(func() []string { return secretOf(f.ns, stateName).Finalizers }, "1s").Should(BeEmpty())
+		completeJob(waitForJob(tc, infrav1.TerraformClusterKind, 2), clusterState(2, "10.8.0.1"), true, "")
+		Eventually(func() []string { return secretOf(f.ns, stateName).Finalizers }).Should(ContainElement(infrav1.StateProtectionFinalizer))
+
+		By("so deleting the state Secret waits again")
+		Expect(k8s.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: stateName}})).To(Succeed())
+		Consistently(func() bool { return secretExists(f.ns, stateName) }, "2s").Should(BeTrue())
+	})
+})
