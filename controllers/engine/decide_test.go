@@ -158,6 +158,10 @@ func TestDecideTable(t *testing.T) {
 			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StateAbsent, BlockMove: true,
 				RestoreSerial: "9", Backups: []BackupView{{Name: "b3", Serial: 3, Lineage: "L"}}}),
 			Decision{Action: ActionWait}},
+		{"a restore before the state was read waits (the lineage check needs it)",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StateNotRead, BlockMove: true,
+				RestoreSerial: "3", Backups: []BackupView{{Name: "b3", Serial: 3, Lineage: "L"}}}),
+			Decision{Action: ActionWait}},
 		{"a failed restore is not tried again",
 			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StateAbsent, BlockMove: true,
 				RestoreSerial: "3", RestoreFailed: "3", Backups: []BackupView{{Name: "b3", Serial: 3, Lineage: "L"}}}),
@@ -406,6 +410,9 @@ func violations(ev Evidence, d Decision) []string {
 	}
 	if d.Action == ActionStart && d.Operation == infrav1.OperationRestore && (ev.RestoreSerial == "" || ev.RestoreSerial == ev.RestoreFailed || len(ev.Backups) == 0) {
 		bad("starts a restore nothing asks for, or one that failed before")
+	}
+	if d.Action == ActionStart && d.Operation == infrav1.OperationRestore && ev.State == StateNotRead {
+		bad("I7: starts a restore before the state was read (its lineage is unchecked)")
 	}
 	if ev.Deleting && ev.MoveDeletion && !ev.Paused && d.Action == ActionRemoveFinalizer {
 		bad("an annotation alone skips the destroy")
