@@ -13,12 +13,21 @@
 //     machines and pools with everything a completed apply leaves) reconciles each once,
 //     writes nothing, fills its cache with a fixed number of lists and watches, and reads live
 //     at most one bootstrap data Secret and one cluster state per member, nothing per cluster.
+//   - TestDriftRestartSpreadGate: a manager that restarts on 100 applied objects whose 1-minute
+//     drift checks are all overdue starts at most 10 drift Jobs in its first 6 seconds (no Job
+//     cap in the way), having looked at every object: overdue checks are spread, not started
+//     at once (engine.DriftDueAt).
+//   - TestJobSlotsBurstGate: 200 applied machines and pools get new inputs at once under
+//     --max-active-jobs 20 with no executor: a watch of the Jobs sees never more than 20
+//     running, 20 start, the other 180 report WaitingForJobSlot, and when 5 Jobs end exactly 5
+//     more start.
 //
 // Benchmarks (`make bench`, which runs no tests) print the same scenarios as tables: requests
 // per pass of each kind while its Job runs, the passes that count a Job that just finished,
 // and idle; and the heap with and without the foreign Jobs, label-scoped cache against an
 // unscoped one, side by side in one run; and BenchmarkFleetColdStart, a cold start on 200 and
-// on 2,000 applied objects (time until all were reconciled, requests by purpose, peak heap).
+// on 2,000 applied objects (time until all were reconciled, requests by purpose, peak heap);
+// and BenchmarkJobSlotsBurst, the burst of TestJobSlotsBurstGate as a table.
 //
 // One control plane serves the whole package (started by the first test or benchmark, stopped
 // by TestMain). The foreign Jobs are created once and stay for the rest of the package's run.

@@ -151,6 +151,14 @@ func startManager(tb testing.TB, c *counter, extra ...func(*manager.Options)) (m
 // startManagerWith is startManager with any transport wrapper (nil: none).
 func startManagerWith(tb testing.TB, wrap func(http.RoundTripper) http.RoundTripper, extra ...func(*manager.Options)) (manager.Manager, func()) {
 	tb.Helper()
+	return startManagerOpts(tb, wrap, setup.Options{}, extra...)
+}
+
+// startManagerOpts is startManagerWith with the product's options (the metrics and probe
+// addresses and the runner image are always the bench's own).
+func startManagerOpts(tb testing.TB, wrap func(http.RoundTripper) http.RoundTripper, o setup.Options, extra ...func(*manager.Options)) (manager.Manager, func()) {
+	tb.Helper()
+	o.MetricsAddr, o.ProbeAddr, o.RunnerImage = "0", "0", "captf/manager:bench"
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = 500, 1000
 	cfg.WrapTransport = wrap
@@ -158,7 +166,7 @@ func startManagerWith(tb testing.TB, wrap func(http.RoundTripper) http.RoundTrip
 		skip := true
 		o.Controller.SkipNameValidation = &skip
 	})
-	mgr, err := setup.New(cfg, setup.Options{MetricsAddr: "0", ProbeAddr: "0", RunnerImage: "captf/manager:bench"}, extra...)
+	mgr, err := setup.New(cfg, o, extra...)
 	if err != nil {
 		tb.Fatal(err)
 	}
