@@ -253,12 +253,13 @@ func TestDriftRestartSpreadGate(t *testing.T) {
 	passes := controllerMetrics()[metricPasses] - before[metricPasses]
 	fmt.Printf("\ndrift restart: %d objects overdue, %.0f passes and %d drift Jobs (%d Jobs in all) in the first %s: %s\n",
 		len(objs), passes, drift, all, driftGateWindow, format(jw.byOp(driftGateWindow)))
-	if passes < float64(len(objs)) {
-		t.Fatalf("the manager reconciled %.0f times in the first %s, fewer than the %d objects: the window proves nothing", passes, driftGateWindow, len(objs))
-	}
 	if limit := int(driftGateMaxShare * float64(len(objs))); drift > limit {
 		t.Errorf("%d of %d overdue drift checks started in the first %s after a restart, want at most %d: the overdue checks are not spread",
 			drift, len(objs), driftGateWindow, limit)
+	}
+	if passes < float64(len(objs)) {
+		// Too few starts mean nothing when the manager has not looked at every object.
+		t.Errorf("the manager reconciled %.0f times in the first %s, fewer than the %d objects: the window proves nothing", passes, driftGateWindow, len(objs))
 	}
 	if all != drift {
 		t.Errorf("%d Jobs other than drift checks started in the first %s: the fixture is not an applied, idle fleet", all-drift, driftGateWindow)
