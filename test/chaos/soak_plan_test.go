@@ -179,3 +179,30 @@ func (p plan) String() string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// planned lists the fault types the plan puts in its schedule. Which of them are carried out
+// depends on the interleaving (a write fault hits the nth write of one manager at a point,
+// which the other manager may make instead), so the slice checks what its seed plans, and
+// counts what was injected.
+func (p plan) planned() map[string]bool {
+	out := map[string]bool{}
+	if p.hideJobs[0] > 0 || p.hideJobs[1] > 0 {
+		out[faultJobHidden] = true
+	}
+	if p.lagObjects[0] > 0 || p.lagObjects[1] > 0 {
+		out[faultObjectOld] = true
+	}
+	if p.bJoins > 0 {
+		out[faultLateJoin] = true
+	}
+	for _, f := range p.faults {
+		out[map[string]string{modeFail: faultFail, modeLost: faultLost, modeConflict: faultConflict, modeCrash: faultCrash}[f.mode]] = true
+	}
+	if len(p.failJobs) > 0 {
+		out[faultJobFailed] = true
+	}
+	if p.loseState {
+		out[faultStateLost] = true
+	}
+	return out
+}
