@@ -57,29 +57,42 @@ type rendered struct {
 	Validating []*admissionregistrationv1.ValidatingWebhookConfiguration
 }
 
-// renderConfig runs `kubectl kustomize config/webhook` and decodes the webhook configurations.
-func renderConfig(kubectl string) (*rendered, error) {
+// kustomize runs `kubectl kustomize config/<dir>` and splits the output into its YAML
+// documents.
+func kustomize(kubectl, dir string) ([][]byte, error) {
 	root, err := envtest.RepoRoot()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(kubectl, "kustomize", filepath.Join(root, "config", "webhook"))
+	cmd := exec.Command(kubectl, "kustomize", filepath.Join(root, "config", dir))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("kubectl kustomize config/webhook: %w: %s", err, stderr.String())
+		return nil, fmt.Errorf("kubectl kustomize config/%s: %w: %s", dir, err, stderr.String())
 	}
-	r := &rendered{}
-	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
+	var docs [][]byte
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
 	for {
-		doc, err := docs.Read()
+		doc, err := reader.Read()
 		if errors.Is(err, io.EOF) {
-			break
+			return docs, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("split rendered config: %w", err)
+			return nil, fmt.Errorf("split rendered config/%s: %w", dir, err)
 		}
+		docs = append(docs, doc)
+	}
+}
+
+// renderConfig runs `kubectl kustomize config/webhook` and decodes the webhook configurations.
+func renderConfig(kubectl string) (*rendered, error) {
+	docs, err := kustomize(kubectl, "webhook")
+	if err != nil {
+		return nil, err
+	}
+	r := &rendered{}
+	for _, doc := range docs {
 		var tm metav1.TypeMeta
 		if err := utilyaml.Unmarshal(doc, &tm); err != nil {
 			return nil, fmt.Errorf("read kind: %w", err)

@@ -4,13 +4,7 @@ package webhooks_test
 // the names and the namespace it ships with) and installed into the suite's control plane.
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
-	"os/exec"
-	"path/filepath"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -22,7 +16,6 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/setup"
-	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
@@ -36,27 +29,12 @@ type renderedPolicy struct {
 // renderPolicy runs `kubectl kustomize config/default` and picks the policy, its binding and
 // its ConfigMap.
 func renderPolicy(kubectl string) (*renderedPolicy, error) {
-	root, err := envtest.RepoRoot()
+	docs, err := kustomize(kubectl, "default")
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(kubectl, "kustomize", filepath.Join(root, "config", "default"))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("kubectl kustomize config/default: %w: %s", err, stderr.String())
-	}
 	r := &renderedPolicy{}
-	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
-	for {
-		doc, err := docs.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("split rendered config: %w", err)
-		}
+	for _, doc := range docs {
 		var head struct {
 			metav1.TypeMeta   `json:",inline"`
 			metav1.ObjectMeta `json:"metadata"`
