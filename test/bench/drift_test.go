@@ -187,22 +187,12 @@ func (f *fleet) fleetObjects(tb testing.TB) []engine.Object {
 // patchAll merge-patches every object with patch, in parallel.
 func patchAll(tb testing.TB, objs []engine.Object, patch func(engine.Object) string) {
 	tb.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, len(objs))
-	sem := make(chan struct{}, fleetWorkers)
-	for _, o := range objs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if err := k8s.Patch(ctx, o, client.RawPatch(types.MergePatchType, []byte(patch(o)))); err != nil {
-				errs <- fmt.Errorf("patch %s/%s: %w", o.GetNamespace(), o.GetName(), err)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err := inParallel(objs, func(o engine.Object) error {
+		if err := k8s.Patch(ctx, o, client.RawPatch(types.MergePatchType, []byte(patch(o)))); err != nil {
+			return fmt.Errorf("patch %s/%s: %w", o.GetNamespace(), o.GetName(), err)
+		}
+		return nil
+	}); err != nil {
 		tb.Fatal(err)
 	}
 }

@@ -68,33 +68,47 @@ func (f *fleet) objects() int { return len(f.namespaces) * fleetPerCell }
 func (f *fleet) grow(tb testing.TB, n int) {
 	tb.Helper()
 	want := n / fleetPerCell
+	var added []string
+	for len(f.namespaces) < want {
+		ns := namespace(tb, f.prefix)
+		f.namespaces = append(f.namespaces, ns)
+		added = append(added, ns)
+	}
+	if err := inParallel(added, func(ns string) error {
+		if err := appliedCell(ns); err != nil {
+			return fmt.Errorf("cell %s: %w", ns, err)
+		}
+		return nil
+	}); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// inParallel runs fn on every item, fleetWorkers at a time, and joins the errors.
+func inParallel[T any](items []T, fn func(T) error) error {
 	var mu sync.Mutex
 	var errs []error
-	work := make(chan string)
+	work := make(chan T)
 	var wg sync.WaitGroup
 	for w := 0; w < fleetWorkers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for ns := range work {
-				if err := appliedCell(ns); err != nil {
+			for item := range work {
+				if err := fn(item); err != nil {
 					mu.Lock()
-					errs = append(errs, fmt.Errorf("cell %s: %w", ns, err))
+					errs = append(errs, err)
 					mu.Unlock()
 				}
 			}
 		}()
 	}
-	for len(f.namespaces) < want {
-		ns := namespace(tb, f.prefix)
-		f.namespaces = append(f.namespaces, ns)
-		work <- ns
+	for _, item := range items {
+		work <- item
 	}
 	close(work)
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		tb.Fatal(err)
-	}
+	return errors.Join(errs...)
 }
 
 // appliedCell writes one cell: the Cluster and its TerraformCluster first (the members'
@@ -302,29 +316,12 @@ func appliedSecrets(obj engine.Object, gvk schema.GroupVersionKind, suffix, clus
 // from the same control plane without it.
 func (f *fleet) remove(tb testing.TB) {
 	tb.Helper()
-	var mu sync.Mutex
-	var errs []error
-	work := make(chan string)
-	var wg sync.WaitGroup
-	for w := 0; w < fleetWorkers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ns := range work {
-				if err := removeCell(ns); err != nil {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("remove cell %s: %w", ns, err))
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for _, ns := range f.namespaces {
-		work <- ns
-	}
-	close(work)
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := inParallel(f.namespaces, func(ns string) error {
+		if err := removeCell(ns); err != nil {
+			return fmt.Errorf("remove cell %s: %w", ns, err)
+		}
+		return nil
+	}); err != nil {
 		tb.Fatal(err)
 	}
 	f.namespaces = nil
