@@ -1,8 +1,11 @@
 package webhooks_test
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"sync"
+	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -13,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
 // warningRecorder keeps the admission warnings a client receives.
@@ -87,3 +91,25 @@ var _ = Describe("A ServiceAccount named by spec.job.serviceAccountName", func()
 		Expect(c.Create(ctx, withAccount(infrav1.TerraformMachineKind, "m-after", "workload"))).To(Succeed())
 	})
 })
+
+// unreadable fails every read, as an API server outage would.
+type unreadable struct{ client.Reader }
+
+func (unreadable) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	return errors.New("connection refused")
+}
+
+func TestAnUnreadableRunnerAccountIsAWarningNotARefusal(t *testing.T) {
+	v := webhooks.Validator[*infrav1.TerraformMachine]{Kind: infrav1.TerraformMachineKind, Accounts: unreadable{}}
+	m := &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "m"},
+		Spec: infrav1.TerraformMachineSpec{TerraformSpec: infrav1.TerraformSpec{Module: infrav1.ModuleSource{Image: "example.com/module:1"}}}}
+	m.Spec.Job.ServiceAccountName = "team-runner"
+	warnings, err := v.ValidateCreate(context.Background(), m)
+	if err != nil {
+		t.Fatalf("refused although the account could not be read: %v", err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "could not check the ServiceAccount team-runner") ||
+		!strings.Contains(warnings[0], "connection refused") {
+		t.Fatalf("warnings %q, want one saying the account could not be checked and why", warnings)
+	}
+}
