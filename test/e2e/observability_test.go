@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -20,7 +19,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -191,7 +189,7 @@ var _ = Describe("Observability on the sandbox: metrics and runbooks", Ordered, 
 		for round, release := range []string{"terraform force-unlock", "clearing the Lease holder"} {
 			lockID := fmt.Sprintf("obs-foreign-lock-%d", round)
 			By("someone's terraform holds the lock (" + lockID + "); an input change makes the apply fail on it")
-			obsLock(sb, ns, lockLease, lockID)
+			holdStateLock(sb, ns, lockLease, lockID)
 			before := kubectl(sb, "-n", ns, "get", "terraformcluster", name, "-o", "jsonpath={.status.lastRun.job}")
 			kubectl(sb, "-n", ns, "patch", "terraformcluster", name, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"variables":{"generation":%d}}}`, round+2))
 			var lastRun string
@@ -577,30 +575,6 @@ func obsApplyModule(sb target, ns, name, module string) {
 	f := filepath.Join(GinkgoT().TempDir(), name+"-module.yaml")
 	Expect(os.WriteFile(f, []byte(obsManifests(name, module, "")), 0o600)).To(Succeed())
 	kubectl(sb, "apply", "-n", ns, "-f", f)
-}
-
-// obsLock takes the state lock the way a person's terraform with the kubernetes backend does:
-// the lock ID as holder, the lock info as annotation, no CAPTF pod or Job.
-func obsLock(sb target, ns, lease, id string) {
-	GinkgoHelper()
-	info, err := json.Marshal(map[string]string{"ID": id, "Operation": "OperationTypeApply", "Info": "", "Who": "ops@laptop",
-		"Version": "1.11.4", "Created": time.Now().UTC().Format(time.RFC3339Nano), "Path": ""})
-	Expect(err).NotTo(HaveOccurred())
-	Eventually(func() error {
-		l := &coordinationv1.Lease{}
-		if err := sb.Client().Get(ctx, types.NamespacedName{Namespace: ns, Name: lease}, l); err != nil {
-			return err
-		}
-		if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
-			return fmt.Errorf("lock %s is held by %s", lease, *l.Spec.HolderIdentity)
-		}
-		l.Spec.HolderIdentity = &id
-		if l.Annotations == nil {
-			l.Annotations = map[string]string{}
-		}
-		l.Annotations["app.terraform.io/lock-info"] = string(info)
-		return sb.Client().Update(ctx, l)
-	}).Should(Succeed())
 }
 
 // obsForceUnlock runs `terraform force-unlock` (or tofu's) with the kubernetes backend against
