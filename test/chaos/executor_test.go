@@ -20,10 +20,12 @@ import (
 var errJobGone = errors.New("job deleted before it ended")
 
 // run is how the executor plays one Job: it runs for delay, then ends, succeeded or failed,
-// after writeState (nil: the state is left alone).
+// after writeState (nil: the state is left alone), with result (the runner's result
+// document; nil: none) as its termination message.
 type run struct {
 	delay      time.Duration
 	succeeded  bool
+	result     []byte
 	writeState func() error
 }
 
@@ -125,7 +127,7 @@ func (e *executor) play(ctx context.Context, j *batchv1.Job, r run) {
 		return
 	case <-time.After(r.delay):
 	}
-	if err := completeJob(ctx, j, r.succeeded, r.writeState); err != nil && !errors.Is(err, errJobGone) && ctx.Err() == nil {
+	if err := completeJob(ctx, j, r.succeeded, r.result, r.writeState); err != nil && !errors.Is(err, errJobGone) && ctx.Err() == nil {
 		e.onError(err)
 	}
 }

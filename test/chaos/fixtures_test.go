@@ -139,9 +139,10 @@ func appliedState(job *batchv1.Job) statetest.State {
 }
 
 // completeJob plays terraform and the kubelet for a Job: writeState (the state the run leaves;
-// nil leaves the state alone), then the pod starts and ends and the Job gets its terminal
-// conditions, succeeded or failed. A Job deleted meanwhile is done with (errJobGone).
-func completeJob(ctx context.Context, job *batchv1.Job, succeeded bool, writeState func() error) error {
+// nil leaves the state alone), then the pod starts and ends, with result as the runner's
+// termination message when it succeeds, and the Job gets its terminal conditions, succeeded or
+// failed. A Job deleted meanwhile is done with (errJobGone).
+func completeJob(ctx context.Context, job *batchv1.Job, succeeded bool, result []byte, writeState func() error) error {
 	if writeState != nil {
 		if err := writeState(); err != nil {
 			return fmt.Errorf("job %s/%s: write state: %w", job.Namespace, job.Name, err)
@@ -160,7 +161,7 @@ func completeJob(ctx context.Context, job *batchv1.Job, succeeded bool, writeSta
 		}
 		return fmt.Errorf("job %s/%s: %w", job.Namespace, job.Name, err)
 	}
-	message := ""
+	message := string(result)
 	if !succeeded {
 		message = "injected failure: the module's apply failed"
 	}
@@ -178,7 +179,7 @@ func completeJob(ctx context.Context, job *batchv1.Job, succeeded bool, writeSta
 func finish(job *batchv1.Job) {
 	GinkgoHelper()
 	_, suffix := jobOwner(job)
-	Expect(completeJob(ctx, job, true, func() error {
+	Expect(completeJob(ctx, job, true, nil, func() error {
 		return statetest.Write(ctx, k8s, job.Namespace, suffix, appliedState(job))
 	})).To(Succeed())
 }

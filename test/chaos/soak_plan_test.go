@@ -26,6 +26,7 @@ const (
 const (
 	stepCreate = iota
 	stepChange
+	stepDrift
 	stepPause
 	stepLoseState
 	stepDelete
@@ -34,7 +35,7 @@ const (
 	stepDone
 )
 
-var stepNames = []string{"create", "input change", "pause and unpause", "state loss and restore", "delete", "re-create", "delete again", "done"}
+var stepNames = []string{"create", "input change", "drift checks", "pause and unpause", "state loss and restore", "delete", "re-create", "delete again", "done"}
 
 // Write points a fault can hit: the writes of a pass, named by what they write.
 const (
@@ -99,6 +100,12 @@ type plan struct {
 	// state Secret (protection finalizer removed by hand) after the input change, changes the
 	// inputs again, waits for the StateLost hold and restores the newest backup.
 	changeWhilePaused, loseState bool
+	// drift turns on drift checks every driftEvery in this mode at stepDrift and leaves them
+	// on for the rest of the incarnation ("": no drift checks). The executor answers the
+	// object's odd-numbered drift Jobs with drift found, so checks alternate between finding
+	// drift and not, and under Remediate every other check is followed by an apply.
+	drift      infrav1.DriftMode
+	driftEvery time.Duration
 }
 
 // planOptions shape the plans of a run.
@@ -143,6 +150,14 @@ func newPlan(seed int64, o planOptions) plan {
 	p.restartAfter = time.Duration(200+r.Intn(1800)) * time.Millisecond
 	p.changeWhilePaused = r.Intn(2) == 1
 	p.loseState = r.Intn(100) < 12
+	// Drawn last, so the draws above are those of the plans before drift checks existed.
+	switch x := r.Intn(100); {
+	case x < 30:
+		p.drift = infrav1.DriftModeReport
+	case x < 60:
+		p.drift = infrav1.DriftModeRemediate
+	}
+	p.driftEvery = time.Duration(2+r.Intn(3)) * time.Second
 	return p
 }
 
@@ -176,6 +191,9 @@ func (p plan) String() string {
 	}
 	if p.loseState {
 		parts = append(parts, "state lost and restored")
+	}
+	if p.drift != "" {
+		parts = append(parts, fmt.Sprintf("drift checks every %s, mode %s", p.driftEvery, p.drift))
 	}
 	return strings.Join(parts, "; ")
 }

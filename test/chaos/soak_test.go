@@ -31,6 +31,7 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/cachelag"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
@@ -144,6 +145,10 @@ type schedule struct {
 	member  bool
 	step    atomic.Int32
 	jobs    atomic.Int32
+	// drifts counts the drift Jobs the executor played for the object (odd ones find drift);
+	// applies its apply Jobs; remediations the applies that followed drift found under
+	// Remediate during stepDrift.
+	drifts, applies, remediations atomic.Int32
 	// owner is the Machine or MachinePool of a member, created with its first incarnation.
 	owner client.Object
 
@@ -476,6 +481,11 @@ func (sc *schedule) do(step int) error {
 			return err
 		}
 		return sc.waitFor("the apply of the new inputs", appliedAfter(prev))
+	case stepDrift:
+		if sc.plan.drift == "" {
+			return nil
+		}
+		return sc.checkDrift()
 	case stepPause:
 		return sc.pause()
 	case stepLoseState:
@@ -493,6 +503,38 @@ func (sc *schedule) do(step int) error {
 		}
 		return sc.waitFor("the destroy and the object gone", gone)
 	}
+	return nil
+}
+
+// checkDrift turns on the plan's drift checks and waits for two checks (the first of them
+// finding drift) and DriftDetected False after them: Remediated or NoDrift under Remediate,
+// which must have applied, NoDrift under Report, which must not have. The checks stay on for
+// the rest of the incarnation, so the monitor sees drift Jobs next to the input changes, the
+// pause, the state loss and the destroy of the later steps.
+func (sc *schedule) checkDrift() error {
+	drifts, applies := sc.drifts.Load(), sc.applies.Load()
+	if err := sc.update(func(o terraformObject) {
+		o.GetTerraformSpec().Drift = infrav1.DriftPolicy{Interval: &metav1.Duration{Duration: sc.plan.driftEvery}, Mode: sc.plan.drift}
+	}); err != nil {
+		return err
+	}
+	if err := sc.waitFor("two drift checks, then DriftDetected False", func(o terraformObject) bool {
+		if o == nil || sc.drifts.Load() < drifts+2 {
+			return false
+		}
+		if sc.plan.drift == infrav1.DriftModeRemediate && sc.applies.Load() == applies {
+			return false
+		}
+		c := meta.FindStatusCondition(o.GetTerraformStatus().Conditions, infrav1.DriftDetectedCondition)
+		return c != nil && c.Status == metav1.ConditionFalse
+	}); err != nil {
+		return err
+	}
+	n := sc.applies.Load() - applies
+	if sc.plan.drift == infrav1.DriftModeReport && n != 0 {
+		return fmt.Errorf("mode Report applied %d times after drift was found; %s", n, sc.describe())
+	}
+	sc.remediations.Add(n)
 	return nil
 }
 
@@ -609,7 +651,8 @@ func (s *soak) jobRun(j *batchv1.Job) (run, bool) {
 	}
 	op := infrav1.Operation(j.Labels[infrav1.OperationLabel])
 	r := run{delay: 100 * time.Millisecond, succeeded: true}
-	if sc := s.scheduleOf(j); sc != nil {
+	sc := s.scheduleOf(j)
+	if sc != nil {
 		n := int(sc.jobs.Add(1))
 		r.delay = time.Duration(50+350*sc.draw()) * time.Millisecond
 		if sc.plan.failJobs[n] && (op == infrav1.OperationApply || op == infrav1.OperationDestroy) {
@@ -618,8 +661,33 @@ func (s *soak) jobRun(j *batchv1.Job) (run, bool) {
 			return r, true
 		}
 	}
+	switch op {
+	case infrav1.OperationDrift:
+		// A drift check changes nothing: it leaves the state alone and reports in its result.
+		found := true
+		if sc != nil {
+			found = sc.drifts.Add(1)%2 == 1
+		}
+		r.result = driftResult(found)
+		return r, true
+	case infrav1.OperationApply:
+		if sc != nil {
+			sc.applies.Add(1)
+		}
+	}
 	r.writeState = func() error { return writeState(j, op) }
 	return r, true
+}
+
+// driftResult is the result document of a drift check: with drift found, one resource of the
+// applied state to update.
+func driftResult(found bool) []byte {
+	r := runnerapi.Result{Operation: string(infrav1.OperationDrift), Outcome: runnerapi.OutcomeSucceeded, Binary: "tofu",
+		Steps: []runnerapi.Step{{Name: "init"}, {Name: "plan"}}, Drift: &found}
+	if found {
+		r.Summary = &runnerapi.PlanSummary{Update: 1, Addresses: []string{"terraform_data.soak"}}
+	}
+	return runnerapi.Encode(r)
 }
 
 // writeState writes what a successful run leaves in the state Secret: an apply its outputs and
@@ -833,6 +901,17 @@ func (s *soak) summary(r report) string {
 	for _, m := range s.managers {
 		fmt.Fprintf(&b, "soak: manager %s restarted %d times, declined %d crashes (down or just started)\n", managerName(m.idx), m.restarts, m.declined)
 	}
+	modes := map[infrav1.DriftMode]int{}
+	var drifts, found, remediations int32
+	for _, sc := range s.schedules {
+		if sc.plan.drift != "" {
+			modes[sc.plan.drift]++
+		}
+		d := sc.drifts.Load()
+		drifts, found, remediations = drifts+d, found+(d+1)/2, remediations+sc.remediations.Load()
+	}
+	fmt.Fprintf(&b, "soak: drift checks on in %d schedules (Report %d, Remediate %d): %d drift Jobs played, %d found drift, %d remediation applies in the drift step\n",
+		modes[infrav1.DriftModeReport]+modes[infrav1.DriftModeRemediate], modes[infrav1.DriftModeReport], modes[infrav1.DriftModeRemediate], drifts, found, remediations)
 	fmt.Fprintf(&b, "soak: lags detected %.0f (passes that waited for the cache)\n", r.lags)
 	fmt.Fprintf(&b, "soak: violations %d, schedules that did not converge %d\n", len(r.violations), len(r.stuck))
 	return b.String()
@@ -964,6 +1043,18 @@ var _ = Describe("Soak: seeded schedules of the three kinds under stale caches, 
 			for _, f := range []string{faultJobHidden, faultObjectOld, faultStateLost} {
 				Expect(s.faults[f].Load()).To(BeNumerically(">", 0), "the slice must inject %s", f)
 			}
+			// Drift checks in both modes, so the monitor's I1 and I7 see drift Jobs next to
+			// applies (remediations and input changes), a state loss and destroys.
+			modes := map[infrav1.DriftMode]bool{}
+			var remediations int32
+			for _, sc := range s.schedules {
+				modes[sc.plan.drift] = true
+				remediations += sc.remediations.Load()
+			}
+			Expect(modes).To(HaveKey(infrav1.DriftModeReport), "the slice's seed must plan drift checks in mode Report")
+			Expect(modes).To(HaveKey(infrav1.DriftModeRemediate), "the slice's seed must plan drift checks in mode Remediate")
+			Expect(r.byOp[infrav1.OperationDrift]).To(BeNumerically(">=", 2), "the monitor must see the slice's drift Jobs")
+			Expect(remediations).To(BeNumerically(">", 0), "drift found under Remediate must have applied")
 		}
 	})
 })
