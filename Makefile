@@ -147,8 +147,8 @@ MUTATE_REPORT ?=
 MUTATE_ARGS ?=
 # The CI slice (make mutate-ci): the mutations killed by unit tests and the exhaustive Decide
 # test, no API server: every guard rule of webhooks' pure functions, the run lease's freeness
-# rules, the engine's fake-client and plan rules, the runner's restore lineage, and two Decide
-# clauses (the rest of decide.txt runs about a minute each: make mutate MUTATIONS='decide/*').
+# rules, the engine's fake-client and plan rules, the runner's restore lineage, the chaos
+# monitor's drift checks, and two Decide clauses (the rest of decide.txt runs about a minute each: make mutate MUTATIONS='decide/*').
 # It fits in about 10 minutes on a 2-core machine (docs/mutation-report.md).
 MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guarded, \
   guard-activejob-clear-is-guarded, guard-activejob-replace-is-guarded, \
@@ -160,7 +160,8 @@ MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guar
   jobstatus-failure-target-is-not-finished, engine-finished-job-pods-read-live, \
   engine-cleanup-waits-for-a-live-lease, drift-prune-never-a-running-job, \
   state-never-adopts-an-earlier-incarnations-job, plans-engine-supersede, plans-engine-applied-once, \
-  runner-restore-refuses-another-lineage, decide-running-job-wins, decide-statelost-hold
+  runner-restore-refuses-another-lineage, decide-running-job-wins, decide-statelost-hold, \
+  drift-monitor-checks-i7, drift-monitor-counts-drift-jobs
 
 .PHONY: mutate
 mutate: test-bins ## Run every mutation proof of hack/mutations/*.txt (well over an hour); fails unless each is KILLED by a named test. MUTATIONS=<globs> for a subset.

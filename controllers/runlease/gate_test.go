@@ -408,7 +408,7 @@ var _ = Describe("The operation gate", func() {
 		Expect(overlap.Load()).To(BeZero())
 	})
 
-	It("lets plans, refreshes and drift checks through on the run lease alone", func() {
+	It("lets plans, refreshes and drift checks through on the run lease alone, never past their object's running apply", func() {
 		ns := newNamespace()
 		clk := fakeClock()
 		m := newManager(clk, true)
@@ -419,12 +419,22 @@ var _ = Describe("The operation gate", func() {
 		startJob(createJob(m1, jobName(m1, 1)))
 		Expect(m.Acquire(ctx, request(cluster, 1, infrav1.OperationApply))).To(HaveField("Acquired", true))
 
+		By("the cluster's apply runs: a drift check of the cluster waits on its run lease (I1), past the grace too")
+		startJob(createJob(cluster, jobName(cluster, 1)))
+		clk.Step(10 * time.Minute)
+		res, err := m.Acquire(ctx, request(cluster, 2, infrav1.OperationDrift))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Acquired).To(BeFalse(), "a drift check must never run next to an apply of the same object")
+		Expect(res.Wait.Reason).To(Equal(infrav1.WaitingForRunLeaseReason))
+		Expect(res.Wait.Condition).To(Equal(infrav1.DriftJobSucceededCondition))
+		Expect(res.Wait.Jobs).To(Equal([]string{jobName(cluster, 1)}))
+
 		By("the cluster lease is held: machine drift checks and refreshes still proceed, an apply waits")
 		Expect(m.Acquire(ctx, request(m2, 1, infrav1.OperationDrift))).To(HaveField("Acquired", true))
 		Expect(m.Release(ctx, m2, jobName(m2, 1))).To(HaveLen(1))
 		Expect(m.Acquire(ctx, request(m2, 2, infrav1.OperationRefresh))).To(HaveField("Acquired", true))
 		Expect(m.Release(ctx, m2, jobName(m2, 2))).To(HaveLen(1))
-		res, err := m.Acquire(ctx, request(m2, 3, infrav1.OperationDestroy))
+		res, err = m.Acquire(ctx, request(m2, 3, infrav1.OperationDestroy))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Wait.Reason).To(Equal(infrav1.WaitingForClusterOperationReason))
 		Expect(res.Wait.Condition).To(Equal(infrav1.ApplyJobSucceededCondition))
