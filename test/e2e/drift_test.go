@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -69,6 +70,26 @@ func networkInput(sb target, ns, name string) any {
 	return nil
 }
 
+// driftStartMargin is how much later than its due time a drift check's process may start in
+// the sandbox: the bookkeeping of the previous check, the requeue, the Job create and the
+// executor's start of the process.
+const driftStartMargin = 5 * time.Second
+
+// driftGaps returns, for each two consecutive drift checks of the TerraformCluster with no
+// other run of it in between, the time from the end of the first to the start of the second.
+func driftGaps(history []executor.Run, ns, name string) []time.Duration {
+	runs := runsOf(history, infrav1.TerraformClusterKind, ns, name, "")
+	sort.Slice(runs, func(i, j int) bool { return runs[i].Started.Before(runs[j].Started) })
+	var gaps []time.Duration
+	for i := 1; i < len(runs); i++ {
+		prev, next := runs[i-1], runs[i]
+		if prev.Operation == string(infrav1.OperationDrift) && next.Operation == string(infrav1.OperationDrift) {
+			gaps = append(gaps, next.Started.Sub(prev.Finished).Round(100*time.Millisecond))
+		}
+	}
+	return gaps
+}
+
 // The drift checks of docs/drift.md, with real Terraform: a schedule, Report, Remediate.
 var _ = Describe("Drift checks, with real Terraform", func() {
 	It("finds drift on schedule, reports it without applying, and remediates it with exactly one apply", func() {
@@ -127,6 +148,18 @@ var _ = Describe("Drift checks, with real Terraform", func() {
 		Eventually(func() *metav1.Condition { return conditionOf(sb, o, infrav1.DriftDetectedCondition) }).Should(
 			HaveField("Reason", infrav1.NoDriftReason))
 		Expect(applies()).To(HaveLen(2), "one apply per drift found")
+
+		By("every check started one interval and its jitter after the previous one ended")
+		gaps := driftGaps(readHistory(sb.HistoryFile()), ns, name)
+		Expect(len(gaps)).To(BeNumerically(">=", 2), "consecutive checks with nothing between them")
+		for _, g := range gaps {
+			// The last check is recorded (to the second) when its result is bookkept, just
+			// after its Job ended; the next is due interval plus up to 10% later. The margin
+			// above covers the bookkeeping, the requeue and the executor starting the process.
+			Expect(g).To(BeNumerically(">=", interval-time.Second), "a check started before its interval had passed")
+			Expect(g).To(BeNumerically("<=", interval*11/10+driftStartMargin), "a check started later than its interval and jitter allow")
+		}
+		AddReportEntry("drift check gaps (end of one to start of the next)", fmt.Sprint(gaps))
 
 		By("the drift checks off again, so the shared sandbox runs nothing more for this object")
 		kubectl(sb, "patch", "-n", ns, "terraformcluster", name, "--type=json", "-p", `[{"op":"remove","path":"/spec/drift/interval"}]`)
