@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -366,9 +367,13 @@ func appliedAfter(prev string) func(terraformObject) bool {
 
 func gone(o terraformObject) bool { return o == nil }
 
+// updateBackoff paces update's retries: the managers write an object with drift checks on
+// every few seconds, and the nudger too, so client-go's default four tries can all conflict.
+var updateBackoff = wait.Backoff{Steps: 30, Duration: 20 * time.Millisecond, Factor: 1.5, Jitter: 0.5, Cap: time.Second}
+
 // update changes the live object with fn, retrying on conflicts with the managers' writes.
 func (sc *schedule) update(fn func(terraformObject)) error {
-	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+	return retry.RetryOnConflict(updateBackoff, func() error {
 		o := newObject(sc.plan.kind)
 		if err := k8s.Get(ctx, types.NamespacedName{Namespace: sc.ns, Name: sc.name}, o); err != nil {
 			return err
