@@ -148,7 +148,8 @@ MUTATE_ARGS ?=
 # The CI slice (make mutate-ci): the mutations killed by unit tests and the exhaustive Decide
 # test, no API server: every guard rule of webhooks' pure functions, the run lease's freeness
 # rules, the engine's fake-client and plan rules, the runner's restore lineage, the chaos
-# monitor's drift checks, and two Decide clauses (the rest of decide.txt runs about a minute each: make mutate MUTATIONS='decide/*').
+# monitor's drift checks, and two Decide clauses (the rest of decide.txt runs about a minute
+# each: make mutate MUTATIONS='decide/*').
 # It fits in about 10 minutes on a 2-core machine (docs/mutation-report.md).
 MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guarded, \
   guard-activejob-clear-is-guarded, guard-activejob-replace-is-guarded, \

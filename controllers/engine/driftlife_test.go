@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
@@ -18,11 +17,9 @@ import (
 // completeDrift plays a drift check that found drift, or not.
 func completeDrift(job *batchv1.Job, drift bool) {
 	GinkgoHelper()
-	r := runnerapi.Result{Operation: string(infrav1.OperationDrift), Outcome: runnerapi.OutcomeSucceeded, Binary: "tofu",
-		Steps: []runnerapi.Step{{Name: "init"}, {Name: "plan"}}, Drift: &drift}
 	pod, err := envtest.StartJob(ctx, k8s, job)
 	Expect(err).NotTo(HaveOccurred())
-	Expect(envtest.FinishJob(ctx, k8s, job, pod, true, string(runnerapi.Encode(r)))).To(Succeed())
+	Expect(envtest.FinishJob(ctx, k8s, job, pod, true, envtest.DriftResult(drift))).To(Succeed())
 }
 
 // jobsByOperation counts the object's Jobs on the API server by operation.
@@ -66,7 +63,8 @@ var _ = Describe("Drift checks", func() {
 		By("it finds drift: DriftDetected=True, the last check recorded, and in Report mode no apply follows")
 		completeDrift(drift, true)
 		Eventually(func() *metav1.Condition { return envtest.Condition(get(tc), infrav1.DriftDetectedCondition) }).Should(
-			And(HaveField("Status", metav1.ConditionTrue), HaveField("Reason", infrav1.DriftFoundReason)))
+			And(HaveField("Status", metav1.ConditionTrue), HaveField("Reason", infrav1.DriftFoundReason),
+				HaveField("Message", ContainSubstring("0 to create, 1 to update, 0 to replace, 0 to delete"))))
 		Expect(tc.Annotations).To(HaveKey(infrav1.LastDriftCheckAnnotation))
 		Expect(tc.Status.LastDriftCheck).NotTo(BeNil())
 		Expect(envtest.Condition(tc, infrav1.DriftJobSucceededCondition)).To(HaveField("Status", metav1.ConditionTrue))

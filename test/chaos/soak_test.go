@@ -32,10 +32,10 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/cachelag"
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
+	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
 
 // The soak (`make soak`, and a fixed slice of it in `make test`): many seeded schedules at
@@ -673,7 +673,7 @@ func (s *soak) jobRun(j *batchv1.Job) (run, bool) {
 		if sc != nil {
 			found = sc.drifts.Add(1)%2 == 1
 		}
-		r.result = driftResult(found)
+		r.result = []byte(envtest.DriftResult(found))
 		return r, true
 	case infrav1.OperationApply:
 		if sc != nil {
@@ -682,17 +682,6 @@ func (s *soak) jobRun(j *batchv1.Job) (run, bool) {
 	}
 	r.writeState = func() error { return writeState(j, op) }
 	return r, true
-}
-
-// driftResult is the result document of a drift check: with drift found, one resource of the
-// applied state to update.
-func driftResult(found bool) []byte {
-	r := runnerapi.Result{Operation: string(infrav1.OperationDrift), Outcome: runnerapi.OutcomeSucceeded, Binary: "tofu",
-		Steps: []runnerapi.Step{{Name: "init"}, {Name: "plan"}}, Drift: &found}
-	if found {
-		r.Summary = &runnerapi.PlanSummary{Update: 1, Addresses: []string{"terraform_data.soak"}}
-	}
-	return runnerapi.Encode(r)
 }
 
 // writeState writes what a successful run leaves in the state Secret: an apply its outputs and

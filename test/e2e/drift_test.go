@@ -149,7 +149,7 @@ var _ = Describe("Drift checks, with real Terraform", func() {
 			HaveField("Reason", infrav1.NoDriftReason))
 		Expect(applies()).To(HaveLen(2), "one apply per drift found")
 
-		By("every check started one interval and its jitter after the previous one ended")
+		By("every check that directly follows another started one interval and its jitter after it ended")
 		gaps := driftGaps(readHistory(sb.HistoryFile()), ns, name)
 		Expect(len(gaps)).To(BeNumerically(">=", 2), "consecutive checks with nothing between them")
 		for _, g := range gaps {

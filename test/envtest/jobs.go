@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
 )
 
 // envtest runs no Job controller and no kubelet: these helpers play them, writing the status
@@ -82,4 +84,16 @@ func FinishJob(ctx context.Context, c client.Client, job *batchv1.Job, pod *core
 		return fmt.Errorf("finish job %s: %w", job.Name, err)
 	}
 	return nil
+}
+
+// DriftResult is the termination message the runner leaves after a drift check that succeeded:
+// with drift found, one resource to update (terraform_data.network), so the controller has
+// counts and an address to report.
+func DriftResult(found bool) string {
+	r := runnerapi.Result{Operation: runnerapi.OperationDrift, Outcome: runnerapi.OutcomeSucceeded, Binary: "tofu",
+		Steps: []runnerapi.Step{{Name: "init"}, {Name: "plan"}}, Drift: &found}
+	if found {
+		r.Summary = &runnerapi.PlanSummary{Update: 1, Addresses: []string{"terraform_data.network"}}
+	}
+	return string(runnerapi.Encode(r))
 }
