@@ -17,6 +17,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 	"github.com/captf/cluster-api-provider-terraform/test/stalecache"
 )
@@ -219,6 +220,34 @@ var _ = Describe("Cache lag", func() {
 		}, "5s").Should(Succeed())
 		Expect(hiddenNow()).To(BeNumerically(">", before))
 		Expect(get(s.tc).Status.ActiveJob).NotTo(BeNil())
+	})
+
+	It("never takes a finished Job of its current run, which the cache hides, as the one it starts: it looks again and counts it", func() {
+		ns := kit.Namespace()
+		Expect(k8s.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1"},
+			Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformClusterKind, Name: "c1"}}})).To(Succeed())
+		s := newSceneIn(ns, "c1", nil)
+		// Run 1 already ended (another attempt started it, and its bookkeeping lost a
+		// conflict), and the cache does not show it: the run sequence still says 1.
+		unhide := stale.Add(stalecache.ByName(&batchv1.Job{}, ns, naming.JobName(s.suffix(), 1)))
+		defer unhide()
+		job, pod := runningJob(s.tc, 1)
+		Expect(statetest.Write(ctx, k8s, ns, s.suffix(), statetest.Cluster("10.0.0.9", 6443))).To(Succeed())
+		Expect(envtest.FinishJob(ctx, k8s, get(job), pod, true, "")).To(Succeed())
+		before := hiddenNow()
+		update(s.tc, func(tc *infrav1.TerraformCluster) { tc.Labels[clusterv1.ClusterNameLabel] = "c1" })
+		Eventually(hiddenNow).Should(BeNumerically(">", before), "a pass looked for the Job")
+		Consistently(func(g Gomega) {
+			g.Expect(get(s.tc).Status.ActiveJob).To(BeNil(), "a Job that ended is never reported as the one running")
+			g.Expect(kit.JobsOf(s.tc, infrav1.TerraformClusterKind)).To(HaveLen(1))
+		}, "3s").Should(Succeed())
+
+		By("the cache shows the Job (no event of it comes again): the next look counts it")
+		unhide()
+		Eventually(func() *infrav1.LastRun { return get(s.tc).Status.LastRun }, "20s").Should(
+			And(Not(BeNil()), HaveField("Job", job.Name), HaveField("Outcome", infrav1.RunSucceeded)))
+		Expect(get(s.tc).Spec.ControlPlaneEndpoint.Host).To(Equal("10.0.0.9"))
 	})
 
 	It("does not clean up a deleting object while its lease may still get its Job", func() {

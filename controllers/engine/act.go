@@ -20,6 +20,7 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 	"github.com/captf/cluster-api-provider-terraform/controllers/metrics"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
@@ -282,6 +283,15 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 					return ctrl.Result{}, fmt.Errorf("release leases of %s: %w", name, err)
 				}
 				return p.skipRun(ctx, name)
+			}
+			if jobstatus.Finished(existing) {
+				// This run's Job already ended, and this pass did not see it: the cache does
+				// not show it yet. It is not the Job this pass starts, so it is not reported as
+				// running; its events have come and gone, so no watch brings it back: look
+				// again soon, and bookkeeping counts it once the cache shows it.
+				logger.Info("the Job of this run already ended but the cache does not show it; looking again", "job", name)
+				p.rep.lagJob = name
+				return ctrl.Result{RequeueAfter: LagRequeue}, nil
 			}
 			logger.Info("adopting the Job an earlier attempt created", "job", name)
 			job = existing

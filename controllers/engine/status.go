@@ -45,6 +45,9 @@ type report struct {
 	slotWait bool
 	// drift is what a counted drift check found (nil: none counted this pass).
 	drift *driftFinding
+	// lagJob names this run's Job, which the start found already ended on the API server
+	// while the cache does not show it: counted once the cache does.
+	lagJob string
 }
 
 // driftFinding is a drift check's verdict with the runner's summary.
@@ -248,6 +251,9 @@ func setOperation(c conditions, ev Evidence, d Decision, rep report) {
 		c.set(familyOf(d.Operation), metav1.ConditionUnknown, infrav1.JobRunningReason, fmt.Sprintf("Job %s runs %s", rep.started, d.Operation))
 	case rep.rejected != "":
 		c.set(familyOf(d.Operation), metav1.ConditionFalse, infrav1.JobFailedReason, rep.rejected)
+	case rep.lagJob != "":
+		c.set(familyOf(d.Operation), metav1.ConditionUnknown, infrav1.CacheLagReason,
+			fmt.Sprintf("Job %s of this run already ended on the API server but not yet in the cache; it is counted once the cache shows it", rep.lagJob))
 	case rep.leaseWait != nil:
 		w := rep.leaseWait
 		c.set(w.Condition, metav1.ConditionUnknown, w.Reason, w.Message)
