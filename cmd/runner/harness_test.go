@@ -438,6 +438,8 @@ type jobOpts struct {
 	lockTimeout time.Duration
 	// planID makes an Apply apply that saved plan.
 	planID string
+	// stateLineage is the lineage the controller read: the channel serves only that state.
+	stateLineage string
 }
 
 // inputsHash stands for the controller's inputs hash: it changes with the variables.
@@ -512,12 +514,13 @@ func (o *stateObject) startChannel(job, pod, dir string) *proc {
 	return o.startChannelOf(job, pod, dir, runnerapi.ChannelInvocation{})
 }
 
-// startChannelOf is startChannel with the Job's operation, inputs hash and plan ID from inv.
+// startChannelOf is startChannel with the Job's operation, inputs hash, plan ID and state
+// lineage from inv.
 func (o *stateObject) startChannelOf(job, pod, dir string, inv runnerapi.ChannelInvocation) *proc {
 	args := runnerapi.ChannelCommand("", runnerapi.ChannelInvocation{
 		Dir: dir, Namespace: o.namespace, Suffix: o.suffix, Job: job, RunLease: naming.RunLeaseName(o.suffix),
 		OwnerKind: "TerraformCluster", OwnerName: o.name, OwnerUID: o.uid, TokenFile: o.tokenFile, CAFile: o.h.caFile,
-		Operation: inv.Operation, InputsHash: inv.InputsHash, PlanID: inv.PlanID,
+		Operation: inv.Operation, InputsHash: inv.InputsHash, PlanID: inv.PlanID, StateLineage: inv.StateLineage,
 	})[1:]
 	env := []string{runnerapi.EnvServiceHost + "=" + o.h.host, runnerapi.EnvServicePort + "=" + o.h.port,
 		runnerapi.EnvChannelPodName + "=" + pod, runnerapi.EnvChannelPodNamespace + "=" + o.namespace}
@@ -541,7 +544,7 @@ func (o *stateObject) startJobOf(op string, vars map[string]any, opts jobOpts) *
 	dir, err := os.MkdirTemp(o.workDir, "channel-")
 	Expect(err).NotTo(HaveOccurred())
 	j := &jobRun{o: o, job: job, pod: pod, dir: dir}
-	j.channel = o.startChannelOf(job, pod, dir, runnerapi.ChannelInvocation{Operation: op, InputsHash: inputsHash(vars), PlanID: opts.planID})
+	j.channel = o.startChannelOf(job, pod, dir, runnerapi.ChannelInvocation{Operation: op, InputsHash: inputsHash(vars), PlanID: opts.planID, StateLineage: opts.stateLineage})
 	j.runner = o.startRunnerOf(op, vars, opts, dir)
 	return j
 }
@@ -583,6 +586,24 @@ func (o *stateObject) readState() (tfState, []byte) {
 	var s tfState
 	Expect(json.Unmarshal(raw, &s)).To(Succeed())
 	return s, raw
+}
+
+// putStateData replaces the state Secret's state key (nil removes it), as a person with
+// kubectl would, leaving everything else of the Secret as it is.
+func (o *stateObject) putStateData(raw []byte) {
+	sec := &corev1.Secret{}
+	Expect(o.h.k8s.Get(o.ctx, client.ObjectKey{Namespace: o.namespace, Name: naming.StateSecretName(o.suffix)}, sec)).To(Succeed())
+	if raw == nil {
+		delete(sec.Data, runnerapi.StateKey)
+	} else {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		_, err := zw.Write(raw)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(zw.Close()).To(Succeed())
+		sec.Data[runnerapi.StateKey] = b.Bytes()
+	}
+	Expect(o.h.k8s.Update(o.ctx, sec)).To(Succeed())
 }
 
 func (o *stateObject) lockLease() *coordinationv1.Lease {

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
@@ -289,6 +290,50 @@ func describeChannel(bin string) {
 			Expect(pulled.Lineage).To(Equal(after.Lineage))
 			Expect(pulled.Serial).To(Equal(after.Serial))
 			Expect(pulled.Outputs["greeting"].Value).To(Equal("hello after"))
+		})
+
+		It("stops at init, changing nothing, when the state is not the one the controller read", func() {
+			o := newTestObject(bin)
+			o.prepare()
+			_, code, raw := o.runJob(runnerapi.OperationApply, map[string]any{"name": "alpha"})
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			st, _ := o.readState()
+
+			By("the lineage the controller read: the run goes through")
+			res, code, raw := o.startJobOf(runnerapi.OperationApply, map[string]any{"name": "beta"}, jobOpts{stateLineage: st.Lineage}).wait()
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(res.Outcome).To(Equal(runnerapi.OutcomeSucceeded))
+			beta, betaRaw := o.readState()
+			Expect(beta.Serial).To(Equal(st.Serial + 1))
+
+			By("replaced with another lineage between the controller's read and the run: refused")
+			var doc map[string]any
+			Expect(json.Unmarshal(betaRaw, &doc)).To(Succeed())
+			doc["lineage"] = "0e0e0e0e-feed-4bad-8bad-000000000001"
+			other, err := json.Marshal(doc)
+			Expect(err).NotTo(HaveOccurred())
+			o.putStateData(other)
+			for _, op := range []string{runnerapi.OperationApply, runnerapi.OperationDrift} {
+				res, code, raw = o.startJobOf(op, map[string]any{"name": "gamma"}, jobOpts{stateLineage: st.Lineage}).wait()
+				GinkgoWriter.Printf("runner result (%s against a replaced state): %s\n", op, raw)
+				Expect(code).NotTo(Equal(runnerapi.ExitOK), raw)
+				Expect(res.Outcome).To(Equal(runnerapi.OutcomeFailed))
+				Expect(res.Error).To(ContainSubstring("the state changed since the controller read it (lineage " + st.Lineage))
+				Expect(res.Error).To(ContainSubstring("holds lineage 0e0e0e0e-feed-4bad-8bad-000000000001"))
+				Expect(stepNames(res)).To(Equal([]string{"init"}), "nothing ran after init")
+				now, _ := o.readState()
+				Expect(now.Lineage).To(Equal("0e0e0e0e-feed-4bad-8bad-000000000001"), "the state was left as the person left it")
+				Expect(o.lockLease().Spec.HolderIdentity).To(BeNil())
+			}
+
+			By("emptied: refused, where a run without the lineage would create everything anew")
+			o.putStateData(nil)
+			res, code, raw = o.startJobOf(runnerapi.OperationApply, map[string]any{"name": "gamma"}, jobOpts{stateLineage: st.Lineage}).wait()
+			Expect(code).NotTo(Equal(runnerapi.ExitOK), raw)
+			Expect(res.Error).To(ContainSubstring("the state Secret now holds no state"))
+			sec := &corev1.Secret{}
+			Expect(o.h.k8s.Get(o.ctx, client.ObjectKey{Namespace: o.namespace, Name: naming.StateSecretName(o.suffix)}, sec)).To(Succeed())
+			Expect(sec.Data).NotTo(HaveKey(runnerapi.StateKey), "no state was written")
 		})
 
 		It("fences a run whose run lease is taken over mid-apply: no state write, outcome Fenced", func() {

@@ -503,3 +503,32 @@ func TestBackoffDoublesFromOneMinuteToTen(t *testing.T) {
 		}
 	}
 }
+
+// A Job's state channel is told the lineage the pass read, unless the pass read no state or
+// the Job is a restore, which replaces the state.
+func TestExpectedLineage(t *testing.T) {
+	const l = "5e0c7a6d-1b2c-4d3e-8f9a-0b1c2d3e4f5a"
+	for _, c := range []struct {
+		state StateView
+		op    infrav1.Operation
+		want  string
+	}{
+		{StatePresent, infrav1.OperationApply, l},
+		{StatePresent, infrav1.OperationDestroy, l},
+		{StatePresent, infrav1.OperationPlan, l},
+		{StatePresent, infrav1.OperationRefresh, l},
+		{StatePresent, infrav1.OperationDrift, l},
+		{StatePresent, infrav1.OperationRestore, ""},
+		{StateAbsent, infrav1.OperationApply, ""},
+		{StateNotRead, infrav1.OperationApply, ""},
+		{StateUnreadable, infrav1.OperationDestroy, ""},
+	} {
+		ev := Evidence{State: c.state, StateLineage: l}
+		if c.state != StatePresent {
+			ev.StateLineage = ""
+		}
+		if got := ExpectedLineage(ev, c.op); got != c.want {
+			t.Errorf("state %v, %s: lineage %q, want %q", c.state, c.op, got, c.want)
+		}
+	}
+}

@@ -132,8 +132,21 @@ func (p *pass) jobParams(seq int64, op infrav1.Operation, hash string) jobs.Para
 		Owner: jobs.Owner{APIVersion: gvk.GroupVersion().String(), Kind: p.r.Kind.Name(), Name: p.obj.GetName(),
 			Namespace: p.obj.GetNamespace(), UID: p.obj.GetUID(), Cluster: p.owner.Cluster},
 		Suffix: p.suffix, Seq: seq, Operation: op, InputsHash: hash, PlanID: p.d.PlanID,
-		Spec: *p.obj.GetTerraformSpec(), Defaults: p.jobDefaults(),
+		StateLineage: ExpectedLineage(p.ev, op),
+		Spec:         *p.obj.GetTerraformSpec(), Defaults: p.jobDefaults(),
 	}
+}
+
+// ExpectedLineage is the state lineage a Job of op may run against: the lineage of the state
+// this pass read live, so the Job's state channel refuses a state Secret that was deleted,
+// emptied or replaced between that read and the Job's first request (I7 at the point of use).
+// Empty, and so unchecked, when the pass read no state (a first apply) and for a restore,
+// which replaces the state.
+func ExpectedLineage(ev Evidence, op infrav1.Operation) string {
+	if ev.State != StatePresent || op == infrav1.OperationRestore {
+		return ""
+	}
+	return ev.StateLineage
 }
 
 // jobDefaults are the manager's Job defaults with the object's own runner account.

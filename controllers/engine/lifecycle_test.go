@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
@@ -30,6 +31,7 @@ var _ = Describe("TerraformCluster lifecycle", func() {
 		job := waitForJob(tc, infrav1.TerraformClusterKind, 1)
 		Expect(job.Labels).To(HaveKeyWithValue(infrav1.OperationLabel, string(infrav1.OperationApply)))
 		Expect(job.Annotations).To(HaveKey(infrav1.InputsHashAnnotation))
+		Expect(jobs.StateLineageOf(job)).To(BeEmpty(), "a first apply read no state: its channel checks no lineage")
 		get(tc)
 		Expect(tc.Finalizers).To(ContainElement(infrav1.Finalizer))
 		Expect(tc.Annotations).To(HaveKey(infrav1.BlockMoveAnnotation))
@@ -80,6 +82,8 @@ var _ = Describe("TerraformCluster lifecycle", func() {
 		})
 		job2 := waitForJob(tc, infrav1.TerraformClusterKind, 2)
 		Expect(job2.Annotations[infrav1.InputsHashAnnotation]).NotTo(Equal(job.Annotations[infrav1.InputsHashAnnotation]))
+		Expect(jobs.StateLineageOf(job2)).To(Equal(statetest.DefaultLineage),
+			"the channel serves only the state this pass read, so a state lost since is refused at the point of use (I7)")
 		Consistently(func() int { return len(kit.JobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(2))
 
 		By("failing it: the runner's reason lands in the condition, and the retry waits for the backoff")
@@ -106,6 +110,7 @@ var _ = Describe("TerraformCluster lifecycle", func() {
 		Expect(k8s.Delete(ctx, tc)).To(Succeed())
 		destroy := waitForJob(tc, infrav1.TerraformClusterKind, 4)
 		Expect(destroy.Labels).To(HaveKeyWithValue(infrav1.OperationLabel, string(infrav1.OperationDestroy)))
+		Expect(jobs.StateLineageOf(destroy)).To(Equal(statetest.DefaultLineage))
 		Expect(secretExists(f.ns, naming.StateSecretName(suffix))).To(BeTrue(), "state stays while destroy runs")
 		// The lock Lease (created before the first Job) stays unheld between runs.
 		lock := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: naming.StateLockLeaseName(suffix)}}

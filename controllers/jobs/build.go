@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -103,6 +104,11 @@ type Params struct {
 	// annotation runnerapi.PlanIDAnnotation and passes it to the runner and to the state
 	// channel, which hands out only that plan, once.
 	PlanID string
+	// StateLineage is the lineage of the state the controller read live before this Job; the
+	// Job's state channel serves only a state of that lineage (runnerapi.FlagStateLineage).
+	// Empty: the controller read no state (a first apply, or a restore, which replaces the
+	// state) and the channel serves whatever the Secret holds.
+	StateLineage string
 	Defaults
 }
 
@@ -223,7 +229,7 @@ func Build(p Params) (*batchv1.Job, error) {
 		OwnerKind: p.Owner.Kind, OwnerName: p.Owner.Name, OwnerUID: string(p.Owner.UID),
 		TokenFile: path.Join(runnerapi.ServiceAccountDir, runnerapi.ServiceAccountTokenFile),
 		CAFile:    path.Join(runnerapi.ServiceAccountDir, runnerapi.ServiceAccountCAFile),
-		Operation: string(p.Operation), InputsHash: p.InputsHash, PlanID: p.PlanID,
+		Operation: string(p.Operation), InputsHash: p.InputsHash, PlanID: p.PlanID, StateLineage: p.StateLineage,
 	})
 	annotations := map[string]string{infrav1.InputsHashAnnotation: p.InputsHash}
 	if p.PlanID != "" {
@@ -373,6 +379,14 @@ func validate(p Params) error {
 			errs = append(errs, fmt.Errorf("plan ID %q is not %d lowercase hex digits", p.PlanID, runnerapi.PlanIDLength))
 		}
 	}
+	if p.StateLineage != "" {
+		if p.Operation == infrav1.OperationRestore {
+			errs = append(errs, errors.New("a restore replaces the state: it takes no state lineage"))
+		}
+		if !runnerapi.ValidLineage(p.StateLineage) {
+			errs = append(errs, fmt.Errorf("state lineage %q is not 1 to %d printable characters", p.StateLineage, runnerapi.MaxLineageLength))
+		}
+	}
 	if p.RunnerImage == "" {
 		errs = append(errs, errors.New("runner image is required"))
 	}
@@ -400,4 +414,22 @@ func validate(p Params) error {
 		return fmt.Errorf("build job: %w", err)
 	}
 	return nil
+}
+
+// StateLineageOf is the state lineage a Job's state channel serves alone (its
+// --state-lineage, which Build writes from Params.StateLineage); "" when it serves whatever
+// the state Secret holds, or the Job has no state channel.
+func StateLineageOf(job *batchv1.Job) string {
+	prefix := "--" + runnerapi.FlagStateLineage + "="
+	for _, c := range job.Spec.Template.Spec.InitContainers {
+		if c.Name != ChannelContainer {
+			continue
+		}
+		for _, arg := range c.Command {
+			if v, ok := strings.CutPrefix(arg, prefix); ok {
+				return v
+			}
+		}
+	}
+	return ""
 }

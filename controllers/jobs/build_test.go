@@ -165,6 +165,37 @@ func TestPlanFlags(t *testing.T) {
 	}
 }
 
+// The lineage the controller read reaches the state channel, and only the channel: it is the
+// channel that serves the state (I7 at the point of use).
+func TestStateLineageFlag(t *testing.T) {
+	const lineage = "5e0c7a6d-1b2c-4d3e-8f9a-0b1c2d3e4f5a"
+	for _, op := range allOperations {
+		p := imageParams(op)
+		job, err := Build(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod := job.Spec.Template.Spec
+		if channel := strings.Join(pod.InitContainers[1].Command, " "); strings.Contains(channel, "--state-lineage") || StateLineageOf(job) != "" {
+			t.Errorf("%s: a state lineage without one read: %s", op, channel)
+		}
+		if op == infrav1.OperationRestore {
+			continue
+		}
+		p.StateLineage = lineage
+		if job, err = Build(p); err != nil {
+			t.Fatalf("%s: %v", op, err)
+		}
+		pod = job.Spec.Template.Spec
+		if !slices.Contains(pod.InitContainers[1].Command, "--state-lineage="+lineage) || StateLineageOf(job) != lineage {
+			t.Errorf("%s: the channel is not told the lineage: %q", op, pod.InitContainers[1].Command)
+		}
+		if main := strings.Join(pod.Containers[0].Command, " "); strings.Contains(main, "lineage") {
+			t.Errorf("%s: the module's container is told the lineage: %s", op, main)
+		}
+	}
+}
+
 func TestBuildIsDeterministic(t *testing.T) {
 	for _, op := range allOperations {
 		a, b := render(t, imageParams(op)), render(t, imageParams(op))
@@ -345,6 +376,10 @@ func TestBuildValidates(t *testing.T) {
 		"plan ID of a destroy":  func(p *Params) { p.Operation, p.PlanID = infrav1.OperationDestroy, savedPlanID },
 		"plan ID not an ID":     func(p *Params) { p.PlanID = "approve-me" },
 		"plan ID in upper case": func(p *Params) { p.PlanID = strings.ToUpper(savedPlanID) },
+		"state lineage of a restore": func(p *Params) {
+			p.Operation, p.StateLineage = infrav1.OperationRestore, "5e0c7a6d-1b2c-4d3e-8f9a-0b1c2d3e4f5a"
+		},
+		"state lineage with a space": func(p *Params) { p.StateLineage = "5e0c 7a6d" },
 	}
 	for name, mutate := range cases {
 		p := imageParams(infrav1.OperationApply)

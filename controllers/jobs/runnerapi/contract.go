@@ -78,9 +78,37 @@ const (
 	// ChannelLockHolderFile records the holder of a lock the channel could not take (a JSON
 	// LockHolder); the channel removes it once it takes the lock.
 	ChannelLockHolderFile = "lock-holder.json"
+	// ChannelStateRefusedFile records that the channel refused to serve the state because it
+	// is not the one the controller read (a JSON StateRefused).
+	ChannelStateRefusedFile = "state-refused.json"
 	// ChannelUsername is the user name of the channel's basic auth.
 	ChannelUsername = "captf"
 )
+
+// StateRefused is the content of ChannelStateRefusedFile.
+type StateRefused struct {
+	// Expected is the lineage the controller read (the channel's --state-lineage).
+	Expected string `json:"expected"`
+	// Found is the lineage the state Secret holds now; "" when it holds no state or is gone.
+	Found string `json:"found"`
+}
+
+// MaxLineageLength bounds a state lineage the controller passes on (Terraform's are UUIDs).
+const MaxLineageLength = 128
+
+// ValidLineage reports whether s can be passed as --state-lineage: 1 to MaxLineageLength
+// printable ASCII characters, no space.
+func ValidLineage(s string) bool {
+	if s == "" || len(s) > MaxLineageLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
 
 // Fenced is the content of ChannelFencedFile.
 type Fenced struct {
@@ -197,6 +225,11 @@ const (
 	FlagPlanID = "plan-id"
 	// FlagInputsHash (channel): the Job's inputs hash, which the ID of a saved plan covers.
 	FlagInputsHash = "inputs-hash"
+	// FlagStateLineage (channel): the lineage of the state the controller read live before it
+	// created the Job. The channel serves only a state of that lineage: a state Secret that
+	// was emptied, deleted or replaced since is refused (HTTP 409, ChannelStateRefusedFile),
+	// so the run stops at init and touches nothing (I7 at the point of use).
+	FlagStateLineage = "state-lineage"
 
 	// Flags of `runner channel` (besides FlagOperation, FlagPlanID and FlagInputsHash).
 	FlagDir       = "dir"
@@ -300,6 +333,8 @@ type ChannelInvocation struct {
 	InputsHash string
 	// PlanID (an Apply of a saved plan) is the only plan the channel hands out.
 	PlanID string
+	// StateLineage, when set, is the only state lineage the channel serves.
+	StateLineage string
 }
 
 // ChannelCommand is the state channel's command: the only place its command line is
@@ -318,7 +353,7 @@ func ChannelCommand(runner string, inv ChannelInvocation) []string {
 		flag(FlagTokenFile, inv.TokenFile),
 		flag(FlagCAFile, inv.CAFile),
 	}
-	for _, f := range []struct{ name, value string }{{FlagOperation, inv.Operation}, {FlagInputsHash, inv.InputsHash}, {FlagPlanID, inv.PlanID}} {
+	for _, f := range []struct{ name, value string }{{FlagOperation, inv.Operation}, {FlagInputsHash, inv.InputsHash}, {FlagPlanID, inv.PlanID}, {FlagStateLineage, inv.StateLineage}} {
 		if f.value != "" {
 			cmd = append(cmd, flag(f.name, f.value))
 		}

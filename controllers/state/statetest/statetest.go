@@ -37,6 +37,9 @@ type State struct {
 	DataSources int
 }
 
+// DefaultLineage is the lineage of a State that sets none.
+const DefaultLineage = "00000000-0000-4000-8000-000000000000"
+
 // Cluster is a state with a TerraformCluster's contract outputs and one resource.
 func Cluster(host string, port int) State {
 	return State{Managed: 1, Outputs: map[string]Output{
@@ -81,7 +84,7 @@ func (s State) JSON() ([]byte, error) {
 		serial = 1
 	}
 	if lineage == "" {
-		lineage = "00000000-0000-4000-8000-000000000000"
+		lineage = DefaultLineage
 	}
 	outputs := map[string]any{}
 	for name, o := range s.Outputs {

@@ -58,6 +58,10 @@ type Config struct {
 	// PlanID (an Apply of a saved plan) is the only plan the channel hands out (GET /plan),
 	// and only once. Empty: the channel hands out no plan.
 	PlanID string
+	// StateLineage, when set, is the lineage of the state the controller read before it
+	// created the Job: the channel serves only a state of that lineage and refuses (409) a
+	// state Secret that holds no state or another lineage. Empty: it serves what is there.
+	StateLineage string
 }
 
 // ShutdownGrace bounds how long a stopping channel waits for requests in flight.
@@ -98,6 +102,14 @@ func (c Config) validate() error {
 		}
 		if c.Operation != runnerapi.OperationApply {
 			errs = append(errs, fmt.Errorf("--%s is for an Apply Job, not %q", runnerapi.FlagPlanID, c.Operation))
+		}
+	}
+	if c.StateLineage != "" {
+		if !runnerapi.ValidLineage(c.StateLineage) {
+			errs = append(errs, fmt.Errorf("state lineage %q is not 1 to %d printable characters", c.StateLineage, runnerapi.MaxLineageLength))
+		}
+		if c.Operation == runnerapi.OperationRestore {
+			errs = append(errs, fmt.Errorf("--%s is not for a Restore Job, which replaces the state", runnerapi.FlagStateLineage))
 		}
 	}
 	return errors.Join(errs...)
@@ -166,6 +178,7 @@ func parse(args, environ []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.Operation, runnerapi.FlagOperation, "", "the Job's operation (only a Plan Job stores a plan)")
 	fs.StringVar(&cfg.InputsHash, runnerapi.FlagInputsHash, "", "the Job's inputs hash (a stored plan's ID covers it)")
 	fs.StringVar(&cfg.PlanID, runnerapi.FlagPlanID, "", "the saved plan this Apply Job may fetch, once")
+	fs.StringVar(&cfg.StateLineage, runnerapi.FlagStateLineage, "", "the only state lineage the channel serves (the one the controller read)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, fmt.Errorf("parse flags: %w", err)
 	}
@@ -228,7 +241,7 @@ func serve(ctx context.Context, cfg Config, ready func(*server)) (*server, error
 		ready(s)
 	}
 	log.Info("serving", "address", addr, "path", s.statePath(), "job", cfg.Job, "pod", cfg.Pod, "runLease", cfg.RunLease,
-		"operation", cfg.Operation, "planID", cfg.PlanID)
+		"operation", cfg.Operation, "planID", cfg.PlanID, "stateLineage", cfg.StateLineage)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

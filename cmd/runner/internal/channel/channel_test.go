@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -156,6 +157,75 @@ var _ = Describe("the state channel", func() {
 		o.holdLock("theirs", "w", channelAnnotations("another-pod", o.job))
 		Expect(r.code(http.MethodPost, "?ID=theirs", []byte(stateV1))).To(Equal(http.StatusConflict))
 		Expect(o.stateSecret().Data).NotTo(HaveKey(runnerapi.StateKey))
+	})
+
+	It("serves only the state the controller read: a state emptied, replaced or deleted since is refused and recorded", func() {
+		o := newObject()
+		writer := o.start()
+		put := func(state string) {
+			Expect(writer.code(methodLock, "", lockBody("w", "writer"))).To(Equal(http.StatusOK))
+			Expect(writer.code(http.MethodPost, "?ID=w", []byte(state))).To(Equal(http.StatusOK))
+			Expect(writer.code(methodUnlock, "", lockBody("w", "writer"))).To(Equal(http.StatusOK))
+		}
+		put(stateV1)
+		cfg := o.config(GinkgoT().TempDir())
+		cfg.StateLineage = "3f2a"
+		r := start(cfg)
+
+		By("the lineage the controller read: served as it is")
+		code, body := r.call(http.MethodGet, "", nil)
+		Expect(code).To(Equal(http.StatusOK), body)
+		Expect(body).To(Equal(stateV1))
+		Expect(r.records()).To(Equal(Records{}))
+
+		By("a new serial of the same lineage (the run's own write): still served")
+		put(`{"version":4,"serial":2,"lineage":"3f2a","resources":[]}`)
+		Expect(r.code(http.MethodGet, "", nil)).To(Equal(http.StatusOK))
+
+		By("replaced by another lineage: refused")
+		put(`{"version":4,"serial":1,"lineage":"9e1b","resources":[]}`)
+		code, body = r.call(http.MethodGet, "", nil)
+		Expect(code).To(Equal(http.StatusConflict), body)
+		Expect(body).To(ContainSubstring("lineage 3f2a"))
+		Expect(body).To(ContainSubstring("holds lineage 9e1b"))
+		Expect(r.records().StateRefused).To(Equal(&runnerapi.StateRefused{Expected: "3f2a", Found: "9e1b"}))
+
+		By("emptied: refused")
+		sec := o.stateSecret()
+		delete(sec.Data, runnerapi.StateKey)
+		Expect(k8s.Update(ctx, sec)).To(Succeed())
+		code, body = r.call(http.MethodGet, "", nil)
+		Expect(code).To(Equal(http.StatusConflict), body)
+		Expect(body).To(ContainSubstring("holds no state"))
+		Expect(r.records().StateRefused).To(Equal(&runnerapi.StateRefused{Expected: "3f2a"}))
+
+		By("deleted: refused, where a channel without a lineage serves no state")
+		sec = o.stateSecret()
+		sec.Finalizers = nil
+		Expect(k8s.Update(ctx, sec)).To(Succeed())
+		Expect(k8s.Delete(ctx, sec)).To(Succeed())
+		Expect(r.code(http.MethodGet, "", nil)).To(Equal(http.StatusConflict))
+		Expect(writer.code(http.MethodGet, "", nil)).To(Equal(http.StatusNoContent))
+	})
+
+	It("takes a state lineage only for an operation that reads the state, and only a printable one", func() {
+		o := newObject()
+		for _, c := range []struct {
+			op, lineage, want string
+		}{
+			{runnerapi.OperationRestore, "3f2a", "not for a Restore Job"},
+			{runnerapi.OperationApply, "3f 2a", "printable"},
+			{runnerapi.OperationApply, strings.Repeat("a", runnerapi.MaxLineageLength+1), "printable"},
+		} {
+			cfg := o.config(GinkgoT().TempDir())
+			cfg.Operation, cfg.StateLineage = c.op, c.lineage
+			err := cfg.validate()
+			Expect(err).To(HaveOccurred(), "%s %q", c.op, c.lineage)
+			Expect(err.Error()).To(ContainSubstring(c.want))
+		}
+		cfg := o.config(GinkgoT().TempDir())
+		cfg.Operation, cfg.StateLineage = runnerapi.OperationDrift, "3f2a"
+		Expect(cfg.validate()).To(Succeed())
 	})
 
 	Context("fencing", func() {

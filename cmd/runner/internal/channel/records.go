@@ -28,6 +28,10 @@ func (r *records) fenced(f runnerapi.Fenced) {
 	r.write(runnerapi.ChannelFencedFile, f)
 }
 
+func (r *records) stateRefused(f runnerapi.StateRefused) {
+	r.write(runnerapi.ChannelStateRefusedFile, f)
+}
+
 func (r *records) lockBroken(b runnerapi.LockBroken) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -93,9 +97,10 @@ func writeAtomic(path string, b []byte, mode os.FileMode) error {
 
 // Records are what a channel recorded in its folder during a run, as the runner reads them.
 type Records struct {
-	Fenced     *runnerapi.Fenced
-	LockBroken *runnerapi.LockBroken
-	LockHolder *runnerapi.LockHolder
+	Fenced       *runnerapi.Fenced
+	StateRefused *runnerapi.StateRefused
+	LockBroken   *runnerapi.LockBroken
+	LockHolder   *runnerapi.LockHolder
 }
 
 // ReadRecords reads the channel's records in dir. A missing file is no record; an unreadable
@@ -120,6 +125,10 @@ func ReadRecords(dir string) (Records, error) {
 	var f runnerapi.Fenced
 	if read(runnerapi.ChannelFencedFile, &f) {
 		r.Fenced = &f
+	}
+	var sr runnerapi.StateRefused
+	if read(runnerapi.ChannelStateRefusedFile, &sr) {
+		r.StateRefused = &sr
 	}
 	var b runnerapi.LockBroken
 	if read(runnerapi.ChannelLockBrokenFile, &b) {

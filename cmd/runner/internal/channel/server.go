@@ -136,6 +136,9 @@ func (s *server) getState(ctx context.Context, w http.ResponseWriter) {
 		s.serverError(ctx, w, "read state", err)
 		return
 	}
+	if s.unexpectedState(ctx, w, state) {
+		return
+	}
 	if state == nil {
 		w.WriteHeader(http.StatusNoContent)
 		return
@@ -145,6 +148,40 @@ func (s *server) getState(ctx context.Context, w http.ResponseWriter) {
 	w.Header().Set("Content-MD5", base64.StdEncoding.EncodeToString(sum[:]))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(state)
+}
+
+// unexpectedState refuses (409, and a StateRefused record) a state that is not the one the
+// controller read before it created the Job (--state-lineage): the state Secret holds no state
+// or another lineage. The run then stops at init, before it reads or writes anything else.
+func (s *server) unexpectedState(ctx context.Context, w http.ResponseWriter, state []byte) bool {
+	want := s.cfg.StateLineage
+	if want == "" {
+		return false
+	}
+	found := ""
+	if state != nil {
+		var meta struct {
+			Lineage string `json:"lineage"`
+		}
+		if err := json.Unmarshal(state, &meta); err != nil {
+			http.Error(w, "conflict: the state Secret does not hold a state document: "+err.Error(), http.StatusConflict)
+			s.records.stateRefused(runnerapi.StateRefused{Expected: want})
+			return true
+		}
+		found = meta.Lineage
+	}
+	if found == want {
+		return false
+	}
+	s.records.stateRefused(runnerapi.StateRefused{Expected: want, Found: found})
+	what := "holds no state"
+	if found != "" {
+		what = "holds lineage " + found
+	}
+	logr.FromContextOrDiscard(ctx).Info("refused a state that is not the one the controller read", "expected", want, "found", found)
+	http.Error(w, fmt.Sprintf("conflict: the controller started this Job for state lineage %s, but the state Secret now %s; nothing is served, so the run changes nothing",
+		want, what), http.StatusConflict)
+	return true
 }
 
 // postState writes the state. It needs the lock (?ID=), held by this pod's channel as the lock

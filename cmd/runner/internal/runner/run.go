@@ -417,6 +417,16 @@ func (s *session) interpretChannel(ctx context.Context, res *runnerapi.Result, e
 		return code
 	}
 	res.LockHolder = rec.LockHolder
+	if sr := rec.StateRefused; sr != nil && end.err == nil && end.ran {
+		found := "no state"
+		if sr.Found != "" {
+			found = "lineage " + sr.Found
+		}
+		res.Error = s.redactor.Redact(fmt.Sprintf("the state changed since the controller read it (lineage %s; the state Secret now holds %s): the state channel refused to serve it, so %s stopped and changed nothing\n%s",
+			sr.Expected, found, end.step.Name, end.tail))
+		log.Info("the state channel refused the state", "expected", sr.Expected, "found", sr.Found)
+		return code
+	}
 	if rec.Fenced != nil && end.err == nil && end.ran {
 		res.Outcome = runnerapi.OutcomeFenced
 		holder := rec.Fenced.RunLeaseHolder
