@@ -16,6 +16,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -106,6 +107,18 @@ func newObject() *tfObject {
 	Expect(k8s.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: sa},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: sa},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: sa}}})).To(Succeed())
+	// The API server's authorizer learns of a new Role and RoleBinding through its own
+	// informers: wait until it grants the account what the channel does first.
+	Eventually(func() (bool, error) {
+		r, err := clientset.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: "system:serviceaccount:" + namespace + ":" + sa,
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: "get", Resource: "secrets",
+					Name: naming.StateSecretName(o.suffix)}}}, metav1.CreateOptions{})
+		if err != nil {
+			return false, err
+		}
+		return r.Status.Allowed, nil
+	}).Should(BeTrue(), "the runner Role never took effect")
 	o.tokenFile = filepath.Join(GinkgoT().TempDir(), "token")
 	Expect(os.WriteFile(o.tokenFile, []byte(o.token()), 0o600)).To(Succeed())
 	return o
