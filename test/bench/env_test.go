@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
@@ -165,6 +167,10 @@ func startManagerOpts(tb testing.TB, wrap func(http.RoundTripper) http.RoundTrip
 	extra = append(extra, func(o *manager.Options) {
 		skip := true
 		o.Controller.SkipNameValidation = &skip
+		// A fleet of 200 objects on a loaded 2-core machine can hold the last reconciles past
+		// the default 30 s; the gates measure the passes, not how fast a manager stops.
+		grace := shutdownGrace
+		o.GracefulShutdownTimeout = &grace
 	})
 	mgr, err := setup.New(cfg, o, extra...)
 	if err != nil {
@@ -178,8 +184,28 @@ func startManagerOpts(tb testing.TB, wrap func(http.RoundTripper) http.RoundTrip
 	}
 	return mgr, func() {
 		cancel()
-		if err := <-done; err != nil {
-			tb.Errorf("manager: %v", err)
+		select {
+		case err := <-done:
+			if err != nil {
+				tb.Errorf("manager: %v", err)
+			}
+			return
+		case <-time.After(slowShutdown):
 		}
+		// Slow to stop: keep the stacks, so a reconcile that ignores its context shows itself.
+		var stacks strings.Builder
+		_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+		if err := <-done; err != nil {
+			tb.Errorf("manager: %v; goroutines %s after the stop:\n%s", err, slowShutdown, stacks.String())
+			return
+		}
+		tb.Logf("the manager took more than %s to stop; goroutines then:\n%s", slowShutdown, stacks.String())
 	}
 }
+
+const (
+	// shutdownGrace is the bench managers' graceful shutdown timeout.
+	shutdownGrace = 2 * time.Minute
+	// slowShutdown is when a stopping manager's goroutines are written to the test log.
+	slowShutdown = 20 * time.Second
+)
