@@ -2,7 +2,9 @@ package chaos_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
 )
 
 // errJobGone: the Job was deleted before the executor could end it.
@@ -27,6 +30,10 @@ type run struct {
 	succeeded  bool
 	result     []byte
 	writeState func() error
+	// refuse, when set, is the state channel's check at the Job's first request, made when
+	// the Job starts: a reason ends the Job failed with that reason as the runner's error,
+	// and nothing is written.
+	refuse func() (reason string, err error)
 }
 
 // executor plays the Job controller and the node for envtest, which has neither: every CAPTF
@@ -126,6 +133,23 @@ func (e *executor) play(ctx context.Context, j *batchv1.Job, r run) {
 	case <-ctx.Done():
 		return
 	case <-time.After(r.delay):
+	}
+	if r.refuse != nil {
+		why, err := r.refuse()
+		if err != nil {
+			if ctx.Err() == nil {
+				e.onError(fmt.Errorf("job %s/%s: the state channel's check: %w", j.Namespace, j.Name, err))
+			}
+			return
+		}
+		if why != "" {
+			res, err := json.Marshal(runnerapi.Result{Operation: j.Labels[infrav1.OperationLabel], Outcome: runnerapi.OutcomeFailed, Error: why})
+			if err != nil {
+				e.onError(err)
+				return
+			}
+			r.succeeded, r.result, r.writeState = false, res, nil
+		}
 	}
 	if err := completeJob(ctx, j, r.succeeded, r.result, r.writeState); err != nil && !errors.Is(err, errJobGone) && ctx.Err() == nil {
 		e.onError(err)

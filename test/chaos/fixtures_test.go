@@ -162,7 +162,7 @@ func completeJob(ctx context.Context, job *batchv1.Job, succeeded bool, result [
 		return fmt.Errorf("job %s/%s: %w", job.Namespace, job.Name, err)
 	}
 	message := string(result)
-	if !succeeded {
+	if !succeeded && result == nil {
 		message = "injected failure: the module's apply failed"
 	}
 	if err := envtest.FinishJob(ctx, k8s, job, pod, succeeded, message); err != nil {

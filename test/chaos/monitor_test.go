@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
@@ -75,14 +76,18 @@ type fact struct {
 	op                          infrav1.Operation
 	cluster                     string
 	finished, failed            bool
+	// stateLineage is the lineage the Job's state channel serves alone (jobs.StateLineageOf).
+	stateLineage string
 
 	// Reconciled objects (and Jobs: the Job's own UID).
 	uid                           types.UID
 	blockMove, finalizer, applied bool
 	activeJob                     string
 
-	// State Secrets: the Secret holds a state (absent, empty or unreadable: false).
+	// State Secrets: the Secret holds a state (absent, empty or unreadable: false), and its
+	// lineage.
 	hasState bool
+	lineage  string
 }
 
 // same reports whether two facts of one object are equal for the checks.
@@ -105,6 +110,9 @@ type replay struct {
 	jobs       int
 	byOp       map[infrav1.Operation]int
 	failed     int
+	// refused counts the Jobs created against a state that was lost or replaced after the
+	// controller read it, whose state channel refuses that state (I7 kept at the point of use).
+	refused int
 }
 
 // startMonitor records every namespace (check filters).
@@ -233,14 +241,18 @@ func factOf(obj client.Object, rv uint64, deleted bool) (fact, bool) {
 		f.cluster = o.Labels[infrav1.ClusterNameLabel]
 		f.finished = terminal(o)
 		f.failed = jobFailed(o)
+		f.stateLineage = jobs.StateLineageOf(o)
 		return f, true
 	case *corev1.Secret:
 		if !strings.HasPrefix(o.Name, naming.StateSecretName("")) {
 			return f, false
 		}
 		f.kind = factState
-		_, err := state.FromSecret(o)
+		st, err := state.FromSecret(o)
 		f.hasState = err == nil
+		if f.hasState {
+			f.lineage = st.Lineage
+		}
 		return f, true
 	case *infrav1.TerraformCluster:
 		return objectFact(f, infrav1.TerraformClusterKind, o, o.Status.ActiveJob), true
@@ -342,7 +354,7 @@ func (m *monitor) replay(namespaces map[string]bool) replay {
 	running := map[string]map[string]bool{} // owner -> running Job names
 	mutating := map[string]mutatingJob{}    // namespace/job -> a running mutating Job
 	objs := map[string]*objState{}
-	states := map[string]bool{} // namespace/secret -> holds a state
+	states := map[string]*string{} // namespace/secret -> the lineage of the state it holds (nil: none)
 	seen := map[string]bool{}
 	for _, f := range m.facts {
 		if !namespaces[f.ns] {
@@ -350,7 +362,11 @@ func (m *monitor) replay(namespaces map[string]bool) replay {
 		}
 		switch f.kind {
 		case factState:
-			states[f.ns+"/"+f.name] = !f.deleted && f.hasState
+			if f.deleted || !f.hasState {
+				states[f.ns+"/"+f.name] = nil
+			} else {
+				states[f.ns+"/"+f.name] = &f.lineage
+			}
 		case factJob:
 			key := f.ns + "/" + f.name
 			// By UID: a re-created object's Jobs reuse the names of its first incarnation's.
@@ -358,7 +374,11 @@ func (m *monitor) replay(namespaces map[string]bool) replay {
 				seen[string(f.uid)] = true
 				out.jobs++
 				out.byOp[f.op]++
-				out.violations = append(out.violations, verifyState(f, objs[f.owner], states)...)
+				v, refused := verifyState(f, objs[f.owner], states)
+				out.violations = append(out.violations, v...)
+				if refused {
+					out.refused++
+				}
 			}
 			if f.failed && !f.deleted {
 				out.failed++
@@ -422,23 +442,33 @@ func verify(rv uint64, owner string, run map[string]bool, o *objState) []violati
 }
 
 // verifyState checks I7 when a Job is created: an object that has applied before (this
-// incarnation carries the applied hash) starts no apply, plan or drift while its state
-// Secret holds no state. A restore is the way out of a lost state and is not checked.
-func verifyState(f fact, o *objState, states map[string]bool) []violation {
+// incarnation carries the applied hash) runs no apply, plan or drift against a state Secret
+// that holds no state. A restore is the way out of a lost state and is not checked.
+//
+// The controller reads the state live before it creates a Job, and a person can delete the
+// Secret in between. Such a Job is no violation when its state channel is told a lineage the
+// Secret no longer holds: the channel refuses the state at the Job's first request, so the run
+// stops before it reads or writes anything (refused). A Job whose channel checks nothing (no
+// lineage) against a lost state breaks I7.
+func verifyState(f fact, o *objState, states map[string]*string) (v []violation, refused bool) {
 	switch f.op {
 	case infrav1.OperationApply, infrav1.OperationPlan, infrav1.OperationDrift:
 	default:
-		return nil
+		return nil, false
 	}
 	if f.deleted || f.finished || o == nil || !o.exists || o.uid != f.ownerUID || !o.applied {
-		return nil
+		return nil, false
 	}
 	secret := naming.StateSecretName(naming.StateSuffix(f.ns, f.ownerKind, f.ownerName))
-	if states[f.ns+"/"+secret] {
-		return nil
+	held := states[f.ns+"/"+secret]
+	if held != nil {
+		return nil, f.stateLineage != "" && f.stateLineage != *held
+	}
+	if f.stateLineage != "" {
+		return nil, true
 	}
 	return []violation{{owner: f.owner, namespace: f.ns,
-		text: fmt.Sprintf("I7 at rv %d: %s applied before but started %s Job %s while its state Secret %s holds no state", f.rv, f.owner, f.op, f.name, secret)}}
+		text: fmt.Sprintf("I7 at rv %d: %s applied before but started %s Job %s while its state Secret %s holds no state, and the Job's state channel checks no lineage", f.rv, f.owner, f.op, f.name, secret)}}, false
 }
 
 // mutatingJob is a running apply, destroy or restore Job and the Cluster it belongs to.

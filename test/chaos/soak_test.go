@@ -32,6 +32,7 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/cachelag"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
@@ -119,6 +120,8 @@ type soak struct {
 
 	execMu   sync.Mutex
 	execErrs []error
+	// refusedRuns counts the Jobs whose state channel (played by refusal) refused the state.
+	refusedRuns atomic.Int64
 }
 
 // cell is one namespace of the run: a Cluster "c" whose TerraformCluster is the first
@@ -655,7 +658,7 @@ func (s *soak) jobRun(j *batchv1.Job) (run, bool) {
 		return run{}, false
 	}
 	op := infrav1.Operation(j.Labels[infrav1.OperationLabel])
-	r := run{delay: 100 * time.Millisecond, succeeded: true}
+	r := run{delay: 100 * time.Millisecond, succeeded: true, refuse: func() (string, error) { return s.refusal(j) }}
 	sc := s.scheduleOf(j)
 	if sc != nil {
 		n := int(sc.jobs.Add(1))
@@ -682,6 +685,30 @@ func (s *soak) jobRun(j *batchv1.Job) (run, bool) {
 	}
 	r.writeState = func() error { return writeState(j, op) }
 	return r, true
+}
+
+// refusal plays the state channel's check at a Job's first request: a Job told a state
+// lineage (jobs.StateLineageOf) is refused when the state Secret now holds no state, an
+// unreadable one or another lineage, as the runner reports it.
+func (s *soak) refusal(j *batchv1.Job) (string, error) {
+	want := jobs.StateLineageOf(j)
+	if want == "" {
+		return "", nil
+	}
+	_, suffix := jobOwner(j)
+	found := "no state"
+	cur, err := state.Read(ctx, k8s, j.Namespace, suffix)
+	switch _, unreadable := state.AsStateError(err); {
+	case err == nil && cur.Lineage == want:
+		return "", nil
+	case err == nil:
+		found = "lineage " + cur.Lineage
+	case errors.Is(err, state.ErrNoState), unreadable:
+	default:
+		return "", err
+	}
+	s.refusedRuns.Add(1)
+	return fmt.Sprintf("the state changed since the controller read it (lineage %s; the state Secret now holds %s): the state channel refused to serve it, so init stopped and changed nothing", want, found), nil
 }
 
 // writeState writes what a successful run leaves in the state Secret: an apply its outputs and
@@ -906,6 +933,8 @@ func (s *soak) summary(r report) string {
 	}
 	fmt.Fprintf(&b, "soak: drift checks on in %d schedules (Report %d, Remediate %d): %d drift Jobs played, %d found drift, %d remediation applies in the drift step\n",
 		modes[infrav1.DriftModeReport]+modes[infrav1.DriftModeRemediate], modes[infrav1.DriftModeReport], modes[infrav1.DriftModeRemediate], drifts, found, remediations)
+	fmt.Fprintf(&b, "soak: Jobs created against a state lost or replaced after the controller read it %d (the monitor), refused by the state channel %d (the executor)\n",
+		r.refused, s.refusedRuns.Load())
 	fmt.Fprintf(&b, "soak: lags detected %.0f (passes that waited for the cache)\n", r.lags)
 	fmt.Fprintf(&b, "soak: violations %d, schedules that did not converge %d\n", len(r.violations), len(r.stuck))
 	return b.String()
