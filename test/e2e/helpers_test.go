@@ -220,14 +220,41 @@ func eventuallyRunning(sb target, kind, ns, name string, op infrav1.Operation) *
 	GinkgoHelper()
 	var job *batchv1.Job
 	Eventually(func(g Gomega) {
-		jobs := jobsOf(sb, kind, ns, name, op)
-		g.Expect(jobs).NotTo(BeEmpty())
-		j := jobs[len(jobs)-1]
-		var pods corev1.PodList
-		g.Expect(sb.Client().List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{batchv1.JobNameLabel: j.Name})).To(Succeed())
-		g.Expect(pods.Items).To(HaveLen(1))
-		g.Expect(pods.Items[0].Status.Phase).To(Equal(corev1.PodRunning))
-		job = &j
+		var running []batchv1.Job
+		for _, j := range jobsOf(sb, kind, ns, name, op) {
+			var pods corev1.PodList
+			g.Expect(sb.Client().List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{batchv1.JobNameLabel: j.Name})).To(Succeed())
+			if len(pods.Items) == 1 && pods.Items[0].Status.Phase == corev1.PodRunning {
+				running = append(running, j)
+			}
+		}
+		// Job names end in the run sequence, so a list sorted by name does not put the newest
+		// last (-10 sorts before -9): the Job is the one whose pod runs, and I1 says there is one.
+		g.Expect(running).To(HaveLen(1), "one %s Job whose pod runs", op)
+		job = &running[0]
+	}).Should(Succeed())
+	return job
+}
+
+// eventuallyNew waits for a Job of an operation that was not among before, and returns it. It
+// does not wait for its pod to run: a fast Job (a restore copies one Secret) can start and end
+// between two polls, so a test that needs the Job's outcome waits for it with eventuallyFinished.
+func eventuallyNew(sb target, kind, ns, name string, op infrav1.Operation, before []batchv1.Job) *batchv1.Job {
+	GinkgoHelper()
+	seen := map[types.UID]bool{}
+	for _, j := range before {
+		seen[j.UID] = true
+	}
+	var job *batchv1.Job
+	Eventually(func(g Gomega) {
+		var fresh []batchv1.Job
+		for _, j := range jobsOf(sb, kind, ns, name, op) {
+			if !seen[j.UID] {
+				fresh = append(fresh, j)
+			}
+		}
+		g.Expect(fresh).To(HaveLen(1), "one new %s Job", op)
+		job = &fresh[0]
 	}).Should(Succeed())
 	return job
 }

@@ -152,8 +152,9 @@ var _ = Describe("clusterctl move from one sandbox to another", func() {
 				oldest = &backups.Items[i]
 			}
 		}
+		restores := jobsOf(target, infrav1.TerraformClusterKind, ns, name, infrav1.OperationRestore)
 		kubectl(target, "annotate", "-n", ns, "terraformcluster", name, "captf.io/restore-state="+oldest.Annotations[infrav1.BackupSerialAnnotation])
-		restore := eventuallyRunning(target, infrav1.TerraformClusterKind, ns, name, infrav1.OperationRestore)
+		restore := eventuallyNew(target, infrav1.TerraformClusterKind, ns, name, infrav1.OperationRestore, restores)
 		Expect(eventuallyFinished(target, restore).Status.Succeeded).To(Equal(int32(1)))
 		Eventually(func() any { return generationIn(stateOf(target, infrav1.TerraformClusterKind, ns, name)) }).Should(Equal(float64(1)),
 			"the target holds the first apply's state again")

@@ -91,8 +91,9 @@ var _ = Describe("The state, with real Terraform", func() {
 		describeState(sb, ns, name, "after two applies")
 		By("restore the first serial: the state equals that backup, with a newer serial; nothing else runs")
 		latest := stateOf(sb, infrav1.TerraformClusterKind, ns, name)
+		restores := jobsOf(sb, infrav1.TerraformClusterKind, ns, name, infrav1.OperationRestore)
 		kubectl(sb, "annotate", "-n", ns, "terraformcluster", name, fmt.Sprintf("captf.io/restore-state=%d", backups[1].Serial))
-		restore := eventuallyRunning(sb, infrav1.TerraformClusterKind, ns, name, infrav1.OperationRestore)
+		restore := eventuallyNew(sb, infrav1.TerraformClusterKind, ns, name, infrav1.OperationRestore, restores)
 		Expect(eventuallyFinished(sb, restore).Status.Succeeded).To(Equal(int32(1)))
 		Eventually(func() map[string]string {
 			Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
@@ -123,8 +124,10 @@ var _ = Describe("The state, with real Terraform", func() {
 
 		By("recovered by a restore of the newest backup; the pending change then applies, creating nothing twice")
 		newest := backupsOf(sb, o)[0]
+		restores = jobsOf(sb, infrav1.TerraformClusterKind, ns, name, infrav1.OperationRestore)
 		kubectl(sb, "annotate", "-n", ns, "terraformcluster", name, "captf.io/restore-state="+strconv.FormatInt(newest.Serial, 10))
-		Expect(eventuallyFinished(sb, eventuallyRunning(sb, infrav1.TerraformClusterKind, ns, name, infrav1.OperationRestore)).Status.Succeeded).To(Equal(int32(1)))
+		recovery := eventuallyNew(sb, infrav1.TerraformClusterKind, ns, name, infrav1.OperationRestore, restores)
+		Expect(eventuallyFinished(sb, recovery).Status.Succeeded).To(Equal(int32(1)))
 		Eventually(func() any { return generationIn(stateOf(sb, infrav1.TerraformClusterKind, ns, name)) }).Should(Equal(float64(3)))
 		eventuallyReady(sb, o)
 		describeState(sb, ns, name, "after the recovery")
