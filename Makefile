@@ -162,7 +162,8 @@ MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guar
   engine-cleanup-waits-for-a-live-lease, drift-prune-never-a-running-job, \
   state-never-adopts-an-earlier-incarnations-job, plans-engine-supersede, plans-engine-applied-once, \
   runner-restore-refuses-another-lineage, decide-running-job-wins, decide-statelost-hold, \
-  drift-monitor-checks-i7, drift-monitor-counts-drift-jobs, state-monitor-refusal-needs-a-lineage
+  drift-monitor-checks-i7, drift-monitor-counts-drift-jobs, state-monitor-refusal-needs-a-lineage, \
+  drift-jitter-spreads-the-checks, drift-overdue-checks-spread-after-a-restart
 
 .PHONY: mutate
 mutate: test-bins ## Run every mutation proof of hack/mutations/*.txt (well over an hour); fails unless each is KILLED by a named test. MUTATIONS=<globs> for a subset.
