@@ -163,7 +163,8 @@ MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guar
   state-never-adopts-an-earlier-incarnations-job, plans-engine-supersede, plans-engine-applied-once, \
   runner-restore-refuses-another-lineage, decide-running-job-wins, decide-statelost-hold, \
   drift-monitor-checks-i7, drift-monitor-counts-drift-jobs, state-monitor-refusal-needs-a-lineage, \
-  drift-jitter-spreads-the-checks, drift-overdue-checks-spread-after-a-restart
+  drift-jitter-spreads-the-checks, drift-overdue-checks-spread-after-a-restart, slots-read-the-cache-under-the-lock, \
+  slots-unknown-create-keeps-its-slot
 
 .PHONY: mutate
 mutate: test-bins ## Run every mutation proof of hack/mutations/*.txt (well over an hour); fails unless each is KILLED by a named test. MUTATIONS=<globs> for a subset.

@@ -173,9 +173,9 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 		}
 		return ctrl.Result{RequeueAfter: SlotRequeue}, nil
 	}
-	created := false
+	created, unknown := false, false // unknown: a create whose outcome we do not know keeps its slot
 	defer func() {
-		if !created {
+		if !created && !unknown {
 			r.Slots.Release(slot)
 		}
 	}()
@@ -304,7 +304,8 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 			}
 			return ctrl.Result{RequeueAfter: BackoffBase}, nil
 		default:
-			// A timeout may hide a create that went through: keep the leases.
+			// A timeout may hide a create that went through: keep the leases, and the slot.
+			unknown = true
 			return ctrl.Result{}, fmt.Errorf("create job %s: %w", name, err)
 		}
 	} else {

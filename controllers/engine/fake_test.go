@@ -279,6 +279,37 @@ func TestStartReleasesTheLeasesWhenTheJobIsRejected(t *testing.T) {
 	}
 }
 
+// A create that timed out may have gone through: its Job slot stays taken (until the cache
+// shows the Job or the reservation expires), or a second Job could take the slot of one that
+// runs. A create the API server refused gives its slot back.
+func TestStartKeepsTheJobSlotOfACreateWhoseOutcomeIsUnknown(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		err      error
+		slotHeld bool
+	}{
+		{"timeout", apierrors.NewServerTimeout(schema.GroupResource{Group: "batch", Resource: "jobs"}, "create", 1), true},
+		{"refused", apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, "x", errors.New("quota")), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeEnv(t, nil)
+			f.r.Slots = &engine.JobSlots{Max: 1, Cache: f.c}
+			f.failOnce["create/Job"] = tc.err
+			_, _ = f.pass() // a timeout is returned as an error, a refusal is not
+			if n := len(f.jobs()); n != 0 {
+				t.Fatalf("Jobs = %d, want 0", n)
+			}
+			free, err := f.r.Slots.Reserve(context.Background(), types.NamespacedName{Namespace: "other", Name: "job"}, infrav1.OperationApply, f.clk.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if free == tc.slotHeld {
+				t.Errorf("after a %s create another object got a slot: %v, want %v", tc.name, free, !tc.slotHeld)
+			}
+		})
+	}
+}
+
 func TestStartAdoptsAJobThatAlreadyExists(t *testing.T) {
 	f := newFakeEnv(t, nil)
 	name := naming.JobName(f.suffix, 1)

@@ -30,7 +30,8 @@ type pendingSlot struct {
 // them may be background work (--max-background-jobs), so a burst of scheduled drift checks
 // never starves the applies and destroys people wait for. It counts the running managed Jobs
 // in the manager's cache (no API request) plus the reservations of Jobs being created that
-// the cache does not show yet. Safe for concurrent use by every worker of every controller.
+// the cache does not show yet. Safe for concurrent use by every worker of every controller;
+// Reserve calls are serialized (an in-memory list of the cache per call).
 type JobSlots struct {
 	// Max is the most Jobs running at once; 0 means no bound.
 	Max int
@@ -53,12 +54,17 @@ func (s *JobSlots) Reserve(ctx context.Context, key types.NamespacedName, op inf
 	if s == nil || s.Max <= 0 && s.MaxBackground <= 0 {
 		return true, nil
 	}
+	// The list is read under the lock. A reservation is dropped once a list shows its Job; a
+	// list read before the Job reached the cache, but judged after another caller's newer list
+	// dropped the reservation, would count that Job nowhere and hand its slot out twice.
+	// Reading under the lock judges the lists in the order they were read, and the cache's
+	// store only moves forward.
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	list := &batchv1.JobList{}
 	if err := s.Cache.List(ctx, list, client.MatchingLabels{infrav1.ManagedLabel: "true"}); err != nil {
 		return false, fmt.Errorf("count running jobs: %w", err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.pending == nil {
 		s.pending = map[types.NamespacedName]pendingSlot{}
 	}
@@ -100,7 +106,9 @@ func (s *JobSlots) Reserve(ctx context.Context, key types.NamespacedName, op inf
 	return true, nil
 }
 
-// Release gives back a reservation whose Job was not created.
+// Release gives back a reservation whose Job was not created. A create whose outcome is
+// unknown (a timeout) is not released: its reservation lasts until the cache shows the Job or
+// PendingTTL passes.
 func (s *JobSlots) Release(key types.NamespacedName) {
 	if s == nil {
 		return

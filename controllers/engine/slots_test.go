@@ -85,3 +85,65 @@ func TestJobSlotsNeverHandOutMoreThanTheBoundConcurrently(t *testing.T) {
 		t.Fatalf("%d of 200 concurrent reservations granted, want exactly 5", n)
 	}
 }
+
+// hookedReader runs a hook inside List, after the list was read and before it is returned.
+type hookedReader struct {
+	client.Reader
+	hook func()
+}
+
+func (r *hookedReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	err := r.Reader.List(ctx, list, opts...)
+	if h := r.hook; h != nil {
+		r.hook = nil
+		h()
+	}
+	return err
+}
+
+// A list read before a Job reached the cache and judged after a newer list (another worker's)
+// dropped that Job's reservation must not count the Job nowhere: the slot would go out twice.
+// This replays that order where it can happen (the list read outside the lock): caller A reads
+// a list without Job X; X reaches the cache; caller B reads a list with X and reserves; then A
+// judges its old list. Under the bound of 2, X and one of A and B may hold a slot, not both.
+func TestJobSlotsNeverCountAJobNowhereWhenListsAreJudgedOutOfOrder(t *testing.T) {
+	ctx := context.Background()
+	cache := fake.NewClientBuilder().Build()
+	reader := &hookedReader{Reader: cache}
+	s := &JobSlots{Max: 2, Cache: reader}
+	key := func(n string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: n} }
+	if ok, err := s.Reserve(ctx, key("x"), infrav1.OperationApply, now); err != nil || !ok {
+		t.Fatalf("the first reservation: %v, %v", ok, err)
+	}
+	var grantedB bool
+	reader.hook = func() {
+		// A has read its list (no Job x). x is created and reaches the cache.
+		if err := cache.Create(ctx, slotJob("x", infrav1.OperationApply, false)); err != nil {
+			t.Fatal(err)
+		}
+		if !s.mu.TryLock() {
+			return // A reads under the lock: B cannot come between A's read and A's judgement
+		}
+		s.mu.Unlock()
+		ok, err := s.Reserve(ctx, key("b"), infrav1.OperationApply, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		grantedB = ok
+	}
+	grantedA, err := s.Reserve(ctx, key("a"), infrav1.OperationApply, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !grantedB {
+		if grantedB, err = s.Reserve(ctx, key("b"), infrav1.OperationApply, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if grantedA && grantedB {
+		t.Fatalf("Job x runs and both a and b got a slot: 3 Jobs under --max-active-jobs 2")
+	}
+	if !grantedA && !grantedB {
+		t.Fatalf("neither a nor b got the free slot")
+	}
+}
