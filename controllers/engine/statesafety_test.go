@@ -81,7 +81,12 @@ var _ = Describe("State safety", func() {
 		update(tc, func(tc *infrav1.TerraformCluster) { tc.Annotations[infrav1.RestoreStateAnnotation] = "1" })
 		restore := waitForJob(tc, infrav1.TerraformClusterKind, 2)
 		Expect(restore.Labels).To(HaveKeyWithValue(infrav1.OperationLabel, string(infrav1.OperationRestore)))
-		Expect(secretOf(f.ns, naming.RunSecretName(restore.Name)).Data).To(HaveKey("restore.tfstate"))
+		// The per-run Secret is written after the Job (docs/jobs.md): wait for it.
+		Eventually(func(g Gomega) {
+			s := &corev1.Secret{}
+			g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: naming.RunSecretName(restore.Name)}, s)).To(Succeed())
+			g.Expect(s.Data).To(HaveKey("restore.tfstate"))
+		}).Should(Succeed())
 		completeJob(restore, clusterState(2, "10.5.0.1"), true, "")
 		Eventually(func() map[string]string { return get(tc).Annotations }).ShouldNot(HaveKey(infrav1.RestoreStateAnnotation))
 		destroy := waitForJob(tc, infrav1.TerraformClusterKind, 3)
