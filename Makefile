@@ -164,7 +164,7 @@ MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guar
   runner-restore-refuses-another-lineage, decide-running-job-wins, decide-statelost-hold, \
   drift-monitor-checks-i7, drift-monitor-counts-drift-jobs, state-monitor-refusal-needs-a-lineage, \
   drift-jitter-spreads-the-checks, drift-overdue-checks-spread-after-a-restart, slots-read-the-cache-under-the-lock, \
-  slots-unknown-create-keeps-its-slot
+  slots-unknown-create-keeps-its-slot, drift-prune-waits-for-the-pods
 
 .PHONY: mutate
 mutate: test-bins ## Run every mutation proof of hack/mutations/*.txt (well over an hour); fails unless each is KILLED by a named test. MUTATIONS=<globs> for a subset.

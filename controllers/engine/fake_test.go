@@ -403,6 +403,72 @@ func TestBookkeepingWaitsForPodsStillRunning(t *testing.T) {
 	}
 }
 
+// Pruning the history deletes a finished Job only when its pods, listed live, have all ended:
+// a Job can carry Complete while one of its pods still runs (a kubelet that has not reported).
+// The control case shows the same Job is pruned once its pods have ended.
+func TestPruneLeavesAFinishedJobWhosePodStillRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		phase  corev1.PodPhase
+		pruned bool
+	}{
+		{"its pods ended", corev1.PodSucceeded, true},
+		{"a pod still runs", corev1.PodRunning, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			f := newFakeEnv(t, nil)
+			st := statetest.Cluster("10.0.0.1", 6443)
+			first := f.started()
+			f.finish(first, true, corev1.PodSucceeded, &st)
+			if _, err := f.pass(); err != nil {
+				t.Fatal(err)
+			}
+			if o := f.object(); o.Annotations[infrav1.RunSeqAnnotation] != "2" {
+				t.Fatalf("the first Job was not counted: run-seq %q", o.Annotations[infrav1.RunSeqAnnotation])
+			}
+			late := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: fakeNS, Name: first.Name + "-late",
+				Labels: map[string]string{batchv1.JobNameLabel: first.Name}}, Status: corev1.PodStatus{Phase: tc.phase}}
+			if err := f.c.Create(ctx, late); err != nil {
+				t.Fatal(err)
+			}
+
+			o := f.object()
+			o.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"size":2}`)}
+			o.Generation++ // the API server's part
+			if err := f.c.Update(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.pass(); err != nil {
+				t.Fatal(err)
+			}
+			var second *batchv1.Job
+			for _, j := range f.jobs() {
+				if j.Name != first.Name {
+					second = &j
+				}
+			}
+			if second == nil {
+				t.Fatalf("no second Job after an input change: %d Jobs; conditions %+v", len(f.jobs()), f.object().Status.Conditions)
+			}
+			st.Serial++
+			f.finish(second, true, corev1.PodSucceeded, &st)
+			for i := 0; i < 2; i++ {
+				if _, err := f.pass(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if o := f.object(); o.Annotations[infrav1.RunSeqAnnotation] != "3" {
+				t.Fatalf("the second Job was not counted: run-seq %q", o.Annotations[infrav1.RunSeqAnnotation])
+			}
+			err := f.c.Get(ctx, client.ObjectKeyFromObject(first), &batchv1.Job{})
+			if gone := apierrors.IsNotFound(err); gone != tc.pruned {
+				t.Errorf("first Job pruned = %v (%v) when %s, want %v", gone, err, tc.name, tc.pruned)
+			}
+		})
+	}
+}
+
 func TestBookkeepingCountsASuccessOnceAndReportsItAfterTheWrite(t *testing.T) {
 	f := newFakeEnv(t, nil)
 	job := f.started()
