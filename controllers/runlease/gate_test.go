@@ -449,6 +449,32 @@ var _ = Describe("The operation gate", func() {
 		Expect(getLease(other, c2.ClusterLeaseName())).To(BeNil())
 	})
 
+	It("never lets a refresh of a machine's hold for a drift check hide its mutating operation from the cluster", func() {
+		ns := newNamespace()
+		m := newManager(fakeClock(), true)
+		cluster, m1 := clusterOwner(ns), machineOwner(ns, "m1")
+
+		By("one pass takes the machine's run lease for an apply of run 1")
+		Expect(m.Acquire(ctx, request(m1, 1, infrav1.OperationApply))).To(HaveField("Acquired", true))
+		By("another pass, on a stale view, names the same run a drift check and refreshes the hold")
+		Expect(m.Acquire(ctx, request(m1, 1, infrav1.OperationDrift))).To(HaveField("Acquired", true))
+		Expect(getLease(ns, m1.RunLeaseName()).Annotations).To(HaveKeyWithValue(infrav1.LeaseOpAnnotation, string(infrav1.OperationApply)))
+
+		By("the apply's Job is the one created: the cluster's apply must wait for it")
+		startJob(createJob(m1, jobName(m1, 1)))
+		res, err := m.Acquire(ctx, request(cluster, 1, infrav1.OperationApply))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Acquired).To(BeFalse(), "the cluster's apply would run next to the machine's apply (I5)")
+		Expect(res.Wait.Reason).To(Equal(infrav1.WaitingForMachineOperationsReason))
+		Expect(res.Wait.Jobs).To(Equal([]string{jobName(m1, 1)}))
+
+		By("a new holder's drift check names its own operation")
+		Expect(m.Release(ctx, m1, jobName(m1, 1))).NotTo(BeEmpty())
+		other := machineOwner(ns, "m2")
+		Expect(m.Acquire(ctx, request(other, 1, infrav1.OperationDrift))).To(HaveField("Acquired", true))
+		Expect(getLease(ns, other.RunLeaseName()).Annotations).To(HaveKeyWithValue(infrav1.LeaseOpAnnotation, string(infrav1.OperationDrift)))
+	})
+
 	It("names at most five Jobs when the cluster waits for many", func() {
 		ns := newNamespace()
 		clk := fakeClock()

@@ -261,7 +261,8 @@ func (m *Manager) take(ctx context.Context, req Request, name, kind string, owne
 	return taken{taken: true, lease: &cur}, nil
 }
 
-// stamp writes the request's hold into l: labels, annotations, holder, times, backstop.
+// stamp writes the request's hold into l: labels, annotations, holder, times, backstop. A
+// refresh (the same holder) keeps a mutating operation the lease already names.
 func (m *Manager) stamp(l *coordinationv1.Lease, req Request, kind string, now time.Time, newHolder bool) {
 	if l.Labels == nil {
 		l.Labels = map[string]string{}
@@ -273,7 +274,14 @@ func (m *Manager) stamp(l *coordinationv1.Lease, req Request, kind string, now t
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
 	}
-	l.Annotations[infrav1.LeaseOpAnnotation] = string(req.Operation)
+	op := req.Operation
+	if prev := infrav1.Operation(l.Annotations[infrav1.LeaseOpAnnotation]); !newHolder && prev.Mutating() && !op.Mutating() {
+		// Two passes name the same run with different operations (one of them on a stale view):
+		// only one Job of that name can be created, and it may be the mutating one. A refresh
+		// never hides a mutating hold from the cluster's scan of member operations (I5).
+		op = prev
+	}
+	l.Annotations[infrav1.LeaseOpAnnotation] = string(op)
 	l.Annotations[infrav1.LeaseAcquiredAtAnnotation] = now.UTC().Format(time.RFC3339)
 	at := metav1.NewMicroTime(now)
 	l.Spec.HolderIdentity = ptr.To(req.Holder)
