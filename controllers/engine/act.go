@@ -173,9 +173,9 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 		}
 		return ctrl.Result{RequeueAfter: SlotRequeue}, nil
 	}
-	created, unknown := false, false // unknown: a create whose outcome we do not know keeps its slot
+	keepSlot := false // the Job exists, or may: a create whose outcome is unknown keeps its slot
 	defer func() {
-		if !created && !unknown {
+		if !keepSlot {
 			r.Slots.Release(slot)
 		}
 	}()
@@ -295,7 +295,7 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 			}
 			logger.Info("adopting the Job an earlier attempt created", "job", name)
 			job = existing
-			created = true
+			keepSlot = true
 		case rejected(err):
 			p.rep.rejected = "the API server refused the Job: " + err.Error()
 			p.emit(corev1.EventTypeWarning, "JobRejected", "the API server refused Job "+name+": "+err.Error())
@@ -305,11 +305,11 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 			return ctrl.Result{RequeueAfter: BackoffBase}, nil
 		default:
 			// A timeout may hide a create that went through: keep the leases, and the slot.
-			unknown = true
+			keepSlot = true
 			return ctrl.Result{}, fmt.Errorf("create job %s: %w", name, err)
 		}
 	} else {
-		created = true
+		keepSlot = true
 		metrics.JobsStarted.WithLabelValues(p.r.Kind.Name(), string(op)).Inc()
 		if pl := p.ev.Pending; op == infrav1.OperationPlan && pl != nil {
 			p.emit(corev1.EventTypeNormal, "PlanSuperseded", fmt.Sprintf("plan %s no longer matches the inputs or the state (or was applied); Job %s plans again", pl.ID, name))
