@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"os"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
 )
 
@@ -74,6 +77,11 @@ type Options struct {
 	// (ServiceAccountFromEnv), and without them asks the API server which user the manager's
 	// credentials authenticate as (WhoAmI).
 	ManagerServiceAccount string
+	// Audiences asks the API server whether it accepts the audience of an object's
+	// spec.job.identityToken (jobs.CheckIdentityAudience). When nil, Setup uses a
+	// jobs.AudienceProbe through mgr.GetClient() of the ServiceAccount
+	// default/captf-audience-probe, which it does not create (admission has no side effects).
+	Audiences jobs.AudienceProber
 }
 
 // Setup registers every CAPTF webhook with the manager's webhook server. The guards read
@@ -107,40 +115,45 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	srv.Register(LeaseGuardPath, &admission.Webhook{Handler: Measured(GuardLease, &LeaseGuard{Leases: leases, Identities: ids, Override: override})})
 	srv.Register(JobGuardPath, &admission.Webhook{Handler: Measured(GuardJob, &JobGuard{Identities: ids, Override: override})})
 
-	if err := register(mgr, &infrav1.TerraformCluster{}, infrav1.TerraformClusterKind, reader); err != nil {
+	audiences := o.Audiences
+	if audiences == nil {
+		audiences = jobs.AudienceProbe{Client: mgr.GetClient(),
+			Account: types.NamespacedName{Namespace: metav1.NamespaceDefault, Name: jobs.DefaultAudienceProbeAccountName}}
+	}
+	if err := register(mgr, &infrav1.TerraformCluster{}, infrav1.TerraformClusterKind, reader, audiences); err != nil {
 		return err
 	}
-	if err := register(mgr, &infrav1.TerraformMachine{}, infrav1.TerraformMachineKind, reader); err != nil {
+	if err := register(mgr, &infrav1.TerraformMachine{}, infrav1.TerraformMachineKind, reader, audiences); err != nil {
 		return err
 	}
-	if err := register(mgr, &infrav1.TerraformMachinePool{}, infrav1.TerraformMachinePoolKind, reader); err != nil {
+	if err := register(mgr, &infrav1.TerraformMachinePool{}, infrav1.TerraformMachinePoolKind, reader, audiences); err != nil {
 		return err
 	}
-	if err := registerTemplate(mgr, &infrav1.TerraformClusterTemplate{}, "TerraformClusterTemplate", clusterTemplateSpec); err != nil {
+	if err := registerTemplate(mgr, &infrav1.TerraformClusterTemplate{}, "TerraformClusterTemplate", clusterTemplateSpec, audiences); err != nil {
 		return err
 	}
-	if err := registerTemplate(mgr, &infrav1.TerraformMachineTemplate{}, "TerraformMachineTemplate", machineTemplateSpec); err != nil {
+	if err := registerTemplate(mgr, &infrav1.TerraformMachineTemplate{}, "TerraformMachineTemplate", machineTemplateSpec, audiences); err != nil {
 		return err
 	}
-	if err := registerTemplate(mgr, &infrav1.TerraformMachinePoolTemplate{}, "TerraformMachinePoolTemplate", poolTemplateSpec); err != nil {
+	if err := registerTemplate(mgr, &infrav1.TerraformMachinePoolTemplate{}, "TerraformMachinePoolTemplate", poolTemplateSpec, audiences); err != nil {
 		return err
 	}
 	return nil
 }
 
-func register[T Reconciled](mgr ctrl.Manager, obj T, kind string, accounts client.Reader) error {
+func register[T Reconciled](mgr ctrl.Manager, obj T, kind string, accounts client.Reader, audiences jobs.AudienceProber) error {
 	if err := ctrl.NewWebhookManagedBy(mgr, obj).
 		WithDefaulter(Defaulter[T]{}).
-		WithValidator(Validator[T]{Kind: kind, Accounts: accounts}).
+		WithValidator(Validator[T]{Kind: kind, Accounts: accounts, Audiences: audiences}).
 		Complete(); err != nil {
 		return fmt.Errorf("register %s webhooks: %w", kind, err)
 	}
 	return nil
 }
 
-func registerTemplate[T client.Object](mgr ctrl.Manager, obj T, kind string, spec func(T) *infrav1.TerraformSpec) error {
+func registerTemplate[T client.Object](mgr ctrl.Manager, obj T, kind string, spec func(T) *infrav1.TerraformSpec, audiences jobs.AudienceProber) error {
 	if err := ctrl.NewWebhookManagedBy(mgr, obj).
-		WithValidator(TemplateValidator[T]{Kind: kind, Spec: spec}).
+		WithValidator(TemplateValidator[T]{Kind: kind, Spec: spec, Audiences: audiences}).
 		Complete(); err != nil {
 		return fmt.Errorf("register %s webhook: %w", kind, err)
 	}

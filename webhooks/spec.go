@@ -61,6 +61,10 @@ type Validator[T Reconciled] struct {
 	// server, not a cache). Nil skips that check; the controller makes it again before every
 	// Job.
 	Accounts client.Reader
+	// Audiences asks the API server whether it accepts the audience of
+	// spec.job.identityToken (jobs.CheckIdentityAudience). Nil skips that check; the
+	// controller makes it again before every Job.
+	Audiences jobs.AudienceProber
 }
 
 var _ admission.Validator[*infrav1.TerraformCluster] = Validator[*infrav1.TerraformCluster]{}
@@ -71,7 +75,9 @@ var serviceAccountPath = field.NewPath("spec", "job", "serviceAccountName")
 func (v Validator[T]) ValidateCreate(ctx context.Context, obj T) (admission.Warnings, error) {
 	errs := ValidateTerraformSpec(field.NewPath("spec"), obj.GetTerraformSpec())
 	warnings, accountErrs := v.checkAccount(ctx, obj.GetNamespace(), obj.GetTerraformSpec().Job.ServiceAccountName)
-	return warnings, invalid(v.Kind, obj.GetName(), append(errs, accountErrs...))
+	audienceWarnings, audienceErrs := checkAudience(ctx, v.Audiences, field.NewPath("spec"), obj.GetTerraformSpec())
+	errs = append(append(errs, accountErrs...), audienceErrs...)
+	return append(warnings, audienceWarnings...), invalid(v.Kind, obj.GetName(), errs)
 }
 
 // ValidateUpdate implements admission.Validator. The update of a deleting object is never
@@ -89,6 +95,10 @@ func (v Validator[T]) ValidateUpdate(ctx context.Context, oldObj, newObj T) (adm
 		var accountErrs field.ErrorList
 		warnings, accountErrs = v.checkAccount(ctx, newObj.GetNamespace(), name)
 		errs = append(errs, accountErrs...)
+	}
+	if audienceChanged(oldObj.GetTerraformSpec(), newObj.GetTerraformSpec()) {
+		audienceWarnings, audienceErrs := checkAudience(ctx, v.Audiences, path, newObj.GetTerraformSpec())
+		warnings, errs = append(warnings, audienceWarnings...), append(errs, audienceErrs...)
 	}
 	return warnings, invalid(v.Kind, newObj.GetName(), errs)
 }
@@ -125,6 +135,9 @@ type TemplateValidator[T client.Object] struct {
 	Kind string
 	// Spec returns the stamped object's shared spec.
 	Spec func(T) *infrav1.TerraformSpec
+	// Audiences judges spec.job.identityToken's audience as Validator.Audiences does; nil
+	// skips that check (the stamped objects are checked on their own creation).
+	Audiences jobs.AudienceProber
 }
 
 var _ admission.Validator[*infrav1.TerraformClusterTemplate] = TemplateValidator[*infrav1.TerraformClusterTemplate]{}
@@ -132,16 +145,24 @@ var _ admission.Validator[*infrav1.TerraformClusterTemplate] = TemplateValidator
 var templateSpecPath = field.NewPath("spec", "template", "spec")
 
 // ValidateCreate implements admission.Validator.
-func (v TemplateValidator[T]) ValidateCreate(_ context.Context, obj T) (admission.Warnings, error) {
-	return nil, invalid(v.Kind, obj.GetName(), ValidateTerraformSpec(templateSpecPath, v.Spec(obj)))
+func (v TemplateValidator[T]) ValidateCreate(ctx context.Context, obj T) (admission.Warnings, error) {
+	warnings, audienceErrs := checkAudience(ctx, v.Audiences, templateSpecPath, v.Spec(obj))
+	return warnings, invalid(v.Kind, obj.GetName(), append(ValidateTerraformSpec(templateSpecPath, v.Spec(obj)), audienceErrs...))
 }
 
 // ValidateUpdate implements admission.Validator.
-func (v TemplateValidator[T]) ValidateUpdate(_ context.Context, _, newObj T) (admission.Warnings, error) {
+func (v TemplateValidator[T]) ValidateUpdate(ctx context.Context, oldObj, newObj T) (admission.Warnings, error) {
 	if !newObj.GetDeletionTimestamp().IsZero() {
 		return nil, nil
 	}
-	return nil, invalid(v.Kind, newObj.GetName(), ValidateTerraformSpec(templateSpecPath, v.Spec(newObj)))
+	errs := ValidateTerraformSpec(templateSpecPath, v.Spec(newObj))
+	var warnings admission.Warnings
+	if audienceChanged(v.Spec(oldObj), v.Spec(newObj)) {
+		var audienceErrs field.ErrorList
+		warnings, audienceErrs = checkAudience(ctx, v.Audiences, templateSpecPath, v.Spec(newObj))
+		errs = append(errs, audienceErrs...)
+	}
+	return warnings, invalid(v.Kind, newObj.GetName(), errs)
 }
 
 // ValidateDelete implements admission.Validator; deletions are not validated.

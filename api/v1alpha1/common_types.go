@@ -272,8 +272,12 @@ type JobPolicy struct {
 
 	// identityToken mounts a projected ServiceAccount token with a chosen audience into the
 	// main container, for cloud workload identity (AWS IRSA, GCP and Azure workload identity
-	// federation). The token is never issued for the Kubernetes API server's own audience: the
-	// module holds no Kubernetes credential (docs/runner.md, threat model).
+	// federation). An audience the Kubernetes API server accepts is refused: a well-known one
+	// (kubernetes.default.svc and its variants), or any audience for which a short-lived probe
+	// token passes a TokenReview against the API server's own audiences. The admission webhook
+	// refuses it and the controller checks again before every Job (InputsValid=False, reason
+	// IdentityAudienceRefused, and a Warning event), so module code never holds a Kubernetes
+	// credential (docs/jobs.md, "Cloud identity tokens", names the tests that prove it).
 	// +optional
 	IdentityToken *IdentityToken `json:"identityToken,omitempty"`
 
@@ -305,7 +309,7 @@ type JobPolicy struct {
 // Kubernetes API server.
 type IdentityToken struct {
 	// audience of the token, as the cloud provider expects it (for example sts.amazonaws.com).
-	// The admission webhook refuses the API server's audiences.
+	// An audience the Kubernetes API server accepts is refused (see identityToken).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256

@@ -81,6 +81,10 @@ const (
 	// names a ServiceAccount that does not exist, or one without the label captf.io/runner=true.
 	RunnerAccountMissingReason    = "RunnerAccountMissing"
 	RunnerAccountNotOptedInReason = "RunnerAccountNotOptedIn"
+	// IdentityAudienceRefusedReason: spec.job.identityToken.audience is one the Kubernetes API
+	// server accepts (a well-known one, or a probe token of it passes a TokenReview), so the
+	// token would be a Kubernetes credential of the Job's account in module code; no Job starts.
+	IdentityAudienceRefusedReason = "IdentityAudienceRefused"
 
 	// OutputMissingReason and OutputInvalidReason explain OutputsValid=False.
 	OutputMissingReason = "OutputMissing"

@@ -10,6 +10,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -125,19 +126,38 @@ func (p *pass) rebind(ctx context.Context, rb *rbacv1.RoleBinding) error {
 	return nil
 }
 
-// runnerAccountProblem checks, live, that a ServiceAccount the spec names for the Jobs opted in
-// (jobs.RunnerAccountRefusal); nil when the spec names none or it did.
+// runnerAccountProblem checks, live, the credentials the Jobs would carry: a ServiceAccount the
+// spec names for them must have opted in (jobs.RunnerAccountRefusal), and the audience of
+// spec.job.identityToken must be one the API server does not accept (jobs.CheckIdentityAudience,
+// asked again before every Job: the API server's audiences are its configuration and can
+// change). nil when both hold. A refused audience is reported once, on the transition, as a
+// Warning event.
 func (p *pass) runnerAccountProblem(ctx context.Context) (*Problem, error) {
-	name := p.obj.GetTerraformSpec().Job.ServiceAccountName
-	if name == "" {
-		return nil, nil
+	if name := p.obj.GetTerraformSpec().Job.ServiceAccountName; name != "" {
+		reason, msg, err := jobs.CheckRunnerAccount(ctx, p.r.APIReader, p.obj.GetNamespace(), name)
+		if err != nil {
+			return nil, err
+		}
+		if reason != "" {
+			return &Problem{ConditionType: infrav1.InputsValidCondition, Reason: reason, Message: msg}, nil
+		}
 	}
-	reason, msg, err := jobs.CheckRunnerAccount(ctx, p.r.APIReader, p.obj.GetNamespace(), name)
-	if err != nil {
+	reason, msg, err := jobs.CheckIdentityAudience(ctx, p.r.audiences(), p.obj.GetTerraformSpec())
+	if err != nil || reason == "" {
 		return nil, err
 	}
-	if reason == "" {
-		return nil, nil
+	if c := meta.FindStatusCondition(p.obj.GetTerraformStatus().Conditions, infrav1.InputsValidCondition); c == nil || c.Reason != reason {
+		p.emit(corev1.EventTypeWarning, reason, msg)
 	}
 	return &Problem{ConditionType: infrav1.InputsValidCondition, Reason: reason, Message: msg}, nil
+}
+
+// audiences is the Reconciler's AudienceProber, by default an AudienceProbe through Client of
+// the ServiceAccount default/captf-audience-probe, created when missing.
+func (r *Reconciler) audiences() jobs.AudienceProber {
+	if r.Audiences != nil {
+		return r.Audiences
+	}
+	return jobs.AudienceProbe{Client: r.Client, CreateAccount: true,
+		Account: types.NamespacedName{Namespace: metav1.NamespaceDefault, Name: jobs.DefaultAudienceProbeAccountName}}
 }

@@ -56,6 +56,10 @@ type Reconciler struct {
 	// Jobs carries the images of the Jobs. Each object's Jobs run as its own runner account
 	// (naming.RunnerServiceAccountName) unless its spec names one.
 	Jobs jobs.Defaults
+	// Audiences judges the audience of spec.job.identityToken before every Job
+	// (jobs.CheckIdentityAudience). Nil: a jobs.AudienceProbe through Client of the
+	// ServiceAccount default/captf-audience-probe, created when missing.
+	Audiences jobs.AudienceProber
 	// InputsTTL is how long an inputs hash is reused while nothing the fingerprint covers
 	// changed. Sources the fingerprint cannot see (variablesFrom Secrets and ConfigMaps, the
 	// bootstrap data's content) are read again at the latest after it. Default 10 minutes.

@@ -31,6 +31,10 @@ import (
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;create
+// The identity-token audience check (jobs.AudienceProbe): a short-lived token of the probe
+// account, reviewed by the API server. The probe account has no permissions.
+// +kubebuilder:rbac:groups="",resources=serviceaccounts/token,verbs=create,resourceNames=captf-audience-probe
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;create;update;patch;delete

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -69,7 +71,7 @@ func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
 		corev1.AddToScheme, batchv1.AddToScheme, coordinationv1.AddToScheme, rbacv1.AddToScheme,
-		clusterv1AddToScheme, infrav1.AddToScheme,
+		authenticationv1.AddToScheme, clusterv1AddToScheme, infrav1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			return nil, fmt.Errorf("build scheme: %w", err)
@@ -113,9 +115,14 @@ func New(cfg *rest.Config, o Options, extra ...func(*manager.Options)) (manager.
 	leaseOpts.ClusterOperationGate = !o.DisableClusterOperationGate
 	leaseOpts.Clock = o.Clock
 	leases := runlease.New(mgr.GetClient(), mgr.GetAPIReader(), leaseOpts)
+	probeAccount := types.NamespacedName{Namespace: o.AudienceProbeNamespace, Name: jobs.DefaultAudienceProbeAccountName}
+	if err := mgr.Add(audienceProbeAccount{client: mgr.GetClient(), account: probeAccount}); err != nil {
+		return nil, fmt.Errorf("add the audience probe account keeper: %w", err)
+	}
 	if o.EnableWebhooks {
 		if err := webhooks.Setup(mgr, webhooks.Options{OverrideGroups: o.GuardOverrideGroups, Leases: leases,
-			ManagerServiceAccount: o.ManagerServiceAccount, PlanApproverGroups: o.PlanApproverGroups}); err != nil {
+			ManagerServiceAccount: o.ManagerServiceAccount, PlanApproverGroups: o.PlanApproverGroups,
+			Audiences: jobs.AudienceProbe{Client: mgr.GetClient(), Account: probeAccount}}); err != nil {
 			return nil, fmt.Errorf("set up webhooks: %w", err)
 		}
 	}
@@ -143,6 +150,7 @@ func New(cfg *rest.Config, o Options, extra ...func(*manager.Options)) (manager.
 			Recorder:      mgr.GetEventRecorder("captf-" + k.Name()),
 			Clock:         o.Clock,
 			Jobs:          jobs.Defaults{RunnerImage: o.RunnerImage, RuntimeImage: o.RuntimeImage},
+			Audiences:     jobs.AudienceProbe{Client: mgr.GetClient(), Account: probeAccount, CreateAccount: true},
 		}
 		if err := r.SetupWithManager(mgr, o.Concurrency); err != nil {
 			return nil, fmt.Errorf("set up %s controller: %w", k.Name(), err)

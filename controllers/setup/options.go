@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
@@ -61,6 +62,12 @@ type Options struct {
 	// when neither is known the ConfigMap is not kept (a manager run by hand against a cluster
 	// without config/policy).
 	PlanApproversNamespace string
+	// AudienceProbeNamespace is where the ServiceAccount jobs.DefaultAudienceProbeAccountName
+	// lives, which the identity-token audience check mints its short-lived probe tokens for
+	// (jobs.AudienceProbe; the account has no permissions). The manager creates it when it
+	// starts and when the engine finds it missing. Default: PlanApproversNamespace's default
+	// (the Pod's namespace, else the namespace of ManagerServiceAccount), else "default".
+	AudienceProbeNamespace string
 	// PlanApproversResync is how often the manager checks that ConfigMap after the start.
 	// Default 1m.
 	PlanApproversResync time.Duration
@@ -107,6 +114,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.PlanApproversNamespace == "" {
 		o.PlanApproversNamespace = webhooks.ServiceAccountNamespace(o.ManagerServiceAccount)
+	}
+	if o.AudienceProbeNamespace == "" {
+		o.AudienceProbeNamespace = o.PlanApproversNamespace
+	}
+	if o.AudienceProbeNamespace == "" {
+		o.AudienceProbeNamespace = metav1.NamespaceDefault
 	}
 	if o.PlanApproversResync == 0 {
 		o.PlanApproversResync = time.Minute

@@ -67,13 +67,19 @@ func managerPermissions(all objects) (map[permission]bool, error) {
 	out := map[permission]bool{}
 	add := func(name string, rules []rbacv1.PolicyRule) error {
 		for _, r := range rules {
-			if len(r.NonResourceURLs) > 0 || len(r.ResourceNames) > 0 {
-				return fmt.Errorf("role %s: unexpected nonResourceURLs or resourceNames", name)
+			if len(r.NonResourceURLs) > 0 {
+				return fmt.Errorf("role %s: unexpected nonResourceURLs", name)
 			}
 			for _, g := range r.APIGroups {
 				for _, res := range r.Resources {
 					for _, v := range r.Verbs {
-						out[permission{name, g, res, v}] = true
+						if len(r.ResourceNames) == 0 {
+							out[permission{name, g, res, v}] = true
+						}
+						// A rule restricted by name is listed per name: resource[name].
+						for _, n := range r.ResourceNames {
+							out[permission{name, g, res + "[" + n + "]", v}] = true
+						}
 					}
 				}
 			}

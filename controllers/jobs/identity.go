@@ -1,0 +1,151 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+)
+
+// DefaultAudienceProbeAccountName names the ServiceAccount AudienceProbe mints its tokens for
+// when nothing else is configured. It has no role binding: a token of it grants nothing.
+const DefaultAudienceProbeAccountName = "captf-audience-probe"
+
+// probeTokenSeconds is the lifetime of a probe token: the shortest the TokenRequest API
+// issues. The token is used for one TokenReview and then dropped.
+const probeTokenSeconds int64 = 600
+
+// WellKnownAPIAudiences are audiences that Kubernetes distributions give their API servers
+// (the in-cluster service names, which kubeadm and most distributions use as the issuer and
+// so as the default --api-audiences). They are a fast first filter only: an audience in this
+// list is refused without asking the API server, and every other audience is judged by what
+// the API server answers (AudienceProber), since its audiences are its own configuration.
+var WellKnownAPIAudiences = []string{
+	"kubernetes.default.svc",
+	"kubernetes.default.svc.cluster.local",
+	"https://kubernetes.default.svc",
+	"https://kubernetes.default.svc.cluster.local",
+	"https://kubernetes.default.svc:443",
+	"https://kubernetes.default.svc.cluster.local:443",
+}
+
+// AudienceProber asks the API server whether it authenticates a ServiceAccount token issued
+// for an audience.
+type AudienceProber interface {
+	AcceptsAudience(ctx context.Context, audience string) (bool, error)
+}
+
+// AudienceProbe is the AudienceProber that decides by evidence: it requests a short-lived token
+// of the audience for Account (TokenRequest) and asks the API server to review it with its own
+// default audiences (a TokenReview with no spec.audiences). Authenticated means the API server
+// accepts that audience, whichever ServiceAccount the token names: the ServiceAccount token
+// authenticator checks the audience against the server's --api-audiences, not per account, so a
+// probe account with no permissions answers for the runner's account too.
+type AudienceProbe struct {
+	// Client creates the TokenRequest (serviceaccounts/token) and the TokenReview; it reads
+	// and, with CreateAccount, creates the probe account.
+	Client client.Client
+	// Account is the ServiceAccount the probe tokens are minted for.
+	Account types.NamespacedName
+	// CreateAccount creates Account (without token automount, labelled as CAPTF's) when the
+	// token request finds it missing. The admission webhook leaves it off: it declares no side
+	// effects; the manager creates the account when it starts and the engine when it needs it.
+	CreateAccount bool
+}
+
+// AcceptsAudience implements AudienceProber.
+func (p AudienceProbe) AcceptsAudience(ctx context.Context, audience string) (bool, error) {
+	token, err := p.token(ctx, audience)
+	if apierrors.IsNotFound(err) && p.CreateAccount {
+		if err = EnsureAudienceProbeAccount(ctx, p.Client, p.Account); err != nil {
+			return false, err
+		}
+		token, err = p.token(ctx, audience)
+	}
+	if err != nil {
+		return false, fmt.Errorf("request a token of audience %q for %s: %w", audience, p.Account, err)
+	}
+	review := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
+	if err := p.Client.Create(ctx, review); err != nil {
+		return false, fmt.Errorf("review a token of audience %q: %w", audience, err)
+	}
+	// A token the server does not accept comes back unauthenticated, with the reason in
+	// status.error; that is the answer, not a failure of the probe.
+	return review.Status.Authenticated, nil
+}
+
+func (p AudienceProbe) token(ctx context.Context, audience string) (string, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: p.Account.Namespace, Name: p.Account.Name}}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		Audiences: []string{audience}, ExpirationSeconds: ptr.To(probeTokenSeconds)}}
+	if err := p.Client.SubResource("token").Create(ctx, sa, req); err != nil {
+		return "", err
+	}
+	return req.Status.Token, nil
+}
+
+// EnsureAudienceProbeAccount creates the probe ServiceAccount when it is missing: no token
+// automount, the label app.kubernetes.io/managed-by=captf, and no binding anywhere.
+func EnsureAudienceProbeAccount(ctx context.Context, c client.Client, account types.NamespacedName) error {
+	sa := &corev1.ServiceAccount{
+		ObjectMeta: metav1.ObjectMeta{Namespace: account.Namespace, Name: account.Name,
+			Labels: map[string]string{"app.kubernetes.io/managed-by": "captf"}},
+		AutomountServiceAccountToken: ptr.To(false),
+	}
+	if err := c.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create audience probe account %s: %w", account, err)
+	}
+	return nil
+}
+
+// IdentityAudienceRefusal is the fast first filter of CheckIdentityAudience, pure: an empty
+// audience or one of WellKnownAPIAudiences is refused with IdentityAudienceRefusedReason.
+func IdentityAudienceRefusal(audience string) (reason, message string) {
+	a := strings.TrimSpace(audience)
+	for _, known := range WellKnownAPIAudiences {
+		if strings.EqualFold(a, known) || strings.EqualFold(strings.TrimSuffix(a, "/"), known) {
+			return infrav1.IdentityAudienceRefusedReason, audienceMessage(audience, "it is a well-known audience of the Kubernetes API server")
+		}
+	}
+	return "", ""
+}
+
+// CheckIdentityAudience judges spec.job.identityToken: "" when the object sets none, or when
+// its audience is neither a well-known API server audience nor accepted by the API server
+// (prober); else IdentityAudienceRefusedReason and a message that names the audience and says
+// why. A token the API server accepts would hand module code a working credential of the
+// Job's ServiceAccount, whose Role reads and writes the object's state Secret past the state
+// channel. The admission webhook and the engine (before every Job) both call it.
+func CheckIdentityAudience(ctx context.Context, prober AudienceProber, spec *infrav1.TerraformSpec) (reason, message string, err error) {
+	id := spec.Job.IdentityToken
+	if id == nil {
+		return "", "", nil
+	}
+	if reason, message = IdentityAudienceRefusal(id.Audience); reason != "" {
+		return reason, message, nil
+	}
+	accepted, err := prober.AcceptsAudience(ctx, id.Audience)
+	if err != nil {
+		return "", "", fmt.Errorf("check identity token audience: %w", err)
+	}
+	if accepted {
+		return infrav1.IdentityAudienceRefusedReason, audienceMessage(id.Audience,
+			"the Kubernetes API server authenticates ServiceAccount tokens of that audience (a TokenReview of a probe token succeeded)"), nil
+	}
+	return "", "", nil
+}
+
+func audienceMessage(audience, why string) string {
+	return fmt.Sprintf("spec.job.identityToken.audience %q is refused: %s, so the token would be a Kubernetes credential in the hands of module code "+
+		"(it could read and write this object's state Secret past the state channel). "+
+		"Set the audience your cloud provider expects (for example sts.amazonaws.com), or remove spec.job.identityToken", audience, why)
+}

@@ -1,0 +1,50 @@
+package webhooks
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+)
+
+// checkAudience judges spec.job.identityToken's audience with the rule the controller applies
+// before every Job (jobs.CheckIdentityAudience): an audience the API server accepts is
+// forbidden. When the API server cannot be asked (prober nil, or the probe fails) only the
+// well-known audiences are refused here, with a warning that the controller asks again
+// before every Job (and holds the object if the audience is accepted).
+func checkAudience(ctx context.Context, prober jobs.AudienceProber, spec *field.Path, s *infrav1.TerraformSpec) (admission.Warnings, field.ErrorList) {
+	id := s.Job.IdentityToken
+	if id == nil {
+		return nil, nil
+	}
+	path := spec.Child("job", "identityToken", "audience")
+	if reason, msg := jobs.IdentityAudienceRefusal(id.Audience); reason != "" {
+		return nil, field.ErrorList{field.Forbidden(path, msg)}
+	}
+	if prober == nil {
+		return nil, nil
+	}
+	reason, msg, err := jobs.CheckIdentityAudience(ctx, prober, s)
+	switch {
+	case err != nil:
+		return admission.Warnings{"CAPTF could not ask the API server whether it accepts the identity token audience " + id.Audience +
+			" (" + err.Error() + "); the controller asks again before every Job and runs none while it does"}, nil
+	case reason != "":
+		return nil, field.ErrorList{field.Forbidden(path, msg)}
+	}
+	return nil, nil
+}
+
+// audienceChanged reports whether an update sets spec.job.identityToken or changes its
+// audience: only then is the API server asked again at admission.
+func audienceChanged(oldSpec, newSpec *infrav1.TerraformSpec) bool {
+	n := newSpec.Job.IdentityToken
+	if n == nil {
+		return false
+	}
+	o := oldSpec.Job.IdentityToken
+	return o == nil || o.Audience != n.Audience
+}
