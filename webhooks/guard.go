@@ -96,7 +96,7 @@ func eventTarget(req admission.Request, oldM, newM *Marks) *metav1.PartialObject
 func (g *Guard) judgeMarks(ctx context.Context, req admission.Request, oldM, newM *Marks) admission.Response {
 	ch := Diff(oldM, newM)
 	if ch.AbandonSet {
-		if resp, denied := g.judgeAbandon(ctx, req, newM); denied {
+		if resp, denied := g.judgeAbandon(ctx, req, oldM, newM); denied {
 			return resp
 		}
 	}
@@ -140,10 +140,12 @@ func (g *Guard) judgeMarks(ctx context.Context, req admission.Request, oldM, new
 }
 
 // judgeAbandon lets only members of the override groups set captf.io/abandon-infrastructure:
-// an abandon lets a deleting object go without a destroy, so it is an audited act. It
-// reports a denial, or false when the abandon may go ahead (the guard then judges the rest of
-// the request as usual).
-func (g *Guard) judgeAbandon(ctx context.Context, req admission.Request, m *Marks) (admission.Response, bool) {
+// an abandon lets a deleting object go without a destroy, so it is an audited act. The value
+// must be the object's UID, and the abandon must apply now (AbandonApplies: the old object is
+// being deleted, or holds because of its state); a dormant abandon on a healthy object is
+// refused (DormantAbandonRefusal). It reports a denial, or false when the abandon may go ahead
+// (the guard then judges the rest of the request as usual).
+func (g *Guard) judgeAbandon(ctx context.Context, req admission.Request, oldM, m *Marks) (admission.Response, bool) {
 	ref := ObjectRef{Kind: req.Kind.Kind, Namespace: req.Namespace, Name: req.Name}
 	logger := log.FromContext(ctx).WithValues("object", ref.String(), "user", req.UserInfo.Username)
 	if !g.Override.Member(req.UserInfo) {
@@ -156,7 +158,12 @@ func (g *Guard) judgeAbandon(ctx context.Context, req admission.Request, m *Mark
 		return admission.Denied(fmt.Sprintf("CAPTF guard: %s must be set to the object's UID (%s) to abandon %s; this guards against a copied annotation",
 			infrav1.AbandonInfrastructureAnnotation, m.UID, ref)), true
 	}
-	logger.Info("INFRASTRUCTURE ABANDON allowed", "groups", req.UserInfo.Groups)
+	applies, grounds := AbandonApplies(oldM)
+	if !applies {
+		logger.Info("denied a dormant abandon: the object is neither deleting nor held by its state")
+		return admission.Denied(DormantAbandonRefusal(ref)), true
+	}
+	logger.Info("INFRASTRUCTURE ABANDON allowed", "groups", req.UserInfo.Groups, "grounds", grounds)
 	return admission.Response{}, false
 }
 

@@ -18,6 +18,8 @@ type Marks struct {
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 	Status            struct {
 		ActiveJob *infrav1.ActiveJob `json:"activeJob,omitempty"`
+		// Conditions tell whether the object holds because of its state (StateHold).
+		Conditions []metav1.Condition `json:"conditions,omitempty"`
 	} `json:"status,omitempty"`
 }
 

@@ -90,6 +90,9 @@ var _ = Describe("The audited abandon", func() {
 		ns := newNamespace()
 		kind := infrav1.TerraformClusterKind
 		o := create(kind, ns, "c")
+		// Deleting, so only the membership and the UID decide (an abandon on a healthy object
+		// is refused for being dormant: abandon_test.go).
+		deleting(kind, ns, "c")
 		abandon := func(value string) string {
 			return fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, infrav1.AbandonInfrastructureAnnotation, value)
 		}

@@ -40,9 +40,14 @@ const (
 	// members of the approver groups (--plan-approver-groups) may set it.
 	ApprovePlanAnnotation = "captf.io/approve-plan"
 
-	// AbandonInfrastructureAnnotation, set to the object's UID on a deleting object, lets it go
-	// without a destroy and keeps its state: an audited abandon. The admission webhook accepts
-	// it only from the override groups (--guard-override-groups).
+	// AbandonInfrastructureAnnotation, set to the object's UID, lets the object go without a
+	// destroy and keeps its state: an audited abandon. It applies only when it is meant now: on
+	// an object that is being deleted, or that holds because of its state (StateReadable=False,
+	// StateLost or an unreadable state). The admission webhook accepts it only from the
+	// override groups (--guard-override-groups), and only on such an object: a dormant abandon
+	// on a healthy object is refused. The engine removes one that got past (Warning event
+	// AbandonVoided), and one set before the deletion began on an object its state does not
+	// hold, so a later ordinary delete destroys (docs/deletion.md).
 	AbandonInfrastructureAnnotation = "captf.io/abandon-infrastructure"
 
 	// StateProtectionFinalizer keeps the state Secret, its backups and the durable inputs

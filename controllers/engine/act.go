@@ -54,6 +54,16 @@ func (p *pass) act(ctx context.Context) (ctrl.Result, error) {
 		return p.skipRun(ctx, p.ev.Current.Name)
 	}
 
+	// A void abandon goes first: nothing after it may read it as meant.
+	if why := d.VoidAbandon; why != "" {
+		if err := p.patchMeta(ctx, func(o Object) { removeAnnotation(o, infrav1.AbandonInfrastructureAnnotation) }); err != nil {
+			return p.conflictOr(ctx, err, "void the abandon")
+		}
+		log.FromContext(ctx).Info("voided a dormant abandon", "why", why)
+		p.emit(corev1.EventTypeWarning, "AbandonVoided", why)
+		p.flush()
+	}
+
 	// The marks.
 	if d.SetBlockMove {
 		if err := p.patchMeta(ctx, func(o Object) { setAnnotation(o, infrav1.BlockMoveAnnotation, "") }); err != nil {

@@ -138,8 +138,14 @@ type Evidence struct {
 	Backups []BackupView
 	// DeletionPolicy is spec.deletionPolicy ("" means Destroy).
 	DeletionPolicy infrav1.DeletionPolicy
-	// Abandon: the abandon-infrastructure annotation names this object's UID.
+	// Abandon: the abandon-infrastructure annotation names this object's UID. It applies only
+	// to a deleting object, or to one its state holds (AbandonApplies); anywhere else it is
+	// void and removed (AbandonVoid).
 	Abandon bool
+	// AbandonPredates: on a deleting object, the object's managedFields prove that the abandon
+	// annotation was last set before the deletion began (AbandonSetBefore); false when they
+	// cannot tell.
+	AbandonPredates bool
 	// RestoreSerial is the restore-state annotation ("" when unset); RestoreFailed the serial
 	// whose restore failed.
 	RestoreSerial string
@@ -242,6 +248,9 @@ type Decision struct {
 	Wait *Wait
 	// Problem, when set, becomes a False condition.
 	Problem *Problem
+	// VoidAbandon, when set, says why the abandon annotation is void (AbandonVoid): act removes
+	// it, before the action, and emits it as the Warning event AbandonVoided.
+	VoidAbandon string
 }
 
 // Clears reports whether the decision removes block-move, status.activeJob or the finalizer.
@@ -299,14 +308,16 @@ func NeedsDecisionInputs(ev Evidence) bool {
 }
 
 // NeedsLiveState reports whether the pass must read the state Secret live: it has read its
-// decision inputs, and it deletes, or the object applied before and either a Job that touches
-// the state may start or the cache no longer lists the state Secret. A new object and an idle
-// one whose state Secret the cache lists read nothing.
+// decision inputs, and it deletes, or it carries an abandon (judged against the state), or the
+// object applied before and either a Job that touches the state may start or the cache no
+// longer lists the state Secret. A new object and an idle one whose state Secret the cache
+// lists (and that carries no abandon) read nothing.
 func NeedsLiveState(ev Evidence) bool {
 	if !ev.Gathered {
 		return false
 	}
-	if ev.Deleting {
+	if ev.Deleting || ev.Abandon {
+		// An abandon is judged against the state: it applies while the state holds the object.
 		return true
 	}
 	return ev.AppliedBefore && (!ev.StateSecretCached || ev.DesiredHash != ev.AppliedHash || ev.RestoreSerial != "" ||
@@ -321,8 +332,17 @@ func DriftDue(ev Evidence) bool {
 
 // Decide picks what a pass does. It is pure: same evidence, same decision. Every branch that
 // sets, keeps or clears block-move, status.activeJob or the finalizer, and every start,
-// bookkeeping or wait for a Job, is decided here and nowhere else.
+// bookkeeping or wait for a Job, is decided here and nowhere else; so is the voiding of a
+// dormant abandon (AbandonVoid), which rides on a decision that does not let the object go.
 func Decide(ev Evidence) Decision {
+	d := decide(ev)
+	if !d.LetsGo() {
+		d.VoidAbandon = AbandonVoid(ev)
+	}
+	return d
+}
+
+func decide(ev Evidence) Decision {
 	if !ev.HasFinalizer {
 		if ev.Deleting {
 			// Gone as far as this controller can tell: the API server deletes it now.
@@ -465,7 +485,14 @@ func decideDeletion(ev Evidence, clearActive bool) Decision {
 	case ev.DeletionPolicy == infrav1.DeletionPolicyRetain:
 		return letGo(ActionRetain)
 	case ev.Abandon:
-		return letGo(ActionAbandon)
+		if AbandonApplies(ev) {
+			return letGo(ActionAbandon)
+		}
+		// Set before the deletion began, on an object its state does not hold: void (Decide
+		// removes it) and decided as if it were not there, so the destroy runs.
+		without := ev
+		without.Abandon = false
+		return decideDeletion(without, clearActive)
 	case ev.RestoreSerial != "":
 		return decideRestore(ev, d)
 	case ev.Destroyed && (ev.State == StateAbsent || ev.State == StatePresent && ev.StateEmpty):

@@ -124,6 +124,37 @@ func TestDecideTable(t *testing.T) {
 		{"an audited abandon lets a lost state go",
 			settled(Evidence{Deleting: true, State: StateAbsent, AppliedBefore: true, BlockMove: true, Abandon: true}),
 			Decision{Action: ActionAbandon, ClearBlockMove: true}},
+		{"an abandon set after the deletion began lets a readable state go",
+			settled(Evidence{Deleting: true, State: StatePresent, AppliedBefore: true, BlockMove: true, Abandon: true}),
+			Decision{Action: ActionAbandon, ClearBlockMove: true}},
+		{"an abandon set before the deletion, on a lost state, still lets it go (the hold is why it was set)",
+			settled(Evidence{Deleting: true, State: StateAbsent, AppliedBefore: true, BlockMove: true, Abandon: true, AbandonPredates: true}),
+			Decision{Action: ActionAbandon, ClearBlockMove: true}},
+		{"an abandon set before the deletion, on a readable state, is voided and the destroy runs",
+			settled(Evidence{Deleting: true, State: StatePresent, AppliedBefore: true, BlockMove: true, Abandon: true, AbandonPredates: true}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationDestroy, VoidAbandon: "void"}},
+		{"a dormant abandon on a healthy object is voided, and the pass goes on",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, Provisioned: true, State: StatePresent, BlockMove: true, Abandon: true}),
+			Decision{Action: ActionIdle, VoidAbandon: "void"}},
+		{"a dormant abandon on a never-applied object is voided as its apply starts",
+			settled(Evidence{DesiredHash: "h1", State: StateAbsent, Abandon: true}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationApply, SetBlockMove: true, VoidAbandon: "void"}},
+		{"an abandon on an object its lost state holds stays",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StateAbsent, BlockMove: true, Abandon: true}),
+			Decision{Action: ActionWait}},
+		{"an abandon on an object whose state cannot be read stays",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StateUnreadable,
+				StateProblem: &Problem{Reason: infrav1.StateCorruptReason}, BlockMove: true, Abandon: true}),
+			Decision{Action: ActionWait}},
+		{"an abandon is not judged before the state was read",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, Provisioned: true, StateSecretCached: true, BlockMove: true, Abandon: true}),
+			Decision{Action: ActionIdle}},
+		{"a paused object keeps its abandon until it is unpaused",
+			settled(Evidence{Paused: true, DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, BlockMove: true, Abandon: true}),
+			Decision{Action: ActionWait, ClearBlockMove: true}},
+		{"an abandon is not judged while a Job runs",
+			Evidence{HasFinalizer: true, Running: running, BlockMove: true, ActiveJob: "captf-x-3", Abandon: true, Gathered: true, State: StatePresent},
+			Decision{Action: ActionWaitJob}},
 		{"a paused move deletion never destroys",
 			settled(Evidence{Deleting: true, MoveDeletion: true, Paused: true, State: StatePresent, BlockMove: true}),
 			Decision{Action: ActionRemoveFinalizer, ClearBlockMove: true}},
@@ -208,7 +239,8 @@ func TestDecideTable(t *testing.T) {
 			got := Decide(tc.ev)
 			if got.Action != tc.want.Action || got.Operation != tc.want.Operation ||
 				got.SetBlockMove != tc.want.SetBlockMove || got.ClearBlockMove != tc.want.ClearBlockMove ||
-				got.ClearActiveJob != tc.want.ClearActiveJob || got.SetActiveJob != tc.want.SetActiveJob {
+				got.ClearActiveJob != tc.want.ClearActiveJob || got.SetActiveJob != tc.want.SetActiveJob ||
+				(got.VoidAbandon != "") != (tc.want.VoidAbandon != "") {
 				t.Fatalf("Decide = %+v, want %+v", got, tc.want)
 			}
 		})
@@ -224,7 +256,8 @@ func TestDecideTable(t *testing.T) {
 // and clean, made and lag found), whether the decision inputs were read, dependency wait /
 // inputs problem / neither, the inputs hashes (unchanged, changed, never applied), children,
 // the state (not read, absent, present and empty, present with resources, unreadable),
-// destroyed, backoff, deletion policy and abandon, and backups and restore (none; a backup; a
+// destroyed, backoff, deletion policy, abandon (none; set after the deletion began or on a
+// live object; proven set before the deletion began), and backups and restore (none; a backup; a
 // backup and its restore; a backup whose restore failed; a restore without a backup). Each
 // combination is an index in a mixed-radix counter. Drift: off, not due, due, a remediation
 // pending. (An inputs problem, a restore without a backup and an activeJob naming another Job
@@ -276,7 +309,7 @@ func space(workers int, visit func(Evidence)) {
 	drifts := []driftSet{{}, {due: now.Add(time.Minute)}, {due: now.Add(-time.Second)}, {remediate: "j1", mode: infrav1.DriftModeRemediate}}
 	// finalizer, deleting, paused, move, block-move, provisioned, activeJob, jobs, lag,
 	// gathered, inputs, hashes, children, state, destroyed, backoff, policy, abandon, restore.
-	radix := []int{2, 2, 2, 2, 2, 2, len(actives), len(jobSets), len(lags), 2, len(inputSets), len(hashes), 2, len(states), 2, 2, 2, 2, len(restores), len(drifts)}
+	radix := []int{2, 2, 2, 2, 2, 2, len(actives), len(jobSets), len(lags), 2, len(inputSets), len(hashes), 2, len(states), 2, 2, 2, 3, len(restores), len(drifts)}
 	total := 1
 	for _, r := range radix {
 		total *= r
@@ -296,7 +329,7 @@ func space(workers int, visit func(Evidence)) {
 					Lag: lags[digit[8]], Gathered: on(9), DependencyWait: in.dep, InputsProblem: in.problem,
 					DesiredHash: hashes[digit[11]][0], AppliedHash: hashes[digit[11]][1],
 					State: st.view, StateEmpty: st.empty, StateLineage: "L", Destroyed: on(14),
-					Backups: rs.backups, RestoreSerial: rs.serial, RestoreFailed: rs.failed, Abandon: on(17),
+					Backups: rs.backups, RestoreSerial: rs.serial, RestoreFailed: rs.failed, Abandon: digit[17] > 0, AbandonPredates: digit[17] == 2,
 					DriftDueAt: dr.due, Remediate: dr.remediate, DriftMode: dr.mode}
 				if on(12) {
 					ev.Children = children
@@ -408,6 +441,18 @@ func violations(ev Evidence, d Decision) []string {
 	if d.Action == ActionAbandon && !ev.Abandon {
 		bad("abandons without the audited annotation")
 	}
+	if d.Action == ActionAbandon && (!ev.Deleting || ev.AbandonPredates && stateHold(ev) == nil) {
+		bad("a dormant abandon (set before the deletion began, on a state that does not hold the object) skips the destroy")
+	}
+	settledPass := ev.HasFinalizer && !ev.Paused && !mayRun && !(ev.Current != nil && ev.Current.Phase == JobFinished) &&
+		ev.Gathered && ev.State != StateNotRead
+	dormant := ev.Abandon && stateHold(ev) == nil && (!ev.Deleting || ev.AbandonPredates)
+	if d.VoidAbandon != "" && !(settledPass && dormant && !d.LetsGo()) {
+		bad("voids an abandon that applies, or one it cannot judge yet (a Job may run, paused, or the state not read)")
+	}
+	if d.VoidAbandon == "" && settledPass && dormant && !d.LetsGo() {
+		bad("keeps a dormant abandon")
+	}
 	if d.Action == ActionStart && d.Operation == infrav1.OperationRestore && (ev.RestoreSerial == "" || ev.RestoreSerial == ev.RestoreFailed || len(ev.Backups) == 0) {
 		bad("starts a restore nothing asks for, or one that failed before")
 	}
@@ -455,13 +500,17 @@ func TestDecideInvariantsOverTheWholeEvidenceSpace(t *testing.T) {
 		if ok {
 			consistentTotal++
 			reached[string(d.Action)+"/"+string(d.Operation)]++
+			if d.VoidAbandon != "" {
+				reached[fmt.Sprintf("VoidAbandon/deleting=%t", ev.Deleting)]++
+			}
 		}
 	})
 	for _, f := range failures {
 		t.Error(f)
 	}
 	for _, a := range []string{"None/", "AddFinalizer/", "WaitJob/", "Bookkeep/Apply", "SkipRun/", "WaitLag/", "Start/Apply",
-		"Start/Destroy", "Start/Restore", "Start/Drift", "Idle/", "RecoverStatus/", "Wait/", "RemoveFinalizer/", "Cleanup/", "Retain/", "Abandon/"} {
+		"Start/Destroy", "Start/Restore", "Start/Drift", "Idle/", "RecoverStatus/", "Wait/", "RemoveFinalizer/", "Cleanup/", "Retain/", "Abandon/",
+		"VoidAbandon/deleting=false", "VoidAbandon/deleting=true"} {
 		if reached[a] == 0 {
 			t.Errorf("no evidence gather can produce reaches %s", a)
 		}

@@ -174,6 +174,7 @@ func (p *pass) gatherCache(ctx context.Context) error {
 	}
 	p.ev.DeletionPolicy = obj.GetTerraformSpec().DeletionPolicy
 	p.ev.Abandon = obj.GetUID() != "" && ann[infrav1.AbandonInfrastructureAnnotation] == string(obj.GetUID())
+	p.ev.AbandonPredates = p.ev.Abandon && AbandonSetBefore(obj)
 	p.ev.RestoreSerial = ann[infrav1.RestoreStateAnnotation]
 	p.ev.RestoreFailed = ann[infrav1.RestoreFailedAnnotation]
 	spec := obj.GetTerraformSpec()
