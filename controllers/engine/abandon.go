@@ -1,10 +1,14 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 )
@@ -79,6 +83,30 @@ func AbandonSetBefore(o metav1.Object) bool {
 		}
 	}
 	return owned && latest.Truncate(time.Second).Before(del.Truncate(time.Second))
+}
+
+// gatherAbandonOrder sets AbandonPredates for a deleting object that carries an abandon. The
+// manager's cache strips managed fields, so it reads the object live (one read, only in this
+// case). When the API server no longer shows the abandon the cache shows (or the object is
+// gone), the abandon is not honoured this pass: every write of the pass carries the cached
+// resourceVersion and conflicts, and the next pass decides on the newer object.
+func (p *pass) gatherAbandonOrder(ctx context.Context) error {
+	live := p.r.Kind.New()
+	err := p.r.APIReader.Get(ctx, client.ObjectKeyFromObject(p.obj), live)
+	switch {
+	case apierrors.IsNotFound(err):
+		p.ev.AbandonPredates = true
+		return nil
+	case err != nil:
+		return fmt.Errorf("read the object live for when its abandon was set: %w", err)
+	}
+	key := infrav1.AbandonInfrastructureAnnotation
+	if live.GetUID() != p.obj.GetUID() || live.GetAnnotations()[key] != p.obj.GetAnnotations()[key] {
+		p.ev.AbandonPredates = true
+		return nil
+	}
+	p.ev.AbandonPredates = AbandonSetBefore(live)
+	return nil
 }
 
 // ownsAnnotation reports whether a managed fields entry owns metadata.annotations[key].

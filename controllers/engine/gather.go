@@ -174,7 +174,11 @@ func (p *pass) gatherCache(ctx context.Context) error {
 	}
 	p.ev.DeletionPolicy = obj.GetTerraformSpec().DeletionPolicy
 	p.ev.Abandon = obj.GetUID() != "" && ann[infrav1.AbandonInfrastructureAnnotation] == string(obj.GetUID())
-	p.ev.AbandonPredates = p.ev.Abandon && AbandonSetBefore(obj)
+	if p.ev.Deleting && p.ev.Abandon {
+		if err := p.gatherAbandonOrder(ctx); err != nil {
+			return err
+		}
+	}
 	p.ev.RestoreSerial = ann[infrav1.RestoreStateAnnotation]
 	p.ev.RestoreFailed = ann[infrav1.RestoreFailedAnnotation]
 	spec := obj.GetTerraformSpec()
