@@ -69,7 +69,10 @@ var _ = Describe("Plans", func() {
 		stale := completePlan(plan, 1, runnerapi.PlanSummary{Update: 1, Addresses: []string{"terraform_data.network"}})
 		Eventually(func() *infrav1.PendingPlan { return get(tc).Status.PendingPlan }).Should(And(
 			HaveField("ID", stale), HaveField("Update", int32(1)), HaveField("Addresses", ConsistOf("terraform_data.network"))))
-		Expect(envtest.Condition(tc, infrav1.ApplyJobSucceededCondition)).To(HaveField("Reason", infrav1.PlanAwaitingApprovalReason))
+		Expect(envtest.Condition(tc, infrav1.ApplyJobSucceededCondition)).To(And(HaveField("Reason", infrav1.PlanAwaitingApprovalReason),
+			HaveField("Status", metav1.ConditionFalse)), "a waiting plan is a wait, as docs/plans.md says: kubectl wait --for=condition=ApplyJobSucceeded=False returns")
+		Expect(envtest.Condition(tc, infrav1.ReadyCondition)).To(HaveField("Status", metav1.ConditionTrue),
+			"the object stays Ready while a change waits: its infrastructure is the one applied last")
 		Consistently(func() int64 { return runSeqOf(get(tc)) }, "2s").Should(BeEquivalentTo(3), "nothing is applied: no third Job")
 
 		By("changed inputs before the approval supersede it: a new plan, and the old ID applies nothing")

@@ -272,8 +272,6 @@ func setOperation(c conditions, ev Evidence, d Decision, rep report) {
 		c.set(familyOf(run.Operation), metav1.ConditionUnknown, infrav1.JobRunningReason, msg)
 	case d.Action == ActionWaitJob && ev.Current != nil && d.Wait != nil:
 		c.set(familyOf(ev.Current.Operation), metav1.ConditionUnknown, infrav1.JobRunningReason, d.Wait.Message)
-	case d.Wait != nil && d.Wait.Reason == infrav1.PlanAwaitingApprovalReason:
-		c.set(d.Wait.ConditionType, metav1.ConditionUnknown, d.Wait.Reason, d.Wait.Message)
 	case d.Wait != nil && (d.Wait.ConditionType == infrav1.ApplyJobSucceededCondition || d.Wait.ConditionType == infrav1.RestoreJobSucceededCondition):
 		c.set(d.Wait.ConditionType, metav1.ConditionFalse, d.Wait.Reason, d.Wait.Message)
 	}
@@ -356,6 +354,10 @@ func setReady(c conditions, ev Evidence) {
 	for _, t := range []string{infrav1.StateReadableCondition, infrav1.DependenciesReadyCondition, infrav1.InputsValidCondition,
 		infrav1.ApplyJobSucceededCondition, infrav1.OutputsValidCondition} {
 		if cur := c.find(t); cur != nil && cur.Status == metav1.ConditionFalse {
+			if cur.Reason == infrav1.PlanAwaitingApprovalReason && c.st.IsProvisioned() {
+				// The change waits for a person; the infrastructure is the one applied last.
+				continue
+			}
 			c.set(infrav1.ReadyCondition, metav1.ConditionFalse, cur.Reason, cur.Message)
 			return
 		}

@@ -61,8 +61,11 @@ func eventuallyWaiting(sb target, o *infrav1.TerraformCluster, not string) *infr
 		c := meta.FindStatusCondition(o.Status.Conditions, infrav1.ApplyJobSucceededCondition)
 		g.Expect(c).NotTo(BeNil())
 		g.Expect(c.Reason).To(Equal(infrav1.PlanAwaitingApprovalReason), "%s: %s", c.Reason, c.Message)
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse), "docs/plans.md: ApplyJobSucceeded is False while a plan waits")
 		g.Expect(c.Message).To(ContainSubstring(p.ID))
 	}).Should(Succeed())
+	// As docs/plans.md tells a person to wait for it.
+	kubectl(sb, "wait", "-n", o.Namespace, "terraformcluster/"+o.Name, "--for=condition=ApplyJobSucceeded=False", "--timeout=30s")
 	return p
 }
 
