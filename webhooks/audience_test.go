@@ -63,5 +63,15 @@ var _ = Describe("The identity token audience at admission", func() {
 			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
 			Expect(err.Error()).To(ContainSubstring("spec.job.identityToken.audience: Forbidden"))
 		}
+
+		By("a template whose stamped objects would carry the API server's audience is refused too")
+		tmpl := &infrav1.TerraformMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stamp"}}
+		tmpl.Spec.Template.Spec.Module.Image = "example.com/module:1"
+		tmpl.Spec.Template.Spec.Job.IdentityToken = &infrav1.IdentityToken{Audience: aud}
+		err = c.Create(ctx, tmpl)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(And(ContainSubstring("spec.template.spec.job.identityToken.audience: Forbidden"), ContainSubstring(aud)))
+		tmpl.Spec.Template.Spec.Job.IdentityToken.Audience = "sts.amazonaws.com"
+		Expect(c.Create(ctx, tmpl)).To(Succeed())
 	})
 })

@@ -88,7 +88,8 @@ type TerraformClusterTemplateSpec struct {
 // +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
 // +kubebuilder:printcolumn:name="Age",type="date",JSONPath=".metadata.creationTimestamp"
 
-// TerraformClusterTemplate is a template for TerraformClusters (ClusterClass).
+// TerraformClusterTemplate is a template for TerraformClusters, meant for ClusterClass (its
+// stamped spec is validated; stamping through Cluster API's controllers is not tested yet).
 type TerraformClusterTemplate struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

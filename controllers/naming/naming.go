@@ -31,8 +31,10 @@ func StateSecretName(suffix string) string {
 	return "tfstate-" + Workspace + "-" + suffix
 }
 
-// StateLockLeaseName is the Terraform kubernetes backend's lock Lease for a suffix. CAPTF
-// never deletes or takes it; only terraform/tofu (or force-unlock) does.
+// StateLockLeaseName is the Terraform kubernetes backend's lock Lease for a suffix. The
+// controller creates it empty before the first Job and deletes it after a destroy only when
+// nobody holds it; the state channel takes and releases it for terraform and breaks a stale
+// one only under I8; nothing else in CAPTF writes it (docs/leases.md).
 func StateLockLeaseName(suffix string) string {
 	return "lock-tfstate-" + Workspace + "-" + suffix
 }

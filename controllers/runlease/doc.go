@@ -39,5 +39,6 @@
 //     of its machines or pools never both proceed: each side writes its hold before it reads
 //     the other side's, and the cluster keeps its holds while it waits (writer preference).
 //   - The Terraform backend's own lock Lease (lock-tfstate-...) is never read, taken or
-//     deleted here.
+//     deleted by this package (the engine creates and cleans it up, the state channel takes
+//     and breaks it: docs/leases.md).
 package runlease
