@@ -60,7 +60,9 @@ type Config struct {
 	PlanID string
 	// StateLineage, when set, is the lineage of the state the controller read before it
 	// created the Job: the channel serves only a state of that lineage and refuses (409) a
-	// state Secret that holds no state or another lineage. Empty: it serves what is there.
+	// state Secret that holds no state or another lineage, and it accepts only state writes
+	// of that lineage. Empty: it serves what is there, and the run's first accepted write
+	// pins the lineage of every later one (see server.writeLineage).
 	StateLineage string
 }
 

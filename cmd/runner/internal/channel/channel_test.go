@@ -182,13 +182,13 @@ var _ = Describe("the state channel", func() {
 		put(`{"version":4,"serial":2,"lineage":"3f2a","resources":[]}`)
 		Expect(r.code(http.MethodGet, "", nil)).To(Equal(http.StatusOK))
 
-		By("replaced by another lineage: refused")
-		put(`{"version":4,"serial":1,"lineage":"9e1b","resources":[]}`)
+		By("replaced by another lineage (a person with kubectl): refused")
+		o.putState(`{"version":4,"serial":1,"lineage":"9e1b","resources":[]}`)
 		code, body = r.call(http.MethodGet, "", nil)
 		Expect(code).To(Equal(http.StatusConflict), body)
 		Expect(body).To(ContainSubstring("lineage 3f2a"))
 		Expect(body).To(ContainSubstring("holds lineage 9e1b"))
-		Expect(r.records().StateRefused).To(Equal(&runnerapi.StateRefused{Expected: "3f2a", Found: "9e1b"}))
+		Expect(r.records().StateRefused).To(Equal(&StateRefusal{StateRefused: runnerapi.StateRefused{Expected: "3f2a", Found: "9e1b"}}))
 
 		By("emptied: refused")
 		sec := o.stateSecret()
@@ -197,7 +197,7 @@ var _ = Describe("the state channel", func() {
 		code, body = r.call(http.MethodGet, "", nil)
 		Expect(code).To(Equal(http.StatusConflict), body)
 		Expect(body).To(ContainSubstring("holds no state"))
-		Expect(r.records().StateRefused).To(Equal(&runnerapi.StateRefused{Expected: "3f2a"}))
+		Expect(r.records().StateRefused).To(Equal(&StateRefusal{StateRefused: runnerapi.StateRefused{Expected: "3f2a"}}))
 
 		By("deleted: refused, where a channel without a lineage serves no state")
 		sec = o.stateSecret()

@@ -18,6 +18,23 @@
 //     fenced.json, which the runner reports as the outcome Fenced;
 //   - a state write needs the lock: its ?ID= must be the lock Lease's holder, taken by this
 //     pod's channel (read live);
+//   - one lineage per run, on reads and on writes: with --state-lineage (the lineage of the
+//     state the controller read) the channel serves only a state of that lineage and accepts
+//     only writes of it. Without it (the controller read no state: a first apply) the first
+//     write the channel accepts pins the lineage: the lineage of the state the Secret holds at
+//     that moment when it holds one (a state that appeared since is what terraform read and
+//     writes back), else the lineage that write carries; every later write must carry the
+//     pin. A Restore Job (which takes no --state-lineage) replaces the state: its first
+//     accepted write pins its own lineage whatever the Secret holds, and the runner, not the
+//     channel, decides whether that replacement is safe (never over a non-empty state of
+//     another lineage). A write that is not a state document with a lineage, or carries
+//     another lineage, is refused (409) before anything is written, after the fencing and
+//     lock checks, and recorded in state-refused.json with "request": "POST", which the runner
+//     reports as the outcome Failed (even when terraform finished), like a refused read. The
+//     pin lives in the channel's memory: a restarted channel without --state-lineage pins
+//     again at its next write, from the Secret, which holds the run's last accepted write (a
+//     restarted Restore channel, from that write). The pin checks the lineage only: a client
+//     holding the credential and the lock can still write a state of the run's own lineage;
 //   - a held lock is broken only under ARCHITECTURE.md I8: its holder is a pod of one of this
 //     object's own Jobs (Job read live, controlled by the object's UID), that pod is gone or
 //     terminal, this Job holds the run lease, and the write that breaks it carries the

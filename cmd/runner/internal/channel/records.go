@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -28,9 +29,28 @@ func (r *records) fenced(f runnerapi.Fenced) {
 	r.write(runnerapi.ChannelFencedFile, f)
 }
 
-func (r *records) stateRefused(f runnerapi.StateRefused) {
+func (r *records) stateRefused(f StateRefusal) {
 	r.write(runnerapi.ChannelStateRefusedFile, f)
 }
+
+// StateRefusal is what state-refused.json holds: runnerapi.StateRefused, and which request
+// the channel refused. One file, one rule: the state a run reads and the state it writes are
+// both this run's lineage.
+//   - a read (Request "" or GET): Expected is --state-lineage, Found the lineage the Secret
+//     holds now ("" for none); nothing was served;
+//   - a write (Request POST): Expected is the lineage the write had to carry ("" when none was
+//     pinned yet), Sent the lineage it carried ("" when the body was not a state document with
+//     a lineage), Found is unused; nothing was written.
+type StateRefusal struct {
+	runnerapi.StateRefused
+	// Request is the refused request: "" (a read, as before writes were checked) or POST.
+	Request string `json:"request,omitempty"`
+	// Sent is the lineage a refused write carried.
+	Sent string `json:"sent,omitempty"`
+}
+
+// Write reports a refused state write (POST), as opposed to a refused read.
+func (r StateRefusal) Write() bool { return r.Request == http.MethodPost }
 
 func (r *records) lockBroken(b runnerapi.LockBroken) {
 	r.mu.Lock()
@@ -98,7 +118,7 @@ func writeAtomic(path string, b []byte, mode os.FileMode) error {
 // Records are what a channel recorded in its folder during a run, as the runner reads them.
 type Records struct {
 	Fenced       *runnerapi.Fenced
-	StateRefused *runnerapi.StateRefused
+	StateRefused *StateRefusal
 	LockBroken   *runnerapi.LockBroken
 	LockHolder   *runnerapi.LockHolder
 }
@@ -126,7 +146,7 @@ func ReadRecords(dir string) (Records, error) {
 	if read(runnerapi.ChannelFencedFile, &f) {
 		r.Fenced = &f
 	}
-	var sr runnerapi.StateRefused
+	var sr StateRefusal
 	if read(runnerapi.ChannelStateRefusedFile, &sr) {
 		r.StateRefused = &sr
 	}

@@ -56,6 +56,9 @@ type server struct {
 	// lockMu serialises LOCK, UNLOCK and POST: terraform sends one at a time, and a second
 	// client (a module misusing the credential) must not interleave with the first.
 	lockMu sync.Mutex
+	// pinned is the lineage of the first state write this channel accepted in this run (see
+	// writeLineage); every later write must carry it. Guarded by lockMu.
+	pinned string
 	// beforeBreak, when set (tests only), runs after the I8 evidence was read and before the
 	// write that breaks the lock.
 	beforeBreak func()
@@ -160,33 +163,119 @@ func (s *server) unexpectedState(ctx context.Context, w http.ResponseWriter, sta
 	}
 	found := ""
 	if state != nil {
-		var meta struct {
-			Lineage string `json:"lineage"`
-		}
-		if err := json.Unmarshal(state, &meta); err != nil {
-			http.Error(w, "conflict: the state Secret does not hold a state document: "+err.Error(), http.StatusConflict)
-			s.records.stateRefused(runnerapi.StateRefused{Expected: want})
+		lineage, err := stateLineage(state)
+		if err != nil {
+			s.refuseState(ctx, w, StateRefusal{StateRefused: runnerapi.StateRefused{Expected: want}},
+				"conflict: the state Secret does not hold a state document: "+err.Error())
 			return true
 		}
-		found = meta.Lineage
+		found = lineage
 	}
 	if found == want {
 		return false
 	}
-	s.records.stateRefused(runnerapi.StateRefused{Expected: want, Found: found})
 	what := "holds no state"
 	if found != "" {
 		what = "holds lineage " + found
 	}
-	logr.FromContextOrDiscard(ctx).Info("refused a state that is not the one the controller read", "expected", want, "found", found)
-	http.Error(w, fmt.Sprintf("conflict: the controller started this Job for state lineage %s, but the state Secret now %s; nothing is served, so the run changes nothing",
-		want, what), http.StatusConflict)
+	s.refuseState(ctx, w, StateRefusal{StateRefused: runnerapi.StateRefused{Expected: want, Found: found}},
+		fmt.Sprintf("conflict: the controller started this Job for state lineage %s, but the state Secret now %s; nothing is served, so the run changes nothing",
+			want, what))
 	return true
+}
+
+// refuseState is the one way the channel refuses a state that is not this run's, on a read
+// (GET) or a write (POST): it records the refusal in state-refused.json, which the runner
+// reports as the outcome Failed with its message, and answers 409 with msg. The state Secret
+// is left as it is.
+func (s *server) refuseState(ctx context.Context, w http.ResponseWriter, rec StateRefusal, msg string) {
+	s.records.stateRefused(rec)
+	logr.FromContextOrDiscard(ctx).Info("refused a state that is not this run's", "request", rec.Request,
+		"expected", rec.Expected, "found", rec.Found, "sent", rec.Sent)
+	http.Error(w, msg, http.StatusConflict)
+}
+
+// stateLineage reads the lineage of a state document; an error when it is not a JSON object.
+// "" when the object carries no lineage.
+func stateLineage(state []byte) (string, error) {
+	var meta struct {
+		Lineage string `json:"lineage"`
+	}
+	if err := json.Unmarshal(state, &meta); err != nil {
+		return "", fmt.Errorf("parse state: %w", err)
+	}
+	return meta.Lineage, nil
+}
+
+// writeLineage is the lineage a state write must carry, and where it comes from, in this order:
+//   - --state-lineage: the state the controller read, which the run's terraform writes back;
+//   - the lineage pinned by this channel's first accepted write in this run (s.pinned);
+//   - at the first write of a run given no lineage (the controller read no state: a first apply),
+//     the lineage of the state the Secret holds now, when it holds one: a state that appeared
+//     since the controller read none is the one terraform read and writes back;
+//   - else "": the first write pins its own lineage. So does a Restore Job's first write,
+//     whatever the Secret holds: a restore replaces the state (the runner never pushes over a
+//     non-empty state of another lineage), and its channel takes no --state-lineage.
+//
+// The caller holds lockMu.
+func (s *server) writeLineage(ctx context.Context) (string, string, error) {
+	if s.cfg.StateLineage != "" {
+		return s.cfg.StateLineage, "the lineage the controller read", nil
+	}
+	if s.pinned != "" {
+		return s.pinned, "the lineage this run wrote first", nil
+	}
+	if s.cfg.Operation == runnerapi.OperationRestore {
+		return "", "", nil
+	}
+	state, err := s.store.readState(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	if state == nil {
+		return "", "", nil
+	}
+	if lineage, err := stateLineage(state); err == nil && lineage != "" {
+		return lineage, "the lineage of the state the Secret held at the run's first write", nil
+	}
+	return "", "", nil
+}
+
+// foreignWrite refuses (409, and a StateRefused record of the POST) a state write that is not
+// a state document with a lineage, or whose lineage is not the one writeLineage pins. It
+// returns the lineage an accepted write pins, and whether it refused. An error reading the
+// state Secret answers as serverError does. The caller holds lockMu.
+func (s *server) foreignWrite(ctx context.Context, w http.ResponseWriter, body []byte) (string, bool) {
+	want, why, err := s.writeLineage(ctx)
+	if err != nil {
+		s.serverError(ctx, w, "read state", err)
+		return "", true
+	}
+	sent, err := stateLineage(body)
+	if err != nil {
+		err = fmt.Errorf("the body is not a state document (%w)", err)
+	} else if sent == "" {
+		err = errors.New("the state document has no lineage")
+	}
+	rec := StateRefusal{StateRefused: runnerapi.StateRefused{Expected: want}, Request: http.MethodPost, Sent: sent}
+	if err != nil {
+		s.refuseState(ctx, w, rec, fmt.Sprintf("conflict: state write refused: %v; nothing was written, the state Secret is unchanged", err))
+		return "", true
+	}
+	if want == "" {
+		return sent, false
+	}
+	if sent != want {
+		s.refuseState(ctx, w, rec, fmt.Sprintf("conflict: state write refused: this run's state is lineage %s (%s), the write sent lineage %s; nothing was written, the state Secret is unchanged",
+			want, why, sent))
+		return "", true
+	}
+	return want, false
 }
 
 // postState writes the state. It needs the lock (?ID=), held by this pod's channel as the lock
 // Lease says live, and the object's run lease naming this Job (fencing), both read just
-// before the write.
+// before the write, and a state document of this run's lineage (foreignWrite).
 func (s *server) postState(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	log := logr.FromContextOrDiscard(ctx)
 	id := r.URL.Query().Get("ID")
@@ -205,10 +294,6 @@ func (s *server) postState(ctx context.Context, w http.ResponseWriter, r *http.R
 			http.Error(w, "Content-MD5 does not match the body", http.StatusBadRequest)
 			return
 		}
-	}
-	if !json.Valid(body) {
-		http.Error(w, "the state is not JSON", http.StatusBadRequest)
-		return
 	}
 	if id == "" {
 		http.Error(w, "conflict: a state write needs the lock (?ID=<lock id>)", http.StatusConflict)
@@ -229,6 +314,10 @@ func (s *server) postState(ctx context.Context, w http.ResponseWriter, r *http.R
 		writeLockInfo(w, http.StatusConflict, lock)
 		return
 	}
+	lineage, refused := s.foreignWrite(ctx, w, body)
+	if refused {
+		return
+	}
 	if err := s.store.writeState(ctx, body); err != nil {
 		if errors.Is(err, errTooLarge) {
 			http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
@@ -237,7 +326,8 @@ func (s *server) postState(ctx context.Context, w http.ResponseWriter, r *http.R
 		s.serverError(ctx, w, "write state", err)
 		return
 	}
-	log.Info("state written", "lockID", id, "bytes", len(body), "sha256", shortHash(body))
+	s.pinned = lineage
+	log.Info("state written", "lockID", id, "bytes", len(body), "sha256", shortHash(body), "lineage", lineage)
 	w.WriteHeader(http.StatusOK)
 }
 

@@ -171,3 +171,46 @@ func TestLockRecordsReachTheResult(t *testing.T) {
 		t.Fatalf("result file %s", raw)
 	}
 }
+
+// A state write the channel refused (another lineage) fails the run with the refusal's
+// message, whether terraform failed afterwards (the module killed it) or finished.
+func TestRefusedStateWriteFailsTheRun(t *testing.T) {
+	refusal := map[string]string{"expected": "3f2a", "request": "POST", "sent": "9e1b"}
+
+	f := newFixture(t, runnerapi.OperationApply, nil)
+	dir := withChannel(f)
+	channelRecord(t, dir, runnerapi.ChannelStateRefusedFile, refusal)
+	f.env("FAKE_TF_FAIL=apply", "FAKE_TF_STDERR=Error: killed")
+	res, code := f.run()
+	if code != runnerapi.ExitTerraformFailed || res.Outcome != runnerapi.OutcomeFailed {
+		t.Fatalf("exit %d result %+v", code, res)
+	}
+	for _, want := range []string{"refused a state write", "lineage 3f2a", "sent lineage 9e1b", "nothing was written", "Error: killed"} {
+		if !strings.Contains(res.Error, want) {
+			t.Fatalf("error %q lacks %q", res.Error, want)
+		}
+	}
+
+	f = newFixture(t, runnerapi.OperationApply, nil)
+	dir = withChannel(f)
+	channelRecord(t, dir, runnerapi.ChannelStateRefusedFile, refusal)
+	res, code = f.run()
+	if code != runnerapi.ExitTerraformFailed || res.Outcome != runnerapi.OutcomeFailed || !strings.Contains(res.Error, "sent lineage 9e1b") {
+		t.Fatalf("a refused write behind a finished apply: exit %d result %+v", code, res)
+	}
+}
+
+// A refused read keeps its own message (the state changed since the controller read it).
+func TestRefusedStateReadKeepsItsMessage(t *testing.T) {
+	f := newFixture(t, runnerapi.OperationApply, nil)
+	dir := withChannel(f)
+	channelRecord(t, dir, runnerapi.ChannelStateRefusedFile, runnerapi.StateRefused{Expected: "3f2a", Found: "9e1b"})
+	f.env("FAKE_TF_FAIL=init", "FAKE_TF_STDERR=Error refreshing state: Unexpected HTTP response code 409")
+	res, code := f.run()
+	if code != runnerapi.ExitTerraformFailed || res.Outcome != runnerapi.OutcomeFailed {
+		t.Fatalf("exit %d result %+v", code, res)
+	}
+	if !strings.Contains(res.Error, "the state changed since the controller read it (lineage 3f2a; the state Secret now holds lineage 9e1b)") {
+		t.Fatalf("error %q", res.Error)
+	}
+}

@@ -404,8 +404,9 @@ func (s *session) interpret(ctx context.Context, res *runnerapi.Result, end step
 }
 
 // interpretChannel adds what the state channel recorded: a lock it broke (always reported), a
-// fencing that explains a failed run (outcome Fenced), and the holder of a lock the run could
-// not take (a run that did not succeed).
+// state write it refused (always the outcome Failed), a refused read or a fencing that
+// explains a failed run (outcome Failed or Fenced), and the holder of a lock the run could not
+// take (a run that did not succeed).
 func (s *session) interpretChannel(ctx context.Context, res *runnerapi.Result, end stepsEnd, code int) int {
 	log := logr.FromContextOrDiscard(ctx)
 	rec, err := channel.ReadRecords(s.cfg.ChannelDir)
@@ -413,6 +414,30 @@ func (s *session) interpretChannel(ctx context.Context, res *runnerapi.Result, e
 		log.Error(err, "read the state channel's records")
 	}
 	res.LockBroken = rec.LockBroken
+	if sr := rec.StateRefused; sr != nil && sr.Write() && end.err == nil && end.ran &&
+		(res.Outcome == runnerapi.OutcomeSucceeded || res.Outcome == runnerapi.OutcomeFailed) {
+		// Terraform writes only its own state's lineage: a refused write came from something
+		// else holding the run's credential (the module). The run fails even when terraform
+		// finished, so the attempt is not hidden behind a success. (An interrupted run stays
+		// Interrupted; a fenced write never reaches the lineage check.)
+		expected, sent := sr.Expected, sr.Sent
+		if expected == "" {
+			expected = "not pinned yet"
+		}
+		if sent == "" {
+			sent = "no state document with a lineage"
+		} else {
+			sent = "lineage " + sent
+		}
+		res.Outcome = runnerapi.OutcomeFailed
+		res.Error = s.redactor.Redact(fmt.Sprintf("the state channel refused a state write of another lineage during %s (this run's state: lineage %s; the write sent %s): nothing was written, the state Secret keeps this run's state; something besides terraform wrote with the run's credential\n%s",
+			end.step.Name, expected, sent, end.tail))
+		log.Info("the state channel refused a state write", "expected", sr.Expected, "sent", sr.Sent)
+		if code == runnerapi.ExitOK {
+			code = runnerapi.ExitTerraformFailed
+		}
+		return code
+	}
 	if res.Outcome == runnerapi.OutcomeSucceeded {
 		return code
 	}
