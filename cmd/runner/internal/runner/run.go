@@ -420,9 +420,9 @@ func (s *session) interpretChannel(ctx context.Context, res *runnerapi.Result, e
 		// else holding the run's credential (the module). The run fails even when terraform
 		// finished, so the attempt is not hidden behind a success. (An interrupted run stays
 		// Interrupted; a fenced write never reaches the lineage check.)
-		expected, sent := sr.Expected, sr.Sent
-		if expected == "" {
-			expected = "not pinned yet"
+		expected, sent := "lineage "+sr.Expected, sr.Sent
+		if sr.Expected == "" {
+			expected = "no lineage pinned yet"
 		}
 		if sent == "" {
 			sent = "no state document with a lineage"
@@ -430,7 +430,7 @@ func (s *session) interpretChannel(ctx context.Context, res *runnerapi.Result, e
 			sent = "lineage " + sent
 		}
 		res.Outcome = runnerapi.OutcomeFailed
-		res.Error = s.redactor.Redact(fmt.Sprintf("the state channel refused a state write of another lineage during %s (this run's state: lineage %s; the write sent %s): nothing was written, the state Secret keeps this run's state; something besides terraform wrote with the run's credential\n%s",
+		res.Error = s.redactor.Redact(fmt.Sprintf("the state channel refused a state write during %s (this run's state: %s; the write sent %s): nothing was written, the state Secret keeps this run's state; something besides terraform wrote with the run's credential\n%s",
 			end.step.Name, expected, sent, end.tail))
 		log.Info("the state channel refused a state write", "expected", sr.Expected, "sent", sr.Sent)
 		if code == runnerapi.ExitOK {
