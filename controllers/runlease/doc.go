@@ -38,6 +38,10 @@
 //   - With the gate on, a TerraformCluster's mutating operation and a mutating operation of one
 //     of its machines or pools never both proceed: each side writes its hold before it reads
 //     the other side's, and the cluster keeps its holds while it waits (writer preference).
+//   - At the gate a machine or pool gives back only a hold its own pass took (created, or took
+//     over from another holder), with the resourceVersion it wrote, and never one whose Job
+//     exists: a hold it only refreshed may be the one another pass of the same run confirmed
+//     and is creating its Job under (two managers without leader election), so it is kept.
 //   - The Terraform backend's own lock Lease (lock-tfstate-...) is never read, taken or
 //     deleted by this package (the engine creates and cleans it up, the state channel takes
 //     and breaks it: docs/leases.md).

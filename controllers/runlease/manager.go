@@ -54,8 +54,11 @@ func (m *Manager) Options() Options { return m.opts }
 //   - With the gate on, a machine's or pool's mutating operation then reads the cluster lease;
 //     if it is live, the machine gives its run lease back and waits (WaitingForClusterOperation)
 //     unless a Job of the holder's name already exists (then nothing new can start under that
-//     name and giving back would hide it from the cluster). It also looks at the cluster lease
-//     before taking its run lease, and waits without writing anything while it is live.
+//     name and giving back would hide it from the cluster). It gives back only a hold it took
+//     itself: a hold it refreshed (the lease already named this Job) may be the one another
+//     pass of the same run just confirmed, so it keeps it and waits. It also looks at the
+//     cluster lease before taking its run lease, and waits without writing anything while it
+//     is live.
 //   - Plans, refreshes and drift checks, and every operation with the gate off, take the run
 //     lease only.
 func (m *Manager) Acquire(ctx context.Context, req Request) (Result, error) {
@@ -92,7 +95,7 @@ func (m *Manager) Acquire(ctx context.Context, req Request) (Result, error) {
 	if req.Owner.IsCluster() {
 		return m.gateCluster(ctx, req)
 	}
-	return m.gateMember(ctx, req, run.lease)
+	return m.gateMember(ctx, req, run)
 }
 
 // gateCluster: the cluster holds its run lease; take the cluster lease, then look for machine
@@ -137,8 +140,9 @@ func (m *Manager) clusterOperation(ctx context.Context, member Owner) (string, b
 	return holderOf(&cl), !v.Free, nil
 }
 
-// gateMember: the machine or pool holds its run lease (mine); read the cluster lease.
-func (m *Manager) gateMember(ctx context.Context, req Request, mine *coordinationv1.Lease) (Result, error) {
+// gateMember: the machine or pool holds its run lease (mine, as this pass wrote it); read the
+// cluster lease.
+func (m *Manager) gateMember(ctx context.Context, req Request, mine taken) (Result, error) {
 	logger := log.FromContext(ctx)
 	holder, live, err := m.clusterOperation(ctx, req.Owner)
 	if err != nil || !live {
@@ -155,9 +159,18 @@ func (m *Manager) gateMember(ctx context.Context, req Request, mine *coordinatio
 		logger.Info("cluster operation in flight, but a Job of this name already exists: keeping the run lease", "job", req.Holder, "clusterLease", req.Owner.ClusterLeaseName())
 		return Result{Acquired: true}, nil
 	}
-	if _, err := m.deleteIfUnchanged(ctx, mine); err != nil {
+	// Give back only a hold this pass took (created, or took over from another holder). A hold
+	// it refreshed was already this run's: another pass of the same run (a second manager) may
+	// have confirmed it and be creating the Job right now, and deleting it would hide that Job
+	// from the cluster (I5). Such a hold is kept while this pass waits: the cluster waits for it
+	// until its Job ends, or, when no Job comes, until the grace runs out.
+	if !mine.fresh {
+		logger.Info("cluster operation in flight; keeping the run lease this pass refreshed, another pass of this run may be creating its Job", "job", req.Holder, "clusterLease", req.Owner.ClusterLeaseName())
+		return m.wait(req, infrav1.WaitingForClusterOperationReason, req.Owner.ClusterLeaseName(), []string{holder}), nil
+	}
+	if _, err := m.deleteIfUnchanged(ctx, mine.lease); err != nil {
 		// A failure to give back is only logged: the hold lapses after the grace.
-		logger.Error(err, "give back run lease", "lease", mine.Name)
+		logger.Error(err, "give back run lease", "lease", mine.lease.Name)
 	}
 	return m.wait(req, infrav1.WaitingForClusterOperationReason, req.Owner.ClusterLeaseName(), []string{holder}), nil
 }
@@ -211,6 +224,9 @@ type taken struct {
 	lease *coordinationv1.Lease
 	// holder is the current holder when not taken ("" when a concurrent writer won).
 	holder string
+	// fresh: this attempt created the lease or took it over from another holder, rather than
+	// refreshing a hold that already named the requested Job.
+	fresh bool
 }
 
 func (t taken) holderList() []string {
@@ -235,7 +251,7 @@ func (m *Manager) take(ctx context.Context, req Request, name, kind string, owne
 			}
 			return taken{}, fmt.Errorf("create lease: %w", err)
 		}
-		return taken{taken: true, lease: l}, nil
+		return taken{taken: true, lease: l, fresh: true}, nil
 	}
 	if err != nil {
 		return taken{}, fmt.Errorf("read lease: %w", err)
@@ -258,7 +274,7 @@ func (m *Manager) take(ctx context.Context, req Request, name, kind string, owne
 		}
 		return taken{}, fmt.Errorf("update lease: %w", err)
 	}
-	return taken{taken: true, lease: &cur}, nil
+	return taken{taken: true, lease: &cur, fresh: holder != req.Holder}, nil
 }
 
 // stamp writes the request's hold into l: labels, annotations, holder, times, backstop. A
