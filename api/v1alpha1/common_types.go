@@ -50,6 +50,28 @@ const (
 	// hold, so a later ordinary delete destroys (docs/deletion.md).
 	AbandonInfrastructureAnnotation = "captf.io/abandon-infrastructure"
 
+	// AdoptStateAnnotation, set to the lineage of a state the object finds but never wrote (a
+	// state kept by deletionPolicy Retain or an abandon, or left by another incarnation of the
+	// same name), lets the object take that state over: its first Job runs on top of it,
+	// pinned to that lineage. Without it such an object holds (StateReadable=False,
+	// RetainedStateFound) and runs nothing. Adopting someone else's infrastructure is an
+	// audited act: the admission webhook accepts it only from the override groups
+	// (--guard-override-groups). See docs/state.md.
+	AdoptStateAnnotation = "captf.io/adopt-state"
+
+	// StateLineageAnnotation is the lineage of the state the object wrote (its first Job that
+	// moved the state), adopted (AdoptStateAnnotation), or restored last. The controller
+	// writes it, and holds the object (StateReadable=False, StateLineageChanged) when the state
+	// turns up with another lineage outside a restore. An annotation, not status: it survives
+	// clusterctl move.
+	StateLineageAnnotation = "captf.io/object-state-lineage"
+
+	// StateLineageSeenAnnotation is set by the controller when the state a Job left has
+	// another lineage than StateLineageAnnotation (and removed once a Job leaves the object's
+	// own lineage again): it makes the next passes read the state live, so an idle object
+	// whose state was replaced is held (StateLineageChanged) at once, not at its next Job.
+	StateLineageSeenAnnotation = "captf.io/state-lineage-seen"
+
 	// StateProtectionFinalizer keeps the state Secret, its backups and the durable inputs
 	// Secret until the controller lets them go: after a successful destroy, a Retain deletion
 	// or an audited abandon. A `kubectl delete secret` of a protected Secret waits.

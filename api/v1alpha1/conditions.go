@@ -145,4 +145,14 @@ const (
 	AbandonedReason = "Abandoned"
 	// RestoreRefusedReason: the restore-state annotation names no usable backup.
 	RestoreRefusedReason = "RestoreRefused"
+	// RetainedStateFoundReason: an object that never wrote a state finds one (kept by a
+	// Retain deletion or an abandon, or left by another incarnation of the same name). Nothing
+	// runs against it until an override group member opts in with captf.io/adopt-state set
+	// to its lineage; a deletion lets the object go without touching that state.
+	RetainedStateFoundReason = "RetainedStateFound"
+	// StateLineageChangedReason: the state's lineage is no longer the one the object wrote,
+	// adopted or restored (captf.io/object-state-lineage), and no restore explains it: the
+	// state was replaced (for example by a module that wrote another state). Nothing runs
+	// against it until a restore of a backup of the object's own lineage.
+	StateLineageChangedReason = "StateLineageChanged"
 )

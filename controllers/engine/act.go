@@ -86,6 +86,7 @@ func (p *pass) act(ctx context.Context) (ctrl.Result, error) {
 
 	switch d.Action {
 	case ActionWaitJob, ActionWait, ActionIdle:
+		p.holdEvent()
 		if d.Wait != nil {
 			return ctrl.Result{RequeueAfter: d.Wait.RequeueAfter}, nil
 		}
@@ -96,6 +97,8 @@ func (p *pass) act(ctx context.Context) (ctrl.Result, error) {
 		return p.start(ctx, d.Operation)
 	case ActionRemoveFinalizer:
 		return p.removeFinalizer(ctx, d.ClearBlockMove, "nothing runs; the object may go, and its state stays: this deletion is part of a move")
+	case ActionLeaveState:
+		return p.removeFinalizer(ctx, d.ClearBlockMove, "nothing was destroyed: the object never wrote a state, and the state found (not adopted) is left as it is")
 	case ActionCleanup:
 		return p.cleanup(ctx)
 	case ActionRetain, ActionAbandon:

@@ -198,9 +198,17 @@ func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
 		}
 	}
 
+	// The lineage of the state the Job left: the object's own the first time, else compared
+	// with it (I7: a state of another lineage holds the object).
+	lineage, err := p.lineageAfter(ctx, cur.Operation)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
 	// Count it: one optimistic-locked metadata patch moves the run sequence on.
 	if err := p.patchMeta(ctx, func(o Object) {
 		b.markers(o, cur, p.ev.RestoreSerial)
+		recordLineage(o, p.ev.OwnLineage, lineage)
 		if outputs != nil && outputsErr == nil {
 			outputsErr = p.r.Kind.ApplyOutputs(o, outputs)
 		}

@@ -136,6 +136,16 @@ type Evidence struct {
 	StateEmpty   bool
 	// Backups are the object's state backups, newest first.
 	Backups []BackupView
+	// The state's identity (docs/state.md, "Whose state it is"). OwnLineage is the lineage of
+	// the state the object wrote or adopted (annotation captf.io/object-state-lineage; without
+	// it, the lineage of its newest backup); "" when it never wrote one. AdoptLineage is the
+	// captf.io/adopt-state annotation: the lineage of a state the object never wrote that an
+	// override group member lets it take over.
+	OwnLineage   string
+	AdoptLineage string
+	// LineageSuspect: a Job left a state of another lineage than OwnLineage (annotation
+	// captf.io/state-lineage-seen), so the state is read live until that is settled.
+	LineageSuspect bool
 	// DeletionPolicy is spec.deletionPolicy ("" means Destroy).
 	DeletionPolicy infrav1.DeletionPolicy
 	// Abandon: the abandon-infrastructure annotation names this object's UID. It applies only
@@ -227,6 +237,10 @@ const (
 	// ActionSkipRun: the Job of the current run sequence belongs to another incarnation of the
 	// object and has finished: move the run sequence on without counting it.
 	ActionSkipRun Action = "SkipRun"
+	// ActionLeaveState: a deleting object that never wrote a state finds one it did not write
+	// (RetainedState) and has not adopted: let the object go without a destroy and without
+	// touching that state, which is not its own.
+	ActionLeaveState Action = "LeaveState"
 )
 
 // Decision is the outcome of Decide: one action, and what it does to the guarded marks.
@@ -261,7 +275,7 @@ func (d Decision) Clears() bool {
 // LetsGo reports whether the decision removes the object's finalizer.
 func (d Decision) LetsGo() bool {
 	switch d.Action {
-	case ActionRemoveFinalizer, ActionCleanup, ActionRetain, ActionAbandon:
+	case ActionRemoveFinalizer, ActionCleanup, ActionRetain, ActionAbandon, ActionLeaveState:
 		return true
 	}
 	return false
@@ -308,10 +322,12 @@ func NeedsDecisionInputs(ev Evidence) bool {
 }
 
 // NeedsLiveState reports whether the pass must read the state Secret live: it has read its
-// decision inputs, and it deletes, or it carries an abandon (judged against the state), or the
-// object applied before and either a Job that touches the state may start or the cache no
-// longer lists the state Secret. A new object and an idle one whose state Secret the cache
-// lists (and that carries no abandon) read nothing.
+// decision inputs, and it deletes, or it carries an abandon (judged against the state), or an
+// apply may start (a new object's first apply too: a state it finds but never wrote holds it,
+// RetainedState), or a Job left a state of another lineage (LineageSuspect), or the object
+// applied before and either another Job that touches the state may start or the cache no
+// longer lists the state Secret. An idle object whose state Secret
+// the cache lists (and that carries no abandon) reads nothing.
 func NeedsLiveState(ev Evidence) bool {
 	if !ev.Gathered {
 		return false
@@ -320,8 +336,8 @@ func NeedsLiveState(ev Evidence) bool {
 		// An abandon is judged against the state: it applies while the state holds the object.
 		return true
 	}
-	return ev.AppliedBefore && (!ev.StateSecretCached || ev.DesiredHash != ev.AppliedHash || ev.RestoreSerial != "" ||
-		ev.Remediate != "" || DriftDue(ev))
+	return ev.DesiredHash != ev.AppliedHash || ev.LineageSuspect ||
+		ev.AppliedBefore && (!ev.StateSecretCached || ev.RestoreSerial != "" || ev.Remediate != "" || DriftDue(ev))
 }
 
 // DriftDue reports whether a drift check is due: checks are on, the object applied before,
@@ -495,6 +511,10 @@ func decideDeletion(ev Evidence, clearActive bool) Decision {
 		return decideDeletion(without, clearActive)
 	case ev.RestoreSerial != "":
 		return decideRestore(ev, d)
+	case RetainedState(ev):
+		// A state this object never wrote, not adopted: not its infrastructure. Nothing is
+		// destroyed and that state is left as it is (never deleted, I6).
+		return letGo(ActionLeaveState)
 	case ev.Destroyed && (ev.State == StateAbsent || ev.State == StatePresent && ev.StateEmpty):
 		// The destroy succeeded and left nothing behind: clean up and let go (I6).
 		return letGo(ActionCleanup)
@@ -518,7 +538,8 @@ func decideDeletion(ev Evidence, clearActive bool) Decision {
 }
 
 // stateHold is the wait of an object whose state cannot be used: lost after it applied
-// (I7), or unreadable. Nothing runs against such a state.
+// (I7), unreadable, of another lineage than the one the object wrote (LineageChanged), or a
+// state it never wrote and has not adopted (RetainedState). Nothing runs against such a state.
 func stateHold(ev Evidence) *Wait {
 	switch {
 	case ev.State == StateAbsent && ev.AppliedBefore:
@@ -530,8 +551,35 @@ func stateHold(ev Evidence) *Wait {
 	case ev.State == StateUnreadable && ev.StateProblem != nil:
 		return &Wait{ConditionType: infrav1.StateReadableCondition, Reason: ev.StateProblem.Reason, RequeueAfter: 10 * time.Minute,
 			Message: ev.StateProblem.Message + "; nothing runs against this state until it reads again or is restored (see docs/state.md)"}
+	case LineageChanged(ev):
+		return &Wait{ConditionType: infrav1.StateReadableCondition, Reason: infrav1.StateLineageChangedReason, RequeueAfter: 10 * time.Minute,
+			Message: fmt.Sprintf("the state has lineage %s, but this object's state has lineage %s (annotation %s) and no restore explains the change: "+
+				"the state was replaced, for example by a module that wrote another state; nothing runs against it. Restore the newest backup of lineage %s "+
+				"(kubectl annotate <object> %s=<serial of status.stateBackups>); if the restore is refused because the replaced state still tracks "+
+				"resources, keep a copy of it, delete the state Secret and restore again (see docs/state.md)",
+				ev.StateLineage, ev.OwnLineage, infrav1.StateLineageAnnotation, ev.OwnLineage, infrav1.RestoreStateAnnotation)}
+	case RetainedState(ev):
+		return &Wait{ConditionType: infrav1.StateReadableCondition, Reason: infrav1.RetainedStateFoundReason, RequeueAfter: 10 * time.Minute,
+			Message: fmt.Sprintf("the object never wrote a state, but a state of lineage %s exists (kept by a Retain deletion or an abandon, or left by "+
+				"another object of this name); nothing runs against it. To take it over, an override group member sets "+
+				"kubectl annotate <object> %s=%s; otherwise delete this object (the state is left as it is) or remove that state first (see docs/state.md)",
+				ev.StateLineage, infrav1.AdoptStateAnnotation, ev.StateLineage)}
 	}
 	return nil
+}
+
+// RetainedState reports a state the object never wrote and has not adopted: the state is
+// present, the object never wrote one (no own lineage) and never applied, and the adopt
+// annotation does not name the state's lineage. Nothing runs against it: a live object holds
+// (RetainedStateFound), a deleting one goes without touching it.
+func RetainedState(ev Evidence) bool {
+	return ev.State == StatePresent && ev.OwnLineage == "" && !ev.AppliedBefore && ev.StateLineage != ev.AdoptLineage
+}
+
+// LineageChanged reports a state whose lineage is not the one the object wrote, adopted or
+// restored: replaced outside a restore (a restore requested is decided before any hold).
+func LineageChanged(ev Evidence) bool {
+	return ev.State == StatePresent && ev.OwnLineage != "" && ev.StateLineage != ev.OwnLineage
 }
 
 // decideRestore decides a requested restore: start it when the serial is a backup of this
@@ -559,7 +607,12 @@ func decideRestore(ev Evidence, d Decision) Decision {
 		d.Action = ActionWait
 		d.Wait = &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue, Message: "the state was not read; no restore starts without it"}
 		return d
-	case ev.State == StatePresent && ev.StateLineage != backup.Lineage:
+	case ev.OwnLineage != "" && backup.Lineage != ev.OwnLineage:
+		// A restore brings the object's own lineage back (the way out of StateLineageChanged,
+		// whatever lineage the state has now), never another one.
+		return refuse(fmt.Sprintf("backup %s has lineage %s, but this object's state has lineage %s (annotation %s): it is another state's backup",
+			backup.Name, backup.Lineage, ev.OwnLineage, infrav1.StateLineageAnnotation))
+	case ev.OwnLineage == "" && ev.State == StatePresent && ev.StateLineage != backup.Lineage:
 		return refuse(fmt.Sprintf("backup %s has lineage %s, but the state has lineage %s: it is another state's backup", backup.Name, backup.Lineage, ev.StateLineage))
 	}
 	d.Action, d.Operation = ActionStart, infrav1.OperationRestore

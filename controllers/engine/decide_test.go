@@ -225,6 +225,45 @@ func TestDecideTable(t *testing.T) {
 			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, Provisioned: true, StateSecretCached: true, BlockMove: true,
 				Remediate: "captf-x-4", DriftMode: infrav1.DriftModeReport}),
 			Decision{Action: ActionIdle}},
+		{"a new object that finds a state it never wrote holds (RetainedStateFound) and starts nothing",
+			settled(Evidence{DesiredHash: "h1", State: StatePresent, StateLineage: "R", BlockMove: true}),
+			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.RetainedStateFoundReason}}},
+		{"the adopt opt-in naming the state's lineage lets a new object apply on top of it",
+			settled(Evidence{DesiredHash: "h1", State: StatePresent, StateLineage: "R", AdoptLineage: "R", BlockMove: true}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationApply}},
+		{"an adopt opt-in naming another lineage adopts nothing",
+			settled(Evidence{DesiredHash: "h1", State: StatePresent, StateLineage: "R", AdoptLineage: "X", BlockMove: true}),
+			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.RetainedStateFoundReason}}},
+		{"a deleting new object leaves a state it never wrote as it is, destroying nothing",
+			settled(Evidence{Deleting: true, State: StatePresent, StateLineage: "R", BlockMove: true}),
+			Decision{Action: ActionLeaveState, ClearBlockMove: true}},
+		{"a deleting new object that adopted the state destroys it",
+			settled(Evidence{Deleting: true, State: StatePresent, StateLineage: "R", AdoptLineage: "R", BlockMove: true}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationDestroy}},
+		{"an object that wrote its state applies on it",
+			settled(Evidence{DesiredHash: "h2", AppliedHash: "h1", AppliedBefore: true, OwnLineage: "L", State: StatePresent, StateLineage: "L", BlockMove: true}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationApply}},
+		{"a state whose lineage changed outside a restore holds an apply (StateLineageChanged)",
+			settled(Evidence{DesiredHash: "h2", AppliedHash: "h1", AppliedBefore: true, OwnLineage: "L", State: StatePresent, StateLineage: "M", BlockMove: true}),
+			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.StateLineageChangedReason}}},
+		{"a state whose lineage changed holds a drift check",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, Provisioned: true, OwnLineage: "L", State: StatePresent, StateLineage: "M",
+				BlockMove: true, DriftDueAt: now.Add(-time.Second)}),
+			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.StateLineageChangedReason}}},
+		{"a state whose lineage changed holds a deletion: nothing destroys another lineage",
+			settled(Evidence{Deleting: true, AppliedBefore: true, OwnLineage: "L", State: StatePresent, StateLineage: "M", BlockMove: true}),
+			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.StateLineageChangedReason}}},
+		{"the adopt opt-in does not release an object whose lineage changed",
+			settled(Evidence{DesiredHash: "h2", AppliedHash: "h1", AppliedBefore: true, OwnLineage: "L", AdoptLineage: "M", State: StatePresent, StateLineage: "M", BlockMove: true}),
+			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.StateLineageChangedReason}}},
+		{"a restore of a backup of the object's own lineage releases a changed lineage",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, OwnLineage: "L", State: StatePresent, StateLineage: "M", BlockMove: true,
+				RestoreSerial: "3", Backups: []BackupView{{Name: "b4", Serial: 4, Lineage: "M"}, {Name: "b3", Serial: 3, Lineage: "L"}}}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationRestore}},
+		{"a restore of a backup of the replacing lineage is refused",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, OwnLineage: "L", State: StatePresent, StateLineage: "M", BlockMove: true,
+				RestoreSerial: "4", Backups: []BackupView{{Name: "b4", Serial: 4, Lineage: "M"}, {Name: "b3", Serial: 3, Lineage: "L"}}}),
+			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.RestoreRefusedReason}}},
 		{"another incarnation's finished Job is skipped, never counted",
 			Evidence{HasFinalizer: true, Current: &JobView{Name: "captf-x-3", Seq: 3, Operation: infrav1.OperationDestroy, Phase: JobFinished, Foreign: true},
 				CurrentPods: PodsTerminal, BlockMove: true},
@@ -240,7 +279,8 @@ func TestDecideTable(t *testing.T) {
 			if got.Action != tc.want.Action || got.Operation != tc.want.Operation ||
 				got.SetBlockMove != tc.want.SetBlockMove || got.ClearBlockMove != tc.want.ClearBlockMove ||
 				got.ClearActiveJob != tc.want.ClearActiveJob || got.SetActiveJob != tc.want.SetActiveJob ||
-				(got.VoidAbandon != "") != (tc.want.VoidAbandon != "") {
+				(got.VoidAbandon != "") != (tc.want.VoidAbandon != "") ||
+				(tc.want.Wait != nil && (got.Wait == nil || got.Wait.Reason != tc.want.Wait.Reason)) {
 				t.Fatalf("Decide = %+v, want %+v", got, tc.want)
 			}
 		})
@@ -258,7 +298,9 @@ func TestDecideTable(t *testing.T) {
 // the state (not read, absent, present and empty, present with resources, unreadable),
 // destroyed, backoff, deletion policy, abandon (none; set after the deletion began or on a
 // live object; proven set before the deletion began), and backups and restore (none; a backup; a
-// backup and its restore; a backup whose restore failed; a restore without a backup). Each
+// backup and its restore; a backup whose restore failed; a restore without a backup). The state
+// dimension also carries its identity: the object's own lineage is L when it wrote a state,
+// and the state is L, or M (another lineage) with or without the adopt opt-in naming it. Each
 // combination is an index in a mixed-radix counter. Drift: off, not due, due, a remediation
 // pending. (An inputs problem, a restore without a backup and an activeJob naming another Job
 // are in the table: they take the same branches as a dependency wait, a refused restore and
@@ -288,11 +330,15 @@ func space(workers int, visit func(Evidence)) {
 	}
 	inputSets := []inputs{{}, {dep: &Wait{Reason: infrav1.WaitingForClusterReason}}}
 	hashes := [][2]string{{"h1", "h1"}, {"h2", "h1"}, {"h1", ""}}
+	// The state read, with its lineage and the adopt opt-in: the object's own lineage is L when
+	// it wrote a state (an applied hash or a backup), else none; M is another state's lineage.
 	type stateSet struct {
-		view  StateView
-		empty bool
+		view           StateView
+		empty          bool
+		lineage, adopt string
 	}
-	states := []stateSet{{StateNotRead, false}, {StateAbsent, false}, {StatePresent, true}, {StatePresent, false}, {StateUnreadable, false}}
+	states := []stateSet{{StateNotRead, false, "", ""}, {StateAbsent, false, "", ""}, {StatePresent, true, "L", ""}, {StatePresent, false, "L", ""},
+		{StateUnreadable, false, "", ""}, {StatePresent, false, "M", ""}, {StatePresent, false, "M", "M"}}
 	unreadable := &Problem{ConditionType: infrav1.StateReadableCondition, Reason: infrav1.StateCorruptReason}
 	children := []string{"TerraformMachine/m1"}
 	backup := []BackupView{{Name: "b5", Serial: 5, Lineage: "L"}}
@@ -328,7 +374,7 @@ func space(workers int, visit func(Evidence)) {
 					Provisioned: on(5), ActiveJob: actives[digit[6]], RunSeq: 3, Current: js.current, Running: js.running, CurrentPods: js.pods,
 					Lag: lags[digit[8]], Gathered: on(9), DependencyWait: in.dep, InputsProblem: in.problem,
 					DesiredHash: hashes[digit[11]][0], AppliedHash: hashes[digit[11]][1],
-					State: st.view, StateEmpty: st.empty, StateLineage: "L", Destroyed: on(14),
+					State: st.view, StateEmpty: st.empty, StateLineage: st.lineage, AdoptLineage: st.adopt, Destroyed: on(14),
 					Backups: rs.backups, RestoreSerial: rs.serial, RestoreFailed: rs.failed, Abandon: digit[17] > 0, AbandonPredates: digit[17] == 2,
 					DriftDueAt: dr.due, Remediate: dr.remediate, DriftMode: dr.mode}
 				if on(12) {
@@ -343,7 +389,10 @@ func space(workers int, visit func(Evidence)) {
 				if on(16) {
 					ev.DeletionPolicy = infrav1.DeletionPolicyRetain
 				}
-				ev.AppliedBefore = ev.AppliedHash != "" || ev.Provisioned || len(ev.Backups) > 0
+				if ev.AppliedHash != "" || len(ev.Backups) > 0 {
+					ev.OwnLineage = "L"
+				}
+				ev.AppliedBefore = ev.AppliedHash != "" || ev.Provisioned || len(ev.Backups) > 0 || ev.OwnLineage != ""
 				ev.StateSecretCached = st.view != StateAbsent
 				visit(ev)
 			}
@@ -468,6 +517,34 @@ func violations(ev Evidence, d Decision) []string {
 	if d.SetBlockMove && d.ClearBlockMove {
 		bad("contradictory block-move decision")
 	}
+	// The state's identity: nothing but a restore runs against a state the object never wrote
+	// and did not adopt, or against a state whose lineage changed; a restore brings back only
+	// the object's own lineage; such a state is never deleted; a settled pass reports the hold.
+	retained := ev.State == StatePresent && ev.OwnLineage == "" && !ev.AppliedBefore && ev.StateLineage != ev.AdoptLineage
+	changed := ev.State == StatePresent && ev.OwnLineage != "" && ev.StateLineage != ev.OwnLineage
+	if d.Action == ActionStart && d.Operation != infrav1.OperationRestore && retained {
+		bad("runs %s against a state it never wrote, without the adopt opt-in naming its lineage", d.Operation)
+	}
+	if d.Action == ActionStart && d.Operation != infrav1.OperationRestore && changed {
+		bad("runs %s against a state whose lineage changed outside a restore", d.Operation)
+	}
+	if d.Action == ActionStart && d.Operation == infrav1.OperationRestore && ev.OwnLineage != "" {
+		for _, b := range ev.Backups {
+			if fmt.Sprint(b.Serial) == ev.RestoreSerial && b.Lineage != ev.OwnLineage {
+				bad("restores a backup of lineage %s over an object whose own lineage is %s", b.Lineage, ev.OwnLineage)
+			}
+		}
+	}
+	if d.Action == ActionCleanup && retained {
+		bad("I6: deletes a state the object never wrote")
+	}
+	if d.Action == ActionLeaveState && !(retained && ev.Deleting) {
+		bad("lets go without a destroy of a state that is not someone else's")
+	}
+	if settledPass && !ev.Deleting && ev.RestoreSerial == "" && (retained || changed) &&
+		(d.Action != ActionWait || d.Wait == nil || d.Wait.ConditionType != infrav1.StateReadableCondition) {
+		bad("a state it never wrote or whose lineage changed does not hold the object (StateReadable)")
+	}
 	remediation := ev.Remediate != "" && ev.DriftMode == infrav1.DriftModeRemediate
 	if d.Action == ActionStart && d.Operation == infrav1.OperationApply &&
 		((ev.DesiredHash == ev.AppliedHash && !remediation) || ev.Now.Before(ev.RetryAt) || ev.DependencyWait != nil || ev.InputsProblem != nil) {
@@ -503,6 +580,9 @@ func TestDecideInvariantsOverTheWholeEvidenceSpace(t *testing.T) {
 			if d.VoidAbandon != "" {
 				reached[fmt.Sprintf("VoidAbandon/deleting=%t", ev.Deleting)]++
 			}
+			if d.Wait != nil && (d.Wait.Reason == infrav1.RetainedStateFoundReason || d.Wait.Reason == infrav1.StateLineageChangedReason) {
+				reached["Hold/"+d.Wait.Reason]++
+			}
 		}
 	})
 	for _, f := range failures {
@@ -510,7 +590,8 @@ func TestDecideInvariantsOverTheWholeEvidenceSpace(t *testing.T) {
 	}
 	for _, a := range []string{"None/", "AddFinalizer/", "WaitJob/", "Bookkeep/Apply", "SkipRun/", "WaitLag/", "Start/Apply",
 		"Start/Destroy", "Start/Restore", "Start/Drift", "Idle/", "RecoverStatus/", "Wait/", "RemoveFinalizer/", "Cleanup/", "Retain/", "Abandon/",
-		"VoidAbandon/deleting=false", "VoidAbandon/deleting=true"} {
+		"VoidAbandon/deleting=false", "VoidAbandon/deleting=true", "LeaveState/",
+		"Hold/" + infrav1.RetainedStateFoundReason, "Hold/" + infrav1.StateLineageChangedReason} {
 		if reached[a] == 0 {
 			t.Errorf("no evidence gather can produce reaches %s", a)
 		}

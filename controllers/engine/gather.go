@@ -188,7 +188,8 @@ func (p *pass) gatherCache(ctx context.Context) error {
 	if err := p.gatherSecrets(ctx); err != nil {
 		return err
 	}
-	p.ev.AppliedBefore = p.ev.AppliedHash != "" || p.ev.Provisioned || len(p.ev.Backups) > 0
+	p.gatherIdentity()
+	p.ev.AppliedBefore = p.ev.AppliedHash != "" || p.ev.Provisioned || len(p.ev.Backups) > 0 || p.ev.OwnLineage != ""
 	p.gatherDriftSchedule()
 	if t, err := time.Parse(time.RFC3339, ann[infrav1.RetryAtAnnotation]); err == nil {
 		p.ev.RetryAt = t
