@@ -92,9 +92,15 @@ func eventTarget(req admission.Request, oldM, newM *Marks) *metav1.PartialObject
 	}
 }
 
-// judgeMarks judges the guarded removals (and the abandon) of one request.
+// judgeMarks judges the guarded removals (and the abandon, the adopt opt-in and the lineage
+// record, judgeIdentity) of one request.
 func (g *Guard) judgeMarks(ctx context.Context, req admission.Request, oldM, newM *Marks) admission.Response {
 	ch := Diff(oldM, newM)
+	if ich := DiffIdentity(oldM, newM); ich.AdoptSet || ich.RecordChanged {
+		if resp, denied := g.judgeIdentity(ctx, req, ich, newM); denied {
+			return resp
+		}
+	}
 	if ch.AbandonSet {
 		if resp, denied := g.judgeAbandon(ctx, req, oldM, newM); denied {
 			return resp

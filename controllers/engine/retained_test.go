@@ -152,7 +152,9 @@ var _ = Describe("The state's identity", func() {
 		}).Should(Succeed())
 
 		By("an apply whose module writes a state of another lineage")
-		update(tc, func(tc *infrav1.TerraformCluster) { tc.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"size":2}`)} })
+		update(tc, func(tc *infrav1.TerraformCluster) {
+			tc.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"size":2}`)}
+		})
 		apply := waitForJob(tc, infrav1.TerraformClusterKind, 2)
 		Expect(jobs.StateLineageOf(apply)).To(Equal(ownLineage))
 		hostile := clusterState(7, "10.9.2.1")
@@ -167,7 +169,9 @@ var _ = Describe("The state's identity", func() {
 		Eventually(func() int { return warningEvents(f.ns, tc.Name, infrav1.StateLineageChangedReason) }).Should(Equal(1))
 
 		By("an input change starts no Job against the replaced state")
-		update(tc, func(tc *infrav1.TerraformCluster) { tc.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"size":3}`)} })
+		update(tc, func(tc *infrav1.TerraformCluster) {
+			tc.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"size":3}`)}
+		})
 		Consistently(jobOf(tc, 3), "2s").Should(BeFalse())
 		Expect(stateReadable(tc)()).To(HaveField("Reason", infrav1.StateLineageChangedReason))
 		Expect(warningEvents(f.ns, tc.Name, infrav1.StateLineageChangedReason)).To(Equal(1), "one event for the hold, not one per pass")
