@@ -46,6 +46,12 @@
 //     the annotation is not judged.
 //   - captf.io/pending-plan and captf.io/applied-plan are set, changed or removed only by the
 //     manager's own identity. The plan rules read nothing and are judged before the removals.
+//   - A request that sets captf.io/adopt-state or changes its value (the opt-in that lets an
+//     object take over a state it never wrote) is allowed only from a member of the override
+//     groups; captf.io/object-state-lineage and captf.io/state-lineage-seen (the controller's
+//     record of the state lineage) are set, changed or removed only by the manager's own
+//     identity or an override group member (adopt.go). Both rules read nothing. Limit: the
+//     guard judges updates only, so an object created with captf.io/adopt-state is not refused.
 //   - The ValidatingAdmissionPolicy of config/policy holds the approver-group rule from the
 //     ConfigMap PlanApproversConfigMap (kept by controllers/setup), without the webhook.
 //   - Defaulting is idempotent: applying it twice equals applying it once.

@@ -16,6 +16,12 @@
 //     the cachelag package say no Job of the object runs or may still be created;
 //   - a deletion that is paused or part of a move never destroys and never deletes state; state
 //     is deleted only after a successful destroy;
-//   - what must survive a move (run sequence, applied inputs hash, failure backoff) lives in
-//     annotations and Secrets, never only in status.
+//   - what must survive a move (run sequence, applied inputs hash, failure backoff, the
+//     lineage of the state the object wrote) lives in annotations and Secrets, never only in
+//     status;
+//   - nothing but a restore runs against a state the object never wrote and has not adopted
+//     (captf.io/adopt-state naming its lineage: RetainedStateFound), nor against a state whose
+//     lineage is not the one recorded in captf.io/object-state-lineage (StateLineageChanged);
+//     that record is written once, by bookkeeping, and a restore brings back only its lineage;
+//     a state the object never wrote is never destroyed or deleted without the opt-in.
 package engine
