@@ -119,7 +119,7 @@ func ownsAnnotation(e metav1.ManagedFieldsEntry, key string) bool {
 			Annotations map[string]json.RawMessage `json:"f:annotations"`
 		} `json:"f:metadata"`
 	}
-	if err := json.Unmarshal(e.FieldsV1.Raw, &root); err != nil {
+	if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &root); err != nil {
 		return false
 	}
 	_, ok := root.Metadata.Annotations["f:"+key]

@@ -28,7 +28,7 @@ func TestAbandonSetBeforeReadsTheManagedFields(t *testing.T) {
 			fields += fmt.Sprintf("%q:{}", "f:"+k)
 		}
 		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, Time: when,
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{` + fields + `}}}`)}}
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{` + fields + `}}}`)}
 	}
 	abandon := infrav1.AbandonInfrastructureAnnotation
 	for _, c := range []struct {
