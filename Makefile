@@ -148,7 +148,8 @@ MUTATE_ARGS ?=
 # The CI slice (make mutate-ci): the mutations killed by unit tests and the exhaustive Decide
 # test, no API server: every guard rule of webhooks' pure functions, the run lease's freeness
 # rules, the engine's fake-client and plan rules, the runner's restore lineage, the chaos
-# monitor's drift checks, and two Decide clauses (the rest of decide.txt runs about a minute
+# monitor's drift checks, the identity-token audience rule, the waiting plan's conditions, the
+# abandon that predates a deletion, and two Decide clauses (the rest of decide.txt runs about a minute
 # each: make mutate MUTATIONS='decide/*').
 # It fits in about 10 minutes on a 2-core machine (docs/mutation-report.md).
 MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guarded, \
@@ -164,7 +165,10 @@ MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guar
   runner-restore-refuses-another-lineage, decide-running-job-wins, decide-statelost-hold, \
   drift-monitor-checks-i7, drift-monitor-counts-drift-jobs, state-monitor-refusal-needs-a-lineage, \
   drift-jitter-spreads-the-checks, drift-overdue-checks-spread-after-a-restart, slots-read-the-cache-under-the-lock, \
-  slots-unknown-create-keeps-its-slot, drift-prune-waits-for-the-pods
+  slots-unknown-create-keeps-its-slot, drift-prune-waits-for-the-pods, \
+  identity-audience-accepted-is-refused, identity-audience-wellknown-filter, \
+  plans-waiting-plan-is-false, plans-waiting-plan-keeps-ready, \
+  abandon-set-before-the-deletion-does-not-skip-the-destroy
 
 .PHONY: mutate
 mutate: test-bins ## Run every mutation proof of hack/mutations/*.txt (well over an hour); fails unless each is KILLED by a named test. MUTATIONS=<globs> for a subset.
