@@ -569,11 +569,11 @@ func stateHold(ev Evidence) *Wait {
 }
 
 // RetainedState reports a state the object never wrote and has not adopted: the state is
-// present, the object never wrote one (no own lineage) and never applied, and the adopt
+// present, the object never wrote one (no own lineage), never applied nor destroyed, and the adopt
 // annotation does not name the state's lineage. Nothing runs against it: a live object holds
 // (RetainedStateFound), a deleting one goes without touching it.
 func RetainedState(ev Evidence) bool {
-	return ev.State == StatePresent && ev.OwnLineage == "" && !ev.AppliedBefore && ev.StateLineage != ev.AdoptLineage
+	return ev.State == StatePresent && ev.OwnLineage == "" && !ev.AppliedBefore && !ev.Destroyed && ev.StateLineage != ev.AdoptLineage
 }
 
 // LineageChanged reports a state whose lineage is not the one the object wrote, adopted or

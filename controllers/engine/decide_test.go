@@ -520,7 +520,7 @@ func violations(ev Evidence, d Decision) []string {
 	// The state's identity: nothing but a restore runs against a state the object never wrote
 	// and did not adopt, or against a state whose lineage changed; a restore brings back only
 	// the object's own lineage; such a state is never deleted; a settled pass reports the hold.
-	retained := ev.State == StatePresent && ev.OwnLineage == "" && !ev.AppliedBefore && ev.StateLineage != ev.AdoptLineage
+	retained := ev.State == StatePresent && ev.OwnLineage == "" && !ev.AppliedBefore && !ev.Destroyed && ev.StateLineage != ev.AdoptLineage
 	changed := ev.State == StatePresent && ev.OwnLineage != "" && ev.StateLineage != ev.OwnLineage
 	if d.Action == ActionStart && d.Operation != infrav1.OperationRestore && retained {
 		bad("runs %s against a state it never wrote, without the adopt opt-in naming its lineage", d.Operation)
