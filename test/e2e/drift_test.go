@@ -121,6 +121,10 @@ var _ = Describe("Drift checks, with real Terraform", func() {
 				HaveField("Message", ContainSubstring("0 to create, 1 to update, 0 to replace, 0 to delete")),
 				HaveField("Message", ContainSubstring("mode Report"))))
 		AddReportEntry("drift reported after the state changed", since(tampered))
+		// docs/drift.md's command, as a person runs it, shows what the docs show.
+		shown := kubectl(sb, "get", "-n", ns, "terraformcluster", name, "-o", `jsonpath={.status.conditions[?(@.type=="DriftDetected")]}`)
+		Expect(shown).To(And(ContainSubstring(`"type":"DriftDetected"`), ContainSubstring(`"status":"True"`), ContainSubstring(`"reason":"DriftFound"`),
+			ContainSubstring(`"message":"the infrastructure differs from the last apply: `)))
 		fmt.Fprintf(GinkgoWriter, "DriftDetected: %s\n", conditionOf(sb, o, infrav1.DriftDetectedCondition).Message)
 
 		By("Report applies nothing, through a further check")

@@ -280,6 +280,9 @@ var _ = Describe("Saved plans and approvals, with real Terraform", func() {
 		Expect(table).To(MatchRegexp(`PLAN\s+CREATE\s+UPDATE\s+REPLACE\s+DELETE`))
 		// Zero counts print empty (the status omits them).
 		Expect(table).To(MatchRegexp(p1.ID + `\s+1\s+1\s+\d+s\n`))
+		// PROVISIONED true, READY True, no JOB or OPERATION: the object stays Ready while the plan waits.
+		Expect(table).To(MatchRegexp(`PROVISIONED\s+READY\s+JOB\s+OPERATION\s+PLAN`))
+		Expect(table).To(MatchRegexp(`\strue\s+True\s+` + p1.ID))
 		Expect(kubectl(sb, "get", "-n", ns, "events", "--field-selector", "reason=PlanSaved")).To(ContainSubstring(p1.ID))
 		text := shell(sb, fmt.Sprintf(`secret=$(kubectl -n %s get terraformcluster %s -o jsonpath='{.status.pendingPlan.secret}') && kubectl -n %s get secret "$secret" -o jsonpath='{.data.plan\.txt}' | base64 -d`,
 			ns, name, ns))

@@ -86,6 +86,11 @@ var _ = Describe("The state, with real Terraform", func() {
 		Expect(backups[0].Serial).To(BeNumerically(">", backups[1].Serial))
 		Expect(backups[1].Serial).To(BeEquivalentTo(first.Serial))
 		fmt.Fprintf(GinkgoWriter, "%s", kubectl(sb, "get", "-n", ns, "secrets", "-l", "captf.io/secret-role=state-backup"))
+		// docs/state.md's listing, as a person runs it: serial, Secret and time, newest first.
+		listed := kubectl(sb, "get", "-n", ns, "terraformcluster", name, "-o",
+			`jsonpath={range .status.stateBackups[*]}{.serial}{"\t"}{.secret}{"\t"}{.time}{"\n"}{end}`)
+		Expect(listed).To(MatchRegexp(fmt.Sprintf(`^%d\t%s\t\d{4}-\d\d-\d\dT[0-9:]+Z\n%d\t%s\t\d{4}-\d\d-\d\dT[0-9:]+Z\n$`,
+			backups[0].Serial, backups[0].Secret, backups[1].Serial, backups[1].Secret)))
 		eventuallyReady(sb, o)
 
 		describeState(sb, ns, name, "after two applies")
@@ -119,6 +124,12 @@ var _ = Describe("The state, with real Terraform", func() {
 		Eventually(func() *metav1.Condition { return conditionOf(sb, o, infrav1.StateReadableCondition) }).Should(
 			And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", infrav1.StateLostReason)))
 		fmt.Fprintf(GinkgoWriter, "StateLost: %s\n", conditionOf(sb, o, infrav1.StateReadableCondition).Message)
+		// docs/state.md's command shows what the docs show.
+		shown := kubectl(sb, "get", "-n", ns, "terraformcluster", name, "-o", `jsonpath={.status.conditions[?(@.type=="StateReadable")]}`)
+		Expect(shown).To(And(ContainSubstring(`"type":"StateReadable"`), ContainSubstring(`"status":"False"`), ContainSubstring(`"reason":"StateLost"`),
+			ContainSubstring(`"message":"the object applied before but its Terraform state Secret is gone; nothing runs`)))
+		Expect(conditionOf(sb, o, infrav1.ReadyCondition)).To(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", infrav1.StateLostReason)),
+			"docs/state.md: Ready is False with the reason StateLost")
 		kubectl(sb, "patch", "-n", ns, "terraformcluster", name, "--type=merge", "-p", `{"spec":{"variables":{"generation":3}}}`)
 		Consistently(func() string { return runSeqOf(sb, o) }, 5*time.Second).Should(Equal(seq), "no Job runs against a lost state")
 
