@@ -47,14 +47,26 @@ var _ = Describe("Two managers without leader election, under random cache lag",
 		mon := startMonitor()
 		rnd := &lockedRand{r: rand.New(rand.NewSource(GinkgoRandomSeed()))}
 		lagBefore := cachelag.Detected()
-		a := startManager(managerOpts{withStale: true})
-		b := startManager(managerOpts{withStale: true})
+		// The watch latency: half the events reach the handlers 50 to 250 ms late (and the ones
+		// behind them wait, as on one watch stream); until an event is delivered, the double may
+		// serve the version before it, never after.
+		latency := func() time.Duration {
+			if rnd.Float64() >= 0.5 {
+				return 0
+			}
+			return time.Duration(50+rnd.Float64()*200) * time.Millisecond
+		}
+		delayEvents := func(r *running) { r.stale.DelayEvents(latency) }
+		a := startManager(managerOpts{withStale: true, staleEvents: true, built: delayEvents})
+		b := startManager(managerOpts{withStale: true, staleEvents: true, built: delayEvents})
 		for _, m := range []*running{a, b} {
 			Eventually(func() *stalecache.Reader { return m.stale }).ShouldNot(BeNil())
 			// Jobs go missing from the cache (created, not yet seen); objects come back one
 			// version old (an informer one event behind). Objects are never hidden outright: a
 			// real informer raises an object's event only once it holds the object, so hiding
-			// the object a pass was triggered for would test a cache that cannot exist.
+			// the object a pass was triggered for would test a cache that cannot exist. For the
+			// same reason the double is wired to the cache's events (staleEvents): it never
+			// serves an object older than one it served or whose event it delivered.
 			m.stale.Add(stalecache.Random(&batchv1.Job{}, 0.3, rnd.Float64))
 			m.stale.Add(stalecache.Lagging(&infrav1.TerraformCluster{}, 0.2, rnd.Float64))
 			m.stale.Add(stalecache.Lagging(&infrav1.TerraformMachine{}, 0.2, rnd.Float64))

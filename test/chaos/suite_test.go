@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -77,10 +78,14 @@ func (r *running) Stop() error {
 
 // managerOpts says how a test manager is built.
 type managerOpts struct {
-	cfg         *rest.Config
-	clock       clock.Clock
-	intercept   *interceptor.Funcs
-	withStale   bool
+	cfg       *rest.Config
+	clock     clock.Clock
+	intercept *interceptor.Funcs
+	withStale bool
+	// staleEvents wires the stale double to the cache's events (stalecache.Reader.Informing):
+	// it never serves an object older than the version whose event was delivered, as a real
+	// informer cannot.
+	staleEvents bool
 	syncTimeout time.Duration
 	disableGate bool
 	// concurrency is the workers per controller (default 2); stateBackups the state backups
@@ -136,9 +141,21 @@ func newManager(o managerOpts) (*running, error) {
 			if o.syncTimeout > 0 {
 				mo.Controller.CacheSyncTimeout = o.syncTimeout
 			}
+			if o.staleEvents {
+				mo.NewCache = func(cfg *rest.Config, co cache.Options) (cache.Cache, error) {
+					c, err := cache.New(cfg, co)
+					if err != nil {
+						return nil, err
+					}
+					r.stale = stalecache.Wrap(c, co.Scheme)
+					return r.stale.Informing(c), nil
+				}
+			}
 			mo.NewClient = func(cfg *rest.Config, co client.Options) (client.Client, error) {
 				if o.withStale {
-					r.stale = stalecache.Wrap(co.Cache.Reader, co.Scheme)
+					if r.stale == nil {
+						r.stale = stalecache.Wrap(co.Cache.Reader, co.Scheme)
+					}
 					co.Cache.Reader = r.stale
 				}
 				c, err := client.NewWithWatch(cfg, co)

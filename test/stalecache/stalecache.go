@@ -3,6 +3,7 @@ package stalecache
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,11 +31,20 @@ type Reader struct {
 
 	hidden atomic.Int64
 	aged   atomic.Int64
+
+	// floors holds, per object (Go type, namespace, name), the newest resourceVersion this
+	// reader has served or has delivered in an event (Informing). An older copy below it is
+	// never served: a reader does not go back in time.
+	floorMu sync.Mutex
+	floors  map[string]uint64
+
+	// delay, when set, is the latency of each event (DelayEvents).
+	delay func() time.Duration
 }
 
 // Wrap returns a Reader over inner (normally the manager's cache).
 func Wrap(inner client.Reader, scheme *runtime.Scheme) *Reader {
-	return &Reader{inner: inner, scheme: scheme, rules: map[int]Rule{}}
+	return &Reader{inner: inner, scheme: scheme, rules: map[int]Rule{}, floors: map[string]uint64{}}
 }
 
 // Add installs a rule and returns the function that removes it.
@@ -57,7 +67,35 @@ func (r *Reader) Hidden() int64 { return r.hidden.Load() }
 // Aged is how many reads returned an older copy.
 func (r *Reader) Aged() int64 { return r.aged.Load() }
 
+// judge asks the rules about obj (the current version in the inner cache) and keeps the reader
+// monotonic: an older copy is served only when it is not older than a version this reader has
+// already served or delivered; otherwise the current one is served. Whatever is served raises
+// the floor.
 func (r *Reader) judge(obj client.Object) (bool, client.Object) {
+	hide, older := r.ask(obj)
+	if hide {
+		return true, nil
+	}
+	key := objectKey(obj)
+	r.floorMu.Lock()
+	defer r.floorMu.Unlock()
+	if older != nil {
+		rv, ok := parseVersion(older)
+		if !ok || rv < r.floors[key] {
+			older = nil
+		}
+	}
+	served := obj
+	if older != nil {
+		served = older
+	}
+	if rv, ok := parseVersion(served); ok && rv > r.floors[key] {
+		r.floors[key] = rv
+	}
+	return false, older
+}
+
+func (r *Reader) ask(obj client.Object) (bool, client.Object) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	for _, rule := range r.rules {
@@ -66,6 +104,33 @@ func (r *Reader) judge(obj client.Object) (bool, client.Object) {
 		}
 	}
 	return false, nil
+}
+
+// delivered raises obj's floor to its version: an informer has handed it to event handlers,
+// so every read after the handler ran (the passes that event triggers) sees it or a newer one.
+func (r *Reader) delivered(obj client.Object) {
+	rv, ok := parseVersion(obj)
+	if !ok {
+		return
+	}
+	key := objectKey(obj)
+	r.floorMu.Lock()
+	defer r.floorMu.Unlock()
+	if rv > r.floors[key] {
+		r.floors[key] = rv
+	}
+}
+
+func objectKey(obj client.Object) string {
+	return fmt.Sprintf("%T/%s/%s", obj, obj.GetNamespace(), obj.GetName())
+}
+
+// parseVersion reads a resourceVersion as the etcd revision it is on the API servers these
+// tests run against (envtest, the fake client). A version that is not a number is not
+// compared, and no older copy is served against it.
+func parseVersion(obj client.Object) (uint64, bool) {
+	rv, err := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
+	return rv, err == nil
 }
 
 // Get implements client.Reader.
@@ -145,7 +210,8 @@ func Younger(sample client.Object, d time.Duration, now func() time.Time) Rule {
 }
 
 // Snapshot serves a frozen copy of one object (its state when the rule was made) instead of
-// the current one: the view of an informer whose watch stalled.
+// the current one: the view of an informer whose watch stalled. Like every older copy, it is
+// not served once the reader has served or delivered a newer version.
 func Snapshot(frozen client.Object) Rule {
 	t := fmt.Sprintf("%T", frozen)
 	frozen = frozen.DeepCopyObject().(client.Object)
@@ -166,10 +232,16 @@ func Random(sample client.Object, p float64, rnd func() float64) Rule {
 	}
 }
 
-// Lagging serves, with probability p, the version of an object of sample's type that the
-// cache showed before the current one: the view of an informer one event behind. It never
-// hides an object, so a pass triggered by an event still finds its object (as with a real
-// informer, which raises the event only once the object is in the cache).
+// Lagging serves, with probability p, the version of an object of sample's type that this
+// rule saw before the current one: the view of an informer one event behind. It never hides an
+// object. Install one Lagging per Reader (one per manager): its memory of versions is that
+// reader's.
+//
+// The Reader keeps the lag to what an informer can show: a copy older than one the reader has
+// already served is never served (a reader does not go back), and once the reader is wired to
+// the cache's events (Informing), a copy older than the newest version delivered to event
+// handlers is never served either, so the passes an object's event triggers see that version
+// or a newer one. A new version can still be delayed until its event arrives.
 func Lagging(sample client.Object, p float64, rnd func() float64) Rule {
 	t := fmt.Sprintf("%T", sample)
 	type versions struct{ prev, cur client.Object }
@@ -190,7 +262,7 @@ func Lagging(sample client.Object, p float64, rnd func() float64) Rule {
 		if v.cur == nil || v.cur.GetResourceVersion() != obj.GetResourceVersion() {
 			v.prev, v.cur = v.cur, obj.DeepCopyObject().(client.Object)
 		}
-		if v.prev != nil && rnd() < p {
+		if v.prev != nil && v.prev.GetUID() == obj.GetUID() && rnd() < p {
 			return false, v.prev.DeepCopyObject().(client.Object)
 		}
 		return false, nil
