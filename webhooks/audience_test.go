@@ -21,7 +21,7 @@ var _ = Describe("The identity token audience at admission", func() {
 		// The suite's webhooks (webhooks.Setup with no Audiences) probe through the account
 		// default/captf-audience-probe, which the manager creates when it starts.
 		probe := types.NamespacedName{Namespace: metav1.NamespaceDefault, Name: jobs.DefaultAudienceProbeAccountName}
-		Expect(jobs.EnsureAudienceProbeAccount(ctx, admin, probe)).To(Succeed())
+		Expect(jobs.EnsureAudienceProbeAccount(ctx, admin, admin, probe)).To(Succeed())
 		auds, err := envtest.APIServerAudiences(ctx, admin, probe)
 		Expect(err).NotTo(HaveOccurred())
 		aud := auds[0]

@@ -19,7 +19,7 @@ var _ = Describe("The identity token audience, before every Job", func() {
 		// The suite runs no webhook: this is the engine's own line, which also catches an
 		// audience the API server began to accept after admission.
 		probe := types.NamespacedName{Namespace: metav1.NamespaceDefault, Name: jobs.DefaultAudienceProbeAccountName}
-		Expect(jobs.EnsureAudienceProbeAccount(ctx, k8s, probe)).To(Succeed())
+		Expect(jobs.EnsureAudienceProbeAccount(ctx, k8s, k8s, probe)).To(Succeed())
 		auds, err := envtest.APIServerAudiences(ctx, k8s, probe)
 		Expect(err).NotTo(HaveOccurred())
 

@@ -66,7 +66,7 @@ type AudienceProbe struct {
 func (p AudienceProbe) AcceptsAudience(ctx context.Context, audience string) (bool, error) {
 	token, err := p.token(ctx, audience)
 	if apierrors.IsNotFound(err) && p.CreateAccount {
-		if err = EnsureAudienceProbeAccount(ctx, p.Client, p.Account); err != nil {
+		if err = createAudienceProbeAccount(ctx, p.Client, p.Account); err != nil {
 			return false, err
 		}
 		token, err = p.token(ctx, audience)
@@ -93,9 +93,23 @@ func (p AudienceProbe) token(ctx context.Context, audience string) (string, erro
 	return req.Status.Token, nil
 }
 
-// EnsureAudienceProbeAccount creates the probe ServiceAccount when it is missing: no token
-// automount, the label app.kubernetes.io/managed-by=captf, and no binding anywhere.
-func EnsureAudienceProbeAccount(ctx context.Context, c client.Client, account types.NamespacedName) error {
+// EnsureAudienceProbeAccount reads the probe ServiceAccount through reader (the API server:
+// ServiceAccounts are not cached) and creates it through writer only when it is missing, so a
+// manager that restarts over an installed fleet writes nothing.
+func EnsureAudienceProbeAccount(ctx context.Context, reader client.Reader, writer client.Writer, account types.NamespacedName) error {
+	err := reader.Get(ctx, account, &corev1.ServiceAccount{})
+	switch {
+	case err == nil:
+		return nil
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("read audience probe account %s: %w", account, err)
+	}
+	return createAudienceProbeAccount(ctx, writer, account)
+}
+
+// createAudienceProbeAccount creates the probe ServiceAccount: no token automount, the label
+// app.kubernetes.io/managed-by=captf, and no binding anywhere. AlreadyExists is success.
+func createAudienceProbeAccount(ctx context.Context, c client.Writer, account types.NamespacedName) error {
 	sa := &corev1.ServiceAccount{
 		ObjectMeta: metav1.ObjectMeta{Namespace: account.Namespace, Name: account.Name,
 			Labels: map[string]string{"app.kubernetes.io/managed-by": "captf"}},

@@ -116,7 +116,7 @@ func New(cfg *rest.Config, o Options, extra ...func(*manager.Options)) (manager.
 	leaseOpts.Clock = o.Clock
 	leases := runlease.New(mgr.GetClient(), mgr.GetAPIReader(), leaseOpts)
 	probeAccount := types.NamespacedName{Namespace: o.AudienceProbeNamespace, Name: jobs.DefaultAudienceProbeAccountName}
-	if err := mgr.Add(audienceProbeAccount{client: mgr.GetClient(), account: probeAccount}); err != nil {
+	if err := mgr.Add(audienceProbeAccount{reader: mgr.GetAPIReader(), client: mgr.GetClient(), account: probeAccount}); err != nil {
 		return nil, fmt.Errorf("add the audience probe account keeper: %w", err)
 	}
 	if o.EnableWebhooks {
