@@ -66,6 +66,35 @@ func (p *pass) gather(ctx context.Context) error {
 		if err := p.gatherState(ctx); err != nil {
 			return err
 		}
+		if err := p.gatherOwnRun(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gatherOwnRun keeps a state that seems never written by the object (RetainedState) from being
+// judged while a Job of this incarnation's current run exists that the cache does not show:
+// that Job may have written the state and not be counted yet (its count lost a conflict, or
+// another manager started it). The Job is read live, only in that case; when it is the
+// object's own, the pass does not judge whose state it is (the state counts as not read), so
+// it goes on as before the state was read: the start of that run finds the Job, never takes a
+// finished one over, and looks again until the cache shows it and it is counted.
+func (p *pass) gatherOwnRun(ctx context.Context) error {
+	if !RetainedState(p.ev) {
+		return nil
+	}
+	job := &batchv1.Job{}
+	err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: naming.JobName(p.suffix, p.ev.RunSeq)}, job)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("read the current run's job live: %w", err)
+	}
+	if metav1.IsControlledBy(job, p.obj) {
+		p.ev.State, p.ev.StateLineage, p.ev.StateEmpty, p.ev.StateSerial = StateNotRead, "", false, 0
+		p.state = nil
 	}
 	return nil
 }
