@@ -26,16 +26,25 @@ type IdentityChange struct {
 }
 
 // DiffIdentity compares the state identity annotations of the old and the new object. It is
-// pure.
+// pure. clusterctl move marks the source copy it is about to delete with a JSON patch that
+// replaces all its annotations by delete-for-move alone; the record lives on in the target copy,
+// and removing it can only make the object hold (RetainedStateFound), never take a state over.
+// So on an object that carries delete-for-move after the request, removing the record is no
+// change of it; setting or changing it still is.
 func DiffIdentity(oldM, newM *Marks) IdentityChange {
 	adopt := newM.Annotations[infrav1.AdoptStateAnnotation]
 	ch := IdentityChange{AdoptSet: adopt != "" && adopt != oldM.Annotations[infrav1.AdoptStateAnnotation]}
+	_, moving := newM.Annotations[infrav1.DeleteForMoveAnnotation]
 	for _, k := range []string{infrav1.StateLineageAnnotation, infrav1.StateLineageSeenAnnotation} {
 		was, had := oldM.Annotations[k]
 		is, has := newM.Annotations[k]
-		if had != has || was != is {
-			ch.RecordChanged = true
+		if had == has && was == is {
+			continue
 		}
+		if moving && !has {
+			continue
+		}
+		ch.RecordChanged = true
 	}
 	return ch
 }

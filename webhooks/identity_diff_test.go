@@ -1,0 +1,41 @@
+package webhooks_test
+
+import (
+	"testing"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/webhooks"
+)
+
+// TestDiffIdentityLetsClusterctlMoveReplaceTheSourceAnnotations: clusterctl move marks the source
+// copy it deletes with a JSON patch that replaces every annotation by delete-for-move alone.
+// That removal of the lineage record is no change of it (the record lives on in the target
+// copy, and a missing record can only hold the object); setting or changing it, with or
+// without delete-for-move, still is.
+func TestDiffIdentityLetsClusterctlMoveReplaceTheSourceAnnotations(t *testing.T) {
+	marks := func(kv ...string) *webhooks.Marks {
+		m := &webhooks.Marks{}
+		m.Annotations = map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m.Annotations[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	const rec, seen, move = infrav1.StateLineageAnnotation, infrav1.StateLineageSeenAnnotation, infrav1.DeleteForMoveAnnotation
+	for _, c := range []struct {
+		name     string
+		old, new *webhooks.Marks
+		changed  bool
+	}{
+		{"clusterctl move's patch of the source copy", marks(rec, "a", seen, "b", infrav1.AppliedHashAnnotation, "h"), marks(move, ""), false},
+		{"removing the record without a move", marks(rec, "a"), marks(), true},
+		{"changing the record during a move", marks(rec, "a"), marks(move, "", rec, "b"), true},
+		{"setting the record during a move", marks(), marks(move, "", rec, "b"), true},
+		{"changing the record", marks(rec, "a"), marks(rec, "b"), true},
+		{"leaving it as it is", marks(rec, "a"), marks(rec, "a", infrav1.PausedAnnotation, ""), false},
+	} {
+		if got := webhooks.DiffIdentity(c.old, c.new).RecordChanged; got != c.changed {
+			t.Errorf("%s: RecordChanged = %v, want %v", c.name, got, c.changed)
+		}
+	}
+}
