@@ -21,21 +21,23 @@ func checkAudience(ctx context.Context, prober jobs.AudienceProber, spec *field.
 		return nil, nil
 	}
 	path := spec.Child("job", "identityToken", "audience")
-	if reason, msg := jobs.IdentityAudienceRefusal(id.Audience); reason != "" {
-		return nil, field.ErrorList{field.Forbidden(path, msg)}
+	var warnings admission.Warnings
+	reason, msg := "", ""
+	if prober != nil {
+		var err error
+		if reason, msg, err = jobs.CheckIdentityAudience(ctx, prober, s); err != nil {
+			warnings = admission.Warnings{"CAPTF could not ask the API server whether it accepts the identity token audience " + id.Audience +
+				" (" + err.Error() + "); the controller asks again before every Job and runs none while it does"}
+		}
 	}
 	if prober == nil {
-		return nil, nil
+		// The well-known list alone (CheckIdentityAudience applies it before asking, too).
+		reason, msg = jobs.IdentityAudienceRefusal(id.Audience)
 	}
-	reason, msg, err := jobs.CheckIdentityAudience(ctx, prober, s)
-	switch {
-	case err != nil:
-		return admission.Warnings{"CAPTF could not ask the API server whether it accepts the identity token audience " + id.Audience +
-			" (" + err.Error() + "); the controller asks again before every Job and runs none while it does"}, nil
-	case reason != "":
+	if reason != "" {
 		return nil, field.ErrorList{field.Forbidden(path, msg)}
 	}
-	return nil, nil
+	return warnings, nil
 }
 
 // audienceChanged reports whether an update sets spec.job.identityToken or changes its
