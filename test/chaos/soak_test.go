@@ -153,6 +153,13 @@ type schedule struct {
 	// applies its apply Jobs; remediations the applies that followed drift found under
 	// Remediate during stepDrift.
 	drifts, applies, remediations atomic.Int32
+	// reportApplies is the evidence of every apply the executor played during a Report drift
+	// step (driftOn is when the step turned the checks on, driftFrom the applied hash then):
+	// enough to tell an apply of the step from a late one of the previous step, and a
+	// re-apply of the same inputs from one of new inputs.
+	driftOn       time.Time
+	driftFrom     string
+	reportApplies []string
 	// owner is the Machine or MachinePool of a member, created with its first incarnation.
 	owner client.Object
 
@@ -462,6 +469,11 @@ func (sc *schedule) delete() error {
 }
 
 // run walks the schedule through its lifecycle; the first step that fails ends it.
+//
+// A member that fails still deletes its object before it lets the cell's TerraformCluster
+// go: otherwise that delete waits for the failed member's machine (DeletionBlocked,
+// WaitingForMachines, as it must) and the run reports a second, derived non-convergence
+// (schedule 25 of seed 839930415 was one: docs/development.md, "Soak").
 func (sc *schedule) run() {
 	if sc.member {
 		defer sc.cell.members.Done()
@@ -470,6 +482,15 @@ func (sc *schedule) run() {
 		sc.step.Store(int32(step))
 		if err := sc.do(step); err != nil {
 			sc.err = fmt.Errorf("step %q: %w", stepNames[step], err)
+			if sc.member && step != stepDelete && step != stepDeleteAgain {
+				// Unpaused first: a paused object's delete waits (decideDeletion).
+				_ = sc.update(func(o terraformObject) { delete(o.GetAnnotations(), infrav1.PausedAnnotation) })
+				if derr := sc.delete(); derr != nil {
+					sc.err = fmt.Errorf("%w; deleting the object after the failure: %w", sc.err, derr)
+				} else if werr := sc.waitFor("the destroy and the object gone, after the failure", gone); werr != nil {
+					sc.err = fmt.Errorf("%w; after the failure: %w", sc.err, werr)
+				}
+			}
 			return
 		}
 	}
@@ -521,6 +542,11 @@ func (sc *schedule) do(step int) error {
 // pause, the state loss and the destroy of the later steps.
 func (sc *schedule) checkDrift() error {
 	drifts, applies := sc.drifts.Load(), sc.applies.Load()
+	if o, err := sc.current(); err == nil {
+		sc.mu.Lock()
+		sc.driftOn, sc.driftFrom = time.Now(), appliedHash(o)
+		sc.mu.Unlock()
+	}
 	if err := sc.update(func(o terraformObject) {
 		o.GetTerraformSpec().Drift = infrav1.DriftPolicy{Interval: &metav1.Duration{Duration: sc.plan.driftEvery}, Mode: sc.plan.drift}
 	}); err != nil {
@@ -540,7 +566,10 @@ func (sc *schedule) checkDrift() error {
 	}
 	n := sc.applies.Load() - applies
 	if sc.plan.drift == infrav1.DriftModeReport && n != 0 {
-		return fmt.Errorf("mode Report applied %d times after drift was found; %s", n, sc.describe())
+		sc.mu.Lock()
+		evidence := strings.Join(sc.reportApplies, "; ")
+		sc.mu.Unlock()
+		return fmt.Errorf("mode Report applied %d times after drift was found (%s); %s", n, evidence, sc.describe())
 	}
 	sc.remediations.Add(n)
 	return nil
@@ -681,10 +710,33 @@ func (s *soak) jobRun(j *batchv1.Job) (run, bool) {
 	case infrav1.OperationApply:
 		if sc != nil {
 			sc.applies.Add(1)
+			sc.noteReportApply(j)
 		}
 	}
 	r.writeState = func() error { return writeState(j, op) }
 	return r, true
+}
+
+// noteReportApply records, for an apply played during a Report drift step, when its Job was
+// created against the moment the step turned the checks on, the inputs it ran with against
+// the applied hash then, the field manager that created it and the saved plan it named.
+func (sc *schedule) noteReportApply(j *batchv1.Job) {
+	if int(sc.step.Load()) != stepDrift || sc.plan.drift != infrav1.DriftModeReport {
+		return
+	}
+	creator := ""
+	if len(j.ManagedFields) > 0 {
+		creator = j.ManagedFields[0].Manager
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	when := j.CreationTimestamp.Sub(sc.driftOn).Round(time.Millisecond)
+	inputs := "new inputs"
+	if j.Annotations[infrav1.InputsHashAnnotation] == sc.driftFrom {
+		inputs = "the inputs already applied"
+	}
+	sc.reportApplies = append(sc.reportApplies, fmt.Sprintf("Job %s created %s after the checks were turned on (second precision), by %q, with %s (hash %s, plan %q, remediate %q)",
+		j.Name, when, creator, inputs, j.Annotations[infrav1.InputsHashAnnotation], j.Annotations[infrav1.PlanIDAnnotation], j.Annotations[infrav1.RemediateAnnotation]))
 }
 
 // refusal plays the state channel's check at a Job's first request: a Job told a state
