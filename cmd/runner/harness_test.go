@@ -436,8 +436,10 @@ type jobOpts struct {
 	restore []byte
 	// lockTimeout is terraform's -lock-timeout (default 10 s).
 	lockTimeout time.Duration
-	// planID makes an Apply apply that saved plan.
+	// planID makes an Apply (or a Refresh) apply that saved plan.
 	planID string
+	// refreshOnly makes a Plan a refresh-only plan (runner and channel).
+	refreshOnly bool
 	// stateLineage is the lineage the controller read: the channel serves only that state.
 	stateLineage string
 }
@@ -462,7 +464,7 @@ func (o *stateObject) startRunnerOf(op string, vars map[string]any, opts jobOpts
 	result := filepath.Join(work, "result.json")
 	args := runnerapi.Command("", runnerapi.Invocation{
 		Operation: op, ModuleDir: o.moduleDir, InputsDir: inputs, WorkDir: filepath.Join(work, "w"), ResultFile: result,
-		LockTimeout: lockTimeout, Binary: o.bin.path, ChannelDir: channelDir, PlanID: opts.planID,
+		LockTimeout: lockTimeout, Binary: o.bin.path, ChannelDir: channelDir, PlanID: opts.planID, RefreshOnly: opts.refreshOnly,
 	})[1:]
 	env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + work}, hostileEnv...)
 	if channelDir == "" {
@@ -514,13 +516,13 @@ func (o *stateObject) startChannel(job, pod, dir string) *proc {
 	return o.startChannelOf(job, pod, dir, runnerapi.ChannelInvocation{})
 }
 
-// startChannelOf is startChannel with the Job's operation, inputs hash, plan ID and state
-// lineage from inv.
+// startChannelOf is startChannel with the Job's operation, inputs hash, plan ID, state lineage
+// and refresh-only from inv.
 func (o *stateObject) startChannelOf(job, pod, dir string, inv runnerapi.ChannelInvocation) *proc {
 	args := runnerapi.ChannelCommand("", runnerapi.ChannelInvocation{
 		Dir: dir, Namespace: o.namespace, Suffix: o.suffix, Job: job, RunLease: naming.RunLeaseName(o.suffix),
 		OwnerKind: "TerraformCluster", OwnerName: o.name, OwnerUID: o.uid, TokenFile: o.tokenFile, CAFile: o.h.caFile,
-		Operation: inv.Operation, InputsHash: inv.InputsHash, PlanID: inv.PlanID, StateLineage: inv.StateLineage,
+		Operation: inv.Operation, InputsHash: inv.InputsHash, PlanID: inv.PlanID, StateLineage: inv.StateLineage, RefreshOnly: inv.RefreshOnly,
 	})[1:]
 	env := []string{runnerapi.EnvServiceHost + "=" + o.h.host, runnerapi.EnvServicePort + "=" + o.h.port,
 		runnerapi.EnvChannelPodName + "=" + pod, runnerapi.EnvChannelPodNamespace + "=" + o.namespace}
@@ -538,13 +540,15 @@ func (o *stateObject) startRestoreJob(op string, vars map[string]any, restore []
 }
 
 // startJobOf runs an operation as the object's next Job, as jobs.Build shapes it: the channel
-// knows the Job's operation, its inputs hash and the plan it may hand out.
+// knows the Job's operation, its inputs hash, the plan it may hand out and whether the plan it
+// stores is refresh-only.
 func (o *stateObject) startJobOf(op string, vars map[string]any, opts jobOpts) *jobRun {
 	job, pod := o.nextJob()
 	dir, err := os.MkdirTemp(o.workDir, "channel-")
 	Expect(err).NotTo(HaveOccurred())
 	j := &jobRun{o: o, job: job, pod: pod, dir: dir}
-	j.channel = o.startChannelOf(job, pod, dir, runnerapi.ChannelInvocation{Operation: op, InputsHash: inputsHash(vars), PlanID: opts.planID, StateLineage: opts.stateLineage})
+	j.channel = o.startChannelOf(job, pod, dir, runnerapi.ChannelInvocation{Operation: op, InputsHash: inputsHash(vars), PlanID: opts.planID,
+		StateLineage: opts.stateLineage, RefreshOnly: opts.refreshOnly})
 	j.runner = o.startRunnerOf(op, vars, opts, dir)
 	return j
 }

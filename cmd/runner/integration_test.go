@@ -181,9 +181,11 @@ func describeKubernetesBackend(bin string) {
 			Expect(res.Error).To(ContainSubstring("interrupted by terminated during apply"))
 			Expect(o.lockLease().Spec.HolderIdentity).To(BeNil(), "the interrupted apply released the lock")
 
+			// A refresh takes the lock again (twice: its refresh-only plan, then that plan's apply).
 			res, code, raw = run(runnerapi.OperationRefresh, map[string]any{"name": "alpha"}, nil)
 			Expect(code).To(Equal(runnerapi.ExitOK), raw)
-			Expect(stepNames(res)).To(Equal([]string{"init", "refresh", "show-json"}))
+			Expect(stepNames(res)).To(Equal([]string{"init", "refresh", "show-json", "apply"}))
+			Expect(o.lockLease().Spec.HolderIdentity).To(BeNil())
 		})
 
 		It("destroys, leaving an empty state in the Secret", func() {

@@ -252,7 +252,7 @@ func describePlans(bin string) {
 			Expect(o.lockLease().Spec.HolderIdentity).To(BeNil())
 		})
 
-		It("(f) drift: a state changed behind terraform's back shows an update; no drift is no drift; refresh changes nothing", func() {
+		It("(f) drift: a state changed behind terraform's back shows an update; no drift is no drift; refresh records the outputs that follow it", func() {
 			o := newPlanObject(bin)
 			vars := map[string]any{"name": "alpha"}
 			_, code, raw := o.runJob(runnerapi.OperationApply, vars)
@@ -276,22 +276,204 @@ func describePlans(bin string) {
 			Expect(st.Serial).To(Equal(tampered.Serial), "a drift check writes no state")
 
 			res, code, raw = o.runJob(runnerapi.OperationRefresh, vars)
+			GinkgoWriter.Printf("runner result (refresh): %s\n", raw)
 			Expect(code).To(Equal(runnerapi.ExitOK), raw)
-			Expect(stepNames(res)).To(Equal([]string{"init", "refresh", "show-json"}))
+			Expect(stepNames(res)).To(Equal([]string{"init", "refresh", "show-json", "apply"}))
 			// terraform_data has no remote object to read back, so no resource changed outside
-			// terraform; the root output would follow the tampered resource, so the refresh-only
-			// plan has changes, and writes none of them.
+			// terraform; the root output follows the tampered resource, so the refresh-only plan
+			// has that change, and its apply writes it.
 			Expect(res.Changes).To(HaveValue(BeTrue()))
-			Expect(res.Summary).To(Equal(&runnerapi.PlanSummary{}))
+			Expect(res.Summary).To(Equal(&runnerapi.PlanSummary{Update: 1, Addresses: []string{"output.greeting"}}))
 			st, _ = o.readState()
-			Expect(st.Serial).To(Equal(tampered.Serial), "a refresh-only plan writes no state")
-			Expect(st.Outputs["greeting"].Value).To(Equal("hello alpha"))
+			Expect(st.Serial).To(Equal(tampered.Serial+1), "a refresh writes the state")
+			Expect(st.Outputs["greeting"].Value).To(Equal("tampered"))
+			Expect(resourceNames(st)).To(ConsistOf("greeting", "replaced"))
+			Expect(o.lockLease().Spec.HolderIdentity).To(BeNil())
 
 			sec := &corev1.Secret{}
 			Expect(o.h.k8s.Get(o.ctx, client.ObjectKey{Namespace: o.namespace, Name: naming.PlanSecretName(o.suffix)}, sec)).To(Succeed())
 			Expect(sec.Data).To(BeEmpty(), "drift and refresh save no plan")
 		})
+
+		It("(g) refresh records in the state an output that changed outside terraform, changing no resource; a second refresh finds nothing", func() {
+			o, ext := newRefreshObject(bin)
+			vars := map[string]any{"name": "alpha", "ext_state": ext}
+			writeExtState(ext, 1, "10.0.0.0/24")
+			_, code, raw := o.runJob(runnerapi.OperationApply, vars)
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			st0, raw0 := o.readState()
+			Expect(st0.Outputs["subnet"].Value).To(Equal("10.0.0.0/24"))
+
+			writeExtState(ext, 2, "10.0.1.0/24")
+			res, code, raw := o.runJob(runnerapi.OperationRefresh, vars)
+			GinkgoWriter.Printf("runner result (refresh of an outside change): %s\n", raw)
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(res.Outcome).To(Equal(runnerapi.OutcomeSucceeded))
+			Expect(stepNames(res)).To(Equal([]string{"init", "refresh", "show-json", "apply"}))
+			Expect(res.Changes).To(HaveValue(BeTrue()))
+			Expect(res.Drift).To(BeNil())
+			Expect(res.Summary).To(Equal(&runnerapi.PlanSummary{Update: 1, Addresses: []string{"output.subnet"}}))
+			Expect(res.SavedPlan).To(BeNil())
+			Expect(res.AppliedPlan).To(BeNil())
+			st1, raw1 := o.readState()
+			Expect(st1.Outputs["subnet"].Value).To(Equal("10.0.1.0/24"), "the state records the new value")
+			Expect(st1.Serial).To(Equal(st0.Serial + 1))
+			Expect(st1.Lineage).To(Equal(st0.Lineage))
+			Expect(managedResources(raw1)).To(Equal(managedResources(raw0)), "no resource changed")
+			Expect(o.lockLease().Spec.HolderIdentity).To(BeNil())
+
+			By("a second refresh finds nothing, and writes no new state")
+			res, code, raw = o.runJob(runnerapi.OperationRefresh, vars)
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(res.Changes).To(HaveValue(BeFalse()))
+			Expect(res.Summary).To(Equal(&runnerapi.PlanSummary{}))
+			st2, raw2 := o.readState()
+			Expect(st2.Serial).To(Equal(st1.Serial))
+			Expect(st2.Outputs["subnet"].Value).To(Equal("10.0.1.0/24"))
+			Expect(managedResources(raw2)).To(Equal(managedResources(raw0)))
+
+			By("a plan after the refresh has nothing to do")
+			res, code, raw = o.runJob(runnerapi.OperationPlan, vars)
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(res.Changes).To(HaveValue(BeFalse()))
+		})
+
+		It("(h) a refresh-only plan saved by a Plan Job is applied only by a Refresh Job, and an apply plan only by an Apply Job", func() {
+			o, ext := newRefreshObject(bin)
+			vars := map[string]any{"name": "alpha", "ext_state": ext}
+			writeExtState(ext, 1, "10.0.0.0/24")
+			_, code, raw := o.runJob(runnerapi.OperationApply, vars)
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			st0, raw0 := o.readState()
+			writeExtState(ext, 2, "10.0.1.0/24")
+
+			By("a refresh-only Plan Job saves a refresh-only plan and writes no state")
+			res, code, raw := o.runJobOf(runnerapi.OperationPlan, vars, jobOpts{refreshOnly: true})
+			GinkgoWriter.Printf("runner result (refresh-only plan): %s\n", raw)
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(stepNames(res)).To(Equal([]string{"init", "plan", "show-json", "show"}))
+			Expect(res.Changes).To(HaveValue(BeTrue()))
+			want := runnerapi.PlanSummary{Update: 1, Addresses: []string{"output.subnet"}}
+			Expect(res.Summary).To(Equal(&want))
+			Expect(res.SavedPlan).NotTo(BeNil())
+			p := o.readPlan()
+			Expect(p.record.Ref()).To(Equal(*res.SavedPlan))
+			Expect(p.record.RefreshOnly).To(BeTrue())
+			Expect(p.record.PlanSummary).To(Equal(want))
+			Expect(p.text).To(ContainSubstring("subnet"))
+			st, _ := o.readState()
+			Expect(st.Serial).To(Equal(st0.Serial), "a plan writes no state")
+
+			By("an Apply Job given the refresh-only plan is refused (Kind): nothing applied, the plan not consumed")
+			res, code, raw = o.runJobOf(runnerapi.OperationApply, vars, jobOpts{planID: p.record.ID})
+			Expect(code).To(Equal(runnerapi.ExitPlanRefused), raw)
+			Expect(res.PlanRefused).To(Equal(runnerapi.PlanRefusedKind))
+			Expect(res.AppliedPlan).To(BeNil())
+			Expect(o.readPlan().annotations).NotTo(HaveKey(runnerapi.PlanConsumedByAnnotation))
+			st, _ = o.readState()
+			Expect(st.Serial).To(Equal(st0.Serial))
+
+			By("the Refresh Job given it applies exactly it")
+			res, code, raw = o.runJobOf(runnerapi.OperationRefresh, vars, jobOpts{planID: p.record.ID})
+			GinkgoWriter.Printf("runner result (refresh of the saved plan): %s\n", raw)
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(stepNames(res)).To(Equal([]string{"init", "apply"}))
+			Expect(res.AppliedPlan).To(Equal(&runnerapi.PlanRef{ID: p.record.ID, FileSHA256: p.record.FileSHA256}))
+			Expect(o.readPlan().annotations).To(HaveKeyWithValue(runnerapi.PlanConsumedByAnnotation, naming.JobName(o.suffix, o.seq)))
+			st1, raw1 := o.readState()
+			Expect(st1.Outputs["subnet"].Value).To(Equal("10.0.1.0/24"))
+			Expect(st1.Serial).To(Equal(st0.Serial + 1))
+			Expect(managedResources(raw1)).To(Equal(managedResources(raw0)), "no resource changed")
+			Expect(o.lockLease().Spec.HolderIdentity).To(BeNil())
+
+			By("a Refresh Job given a plan that is not refresh-only is refused (Kind)")
+			res, code, raw = o.runJobOf(runnerapi.OperationPlan, map[string]any{"name": "beta", "ext_state": ext}, jobOpts{})
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(res.Changes).To(HaveValue(BeTrue()))
+			full := o.readPlan()
+			Expect(full.record.RefreshOnly).To(BeFalse())
+			res, code, raw = o.runJobOf(runnerapi.OperationRefresh, map[string]any{"name": "beta", "ext_state": ext}, jobOpts{planID: full.record.ID})
+			Expect(code).To(Equal(runnerapi.ExitPlanRefused), raw)
+			Expect(res.PlanRefused).To(Equal(runnerapi.PlanRefusedKind))
+			Expect(res.AppliedPlan).To(BeNil())
+			Expect(o.readPlan().annotations).NotTo(HaveKey(runnerapi.PlanConsumedByAnnotation))
+			st2, _ := o.readState()
+			Expect(st2.Serial).To(Equal(st1.Serial), "nothing applied")
+			Expect(st2.Outputs["greeting"].Value).To(Equal("hello alpha"))
+		})
 	})
+}
+
+// refreshModule reads an output of another state (a file the test writes, standing for
+// infrastructure that changes outside terraform) and passes it on as its own output.
+const refreshModule = `
+variable "name" {
+  type = string
+}
+
+variable "secret_word" {
+  type      = string
+  sensitive = true
+}
+
+variable "ext_state" {
+  type = string
+}
+
+data "terraform_remote_state" "ext" {
+  backend = "local"
+  config = {
+    path = var.ext_state
+  }
+}
+
+resource "terraform_data" "greeting" {
+  input = "hello ${var.name}"
+}
+
+output "greeting" {
+  value = terraform_data.greeting.output
+}
+
+output "subnet" {
+  value = data.terraform_remote_state.ext.outputs.subnet
+}
+`
+
+// newRefreshObject is an object of refreshModule in a fresh namespace, prepared as the
+// controller prepares it, and the path of the outside state it reads.
+func newRefreshObject(bin string) (*stateObject, string) {
+	specs++
+	ns := h.namespace(ctx, "runner-refresh-")
+	dir := GinkgoT().TempDir()
+	o := h.newObjectWithModule(ctx, bins[bin], ns, fmt.Sprintf("refresh-%d", specs), dir, GinkgoWriter, refreshModule)
+	o.prepare()
+	return o, filepath.Join(dir, "ext.tfstate")
+}
+
+// writeExtState writes the outside state refreshModule reads: a state whose output subnet is
+// the given value.
+func writeExtState(path string, serial int, subnet string) {
+	doc := fmt.Sprintf(`{"version":4,"terraform_version":"1.0.0","serial":%d,"lineage":"outside-infrastructure","outputs":{"subnet":{"value":%q,"type":"string"}},"resources":[]}`,
+		serial, subnet)
+	Expect(os.WriteFile(path, []byte(doc), 0o644)).To(Succeed())
+}
+
+// managedResources is the state's managed resources (data sources left out: a refresh reads
+// them again), as JSON values.
+func managedResources(raw []byte) []any {
+	var state struct {
+		Resources []map[string]any `json:"resources"`
+	}
+	Expect(json.Unmarshal(raw, &state)).To(Succeed())
+	var out []any
+	for _, r := range state.Resources {
+		if r["mode"] == "managed" {
+			out = append(out, r)
+		}
+	}
+	Expect(out).NotTo(BeEmpty())
+	return out
 }
 
 // zipEntries reads every entry of a plan file (a zip) uncompressed.

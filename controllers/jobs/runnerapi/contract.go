@@ -223,6 +223,13 @@ const (
 	// afresh. The runner fetches it through the channel, which hands it out only to a Job whose
 	// --plan-id it is.
 	FlagPlanID = "plan-id"
+	// FlagRefreshOnly (run: a Plan or a Drift check; channel: a Plan): the plan is a
+	// refresh-only plan (`plan -refresh-only`), which compares the infrastructure with the
+	// state; applied, it records in the state what changed outside Terraform and changes no
+	// infrastructure. A Drift check with it is drift mode Accept's. The channel marks a Plan
+	// Job's record RefreshOnly, and hands a refresh-only plan out only to a Refresh Job (and
+	// any other plan only to an Apply Job).
+	FlagRefreshOnly = "refresh-only"
 	// FlagInputsHash (channel): the Job's inputs hash, which the ID of a saved plan covers.
 	FlagInputsHash = "inputs-hash"
 	// FlagStateLineage (channel): the lineage of the state the controller read live before it
@@ -281,8 +288,10 @@ type Invocation struct {
 	Binary string
 	// ChannelDir, when set, makes the runner use the state channel whose files are there.
 	ChannelDir string
-	// PlanID, when set (an Apply), makes the runner apply that saved plan.
+	// PlanID, when set (an Apply or a Refresh), makes the runner apply that saved plan.
 	PlanID string
+	// RefreshOnly (a Plan or a Drift check): make a refresh-only plan (FlagRefreshOnly).
+	RefreshOnly bool
 }
 
 // Command is the main container's command for an invocation: the only place the runner's
@@ -305,6 +314,9 @@ func Command(runner string, inv Invocation) []string {
 	}
 	if inv.PlanID != "" {
 		cmd = append(cmd, flag(FlagPlanID, inv.PlanID))
+	}
+	if inv.RefreshOnly {
+		cmd = append(cmd, flag(FlagRefreshOnly, "true"))
 	}
 	return cmd
 }
@@ -331,8 +343,10 @@ type ChannelInvocation struct {
 	Operation string
 	// InputsHash is the Job's inputs hash, which the ID of a plan it stores covers.
 	InputsHash string
-	// PlanID (an Apply of a saved plan) is the only plan the channel hands out.
+	// PlanID (an Apply or a Refresh of a saved plan) is the only plan the channel hands out.
 	PlanID string
+	// RefreshOnly (a Plan Job): the plan it stores is refresh-only (FlagRefreshOnly).
+	RefreshOnly bool
 	// StateLineage, when set, is the only state lineage the channel serves.
 	StateLineage string
 }
@@ -357,6 +371,9 @@ func ChannelCommand(runner string, inv ChannelInvocation) []string {
 		if f.value != "" {
 			cmd = append(cmd, flag(f.name, f.value))
 		}
+	}
+	if inv.RefreshOnly {
+		cmd = append(cmd, flag(FlagRefreshOnly, "true"))
 	}
 	return cmd
 }

@@ -73,6 +73,9 @@ const (
 	// PlanRefusedCorrupt: the stored plan file does not match its record (SHA-256), or the record's
 	// ID is not the hash of its own fields, or the file cannot be read.
 	PlanRefusedCorrupt = "Corrupt"
+	// PlanRefusedKind: the plan is of the other kind than the Job applies: a Refresh Job applies
+	// only a refresh-only plan (PlanRecord.RefreshOnly), an Apply Job only a plan that is not.
+	PlanRefusedKind = "Kind"
 )
 
 // Plan actions as the summary counts them.
@@ -194,6 +197,10 @@ type PlanRecord struct {
 	CreatedAt string `json:"createdAt"`
 	// Job is the plan Job.
 	Job string `json:"job"`
+	// RefreshOnly: a refresh-only plan (the plan Job ran with FlagRefreshOnly, which the
+	// channel records from its own flag). Applying it writes to the state what changed outside
+	// Terraform and changes no infrastructure; only a Refresh Job applies it.
+	RefreshOnly bool `json:"refreshOnly,omitempty"`
 	// The counts and at most MaxRecordAddresses addresses.
 	PlanSummary
 	// TextTruncated: PlanTextKey was cut to fit.

@@ -99,7 +99,9 @@ type Result struct {
 	Drift *bool `json:"drift,omitempty"`
 	// Summary (plan, drift and refresh, once the plan was read back): the counts and at most
 	// MaxResultAddresses addresses. A plan and a drift check count the resource changes an
-	// apply would make; a refresh counts the resources that changed outside terraform.
+	// apply would make; a refresh-only plan (a Refresh, a refresh-only Plan, the drift check of
+	// mode Accept) counts the resources and the root outputs (address output.<name>) that
+	// changed outside terraform.
 	Summary *PlanSummary `json:"summary,omitempty"`
 	// SavedPlan (plan, through the state channel): the plan stored in the plan Secret.
 	SavedPlan *PlanRef `json:"savedPlan,omitempty"`
@@ -109,8 +111,9 @@ type Result struct {
 	// PlanStale (an apply of a saved plan): terraform refused the plan because the state changed
 	// since the plan was made; nothing was applied. Outcome Failed, exit code ExitPlanRefused.
 	PlanStale bool `json:"planStale,omitempty"`
-	// PlanRefused (an apply of a saved plan): why the plan was refused before terraform ran
-	// (PlanRefusedSuperseded, PlanRefusedConsumed, PlanRefusedCorrupt); nothing was applied.
+	// PlanRefused (an apply or a refresh of a saved plan): why the plan was refused before
+	// terraform ran (PlanRefusedSuperseded, PlanRefusedConsumed, PlanRefusedCorrupt,
+	// PlanRefusedKind); nothing was applied.
 	// Outcome Failed, exit code ExitPlanRefused.
 	PlanRefused string `json:"planRefused,omitempty"`
 	// LockBroken: the state channel broke a stale lock before the run took it.

@@ -5,7 +5,7 @@
 // holderIdentity is the lock ID, with the lock info annotation). It alone holds the pod's
 // Kubernetes credential; terraform and the module reach the state only through it, with a
 // per-run password. It also stores a Plan Job's saved plan in the object's plan Secret
-// (captf-plan-<suffix>) and hands that plan to the one Apply Job given its ID.
+// (captf-plan-<suffix>) and hands that plan to the one Apply or Refresh Job given its ID.
 //
 // Invariants:
 //   - it serves one state, named by its flags: a request for another namespace or suffix is
@@ -43,10 +43,15 @@
 //   - a plan is stored (PUT /plan) only by a Plan Job's channel and only while the run lease
 //     names its Job; the channel binds it itself: the ID is runnerapi.PlanID of the SHA-256 of
 //     the file it received, its own --inputs-hash, and the state serial and lineage the plan
-//     file records. A plan and its record must fit one Secret (about 1 MiB) or are refused;
+//     file records; the record says RefreshOnly when the channel's own --refresh-only says so
+//     (a Plan Job's refresh-only plan), never from what the runner uploads. A plan and its
+//     record must fit one Secret (about 1 MiB) or are refused;
 //   - a plan is handed out (GET /plan) only by a channel given its --plan-id, only while the
 //     run lease names its Job, only if the Secret holds that plan, its file matches its record's
-//     SHA-256 and the record's ID is the hash of its fields, and at most once: the first
+//     SHA-256, the record's ID is the hash of its fields and the plan is of the Job's kind (a
+//     Refresh Job gets only a refresh-only plan, an Apply Job only one that is not: refused
+//     with reason Kind otherwise, so an approved refresh-only plan never runs as an Apply and
+//     an approved plan never runs under a Refresh), and at most once: the first
 //     hand-out marks the Secret consumed by the Job in a write conditional on the
 //     resourceVersion read, and no other Job gets it afterwards (I9);
 //   - the API token is read from its file on every request (the kubelet rotates it);

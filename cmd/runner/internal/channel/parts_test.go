@@ -47,12 +47,19 @@ func TestConfigPlanFlags(t *testing.T) {
 	env := []string{"KUBERNETES_SERVICE_HOST=10.0.0.1", "KUBERNETES_SERVICE_PORT=443", "POD_NAME=p"}
 	id := runnerapi.PlanID("f", "h", 1, "l")
 	for args, wantErr := range map[string]string{
-		"--operation=Plan --inputs-hash=sha256:1":          "",
-		"--operation=Plan":                                 "inputs-hash",
-		"--operation=Apply --plan-id=" + id:                "",
-		"--operation=Plan --inputs-hash=h --plan-id=" + id: "for an Apply Job",
-		"--operation=Apply --plan-id=ABC":                  "not a plan ID",
-		"--operation=Import":                               "unknown operation",
+		"--operation=Plan --inputs-hash=sha256:1":                     "",
+		"--operation=Plan":                                            "inputs-hash",
+		"--operation=Apply --plan-id=" + id:                           "",
+		"--operation=Refresh --plan-id=" + id:                         "",
+		"--operation=Plan --inputs-hash=h --plan-id=" + id:            "for an Apply or a Refresh Job",
+		"--operation=Drift --plan-id=" + id:                           "for an Apply or a Refresh Job",
+		"--operation=Apply --plan-id=ABC":                             "not a plan ID",
+		"--operation=Import":                                          "unknown operation",
+		"--operation=Plan --inputs-hash=sha256:1 --refresh-only":      "",
+		"--operation=Plan --inputs-hash=sha256:1 --refresh-only=true": "",
+		"--operation=Refresh --refresh-only":                          "--refresh-only is for a Plan Job",
+		"--operation=Apply --plan-id=" + id + " --refresh-only":       "--refresh-only is for a Plan Job",
+		"--refresh-only":                                              "--refresh-only is for a Plan Job",
 	} {
 		cfg, err := parse(append(append([]string{}, base...), strings.Fields(args)...), env, &strings.Builder{})
 		switch {
@@ -62,6 +69,24 @@ func TestConfigPlanFlags(t *testing.T) {
 			t.Errorf("%s: %v, want an error about %s", args, err, wantErr)
 		case wantErr == "" && strings.Contains(args, "plan-id") && cfg.PlanID != id:
 			t.Errorf("%s: plan ID %q", args, cfg.PlanID)
+		case wantErr == "" && cfg.RefreshOnly != strings.Contains(args, "refresh-only"):
+			t.Errorf("%s: refresh-only %t", args, cfg.RefreshOnly)
 		}
+	}
+}
+
+// The channel's flags as the controller writes them (runnerapi.ChannelCommand) parse to the
+// Job's kind of plan.
+func TestChannelCommandRefreshOnly(t *testing.T) {
+	env := []string{"KUBERNETES_SERVICE_HOST=10.0.0.1", "KUBERNETES_SERVICE_PORT=443", "POD_NAME=p"}
+	inv := runnerapi.ChannelInvocation{Dir: "/c", Namespace: "ns", Suffix: "s", Job: "j", RunLease: "r", OwnerKind: "k", OwnerName: "n", OwnerUID: "u",
+		TokenFile: "/t", CAFile: "/ca", Operation: runnerapi.OperationPlan, InputsHash: "sha256:1", RefreshOnly: true}
+	cfg, err := parse(runnerapi.ChannelCommand("runner", inv)[2:], env, &strings.Builder{})
+	if err != nil || !cfg.RefreshOnly || cfg.Operation != runnerapi.OperationPlan {
+		t.Fatalf("%+v, %v", cfg, err)
+	}
+	inv.RefreshOnly = false
+	if cfg, err = parse(runnerapi.ChannelCommand("runner", inv)[2:], env, &strings.Builder{}); err != nil || cfg.RefreshOnly {
+		t.Fatalf("%+v, %v", cfg, err)
 	}
 }

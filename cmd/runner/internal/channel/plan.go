@@ -1,7 +1,8 @@
 package channel
 
 // The saved plan: PUT stores a Plan Job's plan in the object's plan Secret; GET hands that plan
-// to the one Apply Job whose --plan-id it is, once.
+// to the one Apply or Refresh Job whose --plan-id it is, once, when the plan is of the Job's
+// kind (refresh-only for a Refresh Job, not refresh-only for an Apply Job).
 
 import (
 	"archive/zip"
@@ -37,8 +38,8 @@ func (s *server) planPath() string {
 	return runnerapi.PlanPathPrefix + s.cfg.Namespace + "/" + s.cfg.Suffix
 }
 
-// servePlan answers the plan endpoint: PUT (a Plan Job stores its plan) and GET (an Apply Job
-// fetches the plan it was given).
+// servePlan answers the plan endpoint: PUT (a Plan Job stores its plan) and GET (an Apply or a
+// Refresh Job fetches the plan it was given).
 func (s *server) servePlan(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	ns, suffix, ok := parsePath(runnerapi.PlanPathPrefix, r.URL.Path)
 	if !ok {
@@ -63,8 +64,9 @@ func (s *server) servePlan(ctx context.Context, w http.ResponseWriter, r *http.R
 
 // putPlan stores a plan: only in a Plan Job, only while the run lease names the Job (fencing).
 // The channel binds the plan itself: it hashes the file it received, reads the state serial and
-// lineage the plan file records, and takes the inputs hash from its own flags; the runner only
-// supplies the summary and the text. The Secret then holds exactly this plan, not consumed.
+// lineage the plan file records, and takes the inputs hash and whether the plan is refresh-only
+// from its own flags; the runner only supplies the summary and the text. The Secret then holds
+// exactly this plan, not consumed.
 func (s *server) putPlan(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	log := logr.FromContextOrDiscard(ctx)
 	if s.cfg.Operation != runnerapi.OperationPlan {
@@ -101,7 +103,7 @@ func (s *server) putPlan(ctx context.Context, w http.ResponseWriter, r *http.Req
 	rec := runnerapi.PlanRecord{
 		ID: runnerapi.PlanID(sha, s.cfg.InputsHash, serial, lineage), FileSHA256: sha, InputsHash: s.cfg.InputsHash,
 		StateSerial: serial, StateLineage: lineage, CreatedAt: s.now().UTC().Format(time.RFC3339), Job: s.cfg.Job,
-		PlanSummary: up.Summary.Bounded(runnerapi.MaxRecordAddresses),
+		RefreshOnly: s.cfg.RefreshOnly, PlanSummary: up.Summary.Bounded(runnerapi.MaxRecordAddresses),
 	}
 	gz, err := gzipState(up.File)
 	if err != nil {
@@ -139,7 +141,7 @@ func (s *server) putPlan(ctx context.Context, w http.ResponseWriter, r *http.Req
 		}
 		break
 	}
-	log.Info("plan stored", "planID", rec.ID, "fileSHA256", rec.FileSHA256, "stateSerial", rec.StateSerial, "gzipBytes", len(gz),
+	log.Info("plan stored", "planID", rec.ID, "fileSHA256", rec.FileSHA256, "stateSerial", rec.StateSerial, "refreshOnly", rec.RefreshOnly, "gzipBytes", len(gz),
 		"create", rec.Create, "update", rec.Update, "replace", rec.Replace, "delete", rec.Delete)
 	writeJSON(w, http.StatusOK, rec)
 }
@@ -237,8 +239,9 @@ func planStateMeta(file []byte) (uint64, string, error) {
 
 // getPlan hands the plan of the channel's --plan-id to its Job, at most once: only while the run
 // lease names the Job (fencing); only when the plan Secret holds that plan (superseded
-// otherwise), untouched (the file's SHA-256 and the record's ID check out) and not consumed by
-// another Job. The first hand-out marks the Secret consumed by this Job in one conditional
+// otherwise), untouched (the file's SHA-256 and the record's ID check out), of the Job's kind
+// (a Refresh Job gets only a refresh-only plan, an Apply Job only a plan that is not) and not
+// consumed by another Job. The first hand-out marks the Secret consumed by this Job in one conditional
 // write (the resourceVersion read), so two racing channels cannot both get it; the same Job may
 // fetch it again.
 func (s *server) getPlan(ctx context.Context, w http.ResponseWriter) {
@@ -313,6 +316,12 @@ func (s *server) checkPlan(sec object) (runnerapi.PlanRecord, []byte, *runnerapi
 	}
 	if want := runnerapi.PlanID(rec.FileSHA256, rec.InputsHash, rec.StateSerial, rec.StateLineage); want != rec.ID {
 		return refuse(runnerapi.PlanRefusedCorrupt, "the plan record's ID %s is not the hash of its file, inputs and state (%s)", rec.ID, want)
+	}
+	if refresh := s.cfg.Operation == runnerapi.OperationRefresh; rec.RefreshOnly != refresh {
+		if rec.RefreshOnly {
+			return refuse(runnerapi.PlanRefusedKind, "plan %s is a refresh-only plan, which only a Refresh Job applies, not an %s Job", rec.ID, s.cfg.Operation)
+		}
+		return refuse(runnerapi.PlanRefusedKind, "plan %s is not a refresh-only plan: a %s Job applies only a refresh-only plan", rec.ID, s.cfg.Operation)
 	}
 	if by := sec.annotations()[runnerapi.PlanConsumedByAnnotation]; by != "" && by != s.cfg.Job {
 		return refuse(runnerapi.PlanRefusedConsumed, "plan %s was already handed to Job %s; a plan is applied at most once", rec.ID, by)

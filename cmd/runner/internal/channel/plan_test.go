@@ -65,6 +65,24 @@ func (o *tfObject) applyChannel(seq int64, id string) *running {
 	return start(cfg)
 }
 
+// refreshPlanChannel starts the channel of a Plan Job of o that makes a refresh-only plan.
+func (o *tfObject) refreshPlanChannel() *running {
+	cfg := o.config(GinkgoT().TempDir())
+	cfg.Operation, cfg.InputsHash, cfg.RefreshOnly = runnerapi.OperationPlan, inputsHash, true
+	return start(cfg)
+}
+
+// refreshChannel starts the channel of a Refresh Job (seq) of o that applies plan id, and names
+// that Job in the run lease.
+func (o *tfObject) refreshChannel(seq int64, id string) *running {
+	cfg := o.config(GinkgoT().TempDir())
+	cfg.Job = naming.JobName(o.suffix, seq)
+	cfg.Pod = cfg.Job + "-r1f2s"
+	cfg.Operation, cfg.PlanID = runnerapi.OperationRefresh, id
+	o.setRunLease(cfg.Job)
+	return start(cfg)
+}
+
 func (r *running) planURL() string {
 	return r.addr + runnerapi.PlanPathPrefix + r.srv.cfg.Namespace + "/" + r.srv.cfg.Suffix
 }
@@ -163,6 +181,32 @@ var _ = Describe("the saved plan", func() {
 		Expect(next.ID).NotTo(Equal(rec.ID))
 		Expect(next.StateSerial).To(BeEquivalentTo(5))
 		Expect(o.planSecret().Annotations).To(HaveKeyWithValue(runnerapi.PlanIDAnnotation, next.ID))
+	})
+
+	It("records a refresh-only plan from its own --refresh-only, never from the upload", func() {
+		o := newObject()
+		file := planZip(2, "lineage-r", []byte("a refresh-only plan"))
+		rec := o.refreshPlanChannel().savePlan(upload(file))
+		Expect(rec.RefreshOnly).To(BeTrue())
+		Expect(o.storedRecord().RefreshOnly).To(BeTrue())
+		Expect(rec.ID).To(Equal(runnerapi.PlanID(runnerapi.FileSHA256(file), inputsHash, 2, "lineage-r")))
+
+		By("a Plan Job without --refresh-only stores a plan that is not refresh-only, whatever it was before")
+		r := o.planChannel()
+		plain := r.savePlan(upload(planZip(2, "lineage-r", []byte("a full plan"))))
+		Expect(plain.RefreshOnly).To(BeFalse())
+		Expect(o.storedRecord().RefreshOnly).To(BeFalse())
+		raw, err := json.Marshal(plain)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(raw)).NotTo(ContainSubstring("refreshOnly"), "omitted when false")
+
+		By("an upload that claims refresh-only is refused: the runner does not decide the kind")
+		b, err := json.Marshal(upload(planZip(2, "lineage-r", []byte("a forged plan"))))
+		Expect(err).NotTo(HaveOccurred())
+		forged := append([]byte(`{"refreshOnly":true,`), b[1:]...)
+		code, body := r.do(http.MethodPut, r.planURL(), forged, r.cred)
+		Expect(code).To(Equal(http.StatusBadRequest), body)
+		Expect(o.storedRecord().ID).To(Equal(plain.ID))
 	})
 
 	It("stores only a Plan Job's plan, and only a plan file", func() {
@@ -325,6 +369,19 @@ var _ = Describe("the saved plan", func() {
 			Expect(o.planSecret().Annotations).To(HaveKeyWithValue(runnerapi.PlanConsumedByAnnotation, rival))
 		})
 
+		It("refuses an apply plan to a Refresh Job: kind, and leaves it unconsumed", func() {
+			code, _, refusal := o.refreshChannel(9, rec.ID).getPlan()
+			Expect(code).To(Equal(http.StatusConflict))
+			Expect(refusal.Reason).To(Equal(runnerapi.PlanRefusedKind))
+			Expect(refusal.Message).To(ContainSubstring("not a refresh-only plan"))
+			Expect(o.planSecret().Annotations).NotTo(HaveKey(runnerapi.PlanConsumedByAnnotation))
+
+			By("its Apply Job still gets it")
+			code, dl, _ := o.applyChannel(10, rec.ID).getPlan()
+			Expect(code).To(Equal(http.StatusOK))
+			Expect(dl.File).To(Equal(file))
+		})
+
 		It("hands out nothing to a Job that applies no saved plan", func() {
 			r := start(o.config(GinkgoT().TempDir()))
 			code, body := r.do(http.MethodGet, r.planURL(), nil, r.cred)
@@ -333,6 +390,38 @@ var _ = Describe("the saved plan", func() {
 			Expect(code).To(Equal(http.StatusForbidden), "another object's plan")
 			code, _ = r.do(http.MethodGet, r.planURL(), nil, "wrong")
 			Expect(code).To(Equal(http.StatusUnauthorized))
+		})
+	})
+	Context("handing out a refresh-only plan", func() {
+		var o *tfObject
+		var file []byte
+		var rec runnerapi.PlanRecord
+		BeforeEach(func() {
+			o = newObject()
+			file = planZip(3, "lineage-c", []byte("the approved refresh-only plan"))
+			rec = o.refreshPlanChannel().savePlan(upload(file))
+			Expect(rec.RefreshOnly).To(BeTrue())
+		})
+
+		It("refuses a refresh-only plan to an Apply Job: kind, and leaves it unconsumed", func() {
+			code, _, refusal := o.applyChannel(9, rec.ID).getPlan()
+			Expect(code).To(Equal(http.StatusConflict))
+			Expect(refusal.Reason).To(Equal(runnerapi.PlanRefusedKind))
+			Expect(refusal.Message).To(ContainSubstring("only a Refresh Job applies"))
+			Expect(o.planSecret().Annotations).NotTo(HaveKey(runnerapi.PlanConsumedByAnnotation))
+		})
+
+		It("hands the approved refresh-only plan to its Refresh Job once, marking it consumed by that Job", func() {
+			code, dl, _ := o.refreshChannel(9, rec.ID).getPlan()
+			Expect(code).To(Equal(http.StatusOK))
+			Expect(dl.File).To(Equal(file))
+			Expect(dl.Record).To(Equal(rec))
+			Expect(o.planSecret().Annotations).To(HaveKeyWithValue(runnerapi.PlanConsumedByAnnotation, naming.JobName(o.suffix, 9)))
+
+			By("another Refresh Job of the same plan ID is refused: a plan is applied at most once")
+			code, _, refusal := o.refreshChannel(10, rec.ID).getPlan()
+			Expect(code).To(Equal(http.StatusConflict))
+			Expect(refusal.Reason).To(Equal(runnerapi.PlanRefusedConsumed))
 		})
 	})
 })

@@ -5,8 +5,11 @@
 // one mapping from operation to commands), forwards signals and writes the result document
 // (runnerapi.Result), including what the state channel recorded (fenced, a lock broken, a lock
 // holder). Plan, Drift and Refresh save their plan and report its bounded summary; a Plan
-// through the channel also uploads it; an Apply with --plan-id applies the saved plan it fetches
-// from the channel. The three phases of a run are prepare, runSteps and interpret.
+// through the channel also uploads it (a refresh-only plan with --refresh-only); a Refresh
+// applies its own refresh-only plan, so the state records what changed outside terraform and
+// no infrastructure changes; an Apply or a Refresh with --plan-id applies the saved plan it
+// fetches from the channel (an Apply only a plan that is not refresh-only, a Refresh only a
+// refresh-only one). The three phases of a run are prepare, runSteps and interpret.
 //
 // Invariants:
 //   - the state goes only where backend.json says: with the channel, every setting of the http
@@ -27,8 +30,9 @@
 //   - a restore never uses `state push -force` and never replaces a non-empty state of another
 //     lineage;
 //   - an apply of a saved plan applies only the file the channel handed out, after checking its
-//     ID, its SHA-256 and that the ID is the hash of its record; a refused or stale plan is
-//     reported (planRefused, planStale, exit 16), never replaced by a fresh apply;
+//     ID, its SHA-256, that the ID is the hash of its record and that the record's kind
+//     (refresh-only or not) is the Job's; a refused or stale plan is reported (planRefused,
+//     planStale, exit 16), never replaced by a fresh apply;
 //   - `show -json` output (every variable's value) is never printed; the plan text is redacted;
 //   - the result document is at most 4 KiB and is written on every path that has a result file.
 package runner

@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +31,10 @@ const PlanFileName = "plan.tfplan"
 type planJSON struct {
 	ResourceChanges []resourceChange `json:"resource_changes"`
 	ResourceDrift   []resourceChange `json:"resource_drift"`
+	// OutputChanges are the root module's output changes, by output name.
+	OutputChanges map[string]struct {
+		Actions []string `json:"actions"`
+	} `json:"output_changes"`
 }
 
 type resourceChange struct {
@@ -40,7 +46,10 @@ type resourceChange struct {
 
 // Summarize counts a plan's resource changes from its `show -json` document: the changes an
 // apply would make, or, for a refresh-only plan, the resources that changed outside terraform
-// (resource_drift, which is where such a plan lists them). The addresses are not bounded yet
+// (resource_drift, which is where such a plan lists them) and the root outputs whose value the
+// refresh changes (output_changes, listed as output.<name>): an output that follows a data
+// source read from outside is a change of its own, and applying the plan writes it to the
+// state (terraform's -detailed-exitcode says 2 for it). The addresses are not bounded yet
 // (runnerapi.PlanSummary.Bounded).
 func Summarize(showJSON []byte, refreshOnly bool) (runnerapi.PlanSummary, error) {
 	var doc planJSON
@@ -54,6 +63,12 @@ func Summarize(showJSON []byte, refreshOnly bool) (runnerapi.PlanSummary, error)
 	var sum runnerapi.PlanSummary
 	for _, c := range changes {
 		sum.Add(c.Address, c.Change.Actions)
+	}
+	if refreshOnly {
+		for _, name := range slices.Sorted(maps.Keys(doc.OutputChanges)) {
+			// Add counts create, update and delete, and skips no-op.
+			sum.Add("output."+name, doc.OutputChanges[name].Actions)
+		}
 	}
 	return sum, nil
 }
@@ -163,8 +178,9 @@ func (s *session) savePlan(ctx context.Context, c ChannelBackend, up runnerapi.P
 }
 
 // fetchPlan gets the saved plan planID from the channel (which marks it consumed by this Job)
-// and checks it: the record is that plan, the file is the one the record names, and the ID is
-// the hash of what the record says.
+// and checks it: the record is that plan, the file is the one the record names, the ID is the
+// hash of what the record says, and the plan is of the Job's kind (refresh-only for a Refresh,
+// not refresh-only for an Apply).
 func (s *session) fetchPlan(ctx context.Context, c ChannelBackend, planID string) (runnerapi.PlanDownload, error) {
 	var dl runnerapi.PlanDownload
 	code, answer, err := planRequest(ctx, c, http.MethodGet, nil)
@@ -197,7 +213,19 @@ func (s *session) fetchPlan(ctx context.Context, c ChannelBackend, planID string
 	if want := runnerapi.PlanID(rec.FileSHA256, rec.InputsHash, rec.StateSerial, rec.StateLineage); want != rec.ID {
 		return dl, planRefusedError{reason: runnerapi.PlanRefusedCorrupt, message: fmt.Sprintf("plan %s is not the hash of its file, inputs and state (%s)", rec.ID, want)}
 	}
+	if want := s.cfg.Operation == runnerapi.OperationRefresh; rec.RefreshOnly != want {
+		return dl, planRefusedError{reason: runnerapi.PlanRefusedKind, message: planKindMismatch(rec.ID, rec.RefreshOnly, s.cfg.Operation)}
+	}
 	return dl, nil
+}
+
+// planKindMismatch says why a plan of the wrong kind is not applied: a Refresh applies only a
+// refresh-only plan, an Apply only a plan that is not.
+func planKindMismatch(id string, refreshOnly bool, op string) string {
+	if refreshOnly {
+		return fmt.Sprintf("plan %s is a refresh-only plan, which only a Refresh applies, not an %s", id, op)
+	}
+	return fmt.Sprintf("plan %s is not a refresh-only plan: a %s applies only a refresh-only plan", id, op)
 }
 
 // forbidden turns a 403 of the plan endpoint into a fencing (when the channel recorded one) or

@@ -386,9 +386,12 @@ func TestStaleSavedPlanIsReportedStale(t *testing.T) {
 func TestPlanIDNeedsAnApplyThroughTheChannel(t *testing.T) {
 	id := runnerapi.PlanID("a", "b", 1, "c")
 	for name, mutate := range map[string]func(*fixture){
-		"a plan":       func(f *fixture) { f.cfg.Operation = runnerapi.OperationPlan; withChannel(f) },
-		"no channel":   func(*fixture) {},
-		"not a planID": func(f *fixture) { f.cfg.PlanID = "ABC"; withChannel(f) },
+		"a plan":                func(f *fixture) { f.cfg.Operation = runnerapi.OperationPlan; withChannel(f) },
+		"a drift check":         func(f *fixture) { f.cfg.Operation = runnerapi.OperationDrift; withChannel(f) },
+		"a destroy":             func(f *fixture) { f.cfg.Operation = runnerapi.OperationDestroy; withChannel(f) },
+		"no channel":            func(*fixture) {},
+		"a refresh, no channel": func(f *fixture) { f.cfg.Operation = runnerapi.OperationRefresh },
+		"not a planID":          func(f *fixture) { f.cfg.PlanID = "ABC"; withChannel(f) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, runnerapi.OperationApply, nil)

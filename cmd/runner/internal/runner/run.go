@@ -57,9 +57,13 @@ type Config struct {
 	ChannelDir string
 	// ChannelWait bounds the wait for the channel's address file; default DefaultChannelWait.
 	ChannelWait time.Duration
-	// PlanID (Apply only, with a channel): apply this saved plan, fetched through the channel,
-	// instead of planning afresh. Empty: a normal apply.
+	// PlanID (Apply or Refresh, with a channel): apply this saved plan, fetched through the
+	// channel, instead of planning afresh. An Apply applies only a plan that is not
+	// refresh-only, a Refresh only a refresh-only one. Empty: a normal apply or refresh.
 	PlanID string
+	// RefreshOnly (Plan or Drift): make a refresh-only plan (`plan -refresh-only`), which a Refresh
+	// Job applies later.
+	RefreshOnly bool
 }
 
 // DefaultChannelWait is how long the runner waits for the state channel to serve.
@@ -163,10 +167,13 @@ func (s *session) prepare(ctx context.Context, res *runnerapi.Result) (prepared,
 	if cfg.LockTimeout < 0 {
 		return p, badInput("negative lock timeout %s", cfg.LockTimeout)
 	}
+	if cfg.RefreshOnly && cfg.Operation != runnerapi.OperationPlan && cfg.Operation != runnerapi.OperationDrift {
+		return p, badInput("--%s is for a Plan or a Drift check, not a %s (a Refresh makes and applies its own refresh-only plan)", runnerapi.FlagRefreshOnly, cfg.Operation)
+	}
 	if cfg.PlanID != "" {
 		switch {
-		case cfg.Operation != runnerapi.OperationApply:
-			return p, badInput("--%s is for an Apply, not a %s", runnerapi.FlagPlanID, cfg.Operation)
+		case cfg.Operation != runnerapi.OperationApply && cfg.Operation != runnerapi.OperationRefresh:
+			return p, badInput("--%s is for an Apply or a Refresh, not a %s", runnerapi.FlagPlanID, cfg.Operation)
 		case !runnerapi.ValidPlanID(cfg.PlanID):
 			return p, badInput("--%s=%q is not a plan ID", runnerapi.FlagPlanID, cfg.PlanID)
 		case cfg.ChannelDir == "":
@@ -248,7 +255,7 @@ func (s *session) prepare(ctx context.Context, res *runnerapi.Result) (prepared,
 	p.pushFile = filepath.Join(cfg.WorkDir, "restore.tfstate")
 	p.planFile = filepath.Join(cfg.WorkDir, PlanFileName)
 	if p.steps, err = Steps(cfg.Operation, StepOptions{VarFile: p.in.VarFile, LockTimeout: cfg.LockTimeout, PushFile: p.pushFile,
-		PlanFile: p.planFile, ApplySavedPlan: cfg.PlanID != "", SavePlan: p.channel != nil}); err != nil {
+		PlanFile: p.planFile, ApplySavedPlan: cfg.PlanID != "", SavePlan: p.channel != nil, RefreshOnly: cfg.RefreshOnly}); err != nil {
 		return p, err
 	}
 	return p, nil
@@ -350,7 +357,7 @@ func (s *session) runSteps(ctx context.Context, p prepared, res *runnerapi.Resul
 		case st.Name == StepStatePull:
 			pulled = captured
 		case st.Name == StepShowJSON:
-			sum, err := Summarize(captured, s.cfg.Operation == runnerapi.OperationRefresh)
+			sum, err := Summarize(captured, s.refreshOnly())
 			if err != nil {
 				return stepsEnd{err: err}
 			}
@@ -537,6 +544,12 @@ func (s *session) fail(ctx context.Context, res *runnerapi.Result, err error) in
 		return runnerapi.ExitBinaryMissing
 	}
 	return runnerapi.ExitInternal
+}
+
+// refreshOnly: the run's plan is a refresh-only plan (a Refresh, a refresh-only Plan, or the
+// drift check of mode Accept).
+func (s *session) refreshOnly() bool {
+	return s.cfg.Operation == runnerapi.OperationRefresh || s.cfg.RefreshOnly
 }
 
 func (s *session) stepOK(st Step, code int) bool {

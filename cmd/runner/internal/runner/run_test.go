@@ -18,19 +18,29 @@ func TestArgsPerOperation(t *testing.T) {
 	lock, vars := "-lock-timeout=42s", "-var-file=INPUTS/variables.tfvars.json"
 	init := "init -input=false -no-color -reconfigure"
 	cases := []struct {
-		op   string
-		want []string
+		op          string
+		refreshOnly bool
+		want        []string
 	}{
-		{runnerapi.OperationApply, []string{init, "apply -auto-approve -input=false -no-color " + lock + " " + vars}},
-		{runnerapi.OperationDestroy, []string{init, "apply -destroy -auto-approve -input=false -no-color " + lock + " " + vars}},
-		{runnerapi.OperationPlan, []string{init, "plan -detailed-exitcode -input=false -no-color " + lock + " " + vars + " -out=WORK/plan.tfplan", "show -json WORK/plan.tfplan"}},
-		{runnerapi.OperationRefresh, []string{init, "plan -refresh-only -detailed-exitcode -input=false -no-color " + lock + " " + vars + " -out=WORK/plan.tfplan", "show -json WORK/plan.tfplan"}},
-		{runnerapi.OperationDrift, []string{init, "plan -detailed-exitcode -input=false -no-color " + lock + " " + vars + " -out=WORK/plan.tfplan", "show -json WORK/plan.tfplan"}},
-		{runnerapi.OperationRestore, []string{init, "state pull", "state push " + lock + " WORK/restore.tfstate"}},
+		{runnerapi.OperationApply, false, []string{init, "apply -auto-approve -input=false -no-color " + lock + " " + vars}},
+		{runnerapi.OperationDestroy, false, []string{init, "apply -destroy -auto-approve -input=false -no-color " + lock + " " + vars}},
+		{runnerapi.OperationPlan, false, []string{init, "plan -detailed-exitcode -input=false -no-color " + lock + " " + vars + " -out=WORK/plan.tfplan", "show -json WORK/plan.tfplan"}},
+		{runnerapi.OperationPlan, true, []string{init, "plan -refresh-only -detailed-exitcode -input=false -no-color " + lock + " " + vars + " -out=WORK/plan.tfplan", "show -json WORK/plan.tfplan"}},
+		// A refresh applies the refresh-only plan it just made: no -var-file (the plan file
+		// carries the variables) and no -auto-approve (a saved plan never asks).
+		{runnerapi.OperationRefresh, false, []string{init, "plan -refresh-only -detailed-exitcode -input=false -no-color " + lock + " " + vars + " -out=WORK/plan.tfplan",
+			"show -json WORK/plan.tfplan", "apply -input=false -no-color " + lock + " WORK/plan.tfplan"}},
+		{runnerapi.OperationDrift, false, []string{init, "plan -detailed-exitcode -input=false -no-color " + lock + " " + vars + " -out=WORK/plan.tfplan", "show -json WORK/plan.tfplan"}},
+		{runnerapi.OperationRestore, false, []string{init, "state pull", "state push " + lock + " WORK/restore.tfstate"}},
 	}
 	for _, tc := range cases {
-		t.Run(tc.op, func(t *testing.T) {
+		name := tc.op
+		if tc.refreshOnly {
+			name += "-refresh-only"
+		}
+		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, tc.op, nil)
+			f.cfg.RefreshOnly = tc.refreshOnly
 			if tc.op == runnerapi.OperationRestore {
 				write(t, filepath.Join(f.cfg.InputsDir, runnerapi.KeyRestoreState), `{"version":4,"lineage":"l1","serial":3,"resources":[],"outputs":{}}`)
 				current := filepath.Join(t.TempDir(), "current")
@@ -67,27 +77,36 @@ func TestArgsPerOperation(t *testing.T) {
 
 func TestPlanChangesAndDriftAreNotFailures(t *testing.T) {
 	cases := []struct {
-		op        string
-		planExit  string
-		wantCode  int
-		wantOut   runnerapi.Outcome
-		changes   *bool
-		drift     *bool
-		wantError bool
+		op          string
+		refreshOnly bool
+		planExit    string
+		wantCode    int
+		wantOut     runnerapi.Outcome
+		changes     *bool
+		drift       *bool
+		wantError   bool
 	}{
-		{runnerapi.OperationPlan, "0", runnerapi.ExitOK, runnerapi.OutcomeSucceeded, ptrTo(false), nil, false},
-		{runnerapi.OperationPlan, "2", runnerapi.ExitOK, runnerapi.OutcomeSucceeded, ptrTo(true), nil, false},
-		{runnerapi.OperationPlan, "1", runnerapi.ExitTerraformFailed, runnerapi.OutcomeFailed, nil, nil, true},
-		{runnerapi.OperationDrift, "0", runnerapi.ExitOK, runnerapi.OutcomeSucceeded, nil, ptrTo(false), false},
-		{runnerapi.OperationDrift, "2", runnerapi.ExitOK, runnerapi.OutcomeSucceeded, nil, ptrTo(true), false},
-		{runnerapi.OperationDrift, "1", runnerapi.ExitTerraformFailed, runnerapi.OutcomeFailed, nil, nil, true},
-		{runnerapi.OperationRefresh, "0", runnerapi.ExitOK, runnerapi.OutcomeSucceeded, ptrTo(false), nil, false},
-		{runnerapi.OperationRefresh, "2", runnerapi.ExitOK, runnerapi.OutcomeSucceeded, ptrTo(true), nil, false},
-		{runnerapi.OperationRefresh, "1", runnerapi.ExitTerraformFailed, runnerapi.OutcomeFailed, nil, nil, true},
+		{runnerapi.OperationPlan, false, "0", runnerapi.ExitOK, runnerapi.OutcomeSucceeded, ptrTo(false), nil, false},
+		{runnerapi.OperationPlan, false, "2", runnerapi.ExitOK, runnerapi.OutcomeSucceeded, ptrTo(true), nil, false},
+		{runnerapi.OperationPlan, false, "1", runnerapi.ExitTerraformFailed, runnerapi.OutcomeFailed, nil, nil, true},
+		{runnerapi.OperationDrift, false, "0", runnerapi.ExitOK, runnerapi.OutcomeSucceeded, nil, ptrTo(false), false},
+		{runnerapi.OperationDrift, false, "2", runnerapi.ExitOK, runnerapi.OutcomeSucceeded, nil, ptrTo(true), false},
+		{runnerapi.OperationDrift, false, "1", runnerapi.ExitTerraformFailed, runnerapi.OutcomeFailed, nil, nil, true},
+		{runnerapi.OperationRefresh, false, "0", runnerapi.ExitOK, runnerapi.OutcomeSucceeded, ptrTo(false), nil, false},
+		{runnerapi.OperationRefresh, false, "2", runnerapi.ExitOK, runnerapi.OutcomeSucceeded, ptrTo(true), nil, false},
+		{runnerapi.OperationRefresh, false, "1", runnerapi.ExitTerraformFailed, runnerapi.OutcomeFailed, nil, nil, true},
+		{runnerapi.OperationPlan, true, "0", runnerapi.ExitOK, runnerapi.OutcomeSucceeded, ptrTo(false), nil, false},
+		{runnerapi.OperationPlan, true, "2", runnerapi.ExitOK, runnerapi.OutcomeSucceeded, ptrTo(true), nil, false},
+		{runnerapi.OperationPlan, true, "1", runnerapi.ExitTerraformFailed, runnerapi.OutcomeFailed, nil, nil, true},
 	}
 	for _, tc := range cases {
-		t.Run(tc.op+"-exit-"+tc.planExit, func(t *testing.T) {
+		name := tc.op
+		if tc.refreshOnly {
+			name += "-refresh-only"
+		}
+		t.Run(name+"-exit-"+tc.planExit, func(t *testing.T) {
 			f := newFixture(t, tc.op, nil)
+			f.cfg.RefreshOnly = tc.refreshOnly
 			f.env("FAKE_TF_PLAN_EXIT=" + tc.planExit)
 			res, code := f.run()
 			if code != tc.wantCode || res.Outcome != tc.wantOut {

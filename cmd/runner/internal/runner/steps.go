@@ -57,6 +57,10 @@ type StepOptions struct {
 	// SavePlan: a plan also renders its text and saves plan, summary and text through the
 	// state channel.
 	SavePlan bool
+	// RefreshOnly (Plan or Drift): the plan is a refresh-only plan (`plan -refresh-only`): a
+	// Plan's is applied later by a Refresh Job; a Drift check's compares the infrastructure
+	// with the state (drift mode Accept).
+	RefreshOnly bool
 }
 
 // Steps is the one place that maps an operation to terraform/tofu commands.
@@ -68,19 +72,25 @@ func Steps(op string, o StepOptions) ([]Step, error) {
 	init := Step{Name: StepInit, Args: []string{"init", "-input=false", "-no-color", "-reconfigure"}}
 	planOut := "-out=" + o.PlanFile
 	showJSON := Step{Name: StepShowJSON, Args: []string{"show", "-json", o.PlanFile}, Capture: true}
+	// applySaved applies the saved plan fetched from the channel into PlanFile. No -var-file: a
+	// saved plan carries its variables (terraform refuses new ones); no -auto-approve: applying
+	// a saved plan never asks.
+	applySaved := []Step{init, {Name: StepFetchPlan, Internal: true},
+		{Name: StepApply, Args: []string{"apply", "-input=false", "-no-color", lock, o.PlanFile}, SavedPlan: true}}
 	switch op {
 	case runnerapi.OperationApply:
 		if o.ApplySavedPlan {
-			// No -var-file: a saved plan carries its variables (terraform refuses new ones); no
-			// -auto-approve: applying a saved plan never asks.
-			return []Step{init, {Name: StepFetchPlan, Internal: true},
-				{Name: StepApply, Args: []string{"apply", "-input=false", "-no-color", lock, o.PlanFile}, SavedPlan: true}}, nil
+			return applySaved, nil
 		}
 		return []Step{init, {Name: StepApply, Args: []string{"apply", "-auto-approve", "-input=false", "-no-color", lock, vars}}}, nil
 	case runnerapi.OperationDestroy:
 		return []Step{init, {Name: StepDestroy, Args: []string{"apply", "-destroy", "-auto-approve", "-input=false", "-no-color", lock, vars}}}, nil
 	case runnerapi.OperationPlan:
-		steps := []Step{init, {Name: StepPlan, Args: []string{"plan", "-detailed-exitcode", "-input=false", "-no-color", lock, vars, planOut}, DetailedExitCode: true}, showJSON}
+		plan := Step{Name: StepPlan, Args: []string{"plan", "-detailed-exitcode", "-input=false", "-no-color", lock, vars, planOut}, DetailedExitCode: true}
+		if o.RefreshOnly {
+			plan.Args = []string{"plan", "-refresh-only", "-detailed-exitcode", "-input=false", "-no-color", lock, vars, planOut}
+		}
+		steps := []Step{init, plan, showJSON}
 		if o.SavePlan {
 			steps = append(steps, Step{Name: StepShow, Args: []string{"show", "-no-color", o.PlanFile}, Capture: true}, Step{Name: StepSavePlan, Internal: true})
 		}
@@ -89,10 +99,26 @@ func Steps(op string, o StepOptions) ([]Step, error) {
 		// A drift check is a full plan: it reports what an apply would change, which honours
 		// ignore_changes and is exactly what Remediate would fix. (A refresh-only plan would
 		// also flag attributes the module does not manage.)
+		if o.RefreshOnly {
+			// Drift mode Accept asks another question: what changed outside terraform,
+			// compared with the state (a refresh-only plan), which a Refresh then records.
+			return []Step{init, {Name: StepPlan, Args: []string{"plan", "-refresh-only", "-detailed-exitcode", "-input=false", "-no-color", lock, vars, planOut}, DetailedExitCode: true}, showJSON}, nil
+		}
 		return []Step{init, {Name: StepPlan, Args: []string{"plan", "-detailed-exitcode", "-input=false", "-no-color", lock, vars, planOut}, DetailedExitCode: true}, showJSON}, nil
 	case runnerapi.OperationRefresh:
-		// A refresh-only plan: it reads what changed outside terraform and writes nothing.
-		return []Step{init, {Name: StepRefresh, Args: []string{"plan", "-refresh-only", "-detailed-exitcode", "-input=false", "-no-color", lock, vars, planOut}, DetailedExitCode: true}, showJSON}, nil
+		if o.ApplySavedPlan {
+			// The refresh-only plan a Plan Job saved (and someone approved), applied as an
+			// Apply applies a saved plan.
+			return applySaved, nil
+		}
+		// A refresh-only plan, then its apply: the state records what changed outside
+		// terraform, and no infrastructure changes. The apply applies the plan file this run
+		// just made (not a fetched plan); it runs also when the plan found no changes, which
+		// then writes no new state.
+		return []Step{init,
+			{Name: StepRefresh, Args: []string{"plan", "-refresh-only", "-detailed-exitcode", "-input=false", "-no-color", lock, vars, planOut}, DetailedExitCode: true},
+			showJSON,
+			{Name: StepApply, Args: []string{"apply", "-input=false", "-no-color", lock, o.PlanFile}}}, nil
 	case runnerapi.OperationRestore:
 		return []Step{
 			init,
