@@ -36,6 +36,15 @@ const (
 	// backup, and removes the annotation once it succeeded.
 	RestoreStateAnnotation = "captf.io/restore-state"
 
+	// RefreshAnnotation asks for one refresh: a refresh-only apply that records in the state
+	// what changed outside Terraform and changes no infrastructure (a Refresh Job, exclusive
+	// with every other state writer; under applyPolicy Manual through a saved refresh-only
+	// plan and approval). Its value is free (a timestamp, a ticket): the Job records it, and
+	// the controller removes the annotation once that Job succeeded, unless the value changed
+	// meanwhile (then the new request runs too). An object that never applied refreshes after
+	// its first apply. See docs/drift.md.
+	RefreshAnnotation = "captf.io/refresh"
+
 	// ApprovePlanAnnotation approves a pending plan: its value is status.pendingPlan.id. Only
 	// members of the approver groups (--plan-approver-groups) may set it.
 	ApprovePlanAnnotation = "captf.io/approve-plan"
@@ -97,6 +106,9 @@ const (
 	LeaseAcquiredAtAnnotation = "captf.io/lease-acquired-at"
 	// InputsHashAnnotation carries the hash of the inputs a Job runs with.
 	InputsHashAnnotation = "captf.io/inputs-hash"
+	// RefreshOnlyAnnotation ("true") marks a Plan or Drift Job that runs a refresh-only plan; its
+	// result is reported on DriftJobSucceeded, like a refresh's.
+	RefreshOnlyAnnotation = "captf.io/refresh-only"
 	// RunSeqAnnotation, on a reconciled object, is the sequence number of its next Job: the Job
 	// name is derived from it, so the name does not change while the object waits for a lease.
 	RunSeqAnnotation = "captf.io/run-seq"
@@ -203,9 +215,10 @@ const (
 
 // Mutating reports whether the operation may change infrastructure or state. Mutating
 // operations of a cluster and of its machines never overlap while the operation gate is on.
+// A refresh changes no infrastructure but writes the state, so it is one of them.
 func (o Operation) Mutating() bool {
 	switch o {
-	case OperationApply, OperationDestroy, OperationRestore:
+	case OperationApply, OperationDestroy, OperationRestore, OperationRefresh:
 		return true
 	}
 	return false
@@ -384,13 +397,17 @@ const (
 )
 
 // DriftMode says what a drift check does when it finds drift.
-// +kubebuilder:validation:Enum=Report;Remediate
+// +kubebuilder:validation:Enum=Report;Remediate;Accept
 type DriftMode string
 
 // The drift modes.
 const (
 	DriftModeReport    DriftMode = "Report"
 	DriftModeRemediate DriftMode = "Remediate"
+	// DriftModeAccept checks with a refresh-only plan (the infrastructure against the state)
+	// and, when something changed outside Terraform, records it in the state with a
+	// refresh-only apply (a Refresh Job) instead of changing the infrastructure back.
+	DriftModeAccept DriftMode = "Accept"
 )
 
 // DriftPolicy schedules drift checks: a plan against the inputs of the last apply, run as a
@@ -405,6 +422,12 @@ type DriftPolicy struct {
 
 	// mode: Report sets DriftDetected=True when a check finds drift; Remediate also runs one
 	// apply of the last applied inputs (through the normal apply path: leases, gate, backoff).
+	// Accept checks with a refresh-only plan (what changed outside Terraform, compared with
+	// the state) and, when it finds a change, runs one refresh-only apply that records it in
+	// the state and changes no infrastructure (a Refresh Job: the run lease, the cluster
+	// gate, backups before and after; under applyPolicy Manual a saved refresh-only plan
+	// that waits for approval). Tested by the engine spec "accepts drift with one refresh"
+	// and the e2e spec "accepts an out-of-band change with a refresh" (docs/drift.md).
 	// +optional
 	// +kubebuilder:default=Report
 	Mode DriftMode `json:"mode,omitempty"`
@@ -595,6 +618,12 @@ type PendingPlan struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Reason string `json:"reason,omitempty"`
+	// refreshOnly: a refresh-only plan (a refresh asked for with captf.io/refresh, or drift
+	// mode Accept, under applyPolicy Manual). Approved, a Refresh Job applies it: the counts
+	// are what changed outside Terraform (outputs count as updates, address output.<name>),
+	// recorded in the state without changing the infrastructure. docs/drift.md.
+	// +optional
+	RefreshOnly bool `json:"refreshOnly,omitempty"`
 	// createdAt is when the plan Job finished.
 	// +optional
 	CreatedAt *metav1.Time `json:"createdAt,omitempty"`

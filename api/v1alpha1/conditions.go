@@ -129,6 +129,9 @@ const (
 	DriftFoundReason = "DriftFound"
 	NoDriftReason    = "NoDrift"
 	RemediatedReason = "Remediated"
+	// AcceptedReason (DriftDetected=False): a refresh-only apply recorded the drift in the
+	// state (mode Accept, or a refresh asked for with captf.io/refresh).
+	AcceptedReason = "Accepted"
 	// WaitingForJobSlotReason: the manager runs as many Jobs as --max-active-jobs (or, for
 	// drift checks, --max-background-jobs) allows; the Job starts when a slot frees.
 	WaitingForJobSlotReason = "WaitingForJobSlot"

@@ -27,6 +27,9 @@ type PlanRecord struct {
 	Replace   int32    `json:"replace,omitempty"`
 	Delete    int32    `json:"delete,omitempty"`
 	Addresses []string `json:"addresses,omitempty"`
+	// RefreshOnly: a refresh-only plan (its apply records in the state what changed outside
+	// Terraform and changes no infrastructure); a Refresh Job applies it, never an apply.
+	RefreshOnly bool `json:"refreshOnly,omitempty"`
 	// Reason it waits: Manual or DestructiveChanges.
 	Reason  string    `json:"reason,omitempty"`
 	Created time.Time `json:"created,omitempty"`

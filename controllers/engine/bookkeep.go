@@ -24,10 +24,12 @@ import (
 
 // bookkept is what counting a finished Job concluded; the status setters report it.
 type bookkept struct {
-	job     string
-	op      infrav1.Operation
-	outcome infrav1.RunOutcome
-	message string
+	job string
+	op  infrav1.Operation
+	// refreshOnly: the Job ran a refresh-only plan (reported on DriftJobSucceeded).
+	refreshOnly bool
+	outcome     infrav1.RunOutcome
+	message     string
 	// failures is the consecutive failure count after this Job (0 after a success), and
 	// backoff the wait before a retry; counts is false for outcomes that never count toward
 	// the backoff (a success, a fenced run).
@@ -35,9 +37,12 @@ type bookkept struct {
 	backoff  time.Duration
 	counts   bool
 	at       time.Time
-	// driftFound: a drift check found drift; remediate: the object's mode is Remediate.
+	// driftFound: a drift check found drift; actOnDrift: the object's mode acts on it
+	// (Remediate: an apply follows; Accept: a refresh follows).
 	driftFound bool
-	remediate  bool
+	actOnDrift bool
+	// refreshRequest is the captf.io/refresh value the Job answered (recorded on the Job).
+	refreshRequest string
 	// driftSummary says what changed (counts and addresses), when the runner reported it.
 	driftSummary string
 	// plan is the plan a successful plan Job stored; appliedPlan the plan ID an apply Job ran.
@@ -51,7 +56,7 @@ type outputsResult struct{ err error }
 // judgeFinished is the pure part of bookkeeping: what a finished Job means for the object's
 // durable markers, given the failures counted so far.
 func judgeFinished(cur JobView, out jobs.Outcome, failuresBefore int, now time.Time) bookkept {
-	b := bookkept{job: cur.Name, op: cur.Operation, outcome: out.Outcome, message: out.Message, at: now}
+	b := bookkept{job: cur.Name, op: cur.Operation, refreshOnly: cur.RefreshOnly, outcome: out.Outcome, message: out.Message, at: now}
 	switch {
 	case out.Outcome == infrav1.RunSucceeded:
 	case out.PlanStale || out.PlanRefused != "":
@@ -81,17 +86,27 @@ func (b bookkept) markers(o Object, cur JobView, restoreSerial string) {
 	setAnnotation(o, infrav1.RunSeqAnnotation, strconv.FormatInt(cur.Seq+1, 10))
 	if Background(cur.Operation) {
 		setAnnotation(o, infrav1.LastDriftCheckAnnotation, b.at.UTC().Format(time.RFC3339))
-		if b.driftFound && b.remediate {
+		if b.driftFound && b.actOnDrift {
 			setAnnotation(o, infrav1.RemediateAnnotation, cur.Name)
 		}
 	}
-	if cur.Operation == infrav1.OperationApply && b.outcome == infrav1.RunSucceeded {
+	if (cur.Operation == infrav1.OperationApply || cur.Operation == infrav1.OperationRefresh) && b.outcome == infrav1.RunSucceeded {
+		// An apply remediated the drift found, a refresh accepted it.
 		removeAnnotation(o, infrav1.RemediateAnnotation)
 	}
+	if cur.Operation == infrav1.OperationRefresh && b.outcome == infrav1.RunSucceeded {
+		b.answerRefresh(o)
+	}
 	if pl := b.plan; pl != nil {
-		if pl.Changes() {
+		switch {
+		case pl.Changes():
 			setAnnotation(o, infrav1.PendingPlanAnnotation, pl.Annotation())
-		} else {
+		case pl.RefreshOnly:
+			// Nothing changed outside Terraform: the refresh has nothing to record.
+			removeAnnotation(o, infrav1.PendingPlanAnnotation)
+			removeAnnotation(o, infrav1.RemediateAnnotation)
+			b.answerRefresh(o)
+		default:
 			// Nothing to apply: the inputs are in effect already.
 			setAnnotation(o, infrav1.AppliedHashAnnotation, pl.InputsHash)
 			removeAnnotation(o, infrav1.PendingPlanAnnotation)
@@ -130,6 +145,22 @@ func (b bookkept) markers(o Object, cur JobView, restoreSerial string) {
 	}
 }
 
+// refreshSummary says what a refresh recorded, when its runner reported it.
+func refreshSummary(out jobs.Outcome) string {
+	if out.Summary == nil {
+		return "the approved refresh-only plan"
+	}
+	return out.Message
+}
+
+// answerRefresh removes the refresh request the Job answered; a request whose value changed
+// since the Job was created is a new one, and stays.
+func (b bookkept) answerRefresh(o Object) {
+	if v, ok := o.GetAnnotations()[infrav1.RefreshAnnotation]; ok && v == b.refreshRequest {
+		removeAnnotation(o, infrav1.RefreshAnnotation)
+	}
+}
+
 // summary is the one-line account of a Job that did not succeed.
 func (b bookkept) summary() string {
 	return fmt.Sprintf("Job %s %s: %s", b.job, lower(string(b.outcome)), b.message)
@@ -149,7 +180,8 @@ func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
 	failures, _ := strconv.Atoi(p.obj.GetAnnotations()[infrav1.FailuresAnnotation])
 	b := judgeFinished(cur, out, failures, p.r.Clock.Now())
 	if Background(cur.Operation) && b.outcome == infrav1.RunSucceeded && out.Result != nil && out.Result.Drift != nil {
-		b.driftFound, b.remediate = *out.Result.Drift, p.ev.DriftMode == infrav1.DriftModeRemediate
+		b.driftFound = *out.Result.Drift
+		b.actOnDrift = p.ev.DriftMode == infrav1.DriftModeRemediate || p.ev.DriftMode == infrav1.DriftModeAccept
 		b.driftSummary = driftSummary(out)
 		p.rep.drift = &driftFinding{found: b.driftFound, summary: b.driftSummary}
 	}
@@ -168,6 +200,7 @@ func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
 	}
 
 	b.appliedPlan = job.Annotations[infrav1.PlanIDAnnotation]
+	b.refreshRequest = job.Annotations[infrav1.RefreshAnnotation]
 	if cur.Operation == infrav1.OperationPlan && b.outcome == infrav1.RunSucceeded {
 		pl, err := p.readPlan(ctx, cur)
 		if err != nil {
@@ -217,6 +250,10 @@ func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
 	}
 	if b.outcome == infrav1.RunSucceeded {
 		p.emit(corev1.EventTypeNormal, "JobSucceeded", fmt.Sprintf("Job %s (%s) succeeded", b.job, b.op))
+		if cur.Operation == infrav1.OperationRefresh {
+			p.emit(corev1.EventTypeNormal, "StateRefreshed", fmt.Sprintf("Job %s recorded in the state what changed outside Terraform (%s); no infrastructure was changed",
+				b.job, refreshSummary(out)))
+		}
 	} else {
 		p.emit(corev1.EventTypeWarning, "JobFailed", fmt.Sprintf("Job %s (%s) %s: %s", b.job, b.op, lower(string(b.outcome)), b.message))
 	}

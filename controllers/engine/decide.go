@@ -23,6 +23,8 @@ type JobView struct {
 	Operation  infrav1.Operation
 	InputsHash string
 	Phase      JobPhase
+	// RefreshOnly: a Plan or Drift Job that runs a refresh-only plan (RefreshOnlyAnnotation).
+	RefreshOnly bool
 	// Foreign: the Job's controller owner reference names another incarnation of the object
 	// (deleted and re-created under the same name). It runs against the same state, so it
 	// blocks while it runs, but it is never adopted or counted.
@@ -178,6 +180,9 @@ type Evidence struct {
 	DriftDueAt time.Time
 	DriftMode  infrav1.DriftMode
 	Remediate  string
+	// RefreshRequest is the value of the annotation captf.io/refresh: a refresh asked for by a
+	// person (empty: none).
+	RefreshRequest string
 
 	// RetryAt is when a failed operation may be retried (zero: now), and LastError why it failed.
 	RetryAt   time.Time
@@ -256,8 +261,10 @@ type Decision struct {
 	// ClearActiveJob: clear status.activeJob (nothing runs, no lag; or it names the Job being
 	// bookkept).
 	ClearActiveJob bool
-	// PlanID names the saved plan an apply runs (empty: a plain apply).
+	// PlanID names the saved plan an apply or a refresh runs (empty: a plain one).
 	PlanID string
+	// RefreshOnly: the Plan Job started makes a refresh-only plan.
+	RefreshOnly bool
 	// Wait explains ActionWait, ActionWaitJob and ActionWaitLag.
 	Wait *Wait
 	// Problem, when set, becomes a False condition.
@@ -284,7 +291,7 @@ func (d Decision) LetsGo() bool {
 // StartedOperations are the operations Decide starts Jobs of. The engine's tests prove each
 // reachable and no other; the docs test holds docs/lifecycle.md to this list.
 var StartedOperations = []infrav1.Operation{infrav1.OperationApply, infrav1.OperationDestroy, infrav1.OperationRestore,
-	infrav1.OperationDrift, infrav1.OperationPlan}
+	infrav1.OperationDrift, infrav1.OperationPlan, infrav1.OperationRefresh}
 
 // LagRequeue is how long a pass that saw cache lag waits before it looks again.
 const LagRequeue = 5 * time.Second
@@ -325,7 +332,8 @@ func NeedsDecisionInputs(ev Evidence) bool {
 // decision inputs, and it deletes, or it carries an abandon (judged against the state), or an
 // apply may start (a new object's first apply too: a state it finds but never wrote holds it,
 // RetainedState), or a Job left a state of another lineage (LineageSuspect), or the object
-// applied before and either another Job that touches the state may start or the cache no
+// applied before and either another Job that touches the state may start (a restore, a
+// remediation or a refresh asked for, a drift check due) or the cache no
 // longer lists the state Secret. An idle object whose state Secret
 // the cache lists (and that carries no abandon) reads nothing.
 func NeedsLiveState(ev Evidence) bool {
@@ -337,7 +345,7 @@ func NeedsLiveState(ev Evidence) bool {
 		return true
 	}
 	return ev.DesiredHash != ev.AppliedHash || ev.LineageSuspect ||
-		ev.AppliedBefore && (!ev.StateSecretCached || ev.RestoreSerial != "" || ev.Remediate != "" || DriftDue(ev))
+		ev.AppliedBefore && (!ev.StateSecretCached || ev.RestoreSerial != "" || ev.Remediate != "" || ev.RefreshRequest != "" || DriftDue(ev))
 }
 
 // DriftDue reports whether a drift check is due: checks are on, the object applied before,
@@ -450,6 +458,23 @@ func decide(ev Evidence) Decision {
 		default:
 			d.Action, d.Operation = ActionStart, infrav1.OperationApply
 		}
+	case RefreshWanted(ev):
+		// A refresh asked for, or drift to accept: a refresh-only apply. It writes the state,
+		// so it comes after an apply the inputs want (the case above) and runs alone like one.
+		switch {
+		case ev.Now.Before(ev.RetryAt):
+			d.Action = ActionWait
+			d.Wait = backoffWait(ev, "run")
+		case ev.State != StatePresent:
+			// I7: a refresh records reality in the object's own state, read.
+			d.Action = ActionWait
+			d.Wait = &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue,
+				Message: "the state was not read; no refresh starts without it"}
+		case ev.ApplyPolicy == infrav1.ApplyPolicyManual:
+			return decideRefreshPlan(ev, d)
+		default:
+			d.Action, d.Operation = ActionStart, infrav1.OperationRefresh
+		}
 	case DriftDue(ev):
 		// I7: a drift check runs only against the object's own state, read.
 		if ev.State != StatePresent {
@@ -468,6 +493,13 @@ func decide(ev Evidence) Decision {
 		}
 	}
 	return d
+}
+
+// RefreshWanted reports a refresh to run: one asked for (captf.io/refresh), or drift found by a
+// check under mode Accept (captf.io/remediate names that check). Only an object that applied
+// has a state to refresh; a request on a newer object waits for its first apply.
+func RefreshWanted(ev Evidence) bool {
+	return ev.AppliedBefore && (ev.RefreshRequest != "" || ev.Remediate != "" && ev.DriftMode == infrav1.DriftModeAccept)
 }
 
 func decideDeletion(ev Evidence, clearActive bool) Decision {

@@ -225,6 +225,42 @@ func TestDecideTable(t *testing.T) {
 			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, Provisioned: true, StateSecretCached: true, BlockMove: true,
 				Remediate: "captf-x-4", DriftMode: infrav1.DriftModeReport}),
 			Decision{Action: ActionIdle}},
+		{"drift found in Accept mode: one refresh, no apply",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, BlockMove: true,
+				Remediate: "captf-x-4", DriftMode: infrav1.DriftModeAccept}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationRefresh}},
+		{"a refresh asked for runs after the apply the inputs want, never before it",
+			settled(Evidence{DesiredHash: "h2", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, BlockMove: true, RefreshRequest: "r1"}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationApply}},
+		{"a refresh asked for runs once the inputs are applied",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, BlockMove: true, RefreshRequest: "r1"}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationRefresh}},
+		{"a refresh waits for the state to be read (I7)",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StateAbsent, BlockMove: true, RefreshRequest: "r1"}),
+			Decision{Action: ActionWait}},
+		{"a refresh asked for on an object that never applied waits for its first apply",
+			settled(Evidence{DesiredHash: "h1", State: StateAbsent, BlockMove: true, RefreshRequest: "r1"}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationApply}},
+		{"a refresh waits out a backoff",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, BlockMove: true, RefreshRequest: "r1",
+				RetryAt: now.Add(time.Minute)}),
+			Decision{Action: ActionWait}},
+		{"under applyPolicy Manual a refresh first makes a refresh-only plan",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, BlockMove: true, RefreshRequest: "r1",
+				ApplyPolicy: infrav1.ApplyPolicyManual}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationPlan, RefreshOnly: true}},
+		{"under applyPolicy Manual a pending refresh-only plan waits for approval",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, BlockMove: true, RefreshRequest: "r1",
+				ApplyPolicy: infrav1.ApplyPolicyManual, Pending: &infrav1.PlanRecord{ID: "p1", InputsHash: "h1", RefreshOnly: true, Update: 1}}),
+			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.PlanAwaitingApprovalReason}}},
+		{"under applyPolicy Manual the approved refresh-only plan is applied by a refresh",
+			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, BlockMove: true, RefreshRequest: "r1",
+				ApplyPolicy: infrav1.ApplyPolicyManual, Pending: &infrav1.PlanRecord{ID: "p1", InputsHash: "h1", RefreshOnly: true, Update: 1}, ApprovedPlan: "p1"}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationRefresh, PlanID: "p1"}},
+		{"an apply never runs a pending refresh-only plan, even approved: it plans anew",
+			settled(Evidence{DesiredHash: "h2", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, BlockMove: true,
+				ApplyPolicy: infrav1.ApplyPolicyManual, Pending: &infrav1.PlanRecord{ID: "p1", InputsHash: "h2", RefreshOnly: true, Update: 1}, ApprovedPlan: "p1"}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationPlan}},
 		{"a new object that finds a state it never wrote holds (RetainedStateFound) and starts nothing",
 			settled(Evidence{DesiredHash: "h1", State: StatePresent, StateLineage: "R", BlockMove: true}),
 			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.RetainedStateFoundReason}}},
@@ -279,7 +315,7 @@ func TestDecideTable(t *testing.T) {
 			if got.Action != tc.want.Action || got.Operation != tc.want.Operation ||
 				got.SetBlockMove != tc.want.SetBlockMove || got.ClearBlockMove != tc.want.ClearBlockMove ||
 				got.ClearActiveJob != tc.want.ClearActiveJob || got.SetActiveJob != tc.want.SetActiveJob ||
-				(got.VoidAbandon != "") != (tc.want.VoidAbandon != "") ||
+				(got.VoidAbandon != "") != (tc.want.VoidAbandon != "") || got.RefreshOnly != tc.want.RefreshOnly || got.PlanID != tc.want.PlanID ||
 				(tc.want.Wait != nil && (got.Wait == nil || got.Wait.Reason != tc.want.Wait.Reason)) {
 				t.Fatalf("Decide = %+v, want %+v", got, tc.want)
 			}
@@ -288,7 +324,8 @@ func TestDecideTable(t *testing.T) {
 }
 
 // space enumerates the full evidence space Decide can see and calls visit with each
-// combination, from the workers goroutines at once (visit must be safe for concurrent use).
+// combination, from the workers goroutines at once; visit gets the worker's index (0 to
+// workers-1), so each worker can keep its own tally without a lock.
 // The dimensions: finalizer, deleting, paused, move annotation, block-move, provisioned,
 // status.activeJob (none, the current Job, another), the Jobs (none; another running; the
 // current one running, of this or another incarnation; finished, of this or another
@@ -302,10 +339,11 @@ func TestDecideTable(t *testing.T) {
 // dimension also carries its identity: the object's own lineage is L when it wrote a state,
 // and the state is L, or M (another lineage) with or without the adopt opt-in naming it. Each
 // combination is an index in a mixed-radix counter. Drift: off, not due, due, a remediation
-// pending. (An inputs problem, a restore without a backup and an activeJob naming another Job
+// pending, drift to accept with a refresh asked for too, a refresh asked for under
+// applyPolicy Manual with its refresh-only plan approved. (An inputs problem, a restore without a backup and an activeJob naming another Job
 // are in the table: they take the same branches as a dependency wait, a refused restore and
 // an unset activeJob.)
-func space(workers int, visit func(Evidence)) {
+func space(workers int, visit func(worker int, ev Evidence)) {
 	actives := []string{"", "j3"}
 	type jobs struct {
 		current *JobView
@@ -347,12 +385,18 @@ func space(workers int, visit func(Evidence)) {
 		serial, failed string
 	}
 	restores := []restoreSet{{}, {backups: backup}, {backups: backup, serial: "5"}, {backups: backup, serial: "5", failed: "5"}}
+	// Drift checks and refreshes: a check due or not, drift to remediate or to accept, a
+	// refresh asked for; under applyPolicy Manual with the refresh-only plan approved.
 	type driftSet struct {
 		due       time.Time
 		remediate string
 		mode      infrav1.DriftMode
+		refresh   string
+		manual    bool
 	}
-	drifts := []driftSet{{}, {due: now.Add(time.Minute)}, {due: now.Add(-time.Second)}, {remediate: "j1", mode: infrav1.DriftModeRemediate}}
+	drifts := []driftSet{{}, {due: now.Add(time.Minute)}, {due: now.Add(-time.Second)}, {remediate: "j1", mode: infrav1.DriftModeRemediate},
+		{remediate: "j1", mode: infrav1.DriftModeAccept, refresh: "r1"}, {refresh: "r1", manual: true}}
+	refreshPlan := &infrav1.PlanRecord{ID: "p1", InputsHash: "h1", Serial: 0, RefreshOnly: true}
 	// finalizer, deleting, paused, move, block-move, provisioned, activeJob, jobs, lag,
 	// gathered, inputs, hashes, children, state, destroyed, backoff, policy, abandon, restore.
 	radix := []int{2, 2, 2, 2, 2, 2, len(actives), len(jobSets), len(lags), 2, len(inputSets), len(hashes), 2, len(states), 2, 2, 2, 3, len(restores), len(drifts)}
@@ -376,7 +420,10 @@ func space(workers int, visit func(Evidence)) {
 					DesiredHash: hashes[digit[11]][0], AppliedHash: hashes[digit[11]][1],
 					State: st.view, StateEmpty: st.empty, StateLineage: st.lineage, AdoptLineage: st.adopt, Destroyed: on(14),
 					Backups: rs.backups, RestoreSerial: rs.serial, RestoreFailed: rs.failed, Abandon: digit[17] > 0, AbandonPredates: digit[17] == 2,
-					DriftDueAt: dr.due, Remediate: dr.remediate, DriftMode: dr.mode}
+					DriftDueAt: dr.due, Remediate: dr.remediate, DriftMode: dr.mode, RefreshRequest: dr.refresh}
+				if dr.manual {
+					ev.ApplyPolicy, ev.Pending, ev.ApprovedPlan = infrav1.ApplyPolicyManual, refreshPlan, refreshPlan.ID
+				}
 				if on(12) {
 					ev.Children = children
 				}
@@ -394,7 +441,7 @@ func space(workers int, visit func(Evidence)) {
 				}
 				ev.AppliedBefore = ev.AppliedHash != "" || ev.Provisioned || len(ev.Backups) > 0 || ev.OwnLineage != ""
 				ev.StateSecretCached = st.view != StateAbsent
-				visit(ev)
+				visit(w, ev)
 			}
 		})
 	}
@@ -553,6 +600,22 @@ func violations(ev Evidence, d Decision) []string {
 	if d.Action == ActionStart && d.Operation == infrav1.OperationDrift && (!DriftDue(ev) || ev.Deleting || ev.State != StatePresent) {
 		bad("starts a drift check that is not due, or against a state not read (I7)")
 	}
+	// Refresh: a refresh-only apply writes the state, so it runs only when asked for (or drift
+	// is to be accepted), never while the inputs want an apply (which goes first and refreshes
+	// itself), never in a backoff, never against a state not read; under Manual only the
+	// approved refresh-only plan, and an apply never runs a refresh-only plan.
+	refreshing := d.Action == ActionStart && (d.Operation == infrav1.OperationRefresh || d.Operation == infrav1.OperationPlan && d.RefreshOnly)
+	applyWanted := (ev.DesiredHash != "" && ev.DesiredHash != ev.AppliedHash) || remediation
+	if refreshing && (!RefreshWanted(ev) || ev.Deleting || applyWanted || ev.Now.Before(ev.RetryAt) || ev.State != StatePresent) {
+		bad("starts a refresh nothing asks for, beside an apply the inputs want, in a backoff, or against a state not read")
+	}
+	if d.Action == ActionStart && d.Operation == infrav1.OperationRefresh && ev.ApplyPolicy == infrav1.ApplyPolicyManual &&
+		(ev.Pending == nil || !ev.Pending.RefreshOnly || d.PlanID != ev.Pending.ID || ev.ApprovedPlan != d.PlanID) {
+		bad("under applyPolicy Manual, refreshes without the approved refresh-only plan")
+	}
+	if d.Action == ActionStart && d.Operation == infrav1.OperationApply && d.PlanID != "" && ev.Pending != nil && ev.Pending.RefreshOnly && d.PlanID == ev.Pending.ID {
+		bad("applies a refresh-only plan as an apply")
+	}
 	return out
 }
 
@@ -560,36 +623,67 @@ func violations(ev Evidence, d Decision) []string {
 // the invariants on each decision, whether or not gather could produce the combination, and
 // that every action is reached by evidence gather can produce.
 func TestDecideInvariantsOverTheWholeEvidenceSpace(t *testing.T) {
-	var mu sync.Mutex
+	// Each worker keeps its own tally (no lock, no string built per combination); they are
+	// merged at the end.
+	type reachKey struct {
+		action Action
+		op     infrav1.Operation
+		tag    string
+	}
+	type tally struct {
+		reached           map[reachKey]int
+		failures          []string
+		total, consistent int
+	}
+	workers := runtime.GOMAXPROCS(0)
+	tallies := make([]tally, workers)
+	for i := range tallies {
+		tallies[i].reached = map[reachKey]int{}
+	}
+	space(workers, func(w int, ev Evidence) {
+		d := Decide(ev)
+		v := violations(ev, d)
+		tl := &tallies[w]
+		tl.total++
+		if len(v) > 0 && len(tl.failures) < 5 {
+			tl.failures = append(tl.failures, fmt.Sprintf("%v: decision %+v for evidence %+v", v, d, ev))
+		}
+		if !consistent(ev) {
+			return
+		}
+		tl.consistent++
+		tl.reached[reachKey{action: d.Action, op: d.Operation}]++
+		if d.VoidAbandon != "" {
+			tl.reached[reachKey{action: "VoidAbandon", tag: fmt.Sprintf("deleting=%t", ev.Deleting)}]++
+		}
+		if d.Action == ActionStart && d.Operation == infrav1.OperationRefresh && d.PlanID != "" {
+			tl.reached[reachKey{action: "SavedPlan", op: infrav1.OperationRefresh}]++
+		}
+		if d.Wait != nil && (d.Wait.Reason == infrav1.RetainedStateFoundReason || d.Wait.Reason == infrav1.StateLineageChangedReason) {
+			tl.reached[reachKey{action: "Hold", tag: d.Wait.Reason}]++
+		}
+	})
 	reached := map[string]int{}
 	var failures []string
 	total, consistentTotal := 0, 0
-	space(runtime.GOMAXPROCS(0), func(ev Evidence) {
-		d := Decide(ev)
-		v := violations(ev, d)
-		ok := consistent(ev)
-		mu.Lock()
-		defer mu.Unlock()
-		total++
-		if len(v) > 0 && len(failures) < 5 {
-			failures = append(failures, fmt.Sprintf("%v: decision %+v for evidence %+v", v, d, ev))
-		}
-		if ok {
-			consistentTotal++
-			reached[string(d.Action)+"/"+string(d.Operation)]++
-			if d.VoidAbandon != "" {
-				reached[fmt.Sprintf("VoidAbandon/deleting=%t", ev.Deleting)]++
+	for _, tl := range tallies {
+		total += tl.total
+		consistentTotal += tl.consistent
+		failures = append(failures, tl.failures...)
+		for k, n := range tl.reached {
+			key := string(k.action) + "/" + string(k.op)
+			if k.tag != "" {
+				key = string(k.action) + "/" + k.tag
 			}
-			if d.Wait != nil && (d.Wait.Reason == infrav1.RetainedStateFoundReason || d.Wait.Reason == infrav1.StateLineageChangedReason) {
-				reached["Hold/"+d.Wait.Reason]++
-			}
+			reached[key] += n
 		}
-	})
+	}
+	failures = failures[:min(len(failures), 5)]
 	for _, f := range failures {
 		t.Error(f)
 	}
 	for _, a := range []string{"None/", "AddFinalizer/", "WaitJob/", "Bookkeep/Apply", "SkipRun/", "WaitLag/", "Start/Apply",
-		"Start/Destroy", "Start/Restore", "Start/Drift", "Idle/", "RecoverStatus/", "Wait/", "RemoveFinalizer/", "Cleanup/", "Retain/", "Abandon/",
+		"Start/Destroy", "Start/Restore", "Start/Drift", "Start/Refresh", "SavedPlan/Refresh", "Idle/", "RecoverStatus/", "Wait/", "RemoveFinalizer/", "Cleanup/", "Retain/", "Abandon/",
 		"VoidAbandon/deleting=false", "VoidAbandon/deleting=true", "LeaveState/",
 		"Hold/" + infrav1.RetainedStateFoundReason, "Hold/" + infrav1.StateLineageChangedReason} {
 		if reached[a] == 0 {

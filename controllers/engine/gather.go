@@ -105,6 +105,7 @@ func (p *pass) gatherDriftSchedule() {
 	drift := p.obj.GetTerraformSpec().Drift
 	p.ev.DriftMode = drift.Mode
 	p.ev.Remediate = p.obj.GetAnnotations()[infrav1.RemediateAnnotation]
+	p.ev.RefreshRequest = p.obj.GetAnnotations()[infrav1.RefreshAnnotation]
 	interval := p.r.DriftInterval
 	if drift.Interval != nil {
 		interval = drift.Interval.Duration
@@ -272,7 +273,8 @@ func (p *pass) viewOf(j *batchv1.Job) (JobView, bool) {
 		return JobView{}, false
 	}
 	v := JobView{Name: j.Name, Seq: seq, Operation: infrav1.Operation(j.Labels[infrav1.OperationLabel]),
-		InputsHash: j.Annotations[infrav1.InputsHashAnnotation], Phase: JobRunning, Foreign: !ownedBy(j, p.obj.GetUID())}
+		InputsHash: j.Annotations[infrav1.InputsHashAnnotation], Phase: JobRunning, Foreign: !ownedBy(j, p.obj.GetUID()),
+		RefreshOnly: j.Annotations[infrav1.RefreshOnlyAnnotation] == "true"}
 	if jobstatus.Finished(j) {
 		v.Phase = JobFinished
 	}

@@ -33,11 +33,11 @@ func (p *pass) assembleInputs(ctx context.Context, contract ContractInputs) (*in
 	return in, nil, nil
 }
 
-// inputsForRun returns the inputs a Job of op runs with. A destroy, a restore or a drift check uses the
-// durable inputs of the last apply (the sources may be gone by now), and assembles fresh ones
-// only when there are none.
+// inputsForRun returns the inputs a Job of op runs with. A destroy, a restore, a drift check or a
+// refresh uses the durable inputs of the last apply (the sources may be gone by now; a refresh
+// records reality against what was applied), and assembles fresh ones only when there are none.
 func (p *pass) inputsForRun(ctx context.Context, op infrav1.Operation, contract ContractInputs) (*inputs.Inputs, *Problem, error) {
-	if op == infrav1.OperationDestroy || op == infrav1.OperationRestore || Background(op) {
+	if op == infrav1.OperationDestroy || op == infrav1.OperationRestore || op == infrav1.OperationRefresh || Background(op) {
 		s := &corev1.Secret{}
 		err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: naming.InputsSecretName(p.suffix)}, s)
 		switch {
@@ -132,9 +132,20 @@ func (p *pass) jobParams(seq int64, op infrav1.Operation, hash string) jobs.Para
 		Owner: jobs.Owner{APIVersion: gvk.GroupVersion().String(), Kind: p.r.Kind.Name(), Name: p.obj.GetName(),
 			Namespace: p.obj.GetNamespace(), UID: p.obj.GetUID(), Cluster: p.owner.Cluster},
 		Suffix: p.suffix, Seq: seq, Operation: op, InputsHash: hash, PlanID: p.d.PlanID,
-		StateLineage: ExpectedLineage(p.ev, op),
-		Spec:         *p.obj.GetTerraformSpec(), Defaults: p.jobDefaults(),
+		StateLineage:   ExpectedLineage(p.ev, op),
+		RefreshOnly:    p.d.RefreshOnly || op == infrav1.OperationDrift && p.ev.DriftMode == infrav1.DriftModeAccept,
+		RefreshRequest: refreshRequestOf(p.ev, op, p.d),
+		Spec:           *p.obj.GetTerraformSpec(), Defaults: p.jobDefaults(),
 	}
+}
+
+// refreshRequestOf is the refresh request (captf.io/refresh) a Job answers: a Refresh's, or a
+// refresh-only plan's; none for any other Job.
+func refreshRequestOf(ev Evidence, op infrav1.Operation, d Decision) string {
+	if op == infrav1.OperationRefresh || op == infrav1.OperationPlan && d.RefreshOnly {
+		return ev.RefreshRequest
+	}
+	return ""
 }
 
 // ExpectedLineage is the state lineage a Job of op may run against: the lineage of the state

@@ -34,7 +34,8 @@ func Superseded(p *infrav1.PlanRecord, ev Evidence) bool {
 func decidePlan(ev Evidence, d Decision) Decision {
 	p := ev.Pending
 	switch {
-	case p == nil || Superseded(p, ev) || p.ID == ev.AppliedPlan:
+	case p == nil || p.RefreshOnly || Superseded(p, ev) || p.ID == ev.AppliedPlan:
+		// A pending refresh-only plan is no plan of this apply: the apply plans anew.
 		d.Action, d.Operation = ActionStart, infrav1.OperationPlan
 	case ev.ApprovedPlan == p.ID || (ev.ApplyPolicy != infrav1.ApplyPolicyManual && !p.Destructive()):
 		d.Action, d.Operation, d.PlanID = ActionStart, infrav1.OperationApply, p.ID
@@ -42,6 +43,26 @@ func decidePlan(ev Evidence, d Decision) Decision {
 		d.Action = ActionWait
 		d.Wait = &Wait{ConditionType: infrav1.ApplyJobSucceededCondition, Reason: infrav1.PlanAwaitingApprovalReason,
 			Message: fmt.Sprintf("plan %s (%s%s) waits for approval: kubectl annotate <object> %s=%s (docs/plans.md)",
+				p.ID, p.Counts(), addressesNote(p.Addresses), infrav1.ApprovePlanAnnotation, p.ID)}
+	}
+	return d
+}
+
+// decideRefreshPlan decides a refresh under applyPolicy Manual (I9 as for an apply): a new
+// refresh-only plan when there is none, or the pending plan is an apply's, superseded or
+// applied; its refresh once approved; else a wait for the approver.
+func decideRefreshPlan(ev Evidence, d Decision) Decision {
+	p := ev.Pending
+	switch {
+	case p == nil || !p.RefreshOnly || Superseded(p, ev) || p.ID == ev.AppliedPlan:
+		d.Action, d.Operation, d.RefreshOnly = ActionStart, infrav1.OperationPlan, true
+	case ev.ApprovedPlan == p.ID:
+		d.Action, d.Operation, d.PlanID = ActionStart, infrav1.OperationRefresh, p.ID
+	default:
+		d.Action = ActionWait
+		d.Wait = &Wait{ConditionType: infrav1.DriftJobSucceededCondition, Reason: infrav1.PlanAwaitingApprovalReason,
+			Message: fmt.Sprintf("refresh-only plan %s (%s%s: changed outside Terraform, recorded in the state, no infrastructure changed) "+
+				"waits for approval: kubectl annotate <object> %s=%s (docs/drift.md)",
 				p.ID, p.Counts(), addressesNote(p.Addresses), infrav1.ApprovePlanAnnotation, p.ID)}
 	}
 	return d
@@ -70,8 +91,8 @@ func (p *pass) readPlan(ctx context.Context, cur JobView) (*infrav1.PlanRecord, 
 	}
 	out := &infrav1.PlanRecord{ID: rec.ID, Job: rec.Job, Secret: name, InputsHash: rec.InputsHash, Serial: int64(rec.StateSerial),
 		Lineage: rec.StateLineage, Create: int32(rec.Create), Update: int32(rec.Update), Replace: int32(rec.Replace),
-		Delete: int32(rec.Delete), Addresses: rec.Addresses, Reason: string(infrav1.ApplyPolicyManual)}
-	if p.ev.ApplyPolicy != infrav1.ApplyPolicyManual {
+		Delete: int32(rec.Delete), Addresses: rec.Addresses, Reason: string(infrav1.ApplyPolicyManual), RefreshOnly: rec.RefreshOnly}
+	if p.ev.ApplyPolicy != infrav1.ApplyPolicyManual && !rec.RefreshOnly {
 		out.Reason = "DestructiveChanges"
 	}
 	out.Created, _ = time.Parse(time.RFC3339, rec.CreatedAt)

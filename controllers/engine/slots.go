@@ -14,10 +14,11 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 )
 
-// Background reports whether an operation is scheduled background work (drift checks and
-// refreshes) rather than something a person or a Cluster asked for.
+// Background reports whether an operation is scheduled background work (drift checks) rather
+// than something a person or a Cluster asked for. A refresh writes the state and answers a
+// request or a finding, so it is not: it takes an ordinary slot and fails like an apply.
 func Background(op infrav1.Operation) bool {
-	return op == infrav1.OperationDrift || op == infrav1.OperationRefresh
+	return op == infrav1.OperationDrift
 }
 
 // pendingSlot is a reservation whose Job the cache does not show yet.

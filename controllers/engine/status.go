@@ -131,9 +131,13 @@ func setDriftDetected(c conditions, ev Evidence, rep report) {
 	if f := rep.drift; f != nil {
 		if f.found {
 			msg := "the infrastructure differs from the last apply: " + f.summary
-			if ev.DriftMode == infrav1.DriftModeRemediate {
+			switch ev.DriftMode {
+			case infrav1.DriftModeRemediate:
 				msg += "; an apply of the last applied inputs follows (mode Remediate)"
-			} else {
+			case infrav1.DriftModeAccept:
+				msg = "the infrastructure changed outside Terraform since the state was written: " + f.summary +
+					"; a refresh-only apply records it in the state and changes nothing (mode Accept)"
+			default:
 				msg += "; mode Report: nothing is changed"
 			}
 			c.set(infrav1.DriftDetectedCondition, metav1.ConditionTrue, infrav1.DriftFoundReason, msg)
@@ -143,11 +147,19 @@ func setDriftDetected(c conditions, ev Evidence, rep report) {
 		return
 	}
 	b := rep.bookkept
-	if b == nil || b.op != infrav1.OperationApply || b.outcome != infrav1.RunSucceeded {
+	if b == nil || b.outcome != infrav1.RunSucceeded {
 		return
 	}
-	if cur := c.find(infrav1.DriftDetectedCondition); cur != nil && cur.Status == metav1.ConditionTrue {
+	cur := c.find(infrav1.DriftDetectedCondition)
+	if cur == nil || cur.Status != metav1.ConditionTrue {
+		return
+	}
+	switch b.op {
+	case infrav1.OperationApply:
 		c.set(infrav1.DriftDetectedCondition, metav1.ConditionFalse, infrav1.RemediatedReason, "Job "+b.job+" applied the module again after the drift check")
+	case infrav1.OperationRefresh:
+		c.set(infrav1.DriftDetectedCondition, metav1.ConditionFalse, infrav1.AcceptedReason,
+			"Job "+b.job+" recorded in the state what changed outside Terraform (a refresh-only apply); no infrastructure was changed")
 	}
 }
 
@@ -162,7 +174,7 @@ func setPendingPlan(c conditions, ev Evidence, d Decision) {
 		return
 	}
 	pp := &infrav1.PendingPlan{ID: p.ID, Job: p.Job, Secret: p.Secret, Create: p.Create, Update: p.Update, Replace: p.Replace,
-		Delete: p.Delete, Reason: p.Reason}
+		Delete: p.Delete, Reason: p.Reason, RefreshOnly: p.RefreshOnly}
 	if len(p.Addresses) > 0 {
 		pp.Addresses = p.Addresses[:min(len(p.Addresses), 50)]
 	}
@@ -239,16 +251,16 @@ func setOperation(c conditions, ev Evidence, d Decision, rep report) {
 	case rep.bookkept != nil:
 		b := rep.bookkept
 		if b.outcome == infrav1.RunSucceeded {
-			c.set(familyOf(b.op), metav1.ConditionTrue, infrav1.JobSucceededReason, fmt.Sprintf("Job %s succeeded", b.job))
+			c.set(familyOfRun(b.op, b.refreshOnly), metav1.ConditionTrue, infrav1.JobSucceededReason, fmt.Sprintf("Job %s succeeded", b.job))
 			return
 		}
 		msg := b.summary()
 		if b.counts {
 			msg += fmt.Sprintf(" (retry in %s)", b.backoff)
 		}
-		c.set(familyOf(b.op), metav1.ConditionFalse, infrav1.JobFailedReason, msg)
+		c.set(familyOfRun(b.op, b.refreshOnly), metav1.ConditionFalse, infrav1.JobFailedReason, msg)
 	case rep.started != "":
-		c.set(familyOf(d.Operation), metav1.ConditionUnknown, infrav1.JobRunningReason, fmt.Sprintf("Job %s runs %s", rep.started, d.Operation))
+		c.set(familyOfRun(d.Operation, d.RefreshOnly), metav1.ConditionUnknown, infrav1.JobRunningReason, fmt.Sprintf("Job %s runs %s", rep.started, d.Operation))
 	case rep.rejected != "":
 		c.set(familyOf(d.Operation), metav1.ConditionFalse, infrav1.JobFailedReason, rep.rejected)
 	case rep.lagJob != "":
@@ -269,10 +281,11 @@ func setOperation(c conditions, ev Evidence, d Decision, rep report) {
 		if run.Foreign {
 			msg = fmt.Sprintf("Job %s of an earlier object of this name still runs %s against the same state; nothing starts until it ends", run.Name, run.Operation)
 		}
-		c.set(familyOf(run.Operation), metav1.ConditionUnknown, infrav1.JobRunningReason, msg)
+		c.set(familyOfRun(run.Operation, run.RefreshOnly), metav1.ConditionUnknown, infrav1.JobRunningReason, msg)
 	case d.Action == ActionWaitJob && ev.Current != nil && d.Wait != nil:
-		c.set(familyOf(ev.Current.Operation), metav1.ConditionUnknown, infrav1.JobRunningReason, d.Wait.Message)
-	case d.Wait != nil && (d.Wait.ConditionType == infrav1.ApplyJobSucceededCondition || d.Wait.ConditionType == infrav1.RestoreJobSucceededCondition):
+		c.set(familyOfRun(ev.Current.Operation, ev.Current.RefreshOnly), metav1.ConditionUnknown, infrav1.JobRunningReason, d.Wait.Message)
+	case d.Wait != nil && (d.Wait.ConditionType == infrav1.ApplyJobSucceededCondition || d.Wait.ConditionType == infrav1.RestoreJobSucceededCondition ||
+		d.Wait.ConditionType == infrav1.DriftJobSucceededCondition && d.Wait.Reason == infrav1.PlanAwaitingApprovalReason):
 		c.set(d.Wait.ConditionType, metav1.ConditionFalse, d.Wait.Reason, d.Wait.Message)
 	}
 }
@@ -378,6 +391,15 @@ func setReady(c conditions, ev Evidence) {
 
 // familyOf is the condition that reports an operation (runlease.ConditionFor: one rule).
 func familyOf(op infrav1.Operation) string { return runlease.ConditionFor(op) }
+
+// familyOfRun is the condition that reports a Job: its operation's, except that a refresh-only
+// plan is reported with the refreshes (DriftJobSucceeded), not with the applies.
+func familyOfRun(op infrav1.Operation, refreshOnly bool) string {
+	if refreshOnly {
+		return familyOf(infrav1.OperationRefresh)
+	}
+	return familyOf(op)
+}
 
 func orUnknown(s string) string {
 	if s == "" {

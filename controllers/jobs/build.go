@@ -99,11 +99,20 @@ type Params struct {
 	InputsHash string
 	// Spec is the object's module, inputs and job policy.
 	Spec infrav1.TerraformSpec
-	// PlanID (Operation Apply only): apply this saved plan (runnerapi.PlanID) from the object's
+	// PlanID (Operation Apply or Refresh): apply this saved plan (runnerapi.PlanID) from the object's
 	// plan Secret instead of planning afresh. Empty: a normal apply. The Job carries it as the
 	// annotation runnerapi.PlanIDAnnotation and passes it to the runner and to the state
 	// channel, which hands out only that plan, once.
 	PlanID string
+	// RefreshOnly (Operation Plan or Drift): the plan is a refresh-only plan; a Plan's is
+	// applied later by a Refresh Job, a Drift check's compares the infrastructure with the
+	// state (drift mode Accept). Passed to the runner and the state channel
+	// (runnerapi.FlagRefreshOnly).
+	RefreshOnly bool
+	// RefreshRequest (Operation Plan or Refresh) is the value of the object's
+	// infrav1.RefreshAnnotation the run answers, recorded on the Job under that annotation so
+	// the controller clears only the request the run answered.
+	RefreshRequest string
 	// StateLineage is the lineage of the state the controller read live before this Job; the
 	// Job's state channel serves only a state of that lineage (runnerapi.FlagStateLineage).
 	// Empty: the controller read no state (a first apply, or a restore, which replaces the
@@ -147,6 +156,7 @@ func Build(p Params) (*batchv1.Job, error) {
 		LockTimeout: time.Duration(lockTimeout) * time.Second,
 		ChannelDir:  runnerapi.ChannelDir,
 		PlanID:      p.PlanID,
+		RefreshOnly: p.RefreshOnly,
 	}
 	// The main container reads the channel's folder but cannot write it: the channel's
 	// records (fenced, lock broken, lock holder) are the channel's word, not the module's.
@@ -230,10 +240,18 @@ func Build(p Params) (*batchv1.Job, error) {
 		TokenFile: path.Join(runnerapi.ServiceAccountDir, runnerapi.ServiceAccountTokenFile),
 		CAFile:    path.Join(runnerapi.ServiceAccountDir, runnerapi.ServiceAccountCAFile),
 		Operation: string(p.Operation), InputsHash: p.InputsHash, PlanID: p.PlanID, StateLineage: p.StateLineage,
+		// The channel stores plans: only a Plan Job's refresh-only flag concerns it.
+		RefreshOnly: p.RefreshOnly && p.Operation == infrav1.OperationPlan,
 	})
 	annotations := map[string]string{infrav1.InputsHashAnnotation: p.InputsHash}
 	if p.PlanID != "" {
 		annotations[runnerapi.PlanIDAnnotation] = p.PlanID
+	}
+	if p.RefreshRequest != "" {
+		annotations[infrav1.RefreshAnnotation] = p.RefreshRequest
+	}
+	if p.RefreshOnly {
+		annotations[infrav1.RefreshOnlyAnnotation] = "true"
 	}
 
 	job := &batchv1.Job{
@@ -372,12 +390,18 @@ func validate(p Params) error {
 		errs = append(errs, errors.New("inputs hash is required"))
 	}
 	if p.PlanID != "" {
-		if p.Operation != infrav1.OperationApply {
-			errs = append(errs, fmt.Errorf("a plan ID is for an Apply, not a %s", p.Operation))
+		if p.Operation != infrav1.OperationApply && p.Operation != infrav1.OperationRefresh {
+			errs = append(errs, fmt.Errorf("a plan ID is for an Apply or a Refresh, not a %s", p.Operation))
 		}
 		if !runnerapi.ValidPlanID(p.PlanID) {
 			errs = append(errs, fmt.Errorf("plan ID %q is not %d lowercase hex digits", p.PlanID, runnerapi.PlanIDLength))
 		}
+	}
+	if p.RefreshOnly && p.Operation != infrav1.OperationPlan && p.Operation != infrav1.OperationDrift {
+		errs = append(errs, fmt.Errorf("refresh-only is for a Plan or a Drift check, not a %s", p.Operation))
+	}
+	if p.RefreshRequest != "" && p.Operation != infrav1.OperationPlan && p.Operation != infrav1.OperationRefresh {
+		errs = append(errs, fmt.Errorf("a refresh request is for a Plan or a Refresh, not a %s", p.Operation))
 	}
 	if p.StateLineage != "" {
 		if p.Operation == infrav1.OperationRestore {

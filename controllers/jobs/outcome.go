@@ -62,8 +62,9 @@ type Outcome struct {
 	// PlanStale (an apply of a saved plan): terraform refused the plan because the state changed
 	// since it was made; nothing was applied. Plan again; never apply afresh. From the result.
 	PlanStale bool
-	// PlanRefused (an apply of a saved plan): the channel or the runner refused the plan before
-	// terraform ran (runnerapi.PlanRefusedSuperseded, PlanRefusedConsumed, PlanRefusedCorrupt);
+	// PlanRefused (an apply or a refresh of a saved plan): the channel or the runner refused the
+	// plan before terraform ran (runnerapi.PlanRefusedSuperseded, PlanRefusedConsumed,
+	// PlanRefusedCorrupt, PlanRefusedKind);
 	// nothing was applied. From the result.
 	PlanRefused string
 }

@@ -408,7 +408,7 @@ var _ = Describe("The operation gate", func() {
 		Expect(overlap.Load()).To(BeZero())
 	})
 
-	It("lets plans, refreshes and drift checks through on the run lease alone, never past their object's running apply", func() {
+	It("lets plans and drift checks through on the run lease alone, never past their object's running apply, and gates a refresh like an apply", func() {
 		ns := newNamespace()
 		clk := fakeClock()
 		m := newManager(clk, true)
@@ -429,11 +429,14 @@ var _ = Describe("The operation gate", func() {
 		Expect(res.Wait.Condition).To(Equal(infrav1.DriftJobSucceededCondition))
 		Expect(res.Wait.Jobs).To(Equal([]string{jobName(cluster, 1)}))
 
-		By("the cluster lease is held: machine drift checks and refreshes still proceed, an apply waits")
+		By("the cluster lease is held: machine drift checks still proceed; a refresh, which writes the state, waits like an apply")
 		Expect(m.Acquire(ctx, request(m2, 1, infrav1.OperationDrift))).To(HaveField("Acquired", true))
 		Expect(m.Release(ctx, m2, jobName(m2, 1))).To(HaveLen(1))
-		Expect(m.Acquire(ctx, request(m2, 2, infrav1.OperationRefresh))).To(HaveField("Acquired", true))
-		Expect(m.Release(ctx, m2, jobName(m2, 2))).To(HaveLen(1))
+		res, err = m.Acquire(ctx, request(m2, 2, infrav1.OperationRefresh))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Acquired).To(BeFalse(), "a machine's refresh writes its state: it never runs beside its cluster's apply")
+		Expect(res.Wait.Reason).To(Equal(infrav1.WaitingForClusterOperationReason))
+		Expect(res.Wait.Condition).To(Equal(infrav1.DriftJobSucceededCondition))
 		res, err = m.Acquire(ctx, request(m2, 3, infrav1.OperationDestroy))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.Wait.Reason).To(Equal(infrav1.WaitingForClusterOperationReason))

@@ -316,6 +316,10 @@ type tfState struct {
 			Attributes map[string]any `json:"attributes"`
 		} `json:"instances"`
 	} `json:"resources"`
+	// Outputs are the root module's outputs as the state records them.
+	Outputs map[string]struct {
+		Value any `json:"value"`
+	} `json:"outputs"`
 	Labels map[string]string `json:"-"`
 }
 
