@@ -85,13 +85,43 @@ func startSandbox(name string) *sandbox.Sandbox {
 // startSandboxWith is startSandbox with the terraform or tofu binary the Jobs run.
 func startSandboxWith(name, terraformBinary string) *sandbox.Sandbox {
 	GinkgoHelper()
+	return startSandboxWithManager(name, terraformBinary, filepath.Join(built, "manager"))
+}
+
+// startSandboxWithManager is startSandboxWith with another manager binary (the runner is still
+// this checkout's).
+func startSandboxWithManager(name, terraformBinary, managerBinary string) *sandbox.Sandbox {
+	GinkgoHelper()
 	out := GinkgoWriter
 	sb, err := sandbox.Start(ctx, sandbox.Options{
 		Name: name, RepoRoot: repo, BinDir: binDir,
-		ManagerBinary: filepath.Join(built, "manager"), RunnerBinary: filepath.Join(built, "runner"),
+		ManagerBinary: managerBinary, RunnerBinary: filepath.Join(built, "runner"),
 		TerraformBinary: terraformBinary, WorkDir: filepath.Join(GinkgoT().TempDir(), name),
 		ManagerOutput: out, JobOutput: out, Log: ctrl.Log.WithName(name),
 	})
 	Expect(err).NotTo(HaveOccurred())
 	return sb
+}
+
+// unsafeAudienceTag builds a manager whose identity token audience check is off
+// (controllers/jobs/identity_check_unsafe.go). Only the spec that shows the exploit the check
+// prevents builds with it; no released binary does.
+const unsafeAudienceTag = "captf_unsafe_no_audience_check"
+
+// buildManagerWithTags builds this checkout's manager with build tags into a folder of the
+// spec's own, and returns its path. Called lazily by the one spec that needs it, so a run that
+// does not focus on it pays nothing; the packages the tag does not touch come from the build
+// cache BeforeSuite filled.
+func buildManagerWithTags(tags string) string {
+	GinkgoHelper()
+	began := time.Now()
+	dir := GinkgoT().TempDir()
+	cmd := exec.Command("go", "build", "-tags", tags, "-o", dir+string(os.PathSeparator), "./cmd/manager")
+	cmd.Dir = repo
+	out, err := cmd.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "build the manager with -tags %s: %s", tags, out)
+	took := time.Since(began).Round(time.Millisecond)
+	fmt.Fprintf(GinkgoWriter, "built the manager with -tags %s in %s\n", tags, took)
+	AddReportEntry("manager build with -tags "+tags, took.String())
+	return filepath.Join(dir, "manager")
 }
