@@ -121,6 +121,11 @@ func createAudienceProbeAccount(ctx context.Context, c client.Writer, account ty
 	return nil
 }
 
+// UnsafeNoAudienceCheckTag is the build tag that turns the audience check off
+// (identity_check_unsafe.go): only the end-to-end suite builds a manager with it, to show the
+// exploit the check prevents. No release is built with it.
+const UnsafeNoAudienceCheckTag = "captf_unsafe_no_audience_check"
+
 // IdentityAudienceRefusal is the fast first filter of CheckIdentityAudience, pure: an empty
 // audience or one of WellKnownAPIAudiences is refused with IdentityAudienceRefusedReason.
 func IdentityAudienceRefusal(audience string) (reason, message string) {

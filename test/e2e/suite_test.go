@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	testenv "github.com/captf/cluster-api-provider-terraform/test/envtest"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox"
 )
@@ -104,9 +105,8 @@ func startSandboxWithManager(name, terraformBinary, managerBinary string) *sandb
 }
 
 // unsafeAudienceTag builds a manager whose identity token audience check is off
-// (controllers/jobs/identity_check_unsafe.go). Only the spec that shows the exploit the check
-// prevents builds with it; no released binary does.
-const unsafeAudienceTag = "captf_unsafe_no_audience_check"
+// (jobs.UnsafeNoAudienceCheckTag, controllers/jobs/identity_check_unsafe.go).
+const unsafeAudienceTag = jobs.UnsafeNoAudienceCheckTag
 
 // buildManagerWithTags builds this checkout's manager with build tags into a folder of the
 // spec's own, and returns its path. Called lazily by the one spec that needs it, so a run that
