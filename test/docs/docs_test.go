@@ -261,3 +261,74 @@ func TestDocumentedOperationsAreTheOnesTheControllerStarts(t *testing.T) {
 		}
 	}
 }
+
+// kubectlExample is a `$ kubectl ...` line of a fenced block; jsonpathArg its -o jsonpath value.
+var (
+	kubectlExample = regexp.MustCompile(`^\$ kubectl (.+)$`)
+	jsonpathArg    = regexp.MustCompile(`-o jsonpath='([^']+)'`)
+	plainGet       = regexp.MustCompile(`^(?:-n \S+ )?get (\S+) \S+$`)
+)
+
+// TestDocumentedKubectlOutputsAreRunByE2E ties every kubectl example of docs/plans.md,
+// docs/state.md and docs/drift.md that shows an output to an e2e spec that runs it: a jsonpath
+// must appear verbatim in test/e2e (where a spec runs it and compares the output), and a plain
+// `get <kind> <name>` must be run by a spec as a plain get of that kind. An example with an
+// output that neither rule covers fails the test: add a spec that runs it.
+func TestDocumentedKubectlOutputsAreRunByE2E(t *testing.T) {
+	root := repoRoot(t)
+	var e2e strings.Builder
+	files, err := filepath.Glob(filepath.Join(root, "test", "e2e", "*_test.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no e2e sources: %v", err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e2e.Write(b)
+	}
+	specs := e2e.String()
+	checked := 0
+	for _, doc := range []string{"plans.md", "state.md", "drift.md"} {
+		b, err := os.ReadFile(filepath.Join(root, "docs", doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(b), "\n")
+		fenced := false
+		for i, line := range lines {
+			if strings.HasPrefix(line, "```") {
+				fenced = !fenced
+				continue
+			}
+			m := kubectlExample.FindStringSubmatch(line)
+			if !fenced || m == nil {
+				continue
+			}
+			shows := i+1 < len(lines) && !strings.HasPrefix(lines[i+1], "```") && !strings.HasPrefix(lines[i+1], "$ ")
+			if !shows {
+				continue
+			}
+			checked++
+			args := m[1]
+			switch {
+			case jsonpathArg.MatchString(args):
+				jp := jsonpathArg.FindStringSubmatch(args)[1]
+				if !strings.Contains(specs, "jsonpath="+jp) {
+					t.Errorf("docs/%s:%d: no e2e spec runs the jsonpath %s", doc, i+1, jp)
+				}
+			case plainGet.MatchString(args):
+				kind := plainGet.FindStringSubmatch(args)[1]
+				if !regexp.MustCompile(`kubectl\(sb, "get", "-n", ns, "` + regexp.QuoteMeta(kind) + `", name\)`).MatchString(specs) {
+					t.Errorf("docs/%s:%d: no e2e spec runs a plain kubectl get of %s", doc, i+1, kind)
+				}
+			default:
+				t.Errorf("docs/%s:%d: the example %q shows an output that no rule ties to an e2e spec", doc, i+1, line)
+			}
+		}
+	}
+	if checked < 5 {
+		t.Errorf("only %d kubectl examples with an output found; the parser lost them", checked)
+	}
+}
