@@ -23,10 +23,17 @@ import (
 // Secret, then the Job's end with the saved plan in its result.
 func completePlan(job *batchv1.Job, serial uint64, counts runnerapi.PlanSummary) string {
 	GinkgoHelper()
+	return completePlanOfKind(job, serial, counts, false)
+}
+
+// completePlanOfKind is completePlan for a plan of either kind: refreshOnly marks the record as
+// the channel does from its own flag for a refresh-only Plan Job.
+func completePlanOfKind(job *batchv1.Job, serial uint64, counts runnerapi.PlanSummary, refreshOnly bool) string {
+	GinkgoHelper()
 	id := fmt.Sprintf("%032x", time.Now().UnixNano())
 	rec := runnerapi.PlanRecord{ID: id, FileSHA256: "f", InputsHash: job.Annotations[infrav1.InputsHashAnnotation], StateSerial: serial,
 		StateLineage: "00000000-0000-4000-8000-000000000000", // statetest's lineage
-		CreatedAt:    time.Now().UTC().Format(time.RFC3339), Job: job.Name, PlanSummary: counts}
+		CreatedAt:    time.Now().UTC().Format(time.RFC3339), Job: job.Name, PlanSummary: counts, RefreshOnly: refreshOnly}
 	b, err := json.Marshal(rec)
 	Expect(err).NotTo(HaveOccurred())
 	suffix := naming.StateSuffix(job.Namespace, job.Labels[infrav1.OwnerKindLabel], ownerName(job))

@@ -1,8 +1,6 @@
 package engine_test
 
 import (
-	"encoding/json"
-	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -11,38 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
-	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
-
-// completeRefreshPlan plays a refresh-only plan Job: the record its channel stores (marked
-// RefreshOnly, as the channel does from its own flag) and the Job's end.
-func completeRefreshPlan(job *batchv1.Job, serial uint64, counts runnerapi.PlanSummary) string {
-	GinkgoHelper()
-	id := fmt.Sprintf("%032x", time.Now().UnixNano())
-	rec := runnerapi.PlanRecord{ID: id, FileSHA256: "f", InputsHash: job.Annotations[infrav1.InputsHashAnnotation], StateSerial: serial,
-		StateLineage: "00000000-0000-4000-8000-000000000000", // statetest's lineage
-		CreatedAt:    time.Now().UTC().Format(time.RFC3339), Job: job.Name, PlanSummary: counts, RefreshOnly: true}
-	b, err := json.Marshal(rec)
-	Expect(err).NotTo(HaveOccurred())
-	suffix := naming.StateSuffix(job.Namespace, job.Labels[infrav1.OwnerKindLabel], ownerName(job))
-	s := &corev1.Secret{}
-	Expect(k8s.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: naming.PlanSecretName(suffix)}, s)).To(Succeed())
-	s.Data = map[string][]byte{runnerapi.PlanRecordKey: b}
-	Expect(k8s.Update(ctx, s)).To(Succeed())
-	changes := counts.Changed() > 0
-	r := runnerapi.Result{Operation: string(infrav1.OperationPlan), Outcome: runnerapi.OutcomeSucceeded, Steps: []runnerapi.Step{},
-		Changes: &changes, Summary: &counts, SavedPlan: &runnerapi.PlanRef{ID: id, FileSHA256: "f"}}
-	pod, err := envtest.StartJob(ctx, k8s, job)
-	Expect(err).NotTo(HaveOccurred())
-	Expect(envtest.FinishJob(ctx, k8s, job, pod, true, string(runnerapi.Encode(r)))).To(Succeed())
-	return id
-}
 
 // operationOf is a Job's operation label.
 func operationOf(job *batchv1.Job) infrav1.Operation {
@@ -129,7 +101,7 @@ var _ = Describe("Refresh", func() {
 		plan := waitForJob(tc, infrav1.TerraformClusterKind, 4)
 		Expect(operationOf(plan)).To(Equal(infrav1.OperationPlan))
 		Expect(plan.Annotations).To(HaveKeyWithValue(infrav1.RefreshOnlyAnnotation, "true"))
-		id := completeRefreshPlan(plan, 3, runnerapi.PlanSummary{Update: 1, Addresses: []string{"output.subnet"}})
+		id := completePlanOfKind(plan, 3, runnerapi.PlanSummary{Update: 1, Addresses: []string{"output.subnet"}}, true)
 		Eventually(func() *infrav1.PendingPlan { return get(tc).Status.PendingPlan }).Should(And(
 			HaveField("ID", id), HaveField("RefreshOnly", true), HaveField("Addresses", ConsistOf("output.subnet"))))
 		Expect(envtest.Condition(tc, infrav1.DriftJobSucceededCondition)).To(And(HaveField("Status", metav1.ConditionFalse),
