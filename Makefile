@@ -128,11 +128,12 @@ SCHEDULES ?= 300
 SEED ?=
 SOAK_PARALLEL ?=
 SOAK_CELL ?=
+SOAK_LOG_DIR ?=
 SOAK_TIMEOUT ?= 10h
 
 .PHONY: soak
 soak: test-bins ## Chaos soak over SCHEDULES seeded schedules (SEED=<n> replays one); prints Jobs, faults by type, lags, violations; fails on any violation.
-	CAPTF_SOAK_SCHEDULES=$(SCHEDULES) CAPTF_SOAK_SEED=$(SEED) CAPTF_SOAK_PARALLEL=$(SOAK_PARALLEL) CAPTF_SOAK_CELL=$(SOAK_CELL) \
+	CAPTF_SOAK_SCHEDULES=$(SCHEDULES) CAPTF_SOAK_SEED=$(SEED) CAPTF_SOAK_PARALLEL=$(SOAK_PARALLEL) CAPTF_SOAK_CELL=$(SOAK_CELL) CAPTF_SOAK_LOG_DIR=$(SOAK_LOG_DIR) \
 	  go test -count=1 -timeout $(SOAK_TIMEOUT) ./test/chaos/ -v -ginkgo.label-filter=soak -ginkgo.succinct
 
 ##@ Mutation testing

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.uber.org/zap/zapcore"
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
@@ -71,9 +75,12 @@ func newRole(s *soak, idx int) *role { return &role{s: s, idx: idx, stopped: mak
 // start builds and runs a fresh manager for the role (r.mu held or not yet shared).
 func (r *role) start() error {
 	inj := &injector{s: r.s, r: r}
-	discard := logr.New(dropSink{})
+	logger, err := r.logger()
+	if err != nil {
+		return err
+	}
 	m, err := newManager(managerOpts{withStale: true, concurrency: soakManagerConcurrency, stateBackups: 2,
-		intercept: inj.funcs(), logger: &discard,
+		intercept: inj.funcs(), logger: &logger,
 		built: func(run *running) {
 			inj.run = run
 			run.stale.Add(r.s.staleRule(r.idx))
@@ -83,6 +90,25 @@ func (r *role) start() error {
 	}
 	r.cur, r.since = m, time.Now()
 	return nil
+}
+
+// logger is the log of the role's next incarnation: dropped, or a file of its own in the
+// run's log directory (CAPTF_SOAK_LOG_DIR), kept after the run.
+func (r *role) logger() (logr.Logger, error) {
+	dir := r.s.cfg.logDir
+	if dir == "" {
+		return logr.New(dropSink{}), nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return logr.Logger{}, fmt.Errorf("soak log directory: %w", err)
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.log", managerName(r.idx), r.restarts)))
+	if err != nil {
+		return logr.Logger{}, fmt.Errorf("soak log: %w", err)
+	}
+	// The file stays open until the test process exits: a stopped manager's goroutines may
+	// still log their last lines.
+	return zap.New(zap.WriteTo(f), zap.Level(zapcore.Level(-1)), zap.JSONEncoder()), nil
 }
 
 // crash kills inj's manager right away (every later write of it fails) and starts a new one

@@ -50,7 +50,10 @@ import (
 //   - CAPTF_SOAK_SEED: the seed of schedule 0; schedule i has seed+i (default sliceSeed; when
 //     CAPTF_SOAK_SCHEDULES is set, the time);
 //   - CAPTF_SOAK_PARALLEL: schedules in flight at once (default 96; the slice runs all at once);
-//   - CAPTF_SOAK_CELL: schedules per namespace (default 4).
+//   - CAPTF_SOAK_CELL: schedules per namespace (default 4);
+//   - CAPTF_SOAK_LOG_DIR: when set, each manager incarnation writes its log (JSON, verbosity 1:
+//     every pass's decision and every reconcile error) to DIR/<manager>-<restart>.log; by
+//     default the soak drops the managers' logs.
 const (
 	sliceSchedules  = 8
 	sliceSeed       = 1493 // seeds 1493-1500 plan every fault type (crashes, lost and refused writes, conflicts, a state loss, a late second manager) over the three kinds
@@ -69,6 +72,8 @@ type soakConfig struct {
 	slice bool
 	// step bounds each step of a schedule: a schedule still waiting then did not converge.
 	step time.Duration
+	// logDir, when set, keeps each manager incarnation's log there (CAPTF_SOAK_LOG_DIR).
+	logDir string
 }
 
 func soakConfigFromEnv() (soakConfig, error) {
@@ -100,6 +105,7 @@ func soakConfigFromEnv() (soakConfig, error) {
 		}
 		c.seed = n
 	}
+	c.logDir = os.Getenv("CAPTF_SOAK_LOG_DIR")
 	return c, nil
 }
 
