@@ -13,9 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -99,6 +101,12 @@ func New(cfg *rest.Config, o Options, extra ...func(*manager.Options)) (manager.
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
 		// Stop reconciling at once when leadership is lost or the context ends.
 		LeaderElectionReleaseOnCancel: true,
+		// First in, first out: every object queued is reconciled in its turn. controller-runtime's
+		// priority queue (its default) files the objects a starting manager learns from the initial
+		// list below every change event, and keeps that priority across requeues: while runs keep
+		// the workers busy, an object created just before a restart would get no pass at all (the
+		// soak's liveness finding; test/chaos "A busy queue at start-up").
+		Controller: config.Controller{UsePriorityQueue: ptr.To(false)},
 	}
 	var serving *certs.Serving
 	if o.EnableWebhooks {
