@@ -169,10 +169,13 @@ type schedule struct {
 	driftOn       time.Time
 	driftFrom     string
 	reportApplies []string
-	// reapplies counts the applies of a Report step that ran the inputs already applied when
-	// the step began (what a remediation would run: a Report violation); newInputs those that
-	// ran other inputs (a contract input changed, for a member often through its cell's
-	// TerraformCluster: a legitimate apply, not a reaction to drift).
+	// reapplies counts the applies of a Report step that ran the inputs applied when their Job
+	// came (what a remediation would run: a Report violation); newInputs those that ran other
+	// inputs (a contract input changed, for a member often through its cell's TerraformCluster:
+	// a legitimate apply, not a reaction to drift). The reference is the object's applied hash
+	// when the executor plays the Job, not the one at the step's start: inputs that change and
+	// change back (seed 612400101's schedule 107, a pool whose cell's TerraformCluster lost and
+	// restored its state) are two applies of new inputs.
 	reapplies, newInputs int
 	// owner is the Machine or MachinePool of a member, created with its first incarnation.
 	owner client.Object
@@ -749,18 +752,26 @@ func (sc *schedule) noteReportApply(j *batchv1.Job) {
 	if len(j.ManagedFields) > 0 {
 		creator = j.ManagedFields[0].Manager
 	}
+	// The Job is not bookkept before it is played, so the object's applied hash is still the
+	// one of the apply before it (read live; the step's start when the read fails).
+	o := newObject(sc.plan.kind)
+	getErr := k8s.Get(ctx, types.NamespacedName{Namespace: sc.ns, Name: sc.name}, o)
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
+	applied := sc.driftFrom
+	if getErr == nil {
+		applied = o.GetAnnotations()[infrav1.AppliedHashAnnotation]
+	}
 	when := j.CreationTimestamp.Sub(sc.driftOn).Round(time.Millisecond)
 	inputs := "new inputs"
-	if j.Annotations[infrav1.InputsHashAnnotation] == sc.driftFrom {
+	if j.Annotations[infrav1.InputsHashAnnotation] == applied {
 		inputs = "the inputs already applied"
 		sc.reapplies++
 	} else {
 		sc.newInputs++
 	}
-	sc.reportApplies = append(sc.reportApplies, fmt.Sprintf("Job %s created %s after the checks were turned on (second precision), by %q, with %s (hash %s, plan %q, remediate %q)",
-		j.Name, when, creator, inputs, j.Annotations[infrav1.InputsHashAnnotation], j.Annotations[infrav1.PlanIDAnnotation], j.Annotations[infrav1.RemediateAnnotation]))
+	sc.reportApplies = append(sc.reportApplies, fmt.Sprintf("Job %s created %s after the checks were turned on (second precision), by %q, with %s (hash %s, applied then %s, plan %q, remediate %q)",
+		j.Name, when, creator, inputs, j.Annotations[infrav1.InputsHashAnnotation], applied, j.Annotations[infrav1.PlanIDAnnotation], j.Annotations[infrav1.RemediateAnnotation]))
 }
 
 // refusal plays the state channel's check at a Job's first request: a Job told a state
