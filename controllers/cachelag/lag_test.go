@@ -127,6 +127,29 @@ var _ = Describe("Cache lag", func() {
 		Expect(hiddenNow()).To(BeNumerically(">", before), "the double must actually have hidden the Job")
 	})
 
+	It("waits when status.activeJob names a finished Job the cache hides whose pod still runs, with no run lease to say so", func() {
+		s := newScene(nil)
+		job, pod := runningJob(s.tc, 1)
+		defer stale.Add(stalecache.ByName(&batchv1.Job{}, s.ns, job.Name))()
+		Eventually(func() error {
+			get(s.tc)
+			s.tc.Status.ActiveJob = &infrav1.ActiveJob{Name: job.Name, Operation: infrav1.OperationApply}
+			return k8s.Status().Update(ctx, s.tc)
+		}).Should(Succeed())
+		// The Job controller marked the Job failed (its deadline) while its pod still
+		// terminates; no run lease exists, so only the live read of status.activeJob's Job and
+		// its pods can tell that something still runs.
+		Expect(envtest.FinishJob(ctx, k8s, get(job), nil, false, "")).To(Succeed())
+		s.pause()
+		Consistently(annotations(s.tc), "3s").Should(HaveKey(infrav1.BlockMoveAnnotation), "a pod of the Job still runs: block-move stays")
+		Expect(get(s.tc).Status.ActiveJob).NotTo(BeNil(), "a pod of the Job still runs: activeJob stays")
+
+		By("the pod ends: the marks go, although the cache never lists the Job")
+		Expect(envtest.FinishJob(ctx, k8s, get(job), pod, false, "")).To(Succeed())
+		Eventually(annotations(s.tc)).ShouldNot(HaveKey(infrav1.BlockMoveAnnotation))
+		Eventually(func() *infrav1.ActiveJob { return get(s.tc).Status.ActiveJob }).Should(BeNil())
+	})
+
 	It("judges a Job whose owner labels were stripped by the Job itself: kept while it runs, cleared once it ended", func() {
 		s := newScene(nil)
 		job, pod := runningJob(s.tc, 1)

@@ -2,6 +2,7 @@ package chaos_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -62,3 +64,45 @@ var _ = Describe("The lease confirmation before the Job create", func() {
 		}).Should(Equal(1))
 	})
 })
+
+var _ = Describe("The pause read live before the Job create", func() {
+	It("creates no Job when the Cluster was paused during the start sequence, and runs once it is unpaused", func() {
+		ns := kit.Namespace()
+		var paused atomic.Bool
+		setPaused := func(ctx context.Context, on bool) {
+			c := &clusterv1.Cluster{}
+			c.Namespace, c.Name = ns, "c1"
+			Expect(k8s.Patch(ctx, c, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"paused":%t}}`, on)))).To(Succeed())
+		}
+		// Right after the pass wrote block-move and its run sequence (the decision to start was
+		// taken on a Cluster that was not paused), clusterctl move pauses the Cluster.
+		funcs := &interceptor.Funcs{
+			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+				err := c.Patch(ctx, obj, patch, opts...)
+				if _, ok := obj.(*infrav1.TerraformCluster); ok && err == nil && hasKey(obj.GetAnnotations(), infrav1.RunSeqAnnotation) && !paused.Load() {
+					setPaused(ctx, true)
+					paused.Store(true)
+				}
+				return err
+			},
+		}
+		m := startManager(managerOpts{intercept: funcs})
+		defer func() { Expect(m.Stop()).To(Succeed()) }()
+		tc := createCluster(ns, "c1", true)
+		Eventually(paused.Load).Should(BeTrue())
+		Consistently(func() int { return len(jobsIn(ns)) }).Should(BeZero(),
+			"the Cluster was paused before the create: a Job now would run under a move")
+
+		By("unpaused, the object starts its apply")
+		setPaused(ctx, false)
+		Eventually(func() int {
+			kit.Poke(tc)
+			return len(jobsIn(ns))
+		}).Should(Equal(1))
+	})
+})
+
+func hasKey(m map[string]string, k string) bool {
+	_, ok := m[k]
+	return ok
+}
