@@ -127,6 +127,26 @@ var _ = Describe("State safety", func() {
 		}
 	})
 
+	It("lets go after a destroy with the state deleted and the backups kept, unprotected, for the garbage collector", func() {
+		f := newFixture()
+		tc := f.createCluster()
+		suffix := suffixOf(tc, infrav1.TerraformClusterKind)
+		completeJob(waitForJob(tc, infrav1.TerraformClusterKind, 1), clusterState(1, "10.9.0.1"), true, "")
+		Eventually(func() []infrav1.StateBackup { return get(tc).Status.StateBackups }).Should(HaveLen(1))
+		Expect(k8s.Delete(ctx, tc)).To(Succeed())
+		destroyed := statetest.Destroyed()
+		completeJob(waitForJob(tc, infrav1.TerraformClusterKind, 2), &destroyed, true, "")
+		Eventually(kit.Gone(tc)).Should(BeTrue())
+		Expect(secretExists(f.ns, naming.StateSecretName(suffix))).To(BeFalse(), "the emptied state goes")
+		Expect(secretExists(f.ns, naming.InputsSecretName(suffix))).To(BeFalse(), "the durable inputs go")
+		// A mistaken destroy can still be undone from the backup taken before it, until the
+		// garbage collector follows the owner reference (none runs in envtest).
+		b := secretOf(f.ns, naming.StateBackupSecretName(suffix, 1))
+		Expect(b.Finalizers).NotTo(ContainElement(infrav1.StateProtectionFinalizer))
+		Expect(metav1.GetControllerOf(b)).NotTo(BeNil(), "the garbage collector deletes it with its owner")
+		Expect(metav1.GetControllerOf(b).UID).To(Equal(tc.UID))
+	})
+
 	It("never takes an earlier object's Jobs: a re-created object runs, reports and destroys its own", func() {
 		f := newFixture()
 		tc := f.createCluster()
