@@ -224,6 +224,15 @@ func (o Operation) Mutating() bool {
 	return false
 }
 
+// Background reports whether the operation is scheduled background work (drift checks) rather
+// than something a person or a Cluster asked for: it runs within --max-background-jobs, and its
+// failure does not count toward the object's failure backoff. A refresh writes the state
+// and answers a request or a finding, so it is not background: it takes an ordinary Job slot
+// and fails like an apply.
+func (o Operation) Background() bool {
+	return o == OperationDrift
+}
+
 // ModuleSource says where the Terraform root module comes from. Exactly one of image and
 // configMap is set.
 // +kubebuilder:validation:XValidation:rule="has(self.image) != has(self.configMap)",message="set exactly one of module.image and module.configMap"

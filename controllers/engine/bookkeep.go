@@ -68,7 +68,7 @@ func judgeFinished(cur JobView, out jobs.Outcome, failuresBefore int, now time.T
 		// deletion, an eviction or the deadline stopped it. Neither is a failure of the
 		// module, and neither counts toward the backoff.
 		b.failures = failuresBefore
-	case cur.Operation == infrav1.OperationRestore, Background(cur.Operation):
+	case cur.Operation == infrav1.OperationRestore, cur.Operation.Background():
 		// A failed restore is recorded against its serial (never retried); a failed drift
 		// check waits for the next one. Neither delays applies and destroys.
 		b.failures = failuresBefore
@@ -84,7 +84,7 @@ func judgeFinished(cur JobView, out jobs.Outcome, failuresBefore int, now time.T
 // the applied hash, destroyed flag, restore outcome or failure backoff.
 func (b bookkept) markers(o Object, cur JobView, restoreSerial string) {
 	setAnnotation(o, infrav1.RunSeqAnnotation, strconv.FormatInt(cur.Seq+1, 10))
-	if Background(cur.Operation) {
+	if cur.Operation.Background() {
 		setAnnotation(o, infrav1.LastDriftCheckAnnotation, b.at.UTC().Format(time.RFC3339))
 		if b.driftFound && b.actOnDrift {
 			setAnnotation(o, infrav1.RemediateAnnotation, cur.Name)
@@ -179,7 +179,7 @@ func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
 	out := jobs.OutcomeOf(job, p.pods)
 	failures, _ := strconv.Atoi(p.obj.GetAnnotations()[infrav1.FailuresAnnotation])
 	b := judgeFinished(cur, out, failures, p.r.Clock.Now())
-	if Background(cur.Operation) && b.outcome == infrav1.RunSucceeded && out.Result != nil && out.Result.Drift != nil {
+	if cur.Operation.Background() && b.outcome == infrav1.RunSucceeded && out.Result != nil && out.Result.Drift != nil {
 		b.driftFound = *out.Result.Drift
 		b.actOnDrift = p.ev.DriftMode == infrav1.DriftModeRemediate || p.ev.DriftMode == infrav1.DriftModeAccept
 		b.driftSummary = driftSummary(out)
@@ -290,7 +290,7 @@ func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
 	st := p.obj.GetTerraformStatus()
 	st.LastRun = &infrav1.LastRun{Job: b.job, Operation: b.op, Outcome: b.outcome,
 		FinishedAt: &metav1.Time{Time: b.at}, Message: b.message}
-	if Background(cur.Operation) {
+	if cur.Operation.Background() {
 		st.LastDriftCheck = &metav1.Time{Time: b.at}
 		if b.driftFound {
 			p.emit(corev1.EventTypeWarning, "DriftDetected", fmt.Sprintf("Job %s found drift: %s", b.job, b.driftSummary))

@@ -34,6 +34,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobslots"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
 	"github.com/captf/cluster-api-provider-terraform/controllers/setup"
@@ -293,7 +294,7 @@ func TestStartKeepsTheJobSlotOfACreateWhoseOutcomeIsUnknown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeEnv(t, nil)
-			f.r.Slots = &engine.JobSlots{Max: 1, Cache: f.c}
+			f.r.Slots = &jobslots.Slots{Max: 1, Cache: f.c}
 			f.failOnce["create/Job"] = tc.err
 			_, _ = f.pass() // a timeout is returned as an error, a refusal is not
 			if n := len(f.jobs()); n != 0 {

@@ -37,7 +37,7 @@ func (p *pass) assembleInputs(ctx context.Context, contract ContractInputs) (*in
 // refresh uses the durable inputs of the last apply (the sources may be gone by now; a refresh
 // records reality against what was applied), and assembles fresh ones only when there are none.
 func (p *pass) inputsForRun(ctx context.Context, op infrav1.Operation, contract ContractInputs) (*inputs.Inputs, *Problem, error) {
-	if op == infrav1.OperationDestroy || op == infrav1.OperationRestore || op == infrav1.OperationRefresh || Background(op) {
+	if op == infrav1.OperationDestroy || op == infrav1.OperationRestore || op == infrav1.OperationRefresh || op.Background() {
 		s := &corev1.Secret{}
 		err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: naming.InputsSecretName(p.suffix)}, s)
 		switch {

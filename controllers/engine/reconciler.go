@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobslots"
 	"github.com/captf/cluster-api-provider-terraform/controllers/metrics"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
@@ -48,7 +49,7 @@ type Reconciler struct {
 	// over one interval (DriftDueAt). Zero means the first pass's time.
 	Started time.Time
 	// Slots bounds the Jobs the manager runs at once (nil: no bound).
-	Slots    *JobSlots
+	Slots    *jobslots.Slots
 	Kind     Kind
 	Leases   *runlease.Manager
 	Recorder events.EventRecorder

@@ -28,6 +28,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/certs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobslots"
 	"github.com/captf/cluster-api-provider-terraform/controllers/metrics"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
 	"github.com/captf/cluster-api-provider-terraform/controllers/terraformcluster"
@@ -142,7 +143,7 @@ func New(cfg *rest.Config, o Options, extra ...func(*manager.Options)) (manager.
 	} else {
 		mgr.GetLogger().Info("the plan approvers ConfigMap is not kept: no namespace known ($POD_NAMESPACE or --manager-service-account)")
 	}
-	slots := &engine.JobSlots{Max: o.MaxActiveJobs, MaxBackground: o.MaxBackgroundJobs, Cache: mgr.GetClient()}
+	slots := &jobslots.Slots{Max: o.MaxActiveJobs, MaxBackground: o.MaxBackgroundJobs, Cache: mgr.GetClient()}
 	started := o.Clock.Now()
 	for _, k := range []engine.Kind{terraformcluster.Kind{}, terraformmachine.Kind(), terraformmachinepool.Kind()} {
 		r := &engine.Reconciler{

@@ -97,7 +97,7 @@ func (jw *jobWatch) observe(t watch.EventType, j *batchv1.Job) {
 	total, background := 0, 0
 	for r := range jw.running {
 		total++
-		if engine.Background(jw.created[r].op) {
+		if jw.created[r].op.Background() {
 			background++
 		}
 	}

@@ -1,4 +1,4 @@
-package engine
+package jobslots
 
 import (
 	"context"
@@ -16,6 +16,9 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 )
 
+// now is the tests' fixed clock reading.
+var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
 func slotJob(name string, op infrav1.Operation, finished bool) client.Object {
 	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
 		Labels: map[string]string{infrav1.ManagedLabel: "true", infrav1.OperationLabel: string(op)}}}
@@ -32,7 +35,7 @@ func TestJobSlotsBoundAllJobsAndBackgroundJobs(t *testing.T) {
 		slotJob("drift-1", infrav1.OperationDrift, false),
 		slotJob("drift-done", infrav1.OperationDrift, true),
 	).Build()
-	s := &JobSlots{Max: 4, MaxBackground: 2, Cache: cache}
+	s := &Slots{Max: 4, MaxBackground: 2, Cache: cache}
 	key := func(n string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: n} }
 	reserve := func(n string, op infrav1.Operation) bool {
 		t.Helper()
@@ -67,7 +70,7 @@ func TestJobSlotsBoundAllJobsAndBackgroundJobs(t *testing.T) {
 }
 
 func TestJobSlotsNeverHandOutMoreThanTheBoundConcurrently(t *testing.T) {
-	s := &JobSlots{Max: 5, Cache: fake.NewClientBuilder().Build()}
+	s := &Slots{Max: 5, Cache: fake.NewClientBuilder().Build()}
 	granted := make(chan bool, 200)
 	for i := 0; i < 200; i++ {
 		go func(i int) {
@@ -110,7 +113,7 @@ func TestJobSlotsNeverCountAJobNowhereWhenListsAreJudgedOutOfOrder(t *testing.T)
 	ctx := context.Background()
 	cache := fake.NewClientBuilder().Build()
 	reader := &hookedReader{Reader: cache}
-	s := &JobSlots{Max: 2, Cache: reader}
+	s := &Slots{Max: 2, Cache: reader}
 	key := func(n string) types.NamespacedName { return types.NamespacedName{Namespace: "ns", Name: n} }
 	if ok, err := s.Reserve(ctx, key("x"), infrav1.OperationApply, now); err != nil || !ok {
 		t.Fatalf("the first reservation: %v, %v", ok, err)

@@ -1,4 +1,4 @@
-package engine
+package jobslots
 
 import (
 	"context"
@@ -14,26 +14,19 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 )
 
-// Background reports whether an operation is scheduled background work (drift checks) rather
-// than something a person or a Cluster asked for. A refresh writes the state and answers a
-// request or a finding, so it is not: it takes an ordinary slot and fails like an apply.
-func Background(op infrav1.Operation) bool {
-	return op == infrav1.OperationDrift
-}
-
 // pendingSlot is a reservation whose Job the cache does not show yet.
 type pendingSlot struct {
 	background bool
 	at         time.Time
 }
 
-// JobSlots bounds how many Jobs one manager runs at once (--max-active-jobs), and how many of
+// Slots bounds how many Jobs one manager runs at once (--max-active-jobs), and how many of
 // them may be background work (--max-background-jobs), so a burst of scheduled drift checks
 // never starves the applies and destroys people wait for. It counts the running managed Jobs
 // in the manager's cache (no API request) plus the reservations of Jobs being created that
 // the cache does not show yet. Safe for concurrent use by every worker of every controller;
 // Reserve calls are serialized (an in-memory list of the cache per call).
-type JobSlots struct {
+type Slots struct {
 	// Max is the most Jobs running at once; 0 means no bound.
 	Max int
 	// MaxBackground is the most background Jobs running at once; 0 means no bound besides Max.
@@ -51,7 +44,7 @@ type JobSlots struct {
 // Reserve takes a slot for the Job key of operation op, or reports that none is free. A
 // reservation lasts until the Job shows in the cache (then the Job itself counts until it has
 // finished) or until Release.
-func (s *JobSlots) Reserve(ctx context.Context, key types.NamespacedName, op infrav1.Operation, now time.Time) (bool, error) {
+func (s *Slots) Reserve(ctx context.Context, key types.NamespacedName, op infrav1.Operation, now time.Time) (bool, error) {
 	if s == nil || s.Max <= 0 && s.MaxBackground <= 0 {
 		return true, nil
 	}
@@ -82,7 +75,7 @@ func (s *JobSlots) Reserve(ctx context.Context, key types.NamespacedName, op inf
 			continue
 		}
 		total++
-		if Background(infrav1.Operation(j.Labels[infrav1.OperationLabel])) {
+		if infrav1.Operation(j.Labels[infrav1.OperationLabel]).Background() {
 			background++
 		}
 	}
@@ -99,7 +92,7 @@ func (s *JobSlots) Reserve(ctx context.Context, key types.NamespacedName, op inf
 	if _, mine := s.pending[key]; mine {
 		return true, nil
 	}
-	bg := Background(op)
+	bg := op.Background()
 	if (s.Max > 0 && total >= s.Max) || (bg && s.MaxBackground > 0 && background >= s.MaxBackground) {
 		return false, nil
 	}
@@ -110,7 +103,7 @@ func (s *JobSlots) Reserve(ctx context.Context, key types.NamespacedName, op inf
 // Release gives back a reservation whose Job was not created. A create whose outcome is
 // unknown (a timeout) is not released: its reservation lasts until the cache shows the Job or
 // PendingTTL passes.
-func (s *JobSlots) Release(key types.NamespacedName) {
+func (s *Slots) Release(key types.NamespacedName) {
 	if s == nil {
 		return
 	}
