@@ -95,73 +95,91 @@ func applyHostile(sb target, ns, name, aud, stateSecret, reportDir string) (stri
 	return run(sb.Kubeconfig(), "kubectl", "apply", "-n", ns, "-f", f)
 }
 
-var _ = Describe("The identity token audience check, end to end", func() {
-	It("is what stops a hostile module: with the check off its identity token reads the object's state Secret; with it on the object is refused and no Job starts", func() {
-		const ns, name = "identity-exploit", "hostile"
-		kind := infrav1.TerraformClusterKind
-		stateSecret := naming.StateSecretName(naming.StateSuffix(ns, kind, name))
-
-		By("a manager built with -tags " + unsafeAudienceTag + " (the check off), in a sandbox of its own")
-		manager := buildManagerWithTags(unsafeAudienceTag)
-		began := time.Now()
-		unsafe := startSandboxWithManager("unsafe-audience", tf, manager)
-		DeferCleanup(func() { Expect(unsafe.Stop()).To(Succeed()) })
-		AddReportEntry("unsafe-audience sandbox start", since(began))
-		createNamespace(unsafe, ns)
-		aud := sandboxAudience(unsafe, ns)
-		report := GinkgoT().TempDir()
-
-		By("the hostile object, with the API server's own audience " + aud + ", is admitted and its first apply makes it Ready")
-		out, err := applyHostile(unsafe, ns, name, aud, stateSecret, report)
-		Expect(err).NotTo(HaveOccurred(), "the unsafe manager admits the audience: %s", out)
-		eventuallyReady(unsafe, tc(ns, name))
-		first := stateOf(unsafe, kind, ns, name)
-		Expect(first).NotTo(BeNil(), "the first apply wrote the state")
-
-		By("the second apply: the module GETs its state Secret from the API server with the identity token")
-		before := jobsOf(unsafe, kind, ns, name, infrav1.OperationApply)
-		kubectl(unsafe, "patch", "-n", ns, "terraformcluster", name, "--type=merge", "-p", `{"spec":{"variables":{"generation":2}}}`)
-		job := eventuallyNew(unsafe, kind, ns, name, infrav1.OperationApply, before)
-		Expect(identityAudiences(job)).To(ConsistOf(aud), "the main container gets a token of the API server's own audience")
-		eventuallyFinished(unsafe, job)
-		eventuallyReady(unsafe, tc(ns, name))
-
-		By("the exploit is real: HTTP 200, and the body is the state Secret, holding this object's state")
-		status, err := os.ReadFile(filepath.Join(report, "generation-2.status"))
-		Expect(err).NotTo(HaveOccurred(), "the module's report of the second apply")
-		Expect(strings.TrimSpace(string(status))).To(Equal("200"), "the module's GET of secret %s/%s with its identity token", ns, stateSecret)
-		body, err := os.ReadFile(filepath.Join(report, "generation-2.body"))
-		Expect(err).NotTo(HaveOccurred())
-		var stolen corev1.Secret
-		Expect(json.Unmarshal(body, &stolen)).To(Succeed(), "the body is a Secret: %s", body)
-		Expect(stolen.Namespace + "/" + stolen.Name).To(Equal(ns + "/" + stateSecret))
-		Expect(stolen.Data).To(HaveKey("tfstate"))
-		zr, err := gzip.NewReader(bytes.NewReader(stolen.Data["tfstate"]))
-		Expect(err).NotTo(HaveOccurred())
-		raw, err := io.ReadAll(zr)
-		Expect(err).NotTo(HaveOccurred())
-		var st tfState
-		Expect(json.Unmarshal(raw, &st)).To(Succeed())
-		Expect(st.Lineage).To(Equal(first.Lineage), "the module read this object's own Terraform state")
-		Expect(st.Lineage).NotTo(BeEmpty())
-
-		By("with the check on (the shared sandbox, the released build), kubectl is refused, naming the audience and the TokenReview")
-		createNamespace(shared, ns)
-		sharedAud := sandboxAudience(shared, ns)
-		out, err = applyHostile(shared, ns, name, sharedAud, stateSecret, GinkgoT().TempDir())
-		Expect(err).To(HaveOccurred(), "kubectl created an object whose identity token the API server accepts: %s", out)
-		Expect(out).To(And(ContainSubstring("spec.job.identityToken.audience: Forbidden"), ContainSubstring(sharedAud), ContainSubstring("TokenReview")))
-
-		By("no such TerraformCluster exists, though its Cluster and module do, and no Job of it starts")
-		Expect(shared.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-cluster-module"}, &corev1.ConfigMap{})).To(Succeed())
-		Expect(shared.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &clusterv1.Cluster{})).To(Succeed())
-		Consistently(func(g Gomega) {
-			err := shared.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &infrav1.TerraformCluster{})
-			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the TerraformCluster: %v", err)
-			g.Expect(jobsOf(shared, kind, ns, name, "")).To(BeEmpty())
-		}, 5*time.Second, 250*time.Millisecond).Should(Succeed())
+// The exploit runs once with each binary (binaries_test.go), each in an unsafe sandbox of its
+// own: what a module can do with the token must not depend on which one runs it.
+var _ = Describe("The identity token audience check, end to end", Ordered, func() {
+	// manager is built once, with the check off, for every binary's unsafe sandbox.
+	var manager string
+	BeforeAll(func() {
+		manager = buildManagerWithTags(unsafeAudienceTag)
 	})
+
+	for _, b := range binaries {
+		It("is what stops a hostile module run by "+b.product+": with the check off its identity token reads the object's state Secret; with it on the object is refused and no Job starts", func() {
+			hostileModuleSpec(manager, b)
+		})
+	}
 })
+
+// hostileModuleSpec is the end-to-end identity spec with binary b: the exploit in an unsafe
+// sandbox that runs b, then the refusal in the shared sandbox.
+func hostileModuleSpec(manager string, b binary) {
+	GinkgoHelper()
+	path, version, _ := binaryVersion(b)
+	lower := strings.ToLower(b.product)
+	ns, name := "identity-exploit-"+lower, "hostile"
+	kind := infrav1.TerraformClusterKind
+	stateSecret := naming.StateSecretName(naming.StateSuffix(ns, kind, name))
+
+	By("a manager built with -tags " + unsafeAudienceTag + " (the check off), in a sandbox of its own whose Jobs run " + version)
+	began := time.Now()
+	unsafe := startSandboxWithManager("unsafe-audience-"+lower, path, manager)
+	DeferCleanup(func() { Expect(unsafe.Stop()).To(Succeed()) })
+	AddReportEntry("unsafe-audience sandbox start ("+b.product+")", since(began))
+	createNamespace(unsafe, ns)
+	aud := sandboxAudience(unsafe, ns)
+	report := GinkgoT().TempDir()
+
+	By("the hostile object, with the API server's own audience " + aud + ", is admitted and its first apply makes it Ready")
+	out, err := applyHostile(unsafe, ns, name, aud, stateSecret, report)
+	Expect(err).NotTo(HaveOccurred(), "the unsafe manager admits the audience: %s", out)
+	eventuallyReady(unsafe, tc(ns, name))
+	first := stateOf(unsafe, kind, ns, name)
+	Expect(first).NotTo(BeNil(), "the first apply wrote the state")
+
+	By("the second apply: the module GETs its state Secret from the API server with the identity token")
+	before := jobsOf(unsafe, kind, ns, name, infrav1.OperationApply)
+	kubectl(unsafe, "patch", "-n", ns, "terraformcluster", name, "--type=merge", "-p", `{"spec":{"variables":{"generation":2}}}`)
+	job := eventuallyNew(unsafe, kind, ns, name, infrav1.OperationApply, before)
+	Expect(identityAudiences(job)).To(ConsistOf(aud), "the main container gets a token of the API server's own audience")
+	eventuallyFinished(unsafe, job)
+	eventuallyReady(unsafe, tc(ns, name))
+
+	By("the exploit is real: HTTP 200, and the body is the state Secret, holding this object's state")
+	status, err := os.ReadFile(filepath.Join(report, "generation-2.status"))
+	Expect(err).NotTo(HaveOccurred(), "the module's report of the second apply")
+	Expect(strings.TrimSpace(string(status))).To(Equal("200"), "the module's GET of secret %s/%s with its identity token", ns, stateSecret)
+	body, err := os.ReadFile(filepath.Join(report, "generation-2.body"))
+	Expect(err).NotTo(HaveOccurred())
+	var stolen corev1.Secret
+	Expect(json.Unmarshal(body, &stolen)).To(Succeed(), "the body is a Secret: %s", body)
+	Expect(stolen.Namespace + "/" + stolen.Name).To(Equal(ns + "/" + stateSecret))
+	Expect(stolen.Data).To(HaveKey("tfstate"))
+	zr, err := gzip.NewReader(bytes.NewReader(stolen.Data["tfstate"]))
+	Expect(err).NotTo(HaveOccurred())
+	raw, err := io.ReadAll(zr)
+	Expect(err).NotTo(HaveOccurred())
+	var st tfState
+	Expect(json.Unmarshal(raw, &st)).To(Succeed())
+	Expect(st.Lineage).To(Equal(first.Lineage), "the module read this object's own Terraform state")
+	Expect(st.Lineage).NotTo(BeEmpty())
+
+	By("with the check on (the shared sandbox, the released build), kubectl is refused, naming the audience and the TokenReview")
+	createNamespace(shared, ns)
+	sharedAud := sandboxAudience(shared, ns)
+	out, err = applyHostile(shared, ns, name, sharedAud, stateSecret, GinkgoT().TempDir())
+	Expect(err).To(HaveOccurred(), "kubectl created an object whose identity token the API server accepts: %s", out)
+	Expect(out).To(And(ContainSubstring("spec.job.identityToken.audience: Forbidden"), ContainSubstring(sharedAud), ContainSubstring("TokenReview")))
+
+	By("no such TerraformCluster exists, though its Cluster and module do, and no Job of it starts")
+	Expect(shared.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-cluster-module"}, &corev1.ConfigMap{})).To(Succeed())
+	Expect(shared.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &clusterv1.Cluster{})).To(Succeed())
+	Consistently(func(g Gomega) {
+		err := shared.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &infrav1.TerraformCluster{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the TerraformCluster: %v", err)
+		g.Expect(jobsOf(shared, kind, ns, name, "")).To(BeEmpty())
+	}, 5*time.Second, 250*time.Millisecond).Should(Succeed())
+}
 
 var _ = Describe("An identity token on the sandbox", func() {
 	It("is refused by kubectl when the API server accepts its audience, and runs the apply with a cloud audience's token", func() {
