@@ -86,8 +86,9 @@ var _ = Describe("The pause read live before the Job create", func() {
 				return err
 			},
 		}
+		DeferCleanup(func() { dropNamespace(ns) })
 		m := startManager(managerOpts{intercept: funcs})
-		defer func() { Expect(m.Stop()).To(Succeed()) }()
+		DeferCleanup(func() { Expect(m.Stop()).To(Succeed()) })
 		tc := createCluster(ns, "c1", true)
 		Eventually(paused.Load).Should(BeTrue())
 		Consistently(func() int { return len(jobsIn(ns)) }).Should(BeZero(),

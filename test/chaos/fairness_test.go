@@ -64,9 +64,11 @@ var _ = Describe("A busy queue at start-up", func() {
 			}
 		}()
 		DeferCleanup(func() { stopBumps(); <-done })
+		DeferCleanup(func() { dropNamespace(ns) }) // runs after the manager stopped (cleanups run last-in first-out)
 
 		started, bumpsBefore := time.Now(), bumps.Load()
-		startManager(managerOpts{intercept: slow, concurrency: 1})
+		m := startManager(managerOpts{intercept: slow, concurrency: 1})
+		DeferCleanup(func() { Expect(m.Stop()).To(Succeed()) })
 		Eventually(func(g Gomega) {
 			g.Expect(get(late).Finalizers).To(ContainElement(infrav1.Finalizer))
 		}, "60s").Should(Succeed(), "an object that existed at start-up must get its pass while change events keep the worker busy")

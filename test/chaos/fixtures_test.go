@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -185,3 +186,18 @@ func finish(job *batchv1.Job) {
 }
 
 func get[T client.Object](o T) T { return envtest.Get(kit, o) }
+
+// dropNamespace removes what a spec left in ns once its manager stopped, so no later spec's
+// managers (the soak slice's watch every namespace) reconcile it: the TerraformClusters lose
+// their finalizer and go, then their Jobs, Secrets, Leases and Cluster API objects.
+func dropNamespace(ns string) {
+	GinkgoHelper()
+	list := &infrav1.TerraformClusterList{}
+	Expect(k8s.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+	for i := range list.Items {
+		tc := &list.Items[i]
+		Expect(client.IgnoreNotFound(k8s.Patch(ctx, tc, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))))).To(Succeed())
+		Expect(client.IgnoreNotFound(k8s.Delete(ctx, tc))).To(Succeed())
+	}
+	Expect(cleanNamespace(ns)).To(Succeed())
+}
