@@ -51,6 +51,16 @@ func newSceneIn(ns, name string, extraAnnotations map[string]string) *scene {
 	return s
 }
 
+// markActive writes job into the object's status.activeJob, as a pass does right after the create.
+func (s *scene) markActive(job *batchv1.Job) {
+	GinkgoHelper()
+	Eventually(func() error {
+		get(s.tc)
+		s.tc.Status.ActiveJob = &infrav1.ActiveJob{Name: job.Name, Operation: infrav1.OperationApply}
+		return k8s.Status().Update(ctx, s.tc)
+	}).Should(Succeed())
+}
+
 // pause pauses the object, after which only lag can keep block-move on it.
 func (s *scene) pause() {
 	GinkgoHelper()
@@ -114,11 +124,7 @@ var _ = Describe("Cache lag", func() {
 		s := newScene(nil)
 		job, _ := runningJob(s.tc, 1)
 		defer stale.Add(stalecache.ByName(&batchv1.Job{}, s.ns, job.Name))()
-		Eventually(func() error {
-			get(s.tc)
-			s.tc.Status.ActiveJob = &infrav1.ActiveJob{Name: job.Name, Operation: infrav1.OperationApply}
-			return k8s.Status().Update(ctx, s.tc)
-		}).Should(Succeed())
+		s.markActive(job)
 		before := hiddenNow()
 		s.pause()
 
@@ -131,11 +137,7 @@ var _ = Describe("Cache lag", func() {
 		s := newScene(nil)
 		job, pod := runningJob(s.tc, 1)
 		defer stale.Add(stalecache.ByName(&batchv1.Job{}, s.ns, job.Name))()
-		Eventually(func() error {
-			get(s.tc)
-			s.tc.Status.ActiveJob = &infrav1.ActiveJob{Name: job.Name, Operation: infrav1.OperationApply}
-			return k8s.Status().Update(ctx, s.tc)
-		}).Should(Succeed())
+		s.markActive(job)
 		// The Job controller marked the Job failed (its deadline) while its pod still
 		// terminates; no run lease exists, so only the live read of status.activeJob's Job and
 		// its pods can tell that something still runs.
@@ -153,11 +155,7 @@ var _ = Describe("Cache lag", func() {
 	It("judges a Job whose owner labels were stripped by the Job itself: kept while it runs, cleared once it ended", func() {
 		s := newScene(nil)
 		job, pod := runningJob(s.tc, 1)
-		Eventually(func() error {
-			get(s.tc)
-			s.tc.Status.ActiveJob = &infrav1.ActiveJob{Name: job.Name, Operation: infrav1.OperationApply}
-			return k8s.Status().Update(ctx, s.tc)
-		}).Should(Succeed())
+		s.markActive(job)
 		// Its labels go (as only the manager's own account may still do): the label-scoped cache
 		// loses it for good, and the run lease names no holder.
 		// (Not to an empty map: the API server defaults empty Job labels from the pod template.)
