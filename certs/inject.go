@@ -17,31 +17,36 @@ import (
 func InjectCABundle(ctx context.Context, c client.Client, caPEM []byte, validating, mutating []string) error {
 	for _, name := range validating {
 		cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		err := inject(ctx, c, name, cfg, caPEM, func() []*admissionregistrationv1.WebhookClientConfig {
-			out := make([]*admissionregistrationv1.WebhookClientConfig, len(cfg.Webhooks))
-			for i := range cfg.Webhooks {
-				out[i] = &cfg.Webhooks[i].ClientConfig
-			}
-			return out
-		})
-		if err != nil {
+		configs := func() []*admissionregistrationv1.WebhookClientConfig {
+			return clientConfigs(cfg.Webhooks, func(w *admissionregistrationv1.ValidatingWebhook) *admissionregistrationv1.WebhookClientConfig {
+				return &w.ClientConfig
+			})
+		}
+		if err := inject(ctx, c, name, cfg, caPEM, configs); err != nil {
 			return fmt.Errorf("inject ca bundle into validating webhook configuration %s: %w", name, err)
 		}
 	}
 	for _, name := range mutating {
 		cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		err := inject(ctx, c, name, cfg, caPEM, func() []*admissionregistrationv1.WebhookClientConfig {
-			out := make([]*admissionregistrationv1.WebhookClientConfig, len(cfg.Webhooks))
-			for i := range cfg.Webhooks {
-				out[i] = &cfg.Webhooks[i].ClientConfig
-			}
-			return out
-		})
-		if err != nil {
+		configs := func() []*admissionregistrationv1.WebhookClientConfig {
+			return clientConfigs(cfg.Webhooks, func(w *admissionregistrationv1.MutatingWebhook) *admissionregistrationv1.WebhookClientConfig {
+				return &w.ClientConfig
+			})
+		}
+		if err := inject(ctx, c, name, cfg, caPEM, configs); err != nil {
 			return fmt.Errorf("inject ca bundle into mutating webhook configuration %s: %w", name, err)
 		}
 	}
 	return nil
+}
+
+// clientConfigs points at the client configuration of each webhook of a configuration.
+func clientConfigs[W any](webhooks []W, of func(*W) *admissionregistrationv1.WebhookClientConfig) []*admissionregistrationv1.WebhookClientConfig {
+	out := make([]*admissionregistrationv1.WebhookClientConfig, len(webhooks))
+	for i := range webhooks {
+		out[i] = of(&webhooks[i])
+	}
+	return out
 }
 
 // inject reads obj, sets caPEM on the client configs of its webhooks and updates it when that

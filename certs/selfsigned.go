@@ -59,27 +59,13 @@ func encodeKey(key *ecdsa.PrivateKey) ([]byte, error) {
 
 // NewCA creates a self-signed certificate authority valid for validity (DefaultValidity when 0).
 func NewCA(commonName string, validity time.Duration) (*CA, error) {
-	if validity <= 0 {
-		validity = DefaultValidity
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("generate ca key: %w", err)
-	}
-	sn, err := serial()
+	key, tmpl, err := newTemplate(commonName, validity, "ca")
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          sn,
-		Subject:               pkix.Name{CommonName: commonName},
-		NotBefore:             now.Add(-time.Minute),
-		NotAfter:              now.Add(validity),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
+	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature
+	tmpl.BasicConstraintsValid = true
+	tmpl.IsCA = true
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		return nil, fmt.Errorf("sign ca certificate: %w", err)
@@ -91,32 +77,42 @@ func NewCA(commonName string, validity time.Duration) (*CA, error) {
 	return &CA{cert: cert, key: key, CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
 }
 
+// newTemplate generates a P-256 key and a certificate template for commonName with a random
+// serial number, valid from a minute ago (clock skew) for validity (DefaultValidity when 0).
+// what names the certificate in errors.
+func newTemplate(commonName string, validity time.Duration, what string) (*ecdsa.PrivateKey, *x509.Certificate, error) {
+	if validity <= 0 {
+		validity = DefaultValidity
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generate %s key: %w", what, err)
+	}
+	sn, err := serial()
+	if err != nil {
+		return nil, nil, err
+	}
+	now := time.Now()
+	return key, &x509.Certificate{
+		SerialNumber: sn,
+		Subject:      pkix.Name{CommonName: commonName},
+		NotBefore:    now.Add(-time.Minute),
+		NotAfter:     now.Add(validity),
+	}, nil
+}
+
 // Issue signs a serving certificate for hosts (DNS names or IP addresses) valid for validity
 // (DefaultValidity when 0).
 func (ca *CA) Issue(hosts []string, validity time.Duration) (*Pair, error) {
 	if len(hosts) == 0 {
 		return nil, errors.New("issue serving certificate: no host names")
 	}
-	if validity <= 0 {
-		validity = DefaultValidity
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("generate serving key: %w", err)
-	}
-	sn, err := serial()
+	key, tmpl, err := newTemplate(hosts[0], validity, "serving")
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: sn,
-		Subject:      pkix.Name{CommonName: hosts[0]},
-		NotBefore:    now.Add(-time.Minute),
-		NotAfter:     now.Add(validity),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
 			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
@@ -132,7 +128,7 @@ func (ca *CA) Issue(hosts []string, validity time.Duration) (*Pair, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Pair{CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), KeyPEM: keyPEM, Serial: sn}, nil
+	return &Pair{CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), KeyPEM: keyPEM, Serial: tmpl.SerialNumber}, nil
 }
 
 // Files returns the folder content cert-manager would write for this pair signed by ca.
