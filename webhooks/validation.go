@@ -3,7 +3,8 @@ package webhooks
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -68,13 +69,8 @@ func validateVariables(path *field.Path, s *infrav1.TerraformSpec) field.ErrorLi
 		// The value is not echoed: variables may hold secrets.
 		return field.ErrorList{field.Invalid(path, "<omitted>", "must be a JSON object whose keys are Terraform variable names")}
 	}
-	names := make([]string, 0, len(vars))
-	for k := range vars {
-		names = append(names, k)
-	}
-	sort.Strings(names)
 	var errs field.ErrorList
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(vars)) {
 		if err := inputs.ValidateVariableName(name, path.String()); err != nil {
 			errs = append(errs, field.Invalid(path.Key(name), name, err.Error()))
 		}

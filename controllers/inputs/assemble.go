@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -79,7 +81,7 @@ func Assemble(ctx context.Context, reader client.Reader, namespace string, spec 
 			log.V(1).Info("optional variables source is missing, skipped", "source", where)
 			continue
 		}
-		keys := sortedKeys(values)
+		keys := slices.Sorted(maps.Keys(values))
 		for _, k := range keys {
 			if err := ValidateVariableName(k, where); err != nil {
 				return nil, err
@@ -237,15 +239,6 @@ func specVariables(spec *infrav1.TerraformSpec) (map[string]any, error) {
 		return nil, invalidf("spec.variables must be a JSON object of variable names to values")
 	}
 	return obj, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // redactSet collects values to mask.
