@@ -133,9 +133,18 @@ func (r *rendered) validating(name string) *admissionregistrationv1.ValidatingWe
 // startControlPlane starts kube-apiserver and etcd with CAPTF's and Cluster API's CRDs and the
 // rendered webhook configuration (envtest points its clientConfig at a local port).
 func startControlPlane(r *rendered) (*envtest.Env, error) {
-	capi, err := envtest.ClusterAPICRDs()
+	o, err := controlPlaneOptions(r)
 	if err != nil {
 		return nil, err
+	}
+	return envtest.Start(o)
+}
+
+// controlPlaneOptions are the options of startControlPlane.
+func controlPlaneOptions(r *rendered) (envtest.Options, error) {
+	capi, err := envtest.ClusterAPICRDs()
+	if err != nil {
+		return envtest.Options{}, err
 	}
 	// envtest rewrites the clientConfig of what it installs: hand it copies, keep the rendered.
 	wio := &ctrlenvtest.WebhookInstallOptions{LocalServingHost: "127.0.0.1"}
@@ -145,7 +154,7 @@ func startControlPlane(r *rendered) (*envtest.Env, error) {
 	for _, c := range r.Validating {
 		wio.ValidatingWebhooks = append(wio.ValidatingWebhooks, c.DeepCopy())
 	}
-	return envtest.Start(envtest.Options{ExtraCRDPaths: []string{capi}, Webhooks: wio})
+	return envtest.Options{ExtraCRDPaths: []string{capi}, Webhooks: wio}, nil
 }
 
 // blindCache has seen nothing: every Get is NotFound and every List is empty. The webhook

@@ -12,10 +12,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
@@ -31,10 +29,9 @@ const (
 var suiteHooks = hookOptions{overrideGroups: []string{breakGlassGroup}, approverGroups: []string{approverGroup}}
 
 var (
-	ctx    context.Context
-	cancel context.CancelFunc
-	env    *envtest.Env
-	admin  client.Client
+	ctx   context.Context
+	env   *envtest.Env
+	admin client.Client
 	// mgrClient is the manager's own identity (managerServiceAccount): the suite plays the
 	// controller's lease and Job writes with it.
 	mgrClient client.Client
@@ -52,43 +49,36 @@ func TestWebhooks(t *testing.T) {
 	RunSpecs(t, "Webhooks (envtest: the real API server calls the webhooks)")
 }
 
-var _ = BeforeSuite(func() {
-	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	SetDefaultEventuallyTimeout(20 * time.Second)
-	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
-	ctx, cancel = context.WithCancel(context.Background())
-
+var _ = envtest.RegisterSuite(envtest.SuiteOptions{
+	Log: true, EventuallyTimeout: 20 * time.Second, PollingInterval: 50 * time.Millisecond,
+	// The control plane calls the webhooks as config/webhook configures them.
+	Configure: func(o *envtest.Options) {
+		var err error
+		kubectl, err = kubectlPath()
+		Expect(err).NotTo(HaveOccurred(), "the webhook suite renders config/webhook with kubectl and runs it against envtest")
+		config, err = renderConfig(kubectl)
+		Expect(err).NotTo(HaveOccurred())
+		*o, err = controlPlaneOptions(config)
+		Expect(err).NotTo(HaveOccurred())
+	},
+}, func(s *envtest.Suite) {
+	env, admin, ctx = s.Env, s.Client, s.Ctx
 	var err error
-	kubectl, err = kubectlPath()
-	Expect(err).NotTo(HaveOccurred(), "the webhook suite renders config/webhook with kubectl and runs it against envtest")
-	config, err = renderConfig(kubectl)
-	Expect(err).NotTo(HaveOccurred())
-	env, err = startControlPlane(config)
-	Expect(err).NotTo(HaveOccurred())
-	fmt.Println(env.Describe())
-	admin, err = client.New(env.Config, client.Options{Scheme: env.Scheme})
-	Expect(err).NotTo(HaveOccurred())
 	mgrClient, mgrConfig, err = managerClient(env)
 	Expect(err).NotTo(HaveOccurred())
 	hooks, err = startHookServer(env.Config, env, suiteHooks)
 	Expect(err).NotTo(HaveOccurred())
+	// Stopped before the control plane: a spec may have replaced it (restartHooks).
+	s.Defer(func() {
+		if hooks != nil {
+			Expect(hooks.stop()).To(Succeed())
+		}
+	})
 	// The plan-approval policy as config/default installs it, with its ConfigMap written by
 	// the manager's own code.
 	policy, err = renderPolicy(kubectl)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(installPolicy(policy, []string{approverGroup})).To(Succeed())
-})
-
-var _ = AfterSuite(func() {
-	if hooks != nil {
-		Expect(hooks.stop()).To(Succeed())
-	}
-	if cancel != nil {
-		cancel()
-	}
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
 })
 
 // restartHooks replaces the suite's webhook server (after a spec stopped it).

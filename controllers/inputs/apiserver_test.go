@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -22,44 +21,26 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
 
-var (
-	envOnce sync.Once
-	env     *envtest.Env
-	envErr  error
-)
+// controlPlane is the package's one kube-apiserver for its API server tests: the first test that
+// needs it starts it, TestMain stops it.
+var controlPlane envtest.Shared
 
 // TestMain stops the control plane the API server tests started, if any. envtest logs through
 // controller-runtime's logger: discard it, so no "SetLogger was never called" trace is printed.
 func TestMain(m *testing.M) {
 	logf.SetLogger(logr.Discard())
 	code := m.Run()
-	if env != nil {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stop envtest: %v\n", err)
-			code = 1
-		}
+	if err := controlPlane.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
 	}
 	os.Exit(code)
 }
 
-// apiServer starts one real kube-apiserver for the package's API server tests (the first caller
-// starts it) and returns it with an administrator client.
+// apiServer returns the package's control plane with an administrator client.
 func apiServer(t *testing.T) (*envtest.Env, client.Client) {
 	t.Helper()
-	envOnce.Do(func() {
-		env, envErr = envtest.Start(envtest.Options{})
-		if envErr == nil {
-			fmt.Println(env.Describe())
-		}
-	})
-	if envErr != nil {
-		t.Fatalf("start envtest: %v", envErr)
-	}
-	c, err := client.New(env.Config, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return env, c
+	return controlPlane.Get(t)
 }
 
 // TestSecretsAgainstAPIServer checks the builders against a real kube-apiserver: a per-run

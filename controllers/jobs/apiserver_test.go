@@ -30,18 +30,8 @@ func TestJobsAgainstAPIServer(t *testing.T) {
 	RunSpecs(t, "jobs (envtest)")
 }
 
-var _ = BeforeSuite(func() {
-	ctx = context.Background()
-	var err error
-	// StartSuite prints (go test -v) which API server the suite talks to.
-	env, k8s, err = envtest.StartSuite(envtest.Options{})
-	Expect(err).NotTo(HaveOccurred())
-})
-
-var _ = AfterSuite(func() {
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
+var _ = envtest.RegisterSuite(envtest.SuiteOptions{}, func(s *envtest.Suite) {
+	env, k8s, ctx = s.Env, s.Client, s.Ctx
 })
 
 // restrictedNamespace creates a namespace that enforces the restricted Pod Security Standard,

@@ -26,13 +26,12 @@ import (
 )
 
 var (
-	env  *envtest.Env
-	k8s  client.Client
-	ctx  = context.Background()
-	once sync.Once
-	// startErr is why the control plane did not start; every later test fails with it.
-	startErr error
-	seq      atomic.Int64
+	env *envtest.Env
+	k8s client.Client
+	ctx = context.Background()
+	// controlPlane is the package's one control plane, with Cluster API's CRDs.
+	controlPlane = envtest.Shared{ClusterAPI: true}
+	seq          atomic.Int64
 )
 
 // TestMain sets the managers' logger (errors only, to stderr: the tables and gate lines are the
@@ -40,38 +39,29 @@ var (
 func TestMain(m *testing.M) {
 	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	code := m.Run()
-	if env != nil {
-		if err := env.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "stop the control plane: %v\n", err)
-			code = 1
-		}
+	if err := controlPlane.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
 	}
 	os.Exit(code)
 }
 
 // start starts the package's control plane once (the first caller) for every test and
-// benchmark; the gates of `make test` and the benchmarks of `make bench` share it.
+// benchmark; the gates of `make test` and the benchmarks of `make bench` share it. k8s is a
+// client of its own with a high rate limit: the fleets are created through it.
 func start(tb testing.TB) {
 	tb.Helper()
-	once.Do(func() {
-		capi, err := envtest.ClusterAPICRDs()
-		if err != nil {
-			startErr = err
-			return
-		}
-		env, err = envtest.Start(envtest.Options{ExtraCRDPaths: []string{capi}})
-		if err != nil {
-			startErr = err
-			return
-		}
-		fmt.Println(env.Describe())
-		cfg := rest.CopyConfig(env.Config)
-		cfg.QPS, cfg.Burst = 500, 1000
-		k8s, startErr = client.New(cfg, client.Options{Scheme: env.Scheme})
-	})
-	if startErr != nil {
-		tb.Fatalf("start the control plane: %v", startErr)
+	if k8s != nil {
+		return
 	}
+	env, _ = controlPlane.Get(tb)
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = 500, 1000
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		tb.Fatalf("client for the fleets: %v", err)
+	}
+	k8s = c
 }
 
 func namespace(tb testing.TB, prefix string) string {

@@ -13,10 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -26,11 +24,10 @@ import (
 )
 
 var (
-	env    *envtest.Env
-	k8s    client.Client
-	ctx    context.Context
-	cancel context.CancelFunc
-	nsSeq  int
+	env   *envtest.Env
+	k8s   client.Client
+	ctx   context.Context
+	nsSeq int
 )
 
 func TestStandIn(t *testing.T) {
@@ -38,30 +35,13 @@ func TestStandIn(t *testing.T) {
 	RunSpecs(t, "Cluster API stand-in (envtest)")
 }
 
-var _ = BeforeSuite(func() {
-	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	SetDefaultEventuallyTimeout(20 * time.Second)
-	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-	ctx, cancel = context.WithCancel(context.Background())
-	var err error
-	env, k8s, err = envtest.StartWithClusterAPI(envtest.Options{})
-	Expect(err).NotTo(HaveOccurred())
+var _ = envtest.RegisterSuite(envtest.SuiteOptions{ClusterAPI: true, Log: true,
+	EventuallyTimeout: 20 * time.Second, PollingInterval: 100 * time.Millisecond}, func(s *envtest.Suite) {
+	env, k8s, ctx = s.Env, s.Client, s.Ctx
 	mgr, err := manager.New(env.Config, manager.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	Expect(err).NotTo(HaveOccurred())
 	Expect((&capi.StandIn{}).SetupWithManager(mgr)).To(Succeed())
-	go func() {
-		defer GinkgoRecover()
-		Expect(mgr.Start(ctx)).To(Succeed())
-	}()
-})
-
-var _ = AfterSuite(func() {
-	if cancel != nil {
-		cancel()
-	}
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
+	s.StartManager(mgr)
 })
 
 func newNamespace() string {

@@ -21,10 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -34,14 +32,12 @@ import (
 )
 
 var (
-	env     *envtest.Env
-	k8s     client.Client
-	ctx     context.Context
-	cancel  context.CancelFunc
-	ex      *Executor
-	work    string
-	mgrDone chan error
-	nsSeq   int
+	env   *envtest.Env
+	k8s   client.Client
+	ctx   context.Context
+	ex    *Executor
+	work  string
+	nsSeq int
 )
 
 // tokenRefreshFraction makes a projected token of 7200 s be replaced after about 3.6 s.
@@ -52,18 +48,14 @@ func TestExecutor(t *testing.T) {
 	RunSpecs(t, "Job executor (envtest): native sidecars, projected volumes, garbage collection")
 }
 
-var _ = BeforeSuite(func() {
-	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	SetDefaultEventuallyTimeout(90 * time.Second)
-	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-	ctx, cancel = context.WithCancel(context.Background())
-	var err error
-	env, k8s, err = envtest.StartSuite(envtest.Options{})
-	Expect(err).NotTo(HaveOccurred())
+var _ = envtest.RegisterSuite(envtest.SuiteOptions{Log: true,
+	EventuallyTimeout: 90 * time.Second, PollingInterval: 100 * time.Millisecond}, func(s *envtest.Suite) {
+	env, k8s, ctx = s.Env, s.Client, s.Ctx
 	self, err := os.Executable()
 	Expect(err).NotTo(HaveOccurred())
 	work, err = os.MkdirTemp("", "executor-test-")
 	Expect(err).NotTo(HaveOccurred())
+	s.Defer(func() { _ = os.RemoveAll(work) }) // runs after the manager stopped: it is deferred first
 	ex, err = New(env.Config, Options{RunnerBinary: self, TerraformBinary: self, WorkDir: work, Output: GinkgoWriter, ShutdownGrace: 5 * time.Second})
 	Expect(err).NotTo(HaveOccurred())
 	ex.refreshFraction = tokenRefreshFraction
@@ -72,23 +64,8 @@ var _ = BeforeSuite(func() {
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", GracefulShutdownTimeout: &grace})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(ex.SetupWithManager(mgr)).To(Succeed())
-	mgrDone = make(chan error, 1)
-	go func() { mgrDone <- mgr.Start(ctx) }()
-})
-
-var _ = AfterSuite(func() {
-	if cancel != nil {
-		cancel()
-	}
-	if mgrDone != nil {
-		Eventually(mgrDone, time.Minute).Should(Receive(BeNil()), "the executor stops every container")
-	}
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
-	if work != "" {
-		_ = os.RemoveAll(work)
-	}
+	// The executor stops every container before the manager returns.
+	s.StartManager(mgr)
 })
 
 const runnerSA = "runner"
