@@ -14,13 +14,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 // The three guarded kinds.
@@ -29,16 +29,7 @@ var guardedKinds = []string{infrav1.TerraformClusterKind, infrav1.TerraformMachi
 // newObject returns a minimal valid object of kind, of the Cluster API Cluster of its own name
 // (the cluster-name label, as startRun's leases and Jobs assume).
 func newObject(kind, ns, name string) client.Object {
-	spec := infrav1.TerraformSpec{Module: infrav1.ModuleSource{Image: "example.com/module:1"}}
-	meta := metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{infrav1.ClusterNameLabel: name}}
-	switch kind {
-	case infrav1.TerraformClusterKind:
-		return &infrav1.TerraformCluster{ObjectMeta: meta, Spec: infrav1.TerraformClusterSpec{TerraformSpec: spec}}
-	case infrav1.TerraformMachineKind:
-		return &infrav1.TerraformMachine{ObjectMeta: meta, Spec: infrav1.TerraformMachineSpec{TerraformSpec: spec}}
-	default:
-		return &infrav1.TerraformMachinePool{ObjectMeta: meta, Spec: infrav1.TerraformMachinePoolSpec{TerraformSpec: spec}}
-	}
+	return objects.OfKind(kind, ns, name).Obj()
 }
 
 // u returns an empty unstructured object of kind with its name, for reads and patches.
@@ -306,17 +297,7 @@ func takeLease(ctx context.Context, c client.Client, kind, ns, name string, seq 
 	if !res.Acquired {
 		return nil, fmt.Errorf("run lease not acquired: %+v", res.Wait)
 	}
-	labels := naming.OwnerLabels(kind, name, name)
-	labels[infrav1.OperationLabel] = string(infrav1.OperationApply)
-	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: holder, Labels: labels, OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: infrav1.GroupVersion.String(), Kind: kind, Name: name, UID: obj.GetUID(),
-			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
-		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers:    []corev1.Container{{Name: "terraform", Image: "example.com/module:1"}},
-		}}},
-	}
+	job := objects.Job(ns, holder).Of(kind, name, name).Label(infrav1.OperationLabel, string(infrav1.OperationApply)).Owner(obj).Obj()
 	return &run{owner: owner, job: job}, nil
 }
 
