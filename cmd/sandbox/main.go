@@ -70,57 +70,17 @@ func main() {
 }
 
 func run() error {
-	var f flags
-	fs := flag.NewFlagSet("sandbox", flag.ContinueOnError)
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "where to write the administrator's kubeconfig (default <repo>/bin/sandbox.kubeconfig)")
-	fs.BoolVar(&f.applySamples, "apply-samples", false, "apply config/samples once the sandbox is up (make run SAMPLES=1)")
-	fs.StringVar(&f.namespace, "namespace", "default", "namespace the samples go to")
-	fs.StringVar(&f.workDir, "work-dir", "", "folder for everything the sandbox writes (default: a temporary folder, removed on exit)")
-	fs.BoolVar(&f.keep, "keep-work-dir", false, "keep the temporary work folder on exit (Pods' folders and logs)")
-	fs.StringVar(&f.terraform, "terraform", "", "terraform or tofu binary the runner runs (default: tofu or terraform on PATH, else <bin-dir>/tofu)")
-	fs.StringVar(&f.binDir, "bin-dir", "", "folder of etcd, kube-apiserver, kustomize, manager and runner (default: this binary's folder)")
-	fs.StringVar(&f.managerBin, "manager-binary", "", "manager binary (default <bin-dir>/manager)")
-	fs.StringVar(&f.runnerBin, "runner-binary", "", "runner binary the Jobs run (default <bin-dir>/runner)")
-	fs.StringVar(&f.repo, "repo", "", "repository root holding config/ (default: found from the working folder or this binary)")
-	fs.BoolVar(&f.quietJobs, "quiet-jobs", false, "do not copy the Jobs' output to the console (each Pod's folder keeps a log)")
-	fs.Var(&f.managerArgs, "manager-arg", "extra flag for the manager (repeatable)")
-	fs.BoolVar(&f.verbose, "verbose", false, "also log what the sandbox's own controllers (the Job executor, the Cluster API stand-in) do; by default only their errors show")
-	zo := zap.Options{Development: true, Level: zapcore.InfoLevel}
-	zo.BindFlags(fs)
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("parse flags: %w", err)
+	f, zo, help, err := parseFlags(os.Args[1:])
+	if err != nil || help {
+		return err
 	}
-	logger := zap.New(zap.UseFlagOptions(&zo), zap.WriteTo(os.Stderr))
+	logger := zap.New(zap.UseFlagOptions(zo), zap.WriteTo(os.Stderr))
 	ctrl.SetLogger(logger)
 	if err := f.defaults(); err != nil {
 		return err
 	}
-
-	// A console that went away (`make run | tee log`, then Ctrl-C ends tee first) must not end
-	// the sandbox half way: writes to it fail quietly and the sandbox goes on stopping. Notify,
-	// not Ignore: an ignored signal would stay ignored in every child the sandbox starts.
-	pipes := make(chan os.Signal, 1)
-	signal.Notify(pipes, syscall.SIGPIPE)
-	go func() {
-		for range pipes {
-		}
-	}()
-	// The first Ctrl-C (or SIGTERM, or a hang-up) stops the sandbox; later ones only say it is
-	// stopping. Even a SIGKILL leaves nothing running: see package test/sandbox/internal/proc.
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := stopOnSignals()
 	defer cancel()
-	signals := make(chan os.Signal, 4)
-	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
-	go func() {
-		<-signals
-		cancel()
-		for range signals {
-			fmt.Fprintln(os.Stderr, "still stopping (running Jobs get 30s after SIGTERM); please wait")
-		}
-	}()
 	began := time.Now()
 	out := io.Writer(os.Stdout)
 	jobsOut := out
@@ -154,6 +114,59 @@ func run() error {
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// parseFlags reads the command line; help is true when it asked for -h.
+func parseFlags(args []string) (f flags, zo *zap.Options, help bool, err error) {
+	fs := flag.NewFlagSet("sandbox", flag.ContinueOnError)
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "where to write the administrator's kubeconfig (default <repo>/bin/sandbox.kubeconfig)")
+	fs.BoolVar(&f.applySamples, "apply-samples", false, "apply config/samples once the sandbox is up (make run SAMPLES=1)")
+	fs.StringVar(&f.namespace, "namespace", "default", "namespace the samples go to")
+	fs.StringVar(&f.workDir, "work-dir", "", "folder for everything the sandbox writes (default: a temporary folder, removed on exit)")
+	fs.BoolVar(&f.keep, "keep-work-dir", false, "keep the temporary work folder on exit (Pods' folders and logs)")
+	fs.StringVar(&f.terraform, "terraform", "", "terraform or tofu binary the runner runs (default: tofu or terraform on PATH, else <bin-dir>/tofu)")
+	fs.StringVar(&f.binDir, "bin-dir", "", "folder of etcd, kube-apiserver, kustomize, manager and runner (default: this binary's folder)")
+	fs.StringVar(&f.managerBin, "manager-binary", "", "manager binary (default <bin-dir>/manager)")
+	fs.StringVar(&f.runnerBin, "runner-binary", "", "runner binary the Jobs run (default <bin-dir>/runner)")
+	fs.StringVar(&f.repo, "repo", "", "repository root holding config/ (default: found from the working folder or this binary)")
+	fs.BoolVar(&f.quietJobs, "quiet-jobs", false, "do not copy the Jobs' output to the console (each Pod's folder keeps a log)")
+	fs.Var(&f.managerArgs, "manager-arg", "extra flag for the manager (repeatable)")
+	fs.BoolVar(&f.verbose, "verbose", false, "also log what the sandbox's own controllers (the Job executor, the Cluster API stand-in) do; by default only their errors show")
+	zo = &zap.Options{Development: true, Level: zapcore.InfoLevel}
+	zo.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return f, zo, true, nil
+		}
+		return f, zo, false, fmt.Errorf("parse flags: %w", err)
+	}
+	return f, zo, false, nil
+}
+
+// stopOnSignals returns a context that the first Ctrl-C (or SIGTERM, or a hang-up) cancels;
+// later ones only say the sandbox is stopping. Even a SIGKILL leaves nothing running: see
+// package test/sandbox/internal/proc.
+func stopOnSignals() (context.Context, context.CancelFunc) {
+	// A console that went away (`make run | tee log`, then Ctrl-C ends tee first) must not end
+	// the sandbox half way: writes to it fail quietly and the sandbox goes on stopping. Notify,
+	// not Ignore: an ignored signal would stay ignored in every child the sandbox starts.
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	go func() {
+		for range pipes {
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		<-signals
+		cancel()
+		for range signals {
+			fmt.Fprintln(os.Stderr, "still stopping (running Jobs get 30s after SIGTERM); please wait")
+		}
+	}()
+	return ctx, cancel
 }
 
 func (f *flags) defaults() error {

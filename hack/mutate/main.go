@@ -228,32 +228,7 @@ func runMutations(ctx context.Context, o options, args []string, ms, left []Muta
 			return exitInterrupted
 		}
 	}
-	results := make([]Result, 0, len(ms))
-	interrupted := false
-	for i, m := range ms {
-		if interrupted {
-			results = append(results, Result{M: m, Status: NotRun, Detail: "the run was interrupted"})
-			continue
-		}
-		if why, bad := broken[m.Command]; bad {
-			results = append(results, Result{M: m, Status: Baseline, Detail: why})
-			fmt.Fprintf(stderr, "[%d/%d] %s: %s (%s)\n", i+1, len(ms), m.Name, Baseline, why)
-			continue
-		}
-		fmt.Fprintf(stderr, "[%d/%d] %s (%s) ...\n", i+1, len(ms), m.Name, m.File)
-		res, err := r.Mutate(ctx, m, fmt.Sprintf("%03d-%s", i+1, m.Name))
-		if err != nil {
-			if ctx.Err() == nil {
-				// The copy may be in an unknown state: stop here.
-				fmt.Fprintf(stderr, "mutate: %s: %v\n", m.Name, err)
-			}
-			interrupted = true
-			results = append(results, Result{M: m, Status: NotRun, Detail: "the run was interrupted"})
-			continue
-		}
-		results = append(results, res)
-		fmt.Fprintf(stderr, "[%d/%d] %s: %s (%s)\n", i+1, len(ms), m.Name, verdictText(res), res.Took.Round(time.Second))
-	}
+	results, interrupted := mutateAll(ctx, r, ms, broken, stderr)
 	t := Totals(results)
 	t.Took = time.Since(began)
 	fmt.Fprint(stdout, Table(results))
@@ -280,6 +255,39 @@ func runMutations(ctx context.Context, o options, args []string, ms, left []Muta
 		return exitNotKilled
 	}
 	return exitOK
+}
+
+// mutateAll applies each mutation in turn and runs its test, one line of progress each on
+// stderr. A mutation whose test command failed its baseline is not run; an error of the copy
+// stops the run (interrupted), and the mutations after it are reported not run.
+func mutateAll(ctx context.Context, r *Runner, ms []Mutation, broken map[string]string, stderr io.Writer) ([]Result, bool) {
+	results := make([]Result, 0, len(ms))
+	interrupted := false
+	for i, m := range ms {
+		if interrupted {
+			results = append(results, Result{M: m, Status: NotRun, Detail: "the run was interrupted"})
+			continue
+		}
+		if why, bad := broken[m.Command]; bad {
+			results = append(results, Result{M: m, Status: Baseline, Detail: why})
+			fmt.Fprintf(stderr, "[%d/%d] %s: %s (%s)\n", i+1, len(ms), m.Name, Baseline, why)
+			continue
+		}
+		fmt.Fprintf(stderr, "[%d/%d] %s (%s) ...\n", i+1, len(ms), m.Name, m.File)
+		res, err := r.Mutate(ctx, m, fmt.Sprintf("%03d-%s", i+1, m.Name))
+		if err != nil {
+			if ctx.Err() == nil {
+				// The copy may be in an unknown state: stop here.
+				fmt.Fprintf(stderr, "mutate: %s: %v\n", m.Name, err)
+			}
+			interrupted = true
+			results = append(results, Result{M: m, Status: NotRun, Detail: "the run was interrupted"})
+			continue
+		}
+		results = append(results, res)
+		fmt.Fprintf(stderr, "[%d/%d] %s: %s (%s)\n", i+1, len(ms), m.Name, verdictText(res), res.Took.Round(time.Second))
+	}
+	return results, interrupted
 }
 
 // runBaselines runs each distinct test command once without a mutation and records, in

@@ -136,46 +136,16 @@ func (w *worker) runContainers(ctx context.Context) (int32, string, string, meta
 	defer close(refreshDone)
 	go w.refreshTokens(ctx, refreshDone)
 
-	// Sidecars run until the main container ended (or the Pod stopped): then they get SIGTERM
-	// in the reverse order of their start, SIGKILL at the deadline.
-	var sidecars []*sidecar
-	defer func() { w.stopSidecars(ctx, sidecars) }()
-
 	if len(w.spec.Spec.Containers) != 1 {
 		err := fmt.Errorf("%w: a pod with %d containers besides its sidecars (CAPTF's Jobs have one)", errUnsupported, len(w.spec.Spec.Containers))
 		return -1, "CreateContainerError", err.Error(), none, err
 	}
-	for i := range w.spec.Spec.InitContainers {
-		c := &w.spec.Spec.InitContainers[i]
-		if w.reason() != "" {
-			return -1, "Deleted", errStopped.Error(), none, errStopped
-		}
-		if isSidecar(c) {
-			sc := newSidecar(c, i)
-			sidecars = append(sidecars, sc)
-			go w.superviseSidecar(ctx, sc, env, out)
-			if err := w.awaitSidecarStarted(sc); err != nil {
-				if errors.Is(err, errStopped) {
-					return -1, "Deleted", err.Error(), none, err
-				}
-				msg := fmt.Sprintf("init container %s: %v", c.Name, err)
-				return -1, "InitContainerFailed", msg, none, errors.New(msg)
-			}
-			continue
-		}
-		p, err := w.startProcess(ctx, c, env, out)
-		if err != nil {
-			msg := fmt.Sprintf("init container %s: %v", c.Name, err)
-			w.setInit(i, terminatedStatus(c, 128+9, "CreateContainerError", metav1.Now(), 0, nil))
-			return -1, "InitContainerFailed", msg, none, errors.New(msg)
-		}
-		w.await(ctx, p)
-		exit, reason := p.result()
-		w.setInit(i, terminatedStatus(c, exit, reason, p.started, 0, nil))
-		if exit != 0 {
-			msg := fmt.Sprintf("init container %s exited with code %d", c.Name, exit)
-			return -1, "InitContainerFailed", msg, none, errors.New(msg)
-		}
+	// Sidecars run until the main container ended (or the Pod stopped): then they get SIGTERM
+	// in the reverse order of their start, SIGKILL at the deadline.
+	sidecars, reason, err := w.runInits(ctx, env, out)
+	defer func() { w.stopSidecars(ctx, sidecars) }()
+	if err != nil {
+		return -1, reason, err.Error(), none, err
 	}
 	c := &w.spec.Spec.Containers[0]
 	if w.reason() != "" {
@@ -192,6 +162,44 @@ func (w *worker) runContainers(ctx context.Context) (int32, string, string, meta
 	w.await(ctx, p)
 	exit, reason := p.result()
 	return exit, reason, w.terminationMessage(c, exit), p.started, nil
+}
+
+// runInits runs the init containers in order: a sidecar (restartPolicy Always) is started and
+// supervised, any other runs to its end. It returns the sidecars it started (to stop once the
+// main container ended) and, when the Pod cannot go on, the reason of its end and the error
+// whose text is the message.
+func (w *worker) runInits(ctx context.Context, env []string, out *lineWriter) ([]*sidecar, string, error) {
+	var sidecars []*sidecar
+	for i := range w.spec.Spec.InitContainers {
+		c := &w.spec.Spec.InitContainers[i]
+		if w.reason() != "" {
+			return sidecars, "Deleted", errStopped
+		}
+		if isSidecar(c) {
+			sc := newSidecar(c, i)
+			sidecars = append(sidecars, sc)
+			go w.superviseSidecar(ctx, sc, env, out)
+			if err := w.awaitSidecarStarted(sc); err != nil {
+				if errors.Is(err, errStopped) {
+					return sidecars, "Deleted", err
+				}
+				return sidecars, "InitContainerFailed", fmt.Errorf("init container %s: %w", c.Name, err)
+			}
+			continue
+		}
+		p, err := w.startProcess(ctx, c, env, out)
+		if err != nil {
+			w.setInit(i, terminatedStatus(c, 128+9, "CreateContainerError", metav1.Now(), 0, nil))
+			return sidecars, "InitContainerFailed", fmt.Errorf("init container %s: %w", c.Name, err)
+		}
+		w.await(ctx, p)
+		exit, reason := p.result()
+		w.setInit(i, terminatedStatus(c, exit, reason, p.started, 0, nil))
+		if exit != 0 {
+			return sidecars, "InitContainerFailed", fmt.Errorf("init container %s exited with code %d", c.Name, exit)
+		}
+	}
+	return sidecars, "", nil
 }
 
 // await waits until p ended, stopping it when the Pod stops: SIGTERM at once, SIGKILL to its
