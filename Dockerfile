@@ -20,6 +20,7 @@ COPY api/ api/
 COPY certs/ certs/
 COPY cmd/ cmd/
 COPY controllers/ controllers/
+COPY runnerapi/ runnerapi/
 COPY webhooks/ webhooks/
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \

@@ -14,7 +14,7 @@ import (
 
 	. "github.com/onsi/gomega"
 
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
 

@@ -9,9 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // want is one expected condition; Status "" means the condition must be absent.

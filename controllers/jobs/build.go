@@ -16,8 +16,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // Container and volume names of a CAPTF Job's pod.

@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")

@@ -10,8 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // Reasons an Outcome gives besides the Job's own condition reasons.

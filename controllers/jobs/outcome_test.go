@@ -12,7 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 func testJob(conds ...batchv1.JobCondition) *batchv1.Job {

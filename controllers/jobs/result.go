@@ -1,6 +1,6 @@
 package jobs
 
-import "github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+import "github.com/captf/cluster-api-provider-terraform/runnerapi"
 
 // Result is the runner's result document (see runnerapi.Result).
 type Result = runnerapi.Result

@@ -32,7 +32,6 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
 	"github.com/captf/cluster-api-provider-terraform/controllers/inputs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
 	captfmetrics "github.com/captf/cluster-api-provider-terraform/controllers/metrics"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
@@ -40,6 +39,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/terraformcluster"
 	"github.com/captf/cluster-api-provider-terraform/controllers/terraformmachine"
 	"github.com/captf/cluster-api-provider-terraform/controllers/terraformmachinepool"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
 

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // errJobGone: the Job was deleted before the executor could end it.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // staleVerdict is the outcome of the I8 checks on a held lock.

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // The channel checks a lock holder's Job by its owner-name label, which the controller writes

@@ -18,7 +18,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // Requests the fencing record names for the plan endpoint.

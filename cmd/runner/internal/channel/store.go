@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // maxSecretData bounds the gzip'd state the channel writes into the one state Secret: the API

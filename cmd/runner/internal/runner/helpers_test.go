@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // fixture is one run against the fake terraform.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 func TestSelectBinary(t *testing.T) {

@@ -21,7 +21,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/captf/cluster-api-provider-terraform/cmd/runner/internal/channel"
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // PlanFileName is the saved plan in the work folder.

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // change renders one resource_changes (or resource_drift) entry of `show -json`.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // stepShape is what a test checks of a Step besides its arguments.

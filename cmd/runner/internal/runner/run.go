@@ -17,7 +17,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/captf/cluster-api-provider-terraform/cmd/runner/internal/channel"
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // tailLines is how many lines of a failing command's stderr the result keeps (before the

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 func TestArgsPerOperation(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // Why a restore onto no state bypasses `terraform state push`: Terraform's remote state manager,

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/captf/cluster-api-provider-terraform/cmd/runner/internal/channel"
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // fakeStateEndpoint plays the state channel's state address for a restore onto no state.

@@ -3,7 +3,7 @@ package runner
 import (
 	"time"
 
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // Step names.

@@ -11,7 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // The wire names the runner reads without importing the packages that own them.
