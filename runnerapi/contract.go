@@ -120,23 +120,6 @@ type Fenced struct {
 	RunLeaseHolder string `json:"runLeaseHolder"`
 }
 
-// The Terraform kubernetes backend's layout, which the state channel writes too, so a state
-// written by either is read by the other.
-const (
-	// StateKey is the data key of the state Secret: the gzip'd state JSON.
-	StateKey = "tfstate"
-	// StateLockInfoAnnotation on the lock Lease holds the lock info JSON of the holder, whose
-	// ID is the Lease's holderIdentity.
-	StateLockInfoAnnotation = "app.terraform.io/lock-info"
-	// StateEncodingAnnotation ("gzip") is set on the state Secret.
-	StateEncodingAnnotation = "encoding"
-	// LockPodAnnotation and LockJobAnnotation on the lock Lease name the pod and the Job whose
-	// state channel holds the lock (set with the lock, removed with it). Only the state
-	// channel writes them; a lock without them is never broken (I8).
-	LockPodAnnotation = "captf.io/lock-pod"
-	LockJobAnnotation = "captf.io/lock-job"
-)
-
 // Labels the state channel reads on the Jobs and pods that hold a lock (I8). They are the
 // manager's labels (api/v1alpha1 OwnerKindLabel and OwnerNameLabel) and the Job controller's;
 // the runner does not import those packages, and a test keeps the values equal.
@@ -148,18 +131,6 @@ const (
 	PodJobNameLabel       = "batch.kubernetes.io/job-name"
 	PodLegacyJobNameLabel = "job-name"
 )
-
-// StateLabels are the labels Terraform's kubernetes backend puts on the state Secret and the
-// lock Lease of a suffix in the default workspace. Terraform 1.10 and later find the state
-// Secret by listing with exactly these labels: a state Secret without them reads as no state.
-func StateLabels(suffix string) map[string]string {
-	return map[string]string{
-		"tfstate":                      "true",
-		"tfstateSecretSuffix":          suffix,
-		"tfstateWorkspace":             "default",
-		"app.kubernetes.io/managed-by": "terraform",
-	}
-}
 
 // Keys of the per-run Secret.
 const (

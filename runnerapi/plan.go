@@ -12,7 +12,7 @@ import (
 // The saved plan (docs/runner.md, "Saved plans"). A Plan Job's runner runs `plan -out`, reads
 // the plan back with `show -json` and `show`, and uploads the plan file, its bounded summary and
 // its text to the state channel (PUT PlanPathPrefix<namespace>/<suffix>), which stores them in
-// the object's plan Secret (naming.PlanSecretName) under the keys below. An Apply Job built with
+// the object's plan Secret (PlanSecretName) under the keys below. An Apply Job built with
 // a PlanID fetches that plan from the channel (GET on the same path), which hands it out at most
 // once, and runs `apply <plan file>`.
 
@@ -53,9 +53,8 @@ const (
 	// MaxPlanTextBytes bounds the plan text the runner uploads; the channel cuts it further
 	// when the plan Secret would not hold it.
 	MaxPlanTextBytes = 512 << 10
-	// MaxPlanSecretBytes bounds the data of the plan Secret (the API server refuses a Secret
-	// over 1 MiB; the rest is headroom for metadata).
-	MaxPlanSecretBytes = 1<<20 - 4<<10
+	// MaxPlanSecretBytes bounds the data of the plan Secret (MaxSecretDataBytes).
+	MaxPlanSecretBytes = MaxSecretDataBytes
 	// PlanIDLength is the length of a plan ID: hex digits of SHA-256 (128 bits).
 	PlanIDLength = 32
 )

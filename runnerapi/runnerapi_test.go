@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
@@ -21,6 +22,8 @@ func TestWireNamesMatchTheirOwners(t *testing.T) {
 		{runnerapi.JobOwnerNameLabel, infrav1.OwnerNameLabel},
 		{runnerapi.PodJobNameLabel, batchv1.JobNameLabel},
 		{runnerapi.PlanIDAnnotation, infrav1.PlanIDAnnotation},
+		{runnerapi.PodPhaseSucceeded, string(corev1.PodSucceeded)},
+		{runnerapi.PodPhaseFailed, string(corev1.PodFailed)},
 	} {
 		if c.runner != c.owner {
 			t.Errorf("the runner reads %q where its owner writes %q", c.runner, c.owner)

@@ -8,13 +8,14 @@ import (
 	"strings"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // SuffixLength is the length of a state suffix: 16 hex characters (64 bits of SHA-256).
 const SuffixLength = 16
 
-// Workspace is the Terraform workspace CAPTF uses; the backend prefixes it to state names.
-const Workspace = "default"
+// Workspace is the Terraform workspace CAPTF uses (runnerapi.Workspace).
+const Workspace = runnerapi.Workspace
 
 func hash16(parts ...string) string {
 	sum := sha256.Sum256([]byte(strings.Join(parts, "/")))
@@ -26,17 +27,19 @@ func StateSuffix(namespace, kind, name string) string {
 	return hash16(namespace, kind, name)
 }
 
-// StateSecretName is the Terraform kubernetes backend's state Secret for a suffix.
+// StateSecretName is the Terraform kubernetes backend's state Secret for a suffix
+// (runnerapi.StateSecretName, the layout the runner shares).
 func StateSecretName(suffix string) string {
-	return "tfstate-" + Workspace + "-" + suffix
+	return runnerapi.StateSecretName(suffix)
 }
 
 // StateLockLeaseName is the Terraform kubernetes backend's lock Lease for a suffix. The
 // controller creates it empty before the first Job and deletes it after a destroy only when
 // nobody holds it; the state channel takes and releases it for terraform and breaks a stale
-// one only under I8; nothing else in CAPTF writes it (docs/leases.md).
+// one only under I8; nothing else in CAPTF writes it (docs/leases.md). The name is
+// runnerapi.StateLockLeaseName.
 func StateLockLeaseName(suffix string) string {
-	return "lock-tfstate-" + Workspace + "-" + suffix
+	return runnerapi.StateLockLeaseName(suffix)
 }
 
 // RunLeaseName is the run lease of the object with this suffix.
@@ -72,13 +75,10 @@ func OutputsSecretName(suffix string) string {
 }
 
 // LabelValue shortens a name to a valid label value: names of 63 characters or less stay as
-// they are; longer ones keep a prefix and end in a hash of the whole name.
+// they are; longer ones keep a prefix and end in a hash of the whole name. It is
+// runnerapi.LabelValue, which the state channel compares owner labels with.
 func LabelValue(name string) string {
-	if len(name) <= 63 {
-		return name
-	}
-	prefix := strings.TrimRight(name[:63-SuffixLength-1], "-._")
-	return prefix + "-" + hash16(name)
+	return runnerapi.LabelValue(name)
 }
 
 // OwnerLabels are the labels that tie a Job, Lease or Secret to its owning object.
@@ -127,7 +127,8 @@ func StateBackupSecretName(suffix string, serial int64) string {
 
 // PlanSecretName is the object's plan Secret: the saved plan of its latest Plan Job (the plan
 // file, its record and its text; see runnerapi.PlanFileKey). The controller creates it empty
-// before a Plan Job; the Job's state channel fills it and hands the plan to one apply.
+// before a Plan Job; the Job's state channel fills it and hands the plan to one apply. The
+// name is runnerapi.PlanSecretName, which the channel uses.
 func PlanSecretName(suffix string) string {
-	return "captf-plan-" + suffix
+	return runnerapi.PlanSecretName(suffix)
 }

@@ -3,7 +3,8 @@
 // terraform.
 //
 // The backend keeps the state of the object with suffix S in the Secret
-// naming.StateSecretName(S), data key "tfstate", as gzip-compressed JSON. Read accepts exactly
+// naming.StateSecretName(S), data key "tfstate", as gzip-compressed JSON (the layout and its
+// codec are runnerapi's, shared with the runner's state channel). Read accepts exactly
 // that layout. Newer backend versions can split a large state across several keys or Secrets;
 // this package does not guess at such a layout: a Secret without the "tfstate" key, or with keys
 // besides it, is refused with a StateError (reason StateLayoutUnknown) that says what it found,

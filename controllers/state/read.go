@@ -1,11 +1,8 @@
 package state
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 
@@ -15,14 +12,14 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
-// StateKey is the data key of the backend's state Secret.
-const StateKey = "tfstate"
+// StateKey is the data key of the backend's state Secret (runnerapi.StateKey).
+const StateKey = runnerapi.StateKey
 
-// MaxStateBytes bounds the uncompressed state CAPTF reads (a compressed state of at most 1 MiB
-// could otherwise expand without limit).
-const MaxStateBytes = 64 << 20
+// MaxStateBytes bounds the uncompressed state CAPTF reads (runnerapi.MaxStateBytes).
+const MaxStateBytes = runnerapi.MaxStateBytes
 
 // Read reads the state of the object with this suffix from its backend Secret in namespace,
 // through reader (pass the live API reader). It returns ErrNoState (wrapped) when there is no
@@ -77,34 +74,34 @@ func FromSecret(s *corev1.Secret) (*State, error) {
 	return st, nil
 }
 
-// Decompress gunzips the backend's tfstate value, refusing more than MaxStateBytes.
+// Decompress decodes the backend's tfstate value (runnerapi.DecodeState), refusing more than
+// MaxStateBytes.
 func Decompress(compressed []byte) ([]byte, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(compressed))
-	if err != nil {
-		return nil, stateErr("", ReasonStateCorrupt, err, "the %s key is not gzip data", StateKey)
+	raw, err := runnerapi.DecodeState(compressed)
+	if de, ok := runnerapi.AsDecodeError(err); ok {
+		switch {
+		case de.NotGzip:
+			return nil, stateErr("", ReasonStateCorrupt, de.Err, "the %s key is not gzip data", StateKey)
+		case de.Damaged:
+			return nil, stateErr("", ReasonStateCorrupt, de.Err, "the %s key is damaged gzip data", StateKey)
+		default:
+			return nil, stateErr("", ReasonStateTooLarge, nil, "the uncompressed state exceeds %d bytes", MaxStateBytes)
+		}
 	}
-	defer func() { _ = zr.Close() }()
-	raw, err := io.ReadAll(io.LimitReader(zr, MaxStateBytes+1))
 	if err != nil {
-		return nil, stateErr("", ReasonStateCorrupt, err, "the %s key is damaged gzip data", StateKey)
-	}
-	if len(raw) > MaxStateBytes {
-		return nil, stateErr("", ReasonStateTooLarge, nil, "the uncompressed state exceeds %d bytes", MaxStateBytes)
+		return nil, fmt.Errorf("decode state: %w", err)
 	}
 	return raw, nil
 }
 
-// Compress gzips state JSON the way the backend stores it in the tfstate key.
+// Compress encodes state JSON the way the backend stores it in the tfstate key
+// (runnerapi.EncodeState).
 func Compress(stateJSON []byte) ([]byte, error) {
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	if _, err := zw.Write(stateJSON); err != nil {
+	gz, err := runnerapi.EncodeState(stateJSON)
+	if err != nil {
 		return nil, fmt.Errorf("compress state: %w", err)
 	}
-	if err := zw.Close(); err != nil {
-		return nil, fmt.Errorf("compress state: %w", err)
-	}
-	return buf.Bytes(), nil
+	return gz, nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -24,7 +24,7 @@ type staleVerdict struct {
 //	    annotations only a state channel writes, that Job exists and is controlled by the
 //	    object's UID (and labelled with its kind and name), and the pod, if it still exists,
 //	    belongs to that Job;
-//	(b) that pod is gone or terminal (Succeeded or Failed);
+//	(b) that pod is gone or terminal (runnerapi.PodTerminal: Succeeded or Failed);
 //	(c) this channel's Job holds the object's run lease.
 //
 // (d), that the lock is still the one read, is the resourceVersion of the write that breaks
@@ -60,7 +60,7 @@ func (s *server) judgeStale(ctx context.Context, lock object) (staleVerdict, err
 	}
 	// (b) that pod is gone or terminal.
 	if pod != nil {
-		if p := pod.phase(); p != "Succeeded" && p != "Failed" {
+		if p := pod.phase(); !runnerapi.PodTerminal(p) {
 			v.why = fmt.Sprintf("the holder's pod %s is %s, not gone or terminal", v.pod, orUnknown(p))
 			return v, nil
 		}

@@ -3,7 +3,6 @@ package channel
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -235,7 +234,7 @@ func serve(ctx context.Context, cfg Config, ready func(*server)) (*server, error
 	}
 	s := &server{
 		cfg: cfg, store: newStore(kube, cfg.Namespace, cfg.Suffix, cfg.RunLease), credential: cred, now: time.Now,
-		ownerNameLabel: labelValue(cfg.OwnerName), records: &records{dir: cfg.Dir, log: log},
+		ownerNameLabel: runnerapi.LabelValue(cfg.OwnerName), records: &records{dir: cfg.Dir, log: log},
 	}
 	hs := &http.Server{
 		Handler:           s,
@@ -322,17 +321,4 @@ func listen(ctx context.Context, cfg Config) (net.Listener, error) {
 		return nil, fmt.Errorf("listen on loopback: %w", err)
 	}
 	return ln, nil
-}
-
-// labelValue is controllers/naming.LabelValue (the owner-name label of CAPTF's Jobs): names of
-// 63 characters or less stay; longer ones keep a prefix and end in a hash of the whole name.
-// A test keeps the two equal; the runner does not import the controller's packages.
-func labelValue(name string) string {
-	if len(name) <= 63 {
-		return name
-	}
-	sum := sha256.Sum256([]byte(name))
-	const suffixLength = 16
-	prefix := strings.TrimRight(name[:63-suffixLength-1], "-._")
-	return prefix + "-" + hex.EncodeToString(sum[:])[:suffixLength]
 }

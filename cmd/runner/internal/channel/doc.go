@@ -2,7 +2,8 @@
 // CAPTF Job that speaks Terraform's http backend on loopback and stores the state in exactly
 // the layout of Terraform's kubernetes backend (Secret tfstate-default-<suffix>, gzip'd JSON
 // under key tfstate, the backend's labels; lock Lease lock-tfstate-default-<suffix> whose
-// holderIdentity is the lock ID, with the lock info annotation). It alone holds the pod's
+// holderIdentity is the lock ID, with the lock info annotation; names, key, codec and limits
+// from runnerapi, which the controller's packages use too). It alone holds the pod's
 // Kubernetes credential; terraform and the module reach the state only through it, with a
 // per-run password. It also stores a Plan Job's saved plan in the object's plan Secret
 // (captf-plan-<suffix>) and hands that plan to the one Apply or Refresh Job given its ID.

@@ -18,7 +18,7 @@ func (o *tfObject) putState(state string) {
 	if state == "" {
 		delete(sec.Data, runnerapi.StateKey)
 	} else {
-		gz, err := gzipState([]byte(state))
+		gz, err := runnerapi.EncodeState([]byte(state))
 		Expect(err).NotTo(HaveOccurred())
 		if sec.Data == nil {
 			sec.Data = map[string][]byte{}

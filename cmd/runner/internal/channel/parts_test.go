@@ -12,7 +12,7 @@ import (
 // with naming.LabelValue; the runner keeps its own copy of that function.
 func TestLabelValueIsNamingLabelValue(t *testing.T) {
 	for _, name := range []string{"m", strings.Repeat("a", 63), strings.Repeat("b", 64), strings.Repeat("c-", 100), "x." + strings.Repeat("y", 70)} {
-		if got, want := labelValue(name), naming.LabelValue(name); got != want {
+		if got, want := runnerapi.LabelValue(name), naming.LabelValue(name); got != want {
 			t.Errorf("%d chars: %q, naming says %q", len(name), got, want)
 		}
 	}
@@ -37,7 +37,7 @@ func TestParsePath(t *testing.T) {
 // The channel names the plan Secret itself; the controller creates it with naming's name.
 func TestPlanSecretNameIsNamings(t *testing.T) {
 	s := naming.StateSuffix("ns", "TerraformCluster", "demo")
-	if got, want := PlanSecretName(s), naming.PlanSecretName(s); got != want {
+	if got, want := runnerapi.PlanSecretName(s), naming.PlanSecretName(s); got != want {
 		t.Fatalf("%q, naming says %q", got, want)
 	}
 }

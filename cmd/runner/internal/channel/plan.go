@@ -220,12 +220,12 @@ func planStateMeta(file []byte) (uint64, string, error) {
 		return 0, "", fmt.Errorf("open tfstate: %w", err)
 	}
 	defer func() { _ = rc.Close() }()
-	raw, err := io.ReadAll(io.LimitReader(rc, maxStateBytes+1))
+	raw, err := io.ReadAll(io.LimitReader(rc, runnerapi.MaxStateBytes+1))
 	if err != nil {
 		return 0, "", fmt.Errorf("read tfstate: %w", err)
 	}
-	if len(raw) > maxStateBytes {
-		return 0, "", fmt.Errorf("its state is larger than %d bytes", maxStateBytes)
+	if len(raw) > runnerapi.MaxStateBytes {
+		return 0, "", fmt.Errorf("its state is larger than %d bytes", runnerapi.MaxStateBytes)
 	}
 	var meta struct {
 		Serial  *uint64 `json:"serial"`

@@ -279,12 +279,12 @@ func (s *server) foreignWrite(ctx context.Context, w http.ResponseWriter, body [
 func (s *server) postState(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	log := logr.FromContextOrDiscard(ctx)
 	id := r.URL.Query().Get("ID")
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxStateBytes+1))
+	body, err := io.ReadAll(io.LimitReader(r.Body, runnerapi.MaxStateBytes+1))
 	if err != nil {
 		http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	if len(body) > maxStateBytes {
+	if len(body) > runnerapi.MaxStateBytes {
 		http.Error(w, "state too large", http.StatusRequestEntityTooLarge)
 		return
 	}

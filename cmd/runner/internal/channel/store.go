@@ -1,8 +1,6 @@
 package channel
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -12,14 +10,11 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
-// maxSecretData bounds the gzip'd state the channel writes into the one state Secret: the API
-// server refuses a Secret whose data exceeds 1 MiB. Terraform's kubernetes backend splits a
-// larger state over several Secrets (tfstate-default-<suffix>-part-<n>); the channel, which
-// may touch only the one Secret, refuses it instead.
-const maxSecretData = 1<<20 - 4<<10
-
-// maxStateBytes bounds an uncompressed state the channel accepts or reads back.
-const maxStateBytes = 64 << 20
+// The channel writes the gzip'd state into the one state Secret only when it fits
+// runnerapi.MaxSecretDataBytes. Terraform's kubernetes backend splits a larger state over
+// several Secrets (tfstate-default-<suffix>-part-<n>); the channel, which may touch only the
+// one Secret, refuses it instead. An uncompressed state it accepts or reads back is at most
+// runnerapi.MaxStateBytes.
 
 // errNoObject: the state Secret or the lock Lease does not exist. The controller creates both
 // before the first Job; the channel cannot (it holds no create permission).
@@ -38,16 +33,16 @@ type store struct {
 	secret    string
 	lockLease string
 	runLease  string
-	// planSecret is the object's plan Secret (controllers/naming.PlanSecretName).
+	// planSecret is the object's plan Secret (runnerapi.PlanSecretName).
 	planSecret string
 }
 
 func newStore(kube *kubeClient, namespace, suffix, runLease string) *store {
 	return &store{
 		kube: kube, namespace: namespace, suffix: suffix, runLease: runLease,
-		secret:     "tfstate-default-" + suffix,
-		lockLease:  "lock-tfstate-default-" + suffix,
-		planSecret: PlanSecretName(suffix),
+		secret:     runnerapi.StateSecretName(suffix),
+		lockLease:  runnerapi.StateLockLeaseName(suffix),
+		planSecret: runnerapi.PlanSecretName(suffix),
 	}
 }
 
@@ -76,37 +71,35 @@ func gunzipState(b64 string) ([]byte, error) {
 	if len(raw) == 0 {
 		return nil, nil
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	out, err := runnerapi.DecodeState(raw)
+	if de, ok := runnerapi.AsDecodeError(err); ok {
+		switch {
+		case de.Damaged && errors.Is(de.Err, io.ErrUnexpectedEOF):
+			return nil, errChunked
+		case de.TooLarge():
+			return nil, fmt.Errorf("state is larger than %d bytes", runnerapi.MaxStateBytes)
+		default:
+			return nil, fmt.Errorf("gunzip state: %w", de.Err)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("gunzip state: %w", err)
-	}
-	out, err := io.ReadAll(io.LimitReader(zr, maxStateBytes+1))
-	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return nil, errChunked
-	}
-	if err != nil {
-		return nil, fmt.Errorf("gunzip state: %w", err)
-	}
-	if len(out) > maxStateBytes {
-		return nil, fmt.Errorf("state is larger than %d bytes", maxStateBytes)
 	}
 	return out, nil
 }
 
+// gzipState encodes a state, or a plan file, as the backend stores a state
+// (runnerapi.EncodeState).
 func gzipState(state []byte) ([]byte, error) {
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	if _, err := zw.Write(state); err != nil {
-		return nil, fmt.Errorf("gzip state: %w", err)
+	gz, err := runnerapi.EncodeState(state)
+	if err != nil {
+		return nil, fmt.Errorf("encode state: %w", err)
 	}
-	if err := zw.Close(); err != nil {
-		return nil, fmt.Errorf("gzip state: %w", err)
-	}
-	return buf.Bytes(), nil
+	return gz, nil
 }
 
 // errTooLarge: the gzip'd state does not fit one Secret.
-var errTooLarge = fmt.Errorf("the gzip'd state is larger than %d bytes, more than one state Secret holds", maxSecretData)
+var errTooLarge = fmt.Errorf("the gzip'd state is larger than %d bytes, more than one state Secret holds", runnerapi.MaxSecretDataBytes)
 
 // conflictRetries bounds the read-modify-write retries of a state write that met a conflict
 // (the controller may patch the Secret's labels or finalizers meanwhile; nobody else writes
@@ -120,7 +113,7 @@ func (s *store) writeState(ctx context.Context, state []byte) error {
 	if err != nil {
 		return err
 	}
-	if len(gz) > maxSecretData {
+	if len(gz) > runnerapi.MaxSecretDataBytes {
 		return errTooLarge
 	}
 	b64 := base64.StdEncoding.EncodeToString(gz)
@@ -134,8 +127,8 @@ func (s *store) writeState(ctx context.Context, state []byte) error {
 		}
 		sec.setData(runnerapi.StateKey, b64)
 		sec.setStringMap("labels", s.backendLabels())
-		gzipName := "gzip"
-		sec.setStringMap("annotations", map[string]*string{runnerapi.StateEncodingAnnotation: &gzipName})
+		encoding := runnerapi.StateEncodingGzip
+		sec.setStringMap("annotations", map[string]*string{runnerapi.StateEncodingAnnotation: &encoding})
 		_, err = s.kube.put(ctx, secretPath(s.namespace, s.secret), sec)
 		if isConflict(err) && attempt < conflictRetries {
 			continue
@@ -210,12 +203,6 @@ func (s *store) getOptional(ctx context.Context, path string) (object, error) {
 	return o, nil
 }
 
-// PlanSecretName is controllers/naming.PlanSecretName (a test keeps the two equal; the runner
-// does not import the controller's packages).
-func PlanSecretName(suffix string) string {
-	return "captf-plan-" + suffix
-}
-
 // getPlanSecret reads the plan Secret; a missing one is errNoObject.
 func (s *store) getPlanSecret(ctx context.Context) (object, error) {
 	sec, err := s.kube.get(ctx, secretPath(s.namespace, s.planSecret))
@@ -238,18 +225,14 @@ func (s *store) putPlanSecret(ctx context.Context, sec object) error {
 	return nil
 }
 
-// gunzipBounded gunzips raw, refusing more than limit bytes of output.
+// gunzipBounded gunzips raw, refusing more than limit bytes of output (runnerapi.Gunzip).
 func gunzipBounded(raw []byte, limit int) ([]byte, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("gunzip: %w", err)
-	}
-	out, err := io.ReadAll(io.LimitReader(zr, int64(limit)+1))
-	if err != nil {
-		return nil, fmt.Errorf("gunzip: %w", err)
-	}
-	if len(out) > limit {
+	out, err := runnerapi.Gunzip(raw, limit)
+	if de, ok := runnerapi.AsDecodeError(err); ok && de.TooLarge() {
 		return nil, fmt.Errorf("larger than %d bytes", limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("gunzip: %w", errors.Unwrap(err))
 	}
 	return out, nil
 }

@@ -109,8 +109,8 @@ func VerifyBackend(moduleDir string, want runnerapi.Backend) error {
 	ns, _ := rec.Config["namespace"].(string)
 	suffix, _ := rec.Config["secret_suffix"].(string)
 	if ns != want.Namespace || suffix != want.SecretSuffix {
-		return badInput("the kubernetes backend after init stores state in %s/tfstate-default-%s, not %s/tfstate-default-%s: remove backend settings from the module's override files",
-			ns, suffix, want.Namespace, want.SecretSuffix)
+		return badInput("the kubernetes backend after init stores state in %s/%s, not %s/%s: remove backend settings from the module's override files",
+			ns, runnerapi.StateSecretName(suffix), want.Namespace, runnerapi.StateSecretName(want.SecretSuffix))
 	}
 	return nil
 }

@@ -37,7 +37,7 @@ func badInput(format string, args ...any) error {
 
 var (
 	dns1123Label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	// The suffix ends a Secret name (tfstate-default-<suffix>) and a Lease name.
+	// The suffix ends a Secret name (runnerapi.StateSecretName) and a Lease name.
 	secretSuffix = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 )
 

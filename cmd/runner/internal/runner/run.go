@@ -216,11 +216,11 @@ func (s *session) prepare(ctx context.Context, res *runnerapi.Result) (prepared,
 		}
 		s.redactor = NewRedactor(append(slices.Clone(redact), p.channel.Password))
 		log.Info("starting", "operation", cfg.Operation, "job", s.getenv(runnerapi.EnvJobName), "pod", s.getenv(runnerapi.EnvPodName),
-			"binary", s.binary, "namespace", p.in.Backend.Namespace, "stateSecret", "tfstate-default-"+p.in.Backend.SecretSuffix,
+			"binary", s.binary, "namespace", p.in.Backend.Namespace, "stateSecret", runnerapi.StateSecretName(p.in.Backend.SecretSuffix),
 			"stateChannel", p.channel.URL)
 	} else {
 		log.Info("starting", "operation", cfg.Operation, "job", s.getenv(runnerapi.EnvJobName), "pod", s.getenv(runnerapi.EnvPodName),
-			"binary", s.binary, "namespace", p.in.Backend.Namespace, "stateSecret", "tfstate-default-"+p.in.Backend.SecretSuffix,
+			"binary", s.binary, "namespace", p.in.Backend.Namespace, "stateSecret", runnerapi.StateSecretName(p.in.Backend.SecretSuffix),
 			"inCluster", mode.InCluster, "kubeconfig", strings.Join(mode.ConfigPaths, string(os.PathListSeparator)))
 	}
 
