@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -155,112 +154,6 @@ type prepared struct {
 	planFile string
 }
 
-// prepare checks the configuration and the inputs, picks the binary, copies the module, writes
-// the backend override and sets up terraform's environment. It runs no terraform command.
-func (s *session) prepare(ctx context.Context, res *runnerapi.Result) (prepared, error) {
-	log := logr.FromContextOrDiscard(ctx)
-	cfg := &s.cfg
-	var p prepared
-	if !runnerapi.ValidOperation(cfg.Operation) {
-		return p, badInput("unknown operation %q (want one of %v)", cfg.Operation, runnerapi.Operations)
-	}
-	if cfg.LockTimeout < 0 {
-		return p, badInput("negative lock timeout %s", cfg.LockTimeout)
-	}
-	if cfg.RefreshOnly && cfg.Operation != runnerapi.OperationPlan && cfg.Operation != runnerapi.OperationDrift {
-		return p, badInput("--%s is for a Plan or a Drift check, not a %s (a Refresh makes and applies its own refresh-only plan)", runnerapi.FlagRefreshOnly, cfg.Operation)
-	}
-	if cfg.PlanID != "" {
-		switch {
-		case cfg.Operation != runnerapi.OperationApply && cfg.Operation != runnerapi.OperationRefresh:
-			return p, badInput("--%s is for an Apply or a Refresh, not a %s", runnerapi.FlagPlanID, cfg.Operation)
-		case !runnerapi.ValidPlanID(cfg.PlanID):
-			return p, badInput("--%s=%q is not a plan ID", runnerapi.FlagPlanID, cfg.PlanID)
-		case cfg.ChannelDir == "":
-			return p, badInput("%v", errNoChannelForPlan)
-		}
-	}
-	var err error
-	dirs := map[string]*string{runnerapi.FlagModuleDir: &cfg.ModuleDir, runnerapi.FlagInputsDir: &cfg.InputsDir, runnerapi.FlagWorkDir: &cfg.WorkDir}
-	for _, name := range []string{runnerapi.FlagModuleDir, runnerapi.FlagInputsDir, runnerapi.FlagWorkDir} {
-		d := dirs[name]
-		if *d == "" {
-			return p, badInput("--%s is required", name)
-		}
-		// A relative --module-dir is relative to the image's working directory.
-		if *d, err = filepath.Abs(*d); err != nil {
-			return p, fmt.Errorf("resolve --%s: %w", name, err)
-		}
-	}
-
-	redact, err := readRedact(cfg.InputsDir)
-	if err != nil {
-		return p, err
-	}
-	s.redactor = NewRedactor(redact)
-	if p.in, err = readInputs(cfg.InputsDir, cfg.Operation, redact); err != nil {
-		return p, err
-	}
-	pathEnv := s.getenv("PATH")
-	if pathEnv == "" {
-		pathEnv = defaultPath
-	}
-	if s.binary, err = SelectBinary(cfg.Binary, s.getenv(runnerapi.EnvBinary), pathEnv); err != nil {
-		return p, err
-	}
-	res.Binary = filepath.Base(s.binary)
-	mode := DetectBackendMode(s.getenv)
-	if cfg.ChannelDir != "" {
-		if p.channel, err = s.waitForChannel(ctx, p.in.Backend); err != nil {
-			return p, err
-		}
-		s.redactor = NewRedactor(append(slices.Clone(redact), p.channel.Password))
-		log.Info("starting", "operation", cfg.Operation, "job", s.getenv(runnerapi.EnvJobName), "pod", s.getenv(runnerapi.EnvPodName),
-			"binary", s.binary, "namespace", p.in.Backend.Namespace, "stateSecret", runnerapi.StateSecretName(p.in.Backend.SecretSuffix),
-			"stateChannel", p.channel.URL)
-	} else {
-		log.Info("starting", "operation", cfg.Operation, "job", s.getenv(runnerapi.EnvJobName), "pod", s.getenv(runnerapi.EnvPodName),
-			"binary", s.binary, "namespace", p.in.Backend.Namespace, "stateSecret", runnerapi.StateSecretName(p.in.Backend.SecretSuffix),
-			"inCluster", mode.InCluster, "kubeconfig", strings.Join(mode.ConfigPaths, string(os.PathListSeparator)))
-	}
-
-	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
-		return p, fmt.Errorf("create work folder: %w", err)
-	}
-	s.dir = filepath.Join(cfg.WorkDir, "module")
-	if err := CopyModule(cfg.ModuleDir, s.dir); err != nil {
-		return p, err
-	}
-	if p.channel != nil {
-		if err := os.WriteFile(filepath.Join(s.dir, BackendOverrideFile), HTTPBackendOverride(), 0o644); err != nil {
-			return p, fmt.Errorf("write backend override: %w", err)
-		}
-		s.env = append(childEnv(cfg.Environ, true), HTTPBackendEnv(*p.channel)...)
-	} else {
-		if err := writeBackendOverride(s.dir, p.in.Backend, mode); err != nil {
-			return p, err
-		}
-		s.env = ChildEnv(cfg.Environ)
-	}
-	// Terraform writes temporary files (provider downloads); the image may have no writable
-	// /tmp (read-only root, minimal images).
-	tmp := filepath.Join(cfg.WorkDir, "tmp")
-	if err := os.MkdirAll(tmp, 0o700); err != nil {
-		return p, fmt.Errorf("create temp folder: %w", err)
-	}
-	s.env = withDefault(s.env, "TMPDIR", tmp)
-	if bundle := caBundleFor(s.getenv, cfg.CABundle); bundle != "" {
-		s.env = withDefault(s.env, "SSL_CERT_FILE", bundle)
-	}
-	p.pushFile = filepath.Join(cfg.WorkDir, "restore.tfstate")
-	p.planFile = filepath.Join(cfg.WorkDir, PlanFileName)
-	if p.steps, err = Steps(cfg.Operation, StepOptions{VarFile: p.in.VarFile, LockTimeout: cfg.LockTimeout, PushFile: p.pushFile,
-		PlanFile: p.planFile, ApplySavedPlan: cfg.PlanID != "", SavePlan: p.channel != nil, RefreshOnly: cfg.RefreshOnly}); err != nil {
-		return p, err
-	}
-	return p, nil
-}
-
 // stepsEnd says how runSteps ended.
 type stepsEnd struct {
 	// err: the runner itself failed (a command could not start, a restore was refused, the
@@ -279,7 +172,8 @@ type stepsEnd struct {
 
 // runSteps runs the commands in order, recording each in res.Steps and the plan and drift
 // findings in res. It stops at the first command that fails, at an interruption, or when the
-// runner itself fails.
+// runner itself fails. Around each command run two hooks: beforeStep (a restore's push) and
+// afterStep (what a command that succeeded leaves for the result and for later steps).
 func (s *session) runSteps(ctx context.Context, p prepared, res *runnerapi.Result) stepsEnd {
 	var pulled []byte
 	for i, st := range p.steps {
@@ -296,31 +190,8 @@ func (s *session) runSteps(ctx context.Context, p prepared, res *runnerapi.Resul
 			}
 			continue
 		}
-		if st.Name == StepStatePush {
-			backup, err := os.ReadFile(p.in.RestoreFile)
-			if err != nil {
-				return stepsEnd{err: badInput("read %s: %w", runnerapi.KeyRestoreState, err)}
-			}
-			if absentState(pulled) {
-				// No state at all: terraform would push the backup under a new lineage.
-				if p.channel == nil {
-					return stepsEnd{err: errSeedNeedsChannel}
-				}
-				start := time.Now()
-				if err := s.seedState(ctx, *p.channel, backup); err != nil {
-					return stepsEnd{err: err}
-				}
-				rs := runnerapi.Step{Name: st.Name, DurationMs: time.Since(start).Milliseconds()}
-				res.Steps = append(res.Steps, rs)
-				return stepsEnd{step: st, ran: true, rec: rs, last: last}
-			}
-			push, err := planRestore(pulled, backup, p.in.Restore)
-			if err != nil {
-				return stepsEnd{err: err}
-			}
-			if err := writePrivate(p.pushFile, push); err != nil {
-				return stepsEnd{err: err}
-			}
+		if end, done := s.beforeStep(ctx, st, p, pulled, res, last); done {
+			return end
 		}
 		rs, captured, tail, err := s.runStep(ctx, st)
 		res.Steps = append(res.Steps, rs)
@@ -328,58 +199,106 @@ func (s *session) runSteps(ctx context.Context, p prepared, res *runnerapi.Resul
 		if err != nil {
 			return stepsEnd{err: err}
 		}
-		if st.SavedPlan && s.plan.fetched != nil {
-			// Terraform refuses a plan whose state moved on before it applies anything;
-			// otherwise it ran this plan (all of it when it succeeded).
-			if rs.ExitCode != 0 && staleMessages.MatchString(tail) {
-				s.plan.stale = true
-				res.PlanStale = true
-			} else {
-				ref := *s.plan.fetched
-				res.AppliedPlan = &ref
-			}
-		}
+		s.noteSavedPlan(st, rs, tail, res)
 		if s.interrupted != nil && (!s.stepOK(st, rs.ExitCode) || !last) {
 			return end
 		}
 		if !s.stepOK(st, rs.ExitCode) {
 			return end
 		}
-		switch {
-		case st.Name == StepInit && p.channel != nil:
-			if err := VerifyHTTPBackend(s.dir); err != nil {
-				return stepsEnd{err: err}
-			}
-		case st.Name == StepInit:
-			if err := VerifyBackend(s.dir, p.in.Backend); err != nil {
-				return stepsEnd{err: err}
-			}
-		case st.Name == StepStatePull:
-			pulled = captured
-		case st.Name == StepShowJSON:
-			sum, err := Summarize(captured, s.refreshOnly())
-			if err != nil {
-				return stepsEnd{err: err}
-			}
-			sum = s.redactSummary(sum)
-			s.plan.summary = &sum
-			bounded := sum.Bounded(runnerapi.MaxResultAddresses)
-			res.Summary = &bounded
-		case st.Name == StepShow:
-			s.plan.text = s.planText(captured)
-		case st.DetailedExitCode:
-			changed := rs.ExitCode == 2
-			if s.cfg.Operation == runnerapi.OperationDrift {
-				res.Drift = &changed
-			} else {
-				res.Changes = &changed
-			}
+		if err := s.afterStep(st, rs, captured, p, res, &pulled); err != nil {
+			return stepsEnd{err: err}
 		}
 		if last {
 			return end
 		}
 	}
 	return stepsEnd{}
+}
+
+// beforeStep is the hook before a command: a restore's `state push` gets its push file, made
+// from the backup and the state pulled before it (planRestore), or, when there is no state at
+// all, is done here instead by seeding the backup through the state channel with its lineage
+// kept. done says runSteps ends with end (the seed's step record, or the runner's error).
+func (s *session) beforeStep(ctx context.Context, st Step, p prepared, pulled []byte, res *runnerapi.Result, last bool) (end stepsEnd, done bool) {
+	if st.Name != StepStatePush {
+		return stepsEnd{}, false
+	}
+	backup, err := os.ReadFile(p.in.RestoreFile)
+	if err != nil {
+		return stepsEnd{err: badInput("read %s: %w", runnerapi.KeyRestoreState, err)}, true
+	}
+	if absentState(pulled) {
+		// No state at all: terraform would push the backup under a new lineage.
+		if p.channel == nil {
+			return stepsEnd{err: errSeedNeedsChannel}, true
+		}
+		start := time.Now()
+		if err := s.seedState(ctx, *p.channel, backup); err != nil {
+			return stepsEnd{err: err}, true
+		}
+		rs := runnerapi.Step{Name: st.Name, DurationMs: time.Since(start).Milliseconds()}
+		res.Steps = append(res.Steps, rs)
+		return stepsEnd{step: st, ran: true, rec: rs, last: last}, true
+	}
+	push, err := planRestore(pulled, backup, p.in.Restore)
+	if err != nil {
+		return stepsEnd{err: err}, true
+	}
+	if err := writePrivate(p.pushFile, push); err != nil {
+		return stepsEnd{err: err}, true
+	}
+	return stepsEnd{}, false
+}
+
+// noteSavedPlan records what became of a fetched saved plan once the step that applies it
+// ran: terraform refuses a plan whose state moved on before it applies anything (the plan is
+// stale); otherwise it ran this plan (all of it when it succeeded).
+func (s *session) noteSavedPlan(st Step, rs runnerapi.Step, tail string, res *runnerapi.Result) {
+	if !st.SavedPlan || s.plan.fetched == nil {
+		return
+	}
+	if rs.ExitCode != 0 && staleMessages.MatchString(tail) {
+		s.plan.stale = true
+		res.PlanStale = true
+		return
+	}
+	ref := *s.plan.fetched
+	res.AppliedPlan = &ref
+}
+
+// afterStep is the hook after a command that succeeded: init's backend record is checked, a
+// pulled state is kept for the restore's push (*pulled), a plan's JSON becomes its summary and
+// its text the plan text, and a detailed exit code says whether there are changes (drift, for
+// a Drift check). An error ends the run as the runner's own failure.
+func (s *session) afterStep(st Step, rs runnerapi.Step, captured []byte, p prepared, res *runnerapi.Result, pulled *[]byte) error {
+	switch {
+	case st.Name == StepInit && p.channel != nil:
+		return VerifyHTTPBackend(s.dir)
+	case st.Name == StepInit:
+		return VerifyBackend(s.dir, p.in.Backend)
+	case st.Name == StepStatePull:
+		*pulled = captured
+	case st.Name == StepShowJSON:
+		sum, err := Summarize(captured, s.refreshOnly())
+		if err != nil {
+			return err
+		}
+		sum = s.redactSummary(sum)
+		s.plan.summary = &sum
+		bounded := sum.Bounded(runnerapi.MaxResultAddresses)
+		res.Summary = &bounded
+	case st.Name == StepShow:
+		s.plan.text = s.planText(captured)
+	case st.DetailedExitCode:
+		changed := rs.ExitCode == 2
+		if s.cfg.Operation == runnerapi.OperationDrift {
+			res.Drift = &changed
+		} else {
+			res.Changes = &changed
+		}
+	}
+	return nil
 }
 
 // interpret turns how the steps ended into the result's outcome and error and the exit code.

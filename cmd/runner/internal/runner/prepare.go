@@ -1,0 +1,173 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/go-logr/logr"
+
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
+)
+
+// prepare checks the configuration and the inputs, picks the binary, copies the module, writes
+// the backend override and sets up terraform's environment. It runs no terraform command. Its
+// parts, in order: checkFlags and resolveDirs (the command line), the inputs (redact.json
+// first, so every later error is masked), pickBinary, connect (the state channel, when the run
+// has one), setUpWorkDir (module, backend override, environment) and the operation's Steps.
+func (s *session) prepare(ctx context.Context, res *runnerapi.Result) (prepared, error) {
+	cfg := &s.cfg
+	var p prepared
+	if err := checkFlags(*cfg); err != nil {
+		return p, err
+	}
+	if err := resolveDirs(cfg); err != nil {
+		return p, err
+	}
+	redact, err := readRedact(cfg.InputsDir)
+	if err != nil {
+		return p, err
+	}
+	s.redactor = NewRedactor(redact)
+	if p.in, err = readInputs(cfg.InputsDir, cfg.Operation, redact); err != nil {
+		return p, err
+	}
+	if err := s.pickBinary(res); err != nil {
+		return p, err
+	}
+	mode := DetectBackendMode(s.getenv)
+	if p.channel, err = s.connect(ctx, p.in.Backend, redact, mode); err != nil {
+		return p, err
+	}
+	if err := s.setUpWorkDir(p, mode); err != nil {
+		return p, err
+	}
+	p.pushFile = filepath.Join(cfg.WorkDir, "restore.tfstate")
+	p.planFile = filepath.Join(cfg.WorkDir, PlanFileName)
+	if p.steps, err = Steps(cfg.Operation, StepOptions{VarFile: p.in.VarFile, LockTimeout: cfg.LockTimeout, PushFile: p.pushFile,
+		PlanFile: p.planFile, ApplySavedPlan: cfg.PlanID != "", SavePlan: p.channel != nil, RefreshOnly: cfg.RefreshOnly}); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// checkFlags refuses a command line whose flags do not go together: an unknown operation, a
+// negative lock timeout, --refresh-only outside a Plan or a Drift check, a --plan-id outside an
+// Apply or a Refresh, not a plan ID, or without a state channel to fetch it through.
+func checkFlags(cfg Config) error {
+	if !runnerapi.ValidOperation(cfg.Operation) {
+		return badInput("unknown operation %q (want one of %v)", cfg.Operation, runnerapi.Operations)
+	}
+	if cfg.LockTimeout < 0 {
+		return badInput("negative lock timeout %s", cfg.LockTimeout)
+	}
+	if cfg.RefreshOnly && cfg.Operation != runnerapi.OperationPlan && cfg.Operation != runnerapi.OperationDrift {
+		return badInput("--%s is for a Plan or a Drift check, not a %s (a Refresh makes and applies its own refresh-only plan)", runnerapi.FlagRefreshOnly, cfg.Operation)
+	}
+	if cfg.PlanID == "" {
+		return nil
+	}
+	switch {
+	case cfg.Operation != runnerapi.OperationApply && cfg.Operation != runnerapi.OperationRefresh:
+		return badInput("--%s is for an Apply or a Refresh, not a %s", runnerapi.FlagPlanID, cfg.Operation)
+	case !runnerapi.ValidPlanID(cfg.PlanID):
+		return badInput("--%s=%q is not a plan ID", runnerapi.FlagPlanID, cfg.PlanID)
+	case cfg.ChannelDir == "":
+		return badInput("%v", errNoChannelForPlan)
+	}
+	return nil
+}
+
+// resolveDirs requires the module, inputs and work folders and makes them absolute (a relative
+// --module-dir is relative to the image's working directory).
+func resolveDirs(cfg *Config) error {
+	dirs := map[string]*string{runnerapi.FlagModuleDir: &cfg.ModuleDir, runnerapi.FlagInputsDir: &cfg.InputsDir, runnerapi.FlagWorkDir: &cfg.WorkDir}
+	for _, name := range []string{runnerapi.FlagModuleDir, runnerapi.FlagInputsDir, runnerapi.FlagWorkDir} {
+		d := dirs[name]
+		if *d == "" {
+			return badInput("--%s is required", name)
+		}
+		abs, err := filepath.Abs(*d)
+		if err != nil {
+			return fmt.Errorf("resolve --%s: %w", name, err)
+		}
+		*d = abs
+	}
+	return nil
+}
+
+// pickBinary selects the terraform or tofu binary (the flag, then CAPTF_TF_BINARY, then PATH)
+// and names it in the result.
+func (s *session) pickBinary(res *runnerapi.Result) error {
+	pathEnv := s.getenv("PATH")
+	if pathEnv == "" {
+		pathEnv = defaultPath
+	}
+	var err error
+	if s.binary, err = SelectBinary(s.cfg.Binary, s.getenv(runnerapi.EnvBinary), pathEnv); err != nil {
+		return err
+	}
+	res.Binary = filepath.Base(s.binary)
+	return nil
+}
+
+// connect waits for the state channel when the run has one (nil when it has none), adds the
+// channel's password to what the runner masks, and logs where the run's state lives.
+func (s *session) connect(ctx context.Context, b runnerapi.Backend, redact []string, mode BackendMode) (*ChannelBackend, error) {
+	log := logr.FromContextOrDiscard(ctx)
+	cfg := &s.cfg
+	if cfg.ChannelDir == "" {
+		log.Info("starting", "operation", cfg.Operation, "job", s.getenv(runnerapi.EnvJobName), "pod", s.getenv(runnerapi.EnvPodName),
+			"binary", s.binary, "namespace", b.Namespace, "stateSecret", runnerapi.StateSecretName(b.SecretSuffix),
+			"inCluster", mode.InCluster, "kubeconfig", strings.Join(mode.ConfigPaths, string(os.PathListSeparator)))
+		return nil, nil
+	}
+	ch, err := s.waitForChannel(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	s.redactor = NewRedactor(append(slices.Clone(redact), ch.Password))
+	log.Info("starting", "operation", cfg.Operation, "job", s.getenv(runnerapi.EnvJobName), "pod", s.getenv(runnerapi.EnvPodName),
+		"binary", s.binary, "namespace", b.Namespace, "stateSecret", runnerapi.StateSecretName(b.SecretSuffix),
+		"stateChannel", ch.URL)
+	return ch, nil
+}
+
+// setUpWorkDir copies the module into the work folder, writes the backend override (the http
+// backend on the channel, else the kubernetes backend) and builds terraform's environment: the
+// backend's settings, a writable TMPDIR and the CA bundle.
+func (s *session) setUpWorkDir(p prepared, mode BackendMode) error {
+	cfg := &s.cfg
+	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
+		return fmt.Errorf("create work folder: %w", err)
+	}
+	s.dir = filepath.Join(cfg.WorkDir, "module")
+	if err := CopyModule(cfg.ModuleDir, s.dir); err != nil {
+		return err
+	}
+	if p.channel != nil {
+		if err := os.WriteFile(filepath.Join(s.dir, BackendOverrideFile), HTTPBackendOverride(), 0o644); err != nil {
+			return fmt.Errorf("write backend override: %w", err)
+		}
+		s.env = append(childEnv(cfg.Environ, true), HTTPBackendEnv(*p.channel)...)
+	} else {
+		if err := writeBackendOverride(s.dir, p.in.Backend, mode); err != nil {
+			return err
+		}
+		s.env = ChildEnv(cfg.Environ)
+	}
+	// Terraform writes temporary files (provider downloads); the image may have no writable
+	// /tmp (read-only root, minimal images).
+	tmp := filepath.Join(cfg.WorkDir, "tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return fmt.Errorf("create temp folder: %w", err)
+	}
+	s.env = withDefault(s.env, "TMPDIR", tmp)
+	if bundle := caBundleFor(s.getenv, cfg.CABundle); bundle != "" {
+		s.env = withDefault(s.env, "SSL_CERT_FILE", bundle)
+	}
+	return nil
+}
