@@ -123,7 +123,10 @@ type Params struct {
 
 // Build returns the Job for p: named naming.JobName(suffix, seq), owned by the object, one pod
 // that is never retried or replaced while an old one still terminates, the runner installed by
-// an init container and run as the main container's command. It is a pure function of p.
+// an init container and run as the main container's command. It is a pure function of p. Its
+// parts: jobMeta (names, labels, annotations, owner), podSpec (the pod's settings and security
+// context), the three containers (installContainer, channelContainer, mainContainer) and the
+// volumes, of which specVolumes depend on the spec (the ConfigMap module, the identity token).
 func Build(p Params) (*batchv1.Job, error) {
 	if err := validate(p); err != nil {
 		return nil, err
@@ -131,25 +134,181 @@ func Build(p Params) (*batchv1.Job, error) {
 	name := naming.JobName(p.Suffix, p.Seq)
 	labels := naming.OwnerLabels(p.Owner.Kind, p.Owner.Name, p.Owner.Cluster)
 	labels[infrav1.OperationLabel] = string(p.Operation)
+	mod := moduleOf(p)
+	extra := specVolumes(p)
 
-	deadline := DefaultActiveDeadlineSeconds
-	if d := p.Spec.Job.ActiveDeadlineSeconds; d != nil {
-		deadline = *d
+	volumes := baseVolumes(name)
+	for _, v := range extra {
+		volumes = append(volumes, v.volume)
 	}
+	inits := []corev1.Container{installContainer(p), channelContainer(p, name)}
+	job := &batchv1.Job{
+		TypeMeta:   metav1.TypeMeta{APIVersion: batchv1.SchemeGroupVersion.String(), Kind: "Job"},
+		ObjectMeta: jobMeta(p, name, labels),
+		Spec: batchv1.JobSpec{
+			Parallelism:  ptr.To[int32](1),
+			Completions:  ptr.To[int32](1),
+			BackoffLimit: ptr.To[int32](0),
+			// With backoffLimit 0 there is no retry; Failed also means the Job controller never
+			// counts a terminating pod as gone, so two pods of a Job never overlap.
+			PodReplacementPolicy:  ptr.To(batchv1.Failed),
+			ActiveDeadlineSeconds: ptr.To(activeDeadline(p)),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels:      copyMap(labels),
+					Annotations: map[string]string{"kubectl.kubernetes.io/default-container": MainContainer},
+				},
+				Spec: podSpec(p, inits, mainContainer(p, name, mod, extra), volumes),
+			},
+		},
+	}
+	return job, nil
+}
+
+// jobMeta is the Job's name, namespace, labels, annotations (the inputs hash, and the plan ID,
+// refresh request and refresh-only mark when set) and its controller reference to the object.
+func jobMeta(p Params, name string, labels map[string]string) metav1.ObjectMeta {
+	annotations := map[string]string{infrav1.InputsHashAnnotation: p.InputsHash}
+	if p.PlanID != "" {
+		annotations[runnerapi.PlanIDAnnotation] = p.PlanID
+	}
+	if p.RefreshRequest != "" {
+		annotations[infrav1.RefreshAnnotation] = p.RefreshRequest
+	}
+	if p.RefreshOnly {
+		annotations[infrav1.RefreshOnlyAnnotation] = "true"
+	}
+	return metav1.ObjectMeta{
+		Name:        name,
+		Namespace:   p.Owner.Namespace,
+		Labels:      labels,
+		Annotations: annotations,
+		OwnerReferences: []metav1.OwnerReference{{
+			APIVersion:         p.Owner.APIVersion,
+			Kind:               p.Owner.Kind,
+			Name:               p.Owner.Name,
+			UID:                p.Owner.UID,
+			Controller:         ptr.To(true),
+			BlockOwnerDeletion: ptr.To(true),
+		}},
+	}
+}
+
+// activeDeadline is the spec's active deadline, or DefaultActiveDeadlineSeconds.
+func activeDeadline(p Params) int64 {
+	if d := p.Spec.Job.ActiveDeadlineSeconds; d != nil {
+		return *d
+	}
+	return DefaultActiveDeadlineSeconds
+}
+
+// serviceAccount is the account the pod runs under: the spec's, else the manager's default,
+// else DefaultServiceAccountName.
+func serviceAccount(p Params) string {
+	if sa := p.Spec.Job.ServiceAccountName; sa != "" {
+		return sa
+	}
+	if p.ServiceAccountName != "" {
+		return p.ServiceAccountName
+	}
+	return DefaultServiceAccountName
+}
+
+// podSpec is the pod's settings: never restarted, a long grace period for terraform to
+// release the lock, no default token and no service links, and the pod security context.
+func podSpec(p Params, init []corev1.Container, main corev1.Container, volumes []corev1.Volume) corev1.PodSpec {
+	return corev1.PodSpec{
+		RestartPolicy:                 corev1.RestartPolicyNever,
+		TerminationGracePeriodSeconds: ptr.To(TerminationGracePeriodSeconds),
+		ServiceAccountName:            serviceAccount(p),
+		// No container gets the default token: only the state channel mounts one,
+		// through its own projected volume. Terraform and the module hold none.
+		AutomountServiceAccountToken: ptr.To(false),
+		// Thousands of service variables would only crowd terraform's environment.
+		EnableServiceLinks: ptr.To(false),
+		SecurityContext:    podSecurity(),
+		InitContainers:     init,
+		Containers:         []corev1.Container{main},
+		Volumes:            volumes,
+	}
+}
+
+// podSecurity runs every container as RunnerUID, never root, under the runtime's seccomp
+// profile.
+func podSecurity() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot:   ptr.To(true),
+		RunAsUser:      ptr.To(RunnerUID),
+		RunAsGroup:     ptr.To(RunnerUID),
+		FSGroup:        ptr.To(RunnerUID),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// installContainer copies the runner from the manager's image into the runner volume.
+func installContainer(p Params) corev1.Container {
+	return corev1.Container{
+		Name:    InstallContainer,
+		Image:   p.RunnerImage,
+		Command: runnerapi.InstallCommand(),
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+		},
+		VolumeMounts:             []corev1.VolumeMount{{Name: volumeBin, MountPath: runnerapi.BinDir}},
+		TerminationMessagePath:   runnerapi.TerminationLog,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext:          containerSecurity(true),
+	}
+}
+
+// channelContainer is the state channel: a native sidecar, started after install-runner and
+// before the main container, stopped after it. It runs in the manager's image, never in the
+// module's, and is the only container that mounts a Kubernetes token.
+func channelContainer(p Params, name string) corev1.Container {
+	command := runnerapi.ChannelCommand(runnerapi.RunnerPath, runnerapi.ChannelInvocation{
+		Dir: runnerapi.ChannelDir, Namespace: p.Owner.Namespace, Suffix: p.Suffix, Job: name, RunLease: naming.RunLeaseName(p.Suffix),
+		OwnerKind: p.Owner.Kind, OwnerName: p.Owner.Name, OwnerUID: string(p.Owner.UID),
+		TokenFile: path.Join(runnerapi.ServiceAccountDir, runnerapi.ServiceAccountTokenFile),
+		CAFile:    path.Join(runnerapi.ServiceAccountDir, runnerapi.ServiceAccountCAFile),
+		Operation: string(p.Operation), InputsHash: p.InputsHash, PlanID: p.PlanID, StateLineage: p.StateLineage,
+		// The channel stores plans: only a Plan Job's refresh-only flag concerns it.
+		RefreshOnly: p.RefreshOnly && p.Operation == infrav1.OperationPlan,
+	})
+	return corev1.Container{
+		Name:          ChannelContainer,
+		Image:         p.RunnerImage,
+		Command:       command,
+		RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+		Env: []corev1.EnvVar{
+			{Name: runnerapi.EnvChannelPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
+			{Name: runnerapi.EnvChannelPodNamespace, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}},
+		},
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+		},
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: volumeBin, MountPath: runnerapi.BinDir, ReadOnly: true},
+			{Name: volumeChannel, MountPath: runnerapi.ChannelDir},
+			{Name: VolumeServiceAccount, MountPath: runnerapi.ServiceAccountDir, ReadOnly: true},
+		},
+		TerminationMessagePath:   runnerapi.TerminationLog,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext:          containerSecurity(true),
+	}
+}
+
+// mainContainer runs the runner on the module: in the runtime image for a ConfigMap module,
+// in the module's image otherwise.
+func mainContainer(p Params, name string, mod module, extra []specVolume) corev1.Container {
 	lockTimeout := DefaultLockTimeoutSeconds
 	if l := p.Spec.Job.LockTimeoutSeconds; l != nil {
 		lockTimeout = *l
 	}
-	sa := p.Spec.Job.ServiceAccountName
-	if sa == "" {
-		sa = p.ServiceAccountName
-	}
-	if sa == "" {
-		sa = DefaultServiceAccountName
-	}
-
 	inv := runnerapi.Invocation{
 		Operation:   string(p.Operation),
+		ModuleDir:   mod.dir,
 		InputsDir:   runnerapi.InputsDir,
 		WorkDir:     runnerapi.WorkDir,
 		ResultFile:  runnerapi.TerminationLog,
@@ -166,7 +325,70 @@ func Build(p Params) (*batchv1.Job, error) {
 		{Name: volumeBin, MountPath: runnerapi.BinDir, ReadOnly: true},
 		{Name: volumeChannel, MountPath: runnerapi.ChannelDir, ReadOnly: true},
 	}
-	volumes := []corev1.Volume{
+	for _, v := range extra {
+		mounts = append(mounts, v.mount)
+	}
+	return corev1.Container{
+		Name:                     MainContainer,
+		Image:                    mod.image,
+		Command:                  runnerapi.Command(runnerapi.RunnerPath, inv),
+		Env:                      mainEnv(p, name),
+		Resources:                *p.Spec.Job.Resources.DeepCopy(),
+		VolumeMounts:             mounts,
+		TerminationMessagePath:   runnerapi.TerminationLog,
+		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+		SecurityContext:          containerSecurity(mod.readOnlyRoot),
+	}
+}
+
+// mainEnv is the main container's environment: the Job and pod names, the identity token's
+// file when the spec asks for one, then the spec's own variables.
+func mainEnv(p Params, name string) []corev1.EnvVar {
+	env := make([]corev1.EnvVar, 0, len(p.Spec.Job.Env)+2)
+	env = append(env,
+		corev1.EnvVar{Name: runnerapi.EnvJobName, Value: name},
+		corev1.EnvVar{Name: runnerapi.EnvPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
+	)
+	if p.Spec.Job.IdentityToken != nil {
+		env = append(env, corev1.EnvVar{Name: runnerapi.EnvIdentityTokenFile, Value: path.Join(runnerapi.IdentityDir, runnerapi.IdentityTokenFile)})
+	}
+	for _, e := range p.Spec.Job.Env {
+		env = append(env, *e.DeepCopy())
+	}
+	return env
+}
+
+// module is where the main container finds the module: the image it runs, the folder the
+// runner reads the module from, and whether that image's root filesystem is read-only.
+type module struct {
+	image        string
+	dir          string
+	readOnlyRoot bool
+}
+
+// moduleOf is the module of p. A ConfigMap module runs in the runtime image, whose root
+// filesystem is read-only (the runner needs only its emptyDirs); an image module runs in the
+// user's image, which may write where it likes, from the spec's path (relative to the image's
+// working directory, which the container keeps because it sets no workingDir).
+func moduleOf(p Params) module {
+	if p.Spec.Module.ConfigMap != nil {
+		image := p.RuntimeImage
+		if image == "" {
+			image = DefaultRuntimeImage
+		}
+		return module{image: image, dir: runnerapi.ModuleDir, readOnlyRoot: true}
+	}
+	dir := "."
+	if p.Spec.Module.Path != "" {
+		dir = path.Clean(p.Spec.Module.Path)
+	}
+	return module{image: p.Spec.Module.Image, dir: dir}
+}
+
+// baseVolumes are the volumes of every Job: the per-run inputs Secret, the work folder, the
+// runner's folder, the channel's folder (in memory) and the channel's projected token.
+func baseVolumes(name string) []corev1.Volume {
+	return []corev1.Volume{
 		{Name: volumeInputs, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: naming.RunSecretName(name), DefaultMode: ptr.To[int32](0o440), Optional: ptr.To(false),
 		}}},
@@ -188,171 +410,41 @@ func Build(p Params) (*batchv1.Job, error) {
 			},
 		}}},
 	}
-	var image string
-	// The root filesystem of the runtime image is read-only: the runner needs only its
-	// emptyDirs. A module image is the user's and may write where it likes.
-	readOnlyRoot := false
-	if cm := p.Spec.Module.ConfigMap; cm != nil {
-		image = p.RuntimeImage
-		if image == "" {
-			image = DefaultRuntimeImage
-		}
-		readOnlyRoot = true
-		inv.ModuleDir = runnerapi.ModuleDir
-		mounts = append(mounts, corev1.VolumeMount{Name: volumeModule, MountPath: runnerapi.ModuleDir, ReadOnly: true})
-		volumes = append(volumes, corev1.Volume{Name: volumeModule, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name}, DefaultMode: ptr.To[int32](0o444), Optional: ptr.To(false),
-		}}})
-	} else {
-		image = p.Spec.Module.Image
-		// A relative path (or none) is relative to the image's working directory, which the
-		// container keeps because it sets no workingDir.
-		inv.ModuleDir = "."
-		if p.Spec.Module.Path != "" {
-			inv.ModuleDir = path.Clean(p.Spec.Module.Path)
-		}
-	}
+}
 
-	env := make([]corev1.EnvVar, 0, len(p.Spec.Job.Env)+2)
-	env = append(env,
-		corev1.EnvVar{Name: runnerapi.EnvJobName, Value: name},
-		corev1.EnvVar{Name: runnerapi.EnvPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
-	)
+// specVolume is a volume the spec asks for, with its mount in the main container.
+type specVolume struct {
+	volume corev1.Volume
+	mount  corev1.VolumeMount
+}
+
+// specVolumes are the volumes the spec asks for, in order: the ConfigMap module, then the
+// cloud identity token (mounted only into the main container).
+func specVolumes(p Params) []specVolume {
+	var out []specVolume
+	if cm := p.Spec.Module.ConfigMap; cm != nil {
+		out = append(out, specVolume{
+			volume: corev1.Volume{Name: volumeModule, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name}, DefaultMode: ptr.To[int32](0o444), Optional: ptr.To(false),
+			}}},
+			mount: corev1.VolumeMount{Name: volumeModule, MountPath: runnerapi.ModuleDir, ReadOnly: true},
+		})
+	}
 	if id := p.Spec.Job.IdentityToken; id != nil {
 		exp := DefaultIdentityTokenExpirationSeconds
 		if id.ExpirationSeconds != nil {
 			exp = *id.ExpirationSeconds
 		}
-		env = append(env, corev1.EnvVar{Name: runnerapi.EnvIdentityTokenFile, Value: path.Join(runnerapi.IdentityDir, runnerapi.IdentityTokenFile)})
-		mounts = append(mounts, corev1.VolumeMount{Name: VolumeIdentity, MountPath: runnerapi.IdentityDir, ReadOnly: true})
-		volumes = append(volumes, corev1.Volume{Name: VolumeIdentity, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
-			DefaultMode: ptr.To[int32](0o440),
-			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
-				Audience: id.Audience, ExpirationSeconds: ptr.To(exp), Path: runnerapi.IdentityTokenFile}}},
-		}}})
+		out = append(out, specVolume{
+			volume: corev1.Volume{Name: VolumeIdentity, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				DefaultMode: ptr.To[int32](0o440),
+				Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+					Audience: id.Audience, ExpirationSeconds: ptr.To(exp), Path: runnerapi.IdentityTokenFile}}},
+			}}},
+			mount: corev1.VolumeMount{Name: VolumeIdentity, MountPath: runnerapi.IdentityDir, ReadOnly: true},
+		})
 	}
-	for _, e := range p.Spec.Job.Env {
-		env = append(env, *e.DeepCopy())
-	}
-	channel := runnerapi.ChannelCommand(runnerapi.RunnerPath, runnerapi.ChannelInvocation{
-		Dir: runnerapi.ChannelDir, Namespace: p.Owner.Namespace, Suffix: p.Suffix, Job: name, RunLease: naming.RunLeaseName(p.Suffix),
-		OwnerKind: p.Owner.Kind, OwnerName: p.Owner.Name, OwnerUID: string(p.Owner.UID),
-		TokenFile: path.Join(runnerapi.ServiceAccountDir, runnerapi.ServiceAccountTokenFile),
-		CAFile:    path.Join(runnerapi.ServiceAccountDir, runnerapi.ServiceAccountCAFile),
-		Operation: string(p.Operation), InputsHash: p.InputsHash, PlanID: p.PlanID, StateLineage: p.StateLineage,
-		// The channel stores plans: only a Plan Job's refresh-only flag concerns it.
-		RefreshOnly: p.RefreshOnly && p.Operation == infrav1.OperationPlan,
-	})
-	annotations := map[string]string{infrav1.InputsHashAnnotation: p.InputsHash}
-	if p.PlanID != "" {
-		annotations[runnerapi.PlanIDAnnotation] = p.PlanID
-	}
-	if p.RefreshRequest != "" {
-		annotations[infrav1.RefreshAnnotation] = p.RefreshRequest
-	}
-	if p.RefreshOnly {
-		annotations[infrav1.RefreshOnlyAnnotation] = "true"
-	}
-
-	job := &batchv1.Job{
-		TypeMeta: metav1.TypeMeta{APIVersion: batchv1.SchemeGroupVersion.String(), Kind: "Job"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        name,
-			Namespace:   p.Owner.Namespace,
-			Labels:      labels,
-			Annotations: annotations,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion:         p.Owner.APIVersion,
-				Kind:               p.Owner.Kind,
-				Name:               p.Owner.Name,
-				UID:                p.Owner.UID,
-				Controller:         ptr.To(true),
-				BlockOwnerDeletion: ptr.To(true),
-			}},
-		},
-		Spec: batchv1.JobSpec{
-			Parallelism:  ptr.To[int32](1),
-			Completions:  ptr.To[int32](1),
-			BackoffLimit: ptr.To[int32](0),
-			// With backoffLimit 0 there is no retry; Failed also means the Job controller never
-			// counts a terminating pod as gone, so two pods of a Job never overlap.
-			PodReplacementPolicy:  ptr.To(batchv1.Failed),
-			ActiveDeadlineSeconds: ptr.To(deadline),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{
-					Labels:      copyMap(labels),
-					Annotations: map[string]string{"kubectl.kubernetes.io/default-container": MainContainer},
-				},
-				Spec: corev1.PodSpec{
-					RestartPolicy:                 corev1.RestartPolicyNever,
-					TerminationGracePeriodSeconds: ptr.To(TerminationGracePeriodSeconds),
-					ServiceAccountName:            sa,
-					// No container gets the default token: only the state channel mounts one,
-					// through its own projected volume. Terraform and the module hold none.
-					AutomountServiceAccountToken: ptr.To(false),
-					// Thousands of service variables would only crowd terraform's environment.
-					EnableServiceLinks: ptr.To(false),
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot:   ptr.To(true),
-						RunAsUser:      ptr.To(RunnerUID),
-						RunAsGroup:     ptr.To(RunnerUID),
-						FSGroup:        ptr.To(RunnerUID),
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
-					InitContainers: []corev1.Container{{
-						Name:    InstallContainer,
-						Image:   p.RunnerImage,
-						Command: runnerapi.InstallCommand(),
-						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
-							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
-						},
-						VolumeMounts:             []corev1.VolumeMount{{Name: volumeBin, MountPath: runnerapi.BinDir}},
-						TerminationMessagePath:   runnerapi.TerminationLog,
-						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-						SecurityContext:          containerSecurity(true),
-					}, {
-						// A native sidecar: started after install-runner and before the main
-						// container, stopped after it. It runs in the manager's image, never in
-						// the module's.
-						Name:          ChannelContainer,
-						Image:         p.RunnerImage,
-						Command:       channel,
-						RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
-						Env: []corev1.EnvVar{
-							{Name: runnerapi.EnvChannelPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
-							{Name: runnerapi.EnvChannelPodNamespace, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}},
-						},
-						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
-							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
-						},
-						VolumeMounts: []corev1.VolumeMount{
-							{Name: volumeBin, MountPath: runnerapi.BinDir, ReadOnly: true},
-							{Name: volumeChannel, MountPath: runnerapi.ChannelDir},
-							{Name: VolumeServiceAccount, MountPath: runnerapi.ServiceAccountDir, ReadOnly: true},
-						},
-						TerminationMessagePath:   runnerapi.TerminationLog,
-						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-						SecurityContext:          containerSecurity(true),
-					}},
-					Containers: []corev1.Container{{
-						Name:                     MainContainer,
-						Image:                    image,
-						Command:                  runnerapi.Command(runnerapi.RunnerPath, inv),
-						Env:                      env,
-						Resources:                *p.Spec.Job.Resources.DeepCopy(),
-						VolumeMounts:             mounts,
-						TerminationMessagePath:   runnerapi.TerminationLog,
-						TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-						SecurityContext:          containerSecurity(readOnlyRoot),
-					}},
-					Volumes: volumes,
-				},
-			},
-		},
-	}
-	return job, nil
+	return out
 }
 
 func containerSecurity(readOnlyRoot bool) *corev1.SecurityContext {
@@ -371,7 +463,21 @@ func copyMap(m map[string]string) map[string]string {
 	return out
 }
 
+// validate refuses Params that cannot build a Job, naming every fault it finds: checkRun (the
+// owner and the run's identity), checkOperationParams (the parameters each operation alone
+// takes) and checkPodParams (the images, the module and the job policy).
 func validate(p Params) error {
+	errs := checkRun(p)
+	errs = append(errs, checkOperationParams(p)...)
+	errs = append(errs, checkPodParams(p)...)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("build job: %w", err)
+	}
+	return nil
+}
+
+// checkRun checks the owner, the suffix, the sequence, the operation and the inputs hash.
+func checkRun(p Params) []error {
 	var errs []error
 	o := p.Owner
 	if o.APIVersion == "" || o.Kind == "" || o.Name == "" || o.Namespace == "" || o.UID == "" {
@@ -389,6 +495,13 @@ func validate(p Params) error {
 	if p.InputsHash == "" {
 		errs = append(errs, errors.New("inputs hash is required"))
 	}
+	return errs
+}
+
+// checkOperationParams checks that a plan ID, refresh-only, a refresh request and a state
+// lineage come only with the operations that take them, and are well formed.
+func checkOperationParams(p Params) []error {
+	var errs []error
 	if p.PlanID != "" {
 		if p.Operation != infrav1.OperationApply && p.Operation != infrav1.OperationRefresh {
 			errs = append(errs, fmt.Errorf("a plan ID is for an Apply or a Refresh, not a %s", p.Operation))
@@ -411,6 +524,13 @@ func validate(p Params) error {
 			errs = append(errs, fmt.Errorf("state lineage %q is not 1 to %d printable characters", p.StateLineage, runnerapi.MaxLineageLength))
 		}
 	}
+	return errs
+}
+
+// checkPodParams checks the runner image, that the module is exactly one of an image and a
+// ConfigMap, that spec.job.env sets no reserved name, and the identity token's settings.
+func checkPodParams(p Params) []error {
+	var errs []error
 	if p.RunnerImage == "" {
 		errs = append(errs, errors.New("runner image is required"))
 	}
@@ -434,10 +554,7 @@ func validate(p Params) error {
 			errs = append(errs, fmt.Errorf("spec.job.identityToken.expirationSeconds %d is below %d", *e, MinTokenExpirationSeconds))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("build job: %w", err)
-	}
-	return nil
+	return errs
 }
 
 // StateLineageOf is the state lineage a Job's state channel serves alone (its
