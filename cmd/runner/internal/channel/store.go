@@ -10,12 +10,6 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
-// The channel writes the gzip'd state into the one state Secret only when it fits
-// runnerapi.MaxSecretDataBytes. Terraform's kubernetes backend splits a larger state over
-// several Secrets (tfstate-default-<suffix>-part-<n>); the channel, which may touch only the
-// one Secret, refuses it instead. An uncompressed state it accepts or reads back is at most
-// runnerapi.MaxStateBytes.
-
 // errNoObject: the state Secret or the lock Lease does not exist. The controller creates both
 // before the first Job; the channel cannot (it holds no create permission).
 var errNoObject = errors.New("missing")
@@ -93,12 +87,16 @@ func gunzipState(b64 string) ([]byte, error) {
 func gzipState(state []byte) ([]byte, error) {
 	gz, err := runnerapi.EncodeState(state)
 	if err != nil {
-		return nil, fmt.Errorf("encode state: %w", err)
+		return nil, fmt.Errorf("gzip state: %w", err)
 	}
 	return gz, nil
 }
 
-// errTooLarge: the gzip'd state does not fit one Secret.
+// errTooLarge: the gzip'd state does not fit one Secret (runnerapi.MaxSecretDataBytes).
+// Terraform's kubernetes backend splits a larger state over several Secrets
+// (tfstate-default-<suffix>-part-<n>); the channel, which may touch only the one Secret,
+// refuses it instead. An uncompressed state it accepts or reads back is at most
+// runnerapi.MaxStateBytes.
 var errTooLarge = fmt.Errorf("the gzip'd state is larger than %d bytes, more than one state Secret holds", runnerapi.MaxSecretDataBytes)
 
 // conflictRetries bounds the read-modify-write retries of a state write that met a conflict
