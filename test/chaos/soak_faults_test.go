@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 	"os"
 	"path/filepath"
 	"strings"
@@ -350,16 +351,7 @@ func (s *soak) scheduleOf(obj client.Object) *schedule {
 	return nil
 }
 
-func kindOf(obj client.Object) string {
-	switch obj.(type) {
-	case *infrav1.TerraformCluster:
-		return infrav1.TerraformClusterKind
-	case *infrav1.TerraformMachine:
-		return infrav1.TerraformMachineKind
-	case *infrav1.TerraformMachinePool:
-		return infrav1.TerraformMachinePoolKind
-	}
-	return ""
-}
+// kindOf names the Terraform kind of obj.
+func kindOf(obj client.Object) string { return objects.KindOf(obj) }
 
 func (s *soak) count(fault string) { s.faults[fault].Add(1) }

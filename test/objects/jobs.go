@@ -43,7 +43,7 @@ func (b *JobBuilder) Of(kind, name, cluster string) *JobBuilder {
 func (b *JobBuilder) Owner(o client.Object) *JobBuilder {
 	gvk := o.GetObjectKind().GroupVersionKind()
 	if gvk.Kind == "" {
-		gvk = infrav1.GroupVersion.WithKind(kindOf(o))
+		gvk = infrav1.GroupVersion.WithKind(KindOf(o))
 	}
 	b.obj.OwnerReferences = append(b.obj.OwnerReferences, *metav1.NewControllerRef(o, gvk))
 	return b
@@ -168,8 +168,8 @@ func (b *LeaseBuilder) Annotation(key, value string) *LeaseBuilder {
 // Obj returns the Lease.
 func (b *LeaseBuilder) Obj() *coordinationv1.Lease { return b.obj }
 
-// kindOf names the Terraform kind of o ("" for any other object).
-func kindOf(o client.Object) string {
+// KindOf names the Terraform kind of o ("" for any other object).
+func KindOf(o client.Object) string {
 	switch o.(type) {
 	case *infrav1.TerraformCluster:
 		return infrav1.TerraformClusterKind
