@@ -26,7 +26,7 @@ import (
 // it, or the annotation was not proven to be set before the deletion began. It does not look
 // at ev.Abandon: the caller does.
 func AbandonApplies(ev Evidence) bool {
-	return stateHold(ev) != nil || !ev.AbandonPredates
+	return stateHold(ev) != nil || !ev.Object.AbandonPredates
 }
 
 // AbandonVoid says why the object's abandon annotation is void, or "" when it is not (or the
@@ -36,18 +36,18 @@ func AbandonApplies(ev Evidence) bool {
 // being deleted and that its state does not hold, and on a deleting object its state does not
 // hold whose abandon was set before the deletion began.
 func AbandonVoid(ev Evidence) string {
-	if !ev.Abandon || !ev.HasFinalizer || ev.Paused || len(ev.Running) > 0 ||
-		(ev.Current != nil && ev.Current.Phase == JobFinished) ||
+	if !ev.Object.Abandon || !ev.Object.HasFinalizer || ev.Object.Paused || len(ev.Jobs.Running) > 0 ||
+		(ev.Jobs.Current != nil && ev.Jobs.Current.Phase == JobFinished) ||
 		(NeedsLagCheck(ev) && (!ev.Lag.Checked || ev.Lag.Found)) ||
-		!ev.Gathered || ev.State == StateNotRead || stateHold(ev) != nil {
+		!ev.Inputs.Gathered || ev.State.Read == StateNotRead || stateHold(ev) != nil {
 		return ""
 	}
 	switch {
-	case !ev.Deleting:
+	case !ev.Object.Deleting:
 		return "the annotation " + infrav1.AbandonInfrastructureAnnotation + " was removed: the object is not being deleted and its state " +
 			"does not hold it, so the abandon would lie dormant and let a later ordinary delete skip the destroy. A delete destroys; " +
 			"to abandon, delete the object first and then set the annotation on the deleting object (see docs/deletion.md)"
-	case ev.AbandonPredates:
+	case ev.Object.AbandonPredates:
 		return "the annotation " + infrav1.AbandonInfrastructureAnnotation + " was removed: it was set before the deletion began, on an " +
 			"object its state does not hold, so it does not count and the destroy runs. To abandon, set it again on the deleting " +
 			"object (see docs/deletion.md)"
@@ -95,17 +95,17 @@ func (p *pass) gatherAbandonOrder(ctx context.Context) error {
 	err := p.r.APIReader.Get(ctx, client.ObjectKeyFromObject(p.obj), live)
 	switch {
 	case apierrors.IsNotFound(err):
-		p.ev.AbandonPredates = true
+		p.ev.Object.AbandonPredates = true
 		return nil
 	case err != nil:
 		return fmt.Errorf("read the object live for when its abandon was set: %w", err)
 	}
 	key := infrav1.AbandonInfrastructureAnnotation
 	if live.GetUID() != p.obj.GetUID() || live.GetAnnotations()[key] != p.obj.GetAnnotations()[key] {
-		p.ev.AbandonPredates = true
+		p.ev.Object.AbandonPredates = true
 		return nil
 	}
-	p.ev.AbandonPredates = AbandonSetBefore(live)
+	p.ev.Object.AbandonPredates = AbandonSetBefore(live)
 	return nil
 }
 

@@ -51,7 +51,7 @@ func (p *pass) act(ctx context.Context) (ctrl.Result, error) {
 		}
 		return p.bookkeep(ctx)
 	case ActionSkipRun:
-		return p.skipRun(ctx, p.ev.Current.Name)
+		return p.skipRun(ctx, p.ev.Jobs.Current.Name)
 	}
 
 	// A void abandon goes first: nothing after it may read it as meant.
@@ -111,7 +111,7 @@ func (p *pass) act(ctx context.Context) (ctrl.Result, error) {
 // next Job gets a name of its own; that Job is never counted as this object's.
 func (p *pass) skipRun(ctx context.Context, name string) (ctrl.Result, error) {
 	if err := p.patchMeta(ctx, func(o Object) {
-		setAnnotation(o, infrav1.RunSeqAnnotation, strconv.FormatInt(p.ev.RunSeq+1, 10))
+		setAnnotation(o, infrav1.RunSeqAnnotation, strconv.FormatInt(p.ev.Jobs.RunSeq+1, 10))
 	}); err != nil {
 		return p.conflictOr(ctx, err, "move the run sequence past another incarnation's Job")
 	}
@@ -142,7 +142,7 @@ func (p *pass) release(ctx context.Context, a Action) (ctrl.Result, error) {
 }
 
 func (p *pass) runningOp(name string) infrav1.Operation {
-	for _, j := range p.ev.Running {
+	for _, j := range p.ev.Jobs.Running {
 		if j.Name == name {
 			return j.Operation
 		}
@@ -164,7 +164,7 @@ func (p *pass) jobStart(name string) *metav1.Time {
 func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
 	r := p.r
-	name := naming.JobName(p.suffix, p.ev.RunSeq)
+	name := naming.JobName(p.suffix, p.ev.Jobs.RunSeq)
 	spec := p.obj.GetTerraformSpec()
 	deadline := jobs.DefaultActiveDeadlineSeconds
 	if spec.Job.ActiveDeadlineSeconds != nil {
@@ -212,7 +212,7 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 	// stops here with a conflict.
 	if err := p.patchMeta(ctx, func(o Object) {
 		setAnnotation(o, infrav1.BlockMoveAnnotation, "")
-		setAnnotation(o, infrav1.RunSeqAnnotation, strconv.FormatInt(p.ev.RunSeq, 10))
+		setAnnotation(o, infrav1.RunSeqAnnotation, strconv.FormatInt(p.ev.Jobs.RunSeq, 10))
 	}); err != nil {
 		return p.conflictOr(ctx, err, "write block-move before the Job")
 	}
@@ -278,7 +278,7 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 
 	// 6. The Job. Its name is deterministic: AlreadyExists means an earlier attempt created
 	// it, and we adopt it rather than make a second one.
-	job, err := jobs.Build(p.jobParams(p.ev.RunSeq, op, in.Hash))
+	job, err := jobs.Build(p.jobParams(p.ev.Jobs.RunSeq, op, in.Hash))
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("build job: %w", err)
 	}
@@ -324,7 +324,7 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 	} else {
 		keepSlot = true
 		metrics.JobsStarted.WithLabelValues(p.r.Kind.Name(), string(op)).Inc()
-		if pl := p.ev.Pending; op == infrav1.OperationPlan && pl != nil {
+		if pl := p.ev.Plan.Pending; op == infrav1.OperationPlan && pl != nil {
 			p.emit(corev1.EventTypeNormal, "PlanSuperseded", fmt.Sprintf("plan %s no longer matches the inputs or the state (or was applied); Job %s plans again", pl.ID, name))
 		}
 		p.emit(corev1.EventTypeNormal, "JobStarted", fmt.Sprintf("started Job %s (%s)", name, op))

@@ -171,7 +171,7 @@ func (b bookkept) summary() string {
 // happens before the one metadata patch that counts the Job, so an error retries the whole
 // bookkeeping on the next pass; after the patch only best-effort releases remain.
 func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
-	cur := *p.ev.Current
+	cur := *p.ev.Jobs.Current
 	job := p.jobNamed(cur.Name)
 	if job == nil {
 		return ctrl.Result{}, fmt.Errorf("bookkeep job %s: not in the cached list", cur.Name)
@@ -181,7 +181,7 @@ func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
 	b := judgeFinished(cur, out, failures, p.r.Clock.Now())
 	if cur.Operation.Background() && b.outcome == infrav1.RunSucceeded && out.Result != nil && out.Result.Drift != nil {
 		b.driftFound = *out.Result.Drift
-		b.actOnDrift = p.ev.DriftMode == infrav1.DriftModeRemediate || p.ev.DriftMode == infrav1.DriftModeAccept
+		b.actOnDrift = p.ev.Drift.Mode == infrav1.DriftModeRemediate || p.ev.Drift.Mode == infrav1.DriftModeAccept
 		b.driftSummary = driftSummary(out)
 		p.rep.drift = &driftFinding{found: b.driftFound, summary: b.driftSummary}
 	}
@@ -240,8 +240,8 @@ func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
 
 	// Count it: one optimistic-locked metadata patch moves the run sequence on.
 	if err := p.patchMeta(ctx, func(o Object) {
-		b.markers(o, cur, p.ev.RestoreSerial)
-		recordLineage(o, p.ev.OwnLineage, lineage)
+		b.markers(o, cur, p.ev.State.RestoreSerial)
+		recordLineage(o, p.ev.State.OwnLineage, lineage)
 		if outputs != nil && outputsErr == nil {
 			outputsErr = p.r.Kind.ApplyOutputs(o, outputs)
 		}
@@ -283,7 +283,7 @@ func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
 	}
 	if backup != nil {
 		p.emit(corev1.EventTypeNormal, "StateBackedUp", fmt.Sprintf("state serial %d backed up to %s", backup.Serial, backup.Name))
-		p.rep.backups = p.pruneBackups(ctx, append([]BackupView{*backup}, p.ev.Backups...))
+		p.rep.backups = p.pruneBackups(ctx, append([]BackupView{*backup}, p.ev.State.Backups...))
 	}
 	p.flush()
 	p.rep.bookkept = &b

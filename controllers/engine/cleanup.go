@@ -39,7 +39,7 @@ func (p *pass) cleanup(ctx context.Context) (ctrl.Result, error) {
 			return ctrl.Result{}, err
 		}
 	}
-	for _, b := range p.ev.Backups {
+	for _, b := range p.ev.State.Backups {
 		if err := p.letGoSecret(ctx, b.Name, false); err != nil {
 			return ctrl.Result{}, err
 		}

@@ -33,20 +33,20 @@ func (p *pass) gather(ctx context.Context) error {
 		return err
 	}
 	if NeedsPods(p.ev) {
-		pods, err := jobstatus.ListPods(ctx, p.r.APIReader, p.obj.GetNamespace(), p.ev.Current.Name)
+		pods, err := jobstatus.ListPods(ctx, p.r.APIReader, p.obj.GetNamespace(), p.ev.Jobs.Current.Name)
 		if err != nil {
 			return err
 		}
 		p.pods = pods
-		p.ev.CurrentPods = PodsTerminal
+		p.ev.Jobs.CurrentPods = PodsTerminal
 		if len(jobstatus.NonTerminal(pods)) > 0 {
-			p.ev.CurrentPods = PodsRunning
+			p.ev.Jobs.CurrentPods = PodsRunning
 		}
 	}
 	if NeedsLagCheck(p.ev) {
 		verdict, err := cachelag.Check(ctx, cachelag.Input{
 			APIReader: p.r.APIReader, Leases: p.r.Leases, Owner: p.owner,
-			ActiveJob: p.ev.ActiveJob, Cached: p.jobs,
+			ActiveJob: p.ev.Object.ActiveJob, Cached: p.jobs,
 		})
 		if err != nil {
 			return fmt.Errorf("cache lag check: %w", err)
@@ -60,7 +60,7 @@ func (p *pass) gather(ctx context.Context) error {
 		if err := p.gatherDecisionInputs(ctx); err != nil {
 			return err
 		}
-		p.ev.Gathered = true
+		p.ev.Inputs.Gathered = true
 	}
 	if NeedsLiveState(p.ev) {
 		if err := p.gatherState(ctx); err != nil {
@@ -85,7 +85,7 @@ func (p *pass) gatherOwnRun(ctx context.Context) error {
 		return nil
 	}
 	job := &batchv1.Job{}
-	err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: naming.JobName(p.suffix, p.ev.RunSeq)}, job)
+	err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: naming.JobName(p.suffix, p.ev.Jobs.RunSeq)}, job)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil
@@ -93,7 +93,7 @@ func (p *pass) gatherOwnRun(ctx context.Context) error {
 		return fmt.Errorf("read the current run's job live: %w", err)
 	}
 	if metav1.IsControlledBy(job, p.obj) {
-		p.ev.State, p.ev.StateLineage, p.ev.StateEmpty, p.ev.StateSerial = StateNotRead, "", false, 0
+		p.ev.State.Read, p.ev.State.Lineage, p.ev.State.Empty, p.ev.State.Serial = StateNotRead, "", false, 0
 		p.state = nil
 	}
 	return nil
@@ -103,15 +103,15 @@ func (p *pass) gatherOwnRun(ctx context.Context) error {
 // default and the durable last-check annotation (no read).
 func (p *pass) gatherDriftSchedule() {
 	drift := p.obj.GetTerraformSpec().Drift
-	p.ev.DriftMode = drift.Mode
-	p.ev.Remediate = p.obj.GetAnnotations()[infrav1.RemediateAnnotation]
-	p.ev.RefreshRequest = p.obj.GetAnnotations()[infrav1.RefreshAnnotation]
+	p.ev.Drift.Mode = drift.Mode
+	p.ev.Drift.Remediate = p.obj.GetAnnotations()[infrav1.RemediateAnnotation]
+	p.ev.Drift.RefreshRequest = p.obj.GetAnnotations()[infrav1.RefreshAnnotation]
 	interval := p.r.DriftInterval
 	if drift.Interval != nil {
 		interval = drift.Interval.Duration
 	}
 	last, _ := time.Parse(time.RFC3339, p.obj.GetAnnotations()[infrav1.LastDriftCheckAnnotation])
-	p.ev.DriftDueAt = DriftDueAt(last, p.obj.GetCreationTimestamp().Time, p.r.started(p.ev.Now), interval, p.obj.GetUID())
+	p.ev.Drift.DueAt = DriftDueAt(last, p.obj.GetCreationTimestamp().Time, p.r.started(p.ev.Now), interval, p.obj.GetUID())
 }
 
 // gatherState reads the state Secret live: absent, present (with its lineage and whether it
@@ -120,18 +120,18 @@ func (p *pass) gatherState(ctx context.Context) error {
 	st, err := state.Read(ctx, p.r.APIReader, p.obj.GetNamespace(), p.suffix)
 	switch {
 	case err == nil:
-		p.ev.State, p.ev.StateLineage, p.ev.StateEmpty = StatePresent, st.Lineage, state.StateEmpty(st)
-		p.ev.StateSerial = int64(st.Serial)
+		p.ev.State.Read, p.ev.State.Lineage, p.ev.State.Empty = StatePresent, st.Lineage, state.StateEmpty(st)
+		p.ev.State.Serial = int64(st.Serial)
 		p.state = st
 	case errors.Is(err, state.ErrNoState):
-		p.ev.State = StateAbsent
+		p.ev.State.Read = StateAbsent
 	default:
 		se, ok := state.AsStateError(err)
 		if !ok {
 			return fmt.Errorf("read state: %w", err)
 		}
-		p.ev.State = StateUnreadable
-		p.ev.StateProblem = &Problem{ConditionType: infrav1.StateReadableCondition, Reason: se.Reason, Message: se.Error()}
+		p.ev.State.Read = StateUnreadable
+		p.ev.State.Problem = &Problem{ConditionType: infrav1.StateReadableCondition, Reason: se.Reason, Message: se.Error()}
 	}
 	return nil
 }
@@ -154,14 +154,14 @@ func (p *pass) gatherSecrets(ctx context.Context) error {
 		s := &list.Items[i]
 		switch {
 		case s.Name == stateName:
-			p.ev.StateSecretCached = true
+			p.ev.State.SecretCached = true
 		case s.Labels[infrav1.SecretRoleLabel] == infrav1.SecretRoleStateBackup && ownedBy(s, p.obj.GetUID()):
 			if b, ok := backupView(s); ok {
-				p.ev.Backups = append(p.ev.Backups, b)
+				p.ev.State.Backups = append(p.ev.State.Backups, b)
 			}
 		}
 	}
-	sort.Slice(p.ev.Backups, func(i, j int) bool { return p.ev.Backups[i].Serial > p.ev.Backups[j].Serial })
+	sort.Slice(p.ev.State.Backups, func(i, j int) bool { return p.ev.State.Backups[i].Serial > p.ev.State.Backups[j].Serial })
 	return nil
 }
 
@@ -189,41 +189,36 @@ func (p *pass) gatherCache(ctx context.Context) error {
 	obj := p.obj
 	ann := obj.GetAnnotations()
 	p.ev = Evidence{
-		Now:          p.r.Clock.Now(),
-		Deleting:     !obj.GetDeletionTimestamp().IsZero(),
-		HasFinalizer: controllerutil.ContainsFinalizer(obj, infrav1.Finalizer),
-		MoveDeletion: hasKey(ann, infrav1.DeleteForMoveAnnotation),
-		BlockMove:    hasKey(ann, infrav1.BlockMoveAnnotation),
-		Provisioned:  obj.GetTerraformStatus().IsProvisioned(),
-		RunSeq:       runSeq(obj),
-		AppliedHash:  ann[infrav1.AppliedHashAnnotation],
-		Destroyed:    ann[infrav1.DestroyedAnnotation] == "true",
+		Now:    p.r.Clock.Now(),
+		Object: ObjectEvidence{Deleting: !obj.GetDeletionTimestamp().IsZero(), HasFinalizer: controllerutil.ContainsFinalizer(obj, infrav1.Finalizer), MoveDeletion: hasKey(ann, infrav1.DeleteForMoveAnnotation), BlockMove: hasKey(ann, infrav1.BlockMoveAnnotation), Provisioned: obj.GetTerraformStatus().IsProvisioned(), Destroyed: ann[infrav1.DestroyedAnnotation] == "true"},
+		Jobs:   JobsEvidence{RunSeq: runSeq(obj)},
+		Inputs: InputsEvidence{AppliedHash: ann[infrav1.AppliedHashAnnotation]},
 	}
 	if st := obj.GetTerraformStatus(); st.ActiveJob != nil {
-		p.ev.ActiveJob = st.ActiveJob.Name
+		p.ev.Object.ActiveJob = st.ActiveJob.Name
 	}
-	p.ev.DeletionPolicy = obj.GetTerraformSpec().DeletionPolicy
-	p.ev.Abandon = obj.GetUID() != "" && ann[infrav1.AbandonInfrastructureAnnotation] == string(obj.GetUID())
-	if p.ev.Deleting && p.ev.Abandon {
+	p.ev.Object.DeletionPolicy = obj.GetTerraformSpec().DeletionPolicy
+	p.ev.Object.Abandon = obj.GetUID() != "" && ann[infrav1.AbandonInfrastructureAnnotation] == string(obj.GetUID())
+	if p.ev.Object.Deleting && p.ev.Object.Abandon {
 		if err := p.gatherAbandonOrder(ctx); err != nil {
 			return err
 		}
 	}
-	p.ev.RestoreSerial = ann[infrav1.RestoreStateAnnotation]
-	p.ev.RestoreFailed = ann[infrav1.RestoreFailedAnnotation]
+	p.ev.State.RestoreSerial = ann[infrav1.RestoreStateAnnotation]
+	p.ev.State.RestoreFailed = ann[infrav1.RestoreFailedAnnotation]
 	spec := obj.GetTerraformSpec()
-	p.ev.ApplyPolicy, p.ev.DestructiveChanges = spec.ApplyPolicy, spec.DestructiveChanges
-	p.ev.Pending = infrav1.ParsePlanRecord(ann[infrav1.PendingPlanAnnotation])
-	p.ev.ApprovedPlan, p.ev.AppliedPlan = ann[infrav1.ApprovePlanAnnotation], ann[infrav1.AppliedPlanAnnotation]
+	p.ev.Plan.ApplyPolicy, p.ev.Plan.DestructiveChanges = spec.ApplyPolicy, spec.DestructiveChanges
+	p.ev.Plan.Pending = infrav1.ParsePlanRecord(ann[infrav1.PendingPlanAnnotation])
+	p.ev.Plan.Approved, p.ev.Plan.Applied = ann[infrav1.ApprovePlanAnnotation], ann[infrav1.AppliedPlanAnnotation]
 	if err := p.gatherSecrets(ctx); err != nil {
 		return err
 	}
 	p.gatherIdentity()
-	p.ev.AppliedBefore = p.ev.AppliedHash != "" || p.ev.Provisioned || len(p.ev.Backups) > 0 || p.ev.OwnLineage != ""
+	p.ev.State.AppliedBefore = p.ev.Inputs.AppliedHash != "" || p.ev.Object.Provisioned || len(p.ev.State.Backups) > 0 || p.ev.State.OwnLineage != ""
 	p.gatherDriftSchedule()
 	if t, err := time.Parse(time.RFC3339, ann[infrav1.RetryAtAnnotation]); err == nil {
-		p.ev.RetryAt = t
-		p.ev.LastError = ann[infrav1.LastErrorAnnotation]
+		p.ev.Retry.At = t
+		p.ev.Retry.LastError = ann[infrav1.LastErrorAnnotation]
 	}
 
 	if name := p.owner.Cluster; name != "" {
@@ -236,7 +231,7 @@ func (p *pass) gatherCache(ctx context.Context) error {
 			return fmt.Errorf("get cluster %s: %w", name, err)
 		}
 	}
-	p.ev.Paused = hasKey(ann, infrav1.PausedAnnotation) || (p.cluster != nil && p.cluster.Spec.Paused != nil && *p.cluster.Spec.Paused)
+	p.ev.Object.Paused = hasKey(ann, infrav1.PausedAnnotation) || (p.cluster != nil && p.cluster.Spec.Paused != nil && *p.cluster.Spec.Paused)
 
 	list := &batchv1.JobList{}
 	if err := p.r.Client.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels{
@@ -251,12 +246,12 @@ func (p *pass) gatherCache(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		if v.Seq == p.ev.RunSeq {
+		if v.Seq == p.ev.Jobs.RunSeq {
 			vc := v
-			p.ev.Current = &vc
+			p.ev.Jobs.Current = &vc
 		}
 		if v.Phase == JobRunning {
-			p.ev.Running = append(p.ev.Running, v)
+			p.ev.Jobs.Running = append(p.ev.Jobs.Running, v)
 		}
 	}
 	return nil
@@ -285,16 +280,16 @@ func (p *pass) viewOf(j *batchv1.Job) (JobView, bool) {
 // inputs hash for a live object, children and state for a deleting one.
 func (p *pass) gatherDecisionInputs(ctx context.Context) error {
 	env := Env{Cache: p.r.Client, Live: p.r.APIReader, ClusterName: p.owner.Cluster}
-	if p.ev.Deleting {
+	if p.ev.Object.Deleting {
 		children, err := p.r.Kind.Children(ctx, env, p.obj)
 		if err != nil {
 			return fmt.Errorf("list children: %w", err)
 		}
-		p.ev.Children = children
+		p.ev.Inputs.Children = children
 		return nil
 	}
 	if p.owner.Cluster == "" || p.cluster == nil {
-		p.ev.DependencyWait = &Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForClusterReason,
+		p.ev.Inputs.DependencyWait = &Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForClusterReason,
 			Message: "waiting for the owning Cluster: set the cluster.x-k8s.io/cluster-name label to an existing Cluster", RequeueAfter: time.Minute}
 		return nil
 	}
@@ -304,7 +299,7 @@ func (p *pass) gatherDecisionInputs(ctx context.Context) error {
 	}
 	key := memoKey{uid: p.obj.GetUID(), generation: p.obj.GetGeneration(), fingerprint: p.owner.Cluster + "|" + fp}
 	if hash, ok := p.r.memo.get(key, p.ev.Now); ok {
-		p.ev.DesiredHash = hash
+		p.ev.Inputs.DesiredHash = hash
 		return nil
 	}
 	contract, wait, err := p.r.Kind.Contract(ctx, env, p.obj)
@@ -312,7 +307,7 @@ func (p *pass) gatherDecisionInputs(ctx context.Context) error {
 		return fmt.Errorf("gather contract inputs: %w", err)
 	}
 	if wait != nil {
-		p.ev.DependencyWait = wait
+		p.ev.Inputs.DependencyWait = wait
 		return nil
 	}
 	in, problem, err := p.assembleInputs(ctx, contract)
@@ -320,16 +315,16 @@ func (p *pass) gatherDecisionInputs(ctx context.Context) error {
 		return err
 	}
 	if problem != nil {
-		p.ev.InputsProblem = problem
+		p.ev.Inputs.Problem = problem
 		return nil
 	}
 	// A ServiceAccount named for the Jobs must have opted in; read with the inputs, so an idle
 	// pass (memoised) reads nothing. The start of each Job checks it again.
 	if problem, err = p.runnerAccountProblem(ctx); err != nil || problem != nil {
-		p.ev.InputsProblem = problem
+		p.ev.Inputs.Problem = problem
 		return err
 	}
-	p.ev.DesiredHash = in.Hash
+	p.ev.Inputs.DesiredHash = in.Hash
 	p.r.memo.put(key, in.Hash, p.ev.Now.Add(p.r.inputsTTL()))
 	return nil
 }

@@ -133,7 +133,7 @@ func (p *pass) jobParams(seq int64, op infrav1.Operation, hash string) jobs.Para
 			Namespace: p.obj.GetNamespace(), UID: p.obj.GetUID(), Cluster: p.owner.Cluster},
 		Suffix: p.suffix, Seq: seq, Operation: op, InputsHash: hash, PlanID: p.d.PlanID,
 		StateLineage:   ExpectedLineage(p.ev, op),
-		RefreshOnly:    p.d.RefreshOnly || op == infrav1.OperationDrift && p.ev.DriftMode == infrav1.DriftModeAccept,
+		RefreshOnly:    p.d.RefreshOnly || op == infrav1.OperationDrift && p.ev.Drift.Mode == infrav1.DriftModeAccept,
 		RefreshRequest: refreshRequestOf(p.ev, op, p.d),
 		Spec:           *p.obj.GetTerraformSpec(), Defaults: p.jobDefaults(),
 	}
@@ -143,7 +143,7 @@ func (p *pass) jobParams(seq int64, op infrav1.Operation, hash string) jobs.Para
 // refresh-only plan's; none for any other Job.
 func refreshRequestOf(ev Evidence, op infrav1.Operation, d Decision) string {
 	if op == infrav1.OperationRefresh || op == infrav1.OperationPlan && d.RefreshOnly {
-		return ev.RefreshRequest
+		return ev.Drift.RefreshRequest
 	}
 	return ""
 }
@@ -154,10 +154,10 @@ func refreshRequestOf(ev Evidence, op infrav1.Operation, d Decision) string {
 // Empty, and so unchecked, when the pass read no state (a first apply) and for a restore,
 // which replaces the state.
 func ExpectedLineage(ev Evidence, op infrav1.Operation) string {
-	if ev.State != StatePresent || op == infrav1.OperationRestore {
+	if ev.State.Read != StatePresent || op == infrav1.OperationRestore {
 		return ""
 	}
-	return ev.StateLineage
+	return ev.State.Lineage
 }
 
 // jobDefaults are the manager's Job defaults with the object's own runner account.

@@ -19,25 +19,25 @@ import (
 // applyPolicy Manual, or with destructiveChanges RequireApproval, for every apply but the
 // first (an object that never applied has no state to plan changes against).
 func NeedsPlan(ev Evidence) bool {
-	return ev.AppliedBefore && (ev.ApplyPolicy == infrav1.ApplyPolicyManual || ev.DestructiveChanges == infrav1.DestructiveChangesRequireApproval)
+	return ev.State.AppliedBefore && (ev.Plan.ApplyPolicy == infrav1.ApplyPolicyManual || ev.Plan.DestructiveChanges == infrav1.DestructiveChangesRequireApproval)
 }
 
 // Superseded reports a pending plan that no longer matches the inputs or the state it would
 // be applied to: its ID is refused and a new plan follows (I9).
 func Superseded(p *infrav1.PlanRecord, ev Evidence) bool {
-	return p.InputsHash != ev.DesiredHash || p.Serial != ev.StateSerial || (p.Lineage != "" && p.Lineage != ev.StateLineage)
+	return p.InputsHash != ev.Inputs.DesiredHash || p.Serial != ev.State.Serial || (p.Lineage != "" && p.Lineage != ev.State.Lineage)
 }
 
 // decidePlan decides an apply that goes through a saved plan (I9): a new plan when there is
 // none, or it was superseded, or it was applied already; its apply once approved (or, for an
 // automatic object whose plan destroys and replaces nothing, at once); else a wait.
 func decidePlan(ev Evidence, d Decision) Decision {
-	p := ev.Pending
+	p := ev.Plan.Pending
 	switch {
-	case p == nil || p.RefreshOnly || Superseded(p, ev) || p.ID == ev.AppliedPlan:
+	case p == nil || p.RefreshOnly || Superseded(p, ev) || p.ID == ev.Plan.Applied:
 		// A pending refresh-only plan is no plan of this apply: the apply plans anew.
 		d.Action, d.Operation = ActionStart, infrav1.OperationPlan
-	case ev.ApprovedPlan == p.ID || (ev.ApplyPolicy != infrav1.ApplyPolicyManual && !p.Destructive()):
+	case ev.Plan.Approved == p.ID || (ev.Plan.ApplyPolicy != infrav1.ApplyPolicyManual && !p.Destructive()):
 		d.Action, d.Operation, d.PlanID = ActionStart, infrav1.OperationApply, p.ID
 	default:
 		d.Action = ActionWait
@@ -52,11 +52,11 @@ func decidePlan(ev Evidence, d Decision) Decision {
 // refresh-only plan when there is none, or the pending plan is an apply's, superseded or
 // applied; its refresh once approved; else a wait for the approver.
 func decideRefreshPlan(ev Evidence, d Decision) Decision {
-	p := ev.Pending
+	p := ev.Plan.Pending
 	switch {
-	case p == nil || !p.RefreshOnly || Superseded(p, ev) || p.ID == ev.AppliedPlan:
+	case p == nil || !p.RefreshOnly || Superseded(p, ev) || p.ID == ev.Plan.Applied:
 		d.Action, d.Operation, d.RefreshOnly = ActionStart, infrav1.OperationPlan, true
-	case ev.ApprovedPlan == p.ID:
+	case ev.Plan.Approved == p.ID:
 		d.Action, d.Operation, d.PlanID = ActionStart, infrav1.OperationRefresh, p.ID
 	default:
 		d.Action = ActionWait
@@ -92,7 +92,7 @@ func (p *pass) readPlan(ctx context.Context, cur JobView) (*infrav1.PlanRecord, 
 	out := &infrav1.PlanRecord{ID: rec.ID, Job: rec.Job, Secret: name, InputsHash: rec.InputsHash, Serial: int64(rec.StateSerial),
 		Lineage: rec.StateLineage, Create: int32(rec.Create), Update: int32(rec.Update), Replace: int32(rec.Replace),
 		Delete: int32(rec.Delete), Addresses: rec.Addresses, Reason: string(infrav1.ApplyPolicyManual), RefreshOnly: rec.RefreshOnly}
-	if p.ev.ApplyPolicy != infrav1.ApplyPolicyManual && !rec.RefreshOnly {
+	if p.ev.Plan.ApplyPolicy != infrav1.ApplyPolicyManual && !rec.RefreshOnly {
 		out.Reason = "DestructiveChanges"
 	}
 	out.Created, _ = time.Parse(time.RFC3339, rec.CreatedAt)

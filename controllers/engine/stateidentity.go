@@ -30,13 +30,13 @@ import (
 // lineage of its newest backup (backups are gathered first).
 func (p *pass) gatherIdentity() {
 	ann := p.obj.GetAnnotations()
-	p.ev.OwnLineage = ann[infrav1.StateLineageAnnotation]
-	if p.ev.OwnLineage == "" && len(p.ev.Backups) > 0 {
-		p.ev.OwnLineage = p.ev.Backups[0].Lineage
+	p.ev.State.OwnLineage = ann[infrav1.StateLineageAnnotation]
+	if p.ev.State.OwnLineage == "" && len(p.ev.State.Backups) > 0 {
+		p.ev.State.OwnLineage = p.ev.State.Backups[0].Lineage
 	}
-	p.ev.AdoptLineage = ann[infrav1.AdoptStateAnnotation]
+	p.ev.State.AdoptLineage = ann[infrav1.AdoptStateAnnotation]
 	seen := ann[infrav1.StateLineageSeenAnnotation]
-	p.ev.LineageSuspect = seen != "" && seen != p.ev.OwnLineage
+	p.ev.State.LineageSuspect = seen != "" && seen != p.ev.State.OwnLineage
 }
 
 // lineageAfter reads the lineage of the state a Job of op left: "" when the Job cannot have

@@ -123,7 +123,7 @@ func (p *pass) takeBackup(ctx context.Context, job string) (*BackupView, error) 
 		return nil, fmt.Errorf("read state for a backup: %w", err)
 	}
 	serial := int64(st.Serial)
-	if len(p.ev.Backups) > 0 && p.ev.Backups[0].Serial >= serial {
+	if len(p.ev.State.Backups) > 0 && p.ev.State.Backups[0].Serial >= serial {
 		return nil, nil
 	}
 	gvk, err := apiutil.GVKForObject(p.obj, p.r.Client.Scheme())
@@ -224,7 +224,7 @@ func (p *pass) retainSecret(ctx context.Context, name string) error {
 // objectSecrets are the names of the state, durable inputs and every backup of the object.
 func (p *pass) objectSecrets() []string {
 	names := []string{naming.StateSecretName(p.suffix), naming.InputsSecretName(p.suffix)}
-	for _, b := range p.ev.Backups {
+	for _, b := range p.ev.State.Backups {
 		names = append(names, b.Name)
 	}
 	return names
@@ -233,9 +233,9 @@ func (p *pass) objectSecrets() []string {
 // restoreState reads the backup named by the restore-state annotation and returns the state
 // JSON the restore Job pushes.
 func (p *pass) restoreState(ctx context.Context) ([]byte, error) {
-	serial, err := strconv.ParseInt(p.ev.RestoreSerial, 10, 64)
+	serial, err := strconv.ParseInt(p.ev.State.RestoreSerial, 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("restore serial %q: %w", p.ev.RestoreSerial, err)
+		return nil, fmt.Errorf("restore serial %q: %w", p.ev.State.RestoreSerial, err)
 	}
 	b := &corev1.Secret{}
 	if err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: naming.StateBackupSecretName(p.suffix, serial)}, b); err != nil {

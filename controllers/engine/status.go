@@ -104,7 +104,7 @@ func setStateReadable(c conditions, ev Evidence, d Decision, rep report) {
 		c.set(infrav1.StateReadableCondition, metav1.ConditionFalse, w.Reason, w.Message)
 		return
 	}
-	switch ev.State {
+	switch ev.State.Read {
 	case StatePresent:
 		if cur := c.find(infrav1.StateReadableCondition); cur != nil && cur.Status == metav1.ConditionFalse &&
 			cur.Reason == infrav1.StateLockedReason && rep.bookkept == nil {
@@ -114,12 +114,12 @@ func setStateReadable(c conditions, ev Evidence, d Decision, rep report) {
 		}
 		c.set(infrav1.StateReadableCondition, metav1.ConditionTrue, infrav1.StateReadableReason, "")
 	case StateAbsent:
-		if ev.AppliedBefore {
+		if ev.State.AppliedBefore {
 			return // a hold reports it; a Retain or abandon lets go of it
 		}
 		c.set(infrav1.StateReadableCondition, metav1.ConditionTrue, infrav1.NoStateYetReason, "the object has not applied yet")
 	case StateUnreadable:
-		if pr := ev.StateProblem; pr != nil {
+		if pr := ev.State.Problem; pr != nil {
 			c.set(infrav1.StateReadableCondition, metav1.ConditionFalse, pr.Reason, pr.Message)
 		}
 	}
@@ -131,7 +131,7 @@ func setDriftDetected(c conditions, ev Evidence, rep report) {
 	if f := rep.drift; f != nil {
 		if f.found {
 			msg := "the infrastructure differs from the last apply: " + f.summary
-			switch ev.DriftMode {
+			switch ev.Drift.Mode {
 			case infrav1.DriftModeRemediate:
 				msg += "; an apply of the last applied inputs follows (mode Remediate)"
 			case infrav1.DriftModeAccept:
@@ -166,7 +166,7 @@ func setDriftDetected(c conditions, ev Evidence, rep report) {
 // setPendingPlan reports the plan that waits for approval; a plan that no longer waits
 // (superseded, applied, or no apply wanted any more) is not reported.
 func setPendingPlan(c conditions, ev Evidence, d Decision) {
-	p := ev.Pending
+	p := ev.Plan.Pending
 	if p == nil || d.Wait == nil || d.Wait.Reason != infrav1.PlanAwaitingApprovalReason {
 		if d.Action != ActionWaitJob && d.Action != ActionWaitLag {
 			c.st.PendingPlan = nil
@@ -187,7 +187,7 @@ func setPendingPlan(c conditions, ev Evidence, d Decision) {
 
 // setStateBackups lists the backups, newest first.
 func setStateBackups(c conditions, ev Evidence, rep report) {
-	backups := ev.Backups
+	backups := ev.State.Backups
 	if rep.backups != nil {
 		backups = rep.backups
 	}
@@ -208,7 +208,7 @@ func setStateBackups(c conditions, ev Evidence, rep report) {
 
 // setPaused: True while the object or its Cluster is paused.
 func setPaused(c conditions, ev Evidence) {
-	if ev.Paused {
+	if ev.Object.Paused {
 		c.set(infrav1.PausedCondition, metav1.ConditionTrue, infrav1.PausedReason,
 			"the object or its Cluster is paused: no Job starts, and block-move is cleared once nothing runs")
 		return
@@ -218,10 +218,10 @@ func setPaused(c conditions, ev Evidence) {
 
 // setDependenciesReady reports the dependency wait of a pass that read its decision inputs.
 func setDependenciesReady(c conditions, ev Evidence) {
-	if !ev.Gathered || ev.Deleting || ev.Paused {
+	if !ev.Inputs.Gathered || ev.Object.Deleting || ev.Object.Paused {
 		return
 	}
-	if w := ev.DependencyWait; w != nil {
+	if w := ev.Inputs.DependencyWait; w != nil {
 		c.set(infrav1.DependenciesReadyCondition, metav1.ConditionFalse, w.Reason, w.Message)
 		return
 	}
@@ -234,10 +234,10 @@ func setInputsValid(c conditions, ev Evidence, rep report) {
 		c.set(pr.ConditionType, metav1.ConditionFalse, pr.Reason, pr.Message)
 		return
 	}
-	if !ev.Gathered || ev.Deleting || ev.Paused || ev.DependencyWait != nil {
+	if !ev.Inputs.Gathered || ev.Object.Deleting || ev.Object.Paused || ev.Inputs.DependencyWait != nil {
 		return
 	}
-	if pr := ev.InputsProblem; pr != nil {
+	if pr := ev.Inputs.Problem; pr != nil {
 		c.set(pr.ConditionType, metav1.ConditionFalse, pr.Reason, pr.Message)
 		return
 	}
@@ -275,15 +275,15 @@ func setOperation(c conditions, ev Evidence, d Decision, rep report) {
 	case rep.recovered:
 		c.set(infrav1.ApplyJobSucceededCondition, metav1.ConditionTrue, infrav1.JobSucceededReason,
 			"recovered from the state of the last successful apply")
-	case d.Action == ActionWaitJob && len(ev.Running) > 0:
-		run := ev.Running[0]
+	case d.Action == ActionWaitJob && len(ev.Jobs.Running) > 0:
+		run := ev.Jobs.Running[0]
 		msg := fmt.Sprintf("Job %s runs %s", run.Name, run.Operation)
 		if run.Foreign {
 			msg = fmt.Sprintf("Job %s of an earlier object of this name still runs %s against the same state; nothing starts until it ends", run.Name, run.Operation)
 		}
 		c.set(familyOfRun(run.Operation, run.RefreshOnly), metav1.ConditionUnknown, infrav1.JobRunningReason, msg)
-	case d.Action == ActionWaitJob && ev.Current != nil && d.Wait != nil:
-		c.set(familyOfRun(ev.Current.Operation, ev.Current.RefreshOnly), metav1.ConditionUnknown, infrav1.JobRunningReason, d.Wait.Message)
+	case d.Action == ActionWaitJob && ev.Jobs.Current != nil && d.Wait != nil:
+		c.set(familyOfRun(ev.Jobs.Current.Operation, ev.Jobs.Current.RefreshOnly), metav1.ConditionUnknown, infrav1.JobRunningReason, d.Wait.Message)
 	case d.Wait != nil && (d.Wait.ConditionType == infrav1.ApplyJobSucceededCondition || d.Wait.ConditionType == infrav1.RestoreJobSucceededCondition ||
 		d.Wait.ConditionType == infrav1.DriftJobSucceededCondition && d.Wait.Reason == infrav1.PlanAwaitingApprovalReason):
 		c.set(d.Wait.ConditionType, metav1.ConditionFalse, d.Wait.Reason, d.Wait.Message)
@@ -313,7 +313,7 @@ func setOutputsValid(c conditions, rep report) {
 // deletion waits for, from the moment the object is deleted; DeletionBlocked is True while a
 // cluster waits for its machines and pools.
 func setDeleting(c conditions, ev Evidence, d Decision, rep report) {
-	if !ev.Deleting {
+	if !ev.Object.Deleting {
 		c.set(infrav1.DeletingCondition, metav1.ConditionFalse, infrav1.NotDeletingReason, "")
 		meta.RemoveStatusCondition(&c.st.Conditions, infrav1.DeletionBlockedCondition)
 		return
@@ -332,8 +332,8 @@ func setDeleting(c conditions, ev Evidence, d Decision, rep report) {
 		msg = rep.cleanupBlocked
 	case rep.started != "":
 		msg = "destroy Job " + rep.started + " runs"
-	case d.Action == ActionWaitJob && len(ev.Running) > 0:
-		msg = fmt.Sprintf("Job %s (%s) runs", ev.Running[0].Name, ev.Running[0].Operation)
+	case d.Action == ActionWaitJob && len(ev.Jobs.Running) > 0:
+		msg = fmt.Sprintf("Job %s (%s) runs", ev.Jobs.Running[0].Name, ev.Jobs.Running[0].Operation)
 	case d.Action == ActionRemoveFinalizer:
 		reason, msg = infrav1.MoveReason, "part of a clusterctl move: nothing is destroyed and the state is kept"
 	case d.Action == ActionRetain:
@@ -356,7 +356,7 @@ func setDeleting(c conditions, ev Evidence, d Decision, rep report) {
 
 // setReady summarises the other conditions with Cluster API v1beta2 semantics.
 func setReady(c conditions, ev Evidence) {
-	if ev.Deleting {
+	if ev.Object.Deleting {
 		reason, msg := infrav1.DestroyingReason, "the object is being deleted"
 		if cur := c.find(infrav1.DeletingCondition); cur != nil && cur.Message != "" {
 			reason, msg = cur.Reason, cur.Message

@@ -46,7 +46,7 @@ func TestSetPaused(t *testing.T) {
 		{false, want{infrav1.PausedCondition, metav1.ConditionFalse, infrav1.NotPausedReason}},
 	} {
 		st := &infrav1.TerraformStatus{}
-		setPaused(conditions{st: st}, Evidence{Paused: tc.paused})
+		setPaused(conditions{st: st}, Evidence{Object: ObjectEvidence{Paused: tc.paused}})
 		checkConditions(t, st, []want{tc.want})
 	}
 }
@@ -58,11 +58,11 @@ func TestSetDependenciesReady(t *testing.T) {
 		want want
 	}{
 		"inputs not read: says nothing":    {Evidence{}, want{Type: infrav1.DependenciesReadyCondition}},
-		"ready":                            {Evidence{Gathered: true}, want{infrav1.DependenciesReadyCondition, metav1.ConditionTrue, infrav1.DependenciesReadyReason}},
-		"waiting":                          {Evidence{Gathered: true, DependencyWait: wait}, want{infrav1.DependenciesReadyCondition, metav1.ConditionFalse, infrav1.WaitingForBootstrapDataReason}},
-		"deleting: says nothing":           {Evidence{Gathered: true, Deleting: true}, want{Type: infrav1.DependenciesReadyCondition}},
-		"paused: says nothing":             {Evidence{Gathered: true, Paused: true}, want{Type: infrav1.DependenciesReadyCondition}},
-		"deleting with a wait: no verdict": {Evidence{Gathered: true, Deleting: true, DependencyWait: wait}, want{Type: infrav1.DependenciesReadyCondition}},
+		"ready":                            {Evidence{Inputs: InputsEvidence{Gathered: true}}, want{infrav1.DependenciesReadyCondition, metav1.ConditionTrue, infrav1.DependenciesReadyReason}},
+		"waiting":                          {Evidence{Inputs: InputsEvidence{Gathered: true, DependencyWait: wait}}, want{infrav1.DependenciesReadyCondition, metav1.ConditionFalse, infrav1.WaitingForBootstrapDataReason}},
+		"deleting: says nothing":           {Evidence{Object: ObjectEvidence{Deleting: true}, Inputs: InputsEvidence{Gathered: true}}, want{Type: infrav1.DependenciesReadyCondition}},
+		"paused: says nothing":             {Evidence{Object: ObjectEvidence{Paused: true}, Inputs: InputsEvidence{Gathered: true}}, want{Type: infrav1.DependenciesReadyCondition}},
+		"deleting with a wait: no verdict": {Evidence{Object: ObjectEvidence{Deleting: true}, Inputs: InputsEvidence{Gathered: true, DependencyWait: wait}}, want{Type: infrav1.DependenciesReadyCondition}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			st := &infrav1.TerraformStatus{}
@@ -79,11 +79,11 @@ func TestSetInputsValid(t *testing.T) {
 		rep  report
 		want want
 	}{
-		"assembled":                   {Evidence{Gathered: true}, report{}, want{infrav1.InputsValidCondition, metav1.ConditionTrue, infrav1.InputsAssembledReason}},
-		"a problem":                   {Evidence{Gathered: true, InputsProblem: problem}, report{}, want{infrav1.InputsValidCondition, metav1.ConditionFalse, infrav1.InputsTooLargeReason}},
-		"a problem found at start":    {Evidence{Gathered: true}, report{startProblem: problem}, want{infrav1.InputsValidCondition, metav1.ConditionFalse, infrav1.InputsTooLargeReason}},
+		"assembled":                   {Evidence{Inputs: InputsEvidence{Gathered: true}}, report{}, want{infrav1.InputsValidCondition, metav1.ConditionTrue, infrav1.InputsAssembledReason}},
+		"a problem":                   {Evidence{Inputs: InputsEvidence{Gathered: true, Problem: problem}}, report{}, want{infrav1.InputsValidCondition, metav1.ConditionFalse, infrav1.InputsTooLargeReason}},
+		"a problem found at start":    {Evidence{Inputs: InputsEvidence{Gathered: true}}, report{startProblem: problem}, want{infrav1.InputsValidCondition, metav1.ConditionFalse, infrav1.InputsTooLargeReason}},
 		"not read: says nothing":      {Evidence{}, report{}, want{Type: infrav1.InputsValidCondition}},
-		"dependency wait: no verdict": {Evidence{Gathered: true, DependencyWait: &Wait{}}, report{}, want{Type: infrav1.InputsValidCondition}},
+		"dependency wait: no verdict": {Evidence{Inputs: InputsEvidence{Gathered: true, DependencyWait: &Wait{}}}, report{}, want{Type: infrav1.InputsValidCondition}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			st := &infrav1.TerraformStatus{}
@@ -117,9 +117,9 @@ func TestSetOperation(t *testing.T) {
 		"a lease wait": {Evidence{}, Decision{Action: ActionStart, Operation: infrav1.OperationApply},
 			report{leaseWait: &runlease.Wait{Condition: infrav1.ApplyJobSucceededCondition, Reason: infrav1.WaitingForClusterOperationReason}},
 			want{infrav1.ApplyJobSucceededCondition, metav1.ConditionUnknown, infrav1.WaitingForClusterOperationReason}},
-		"a running drift Job": {Evidence{Running: running}, Decision{Action: ActionWaitJob}, report{},
+		"a running drift Job": {Evidence{Jobs: JobsEvidence{Running: running}}, Decision{Action: ActionWaitJob}, report{},
 			want{infrav1.DriftJobSucceededCondition, metav1.ConditionUnknown, infrav1.JobRunningReason}},
-		"a finished Job whose pod runs": {Evidence{Current: &JobView{Name: "j1", Operation: infrav1.OperationApply, Phase: JobFinished}},
+		"a finished Job whose pod runs": {Evidence{Jobs: JobsEvidence{Current: &JobView{Name: "j1", Operation: infrav1.OperationApply, Phase: JobFinished}}},
 			Decision{Action: ActionWaitJob, Wait: &Wait{Message: "pod"}}, report{},
 			want{infrav1.ApplyJobSucceededCondition, metav1.ConditionUnknown, infrav1.JobRunningReason}},
 		"a backoff": {Evidence{}, Decision{Action: ActionWait, Wait: &Wait{ConditionType: infrav1.ApplyJobSucceededCondition, Reason: infrav1.JobFailedReason}},
@@ -146,7 +146,7 @@ func TestSetStateReadableKeepsALockReportUntilTheNextJob(t *testing.T) {
 	readable := want{infrav1.StateReadableCondition, metav1.ConditionTrue, infrav1.StateReadableReason}
 	st := &infrav1.TerraformStatus{}
 	c := conditions{st: st}
-	ev := Evidence{State: StatePresent}
+	ev := Evidence{State: StateEvidence{Read: StatePresent}}
 	failed := &bookkept{outcome: infrav1.RunFailed, op: infrav1.OperationApply}
 	setStateReadable(c, ev, Decision{}, report{bookkept: failed, lockHolder: &runnerapi.LockHolder{ID: "l1", Who: "ops@laptop"}})
 	checkConditions(t, st, []want{locked})
@@ -192,17 +192,17 @@ func TestSetDeleting(t *testing.T) {
 	}{
 		"not deleting": {Evidence{}, Decision{Action: ActionIdle}, report{},
 			[]want{{infrav1.DeletingCondition, metav1.ConditionFalse, infrav1.NotDeletingReason}, {Type: infrav1.DeletionBlockedCondition}}},
-		"waiting for children": {Evidence{Deleting: true}, Decision{Action: ActionWait, Wait: children}, report{},
+		"waiting for children": {Evidence{Object: ObjectEvidence{Deleting: true}}, Decision{Action: ActionWait, Wait: children}, report{},
 			[]want{{infrav1.DeletingCondition, metav1.ConditionTrue, infrav1.WaitingForMachinesReason}, {infrav1.DeletionBlockedCondition, metav1.ConditionTrue, infrav1.WaitingForMachinesReason}}},
-		"destroy started": {Evidence{Deleting: true}, Decision{Action: ActionStart, Operation: infrav1.OperationDestroy}, report{started: "j1"},
+		"destroy started": {Evidence{Object: ObjectEvidence{Deleting: true}}, Decision{Action: ActionStart, Operation: infrav1.OperationDestroy}, report{started: "j1"},
 			[]want{{infrav1.DeletingCondition, metav1.ConditionTrue, infrav1.DestroyingReason}, {Type: infrav1.DeletionBlockedCondition}}},
-		"paused deletion": {Evidence{Deleting: true, Paused: true}, Decision{Action: ActionWait, Wait: &Wait{ConditionType: infrav1.DeletingCondition, Reason: infrav1.PausedReason}}, report{},
+		"paused deletion": {Evidence{Object: ObjectEvidence{Deleting: true, Paused: true}}, Decision{Action: ActionWait, Wait: &Wait{ConditionType: infrav1.DeletingCondition, Reason: infrav1.PausedReason}}, report{},
 			[]want{{infrav1.DeletingCondition, metav1.ConditionTrue, infrav1.PausedReason}}},
-		"part of a move": {Evidence{Deleting: true, MoveDeletion: true}, Decision{Action: ActionRemoveFinalizer}, report{},
+		"part of a move": {Evidence{Object: ObjectEvidence{Deleting: true, MoveDeletion: true}}, Decision{Action: ActionRemoveFinalizer}, report{},
 			[]want{{infrav1.DeletingCondition, metav1.ConditionTrue, infrav1.MoveReason}}},
-		"cleanup blocked": {Evidence{Deleting: true}, Decision{Action: ActionCleanup}, report{cleanupBlocked: "state not empty"},
+		"cleanup blocked": {Evidence{Object: ObjectEvidence{Deleting: true}}, Decision{Action: ActionCleanup}, report{cleanupBlocked: "state not empty"},
 			[]want{{infrav1.DeletingCondition, metav1.ConditionTrue, infrav1.DestroyingReason}}},
-		"a lease wait": {Evidence{Deleting: true}, Decision{Action: ActionStart, Operation: infrav1.OperationDestroy},
+		"a lease wait": {Evidence{Object: ObjectEvidence{Deleting: true}}, Decision{Action: ActionStart, Operation: infrav1.OperationDestroy},
 			report{leaseWait: &runlease.Wait{Reason: infrav1.WaitingForClusterOperationReason}},
 			[]want{{infrav1.DeletingCondition, metav1.ConditionTrue, infrav1.WaitingForClusterOperationReason}}},
 	} {
@@ -242,7 +242,7 @@ func TestSetReady(t *testing.T) {
 			want{infrav1.ReadyCondition, metav1.ConditionFalse, infrav1.PlanAwaitingApprovalReason}},
 		"not provisioned, nothing known": {Evidence{}, infrav1.TerraformStatus{},
 			want{infrav1.ReadyCondition, metav1.ConditionFalse, infrav1.NotProvisionedReason}},
-		"deleting: Deleting says why": {Evidence{Deleting: true}, infrav1.TerraformStatus{Initialization: &infrav1.Initialization{Provisioned: &yes},
+		"deleting: Deleting says why": {Evidence{Object: ObjectEvidence{Deleting: true}}, infrav1.TerraformStatus{Initialization: &infrav1.Initialization{Provisioned: &yes},
 			Conditions: []metav1.Condition{{Type: infrav1.DeletingCondition, Status: metav1.ConditionTrue, Reason: infrav1.WaitingForMachinesReason, Message: "m1"}}},
 			want{infrav1.ReadyCondition, metav1.ConditionFalse, infrav1.WaitingForMachinesReason}},
 	} {
