@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,32 +33,32 @@ import (
 func (p *pass) act(ctx context.Context) (ctrl.Result, error) {
 	d := p.d
 	switch d.Action {
-	case ActionNone:
+	case decide.ActionNone:
 		return ctrl.Result{}, nil
-	case ActionAddFinalizer:
+	case decide.ActionAddFinalizer:
 		if err := p.patchMeta(ctx, func(o Object) {
 			controllerutil.AddFinalizer(o, infrav1.Finalizer)
 			if d.SetBlockMove {
-				setAnnotation(o, infrav1.BlockMoveAnnotation, "")
+				decide.SetAnnotation(o, infrav1.BlockMoveAnnotation, "")
 			}
 		}); err != nil {
 			return p.conflictOr(ctx, err, "add finalizer")
 		}
 		return ctrl.Result{}, nil
-	case ActionWaitLag:
+	case decide.ActionWaitLag:
 		return ctrl.Result{RequeueAfter: d.Wait.RequeueAfter}, nil
-	case ActionBookkeep:
+	case decide.ActionBookkeep:
 		if d.ClearActiveJob {
 			p.obj.GetTerraformStatus().ActiveJob = nil
 		}
 		return p.bookkeep(ctx)
-	case ActionSkipRun:
+	case decide.ActionSkipRun:
 		return p.skipRun(ctx, p.ev.Jobs.Current.Name)
 	}
 
 	// A void abandon goes first: nothing after it may read it as meant.
 	if why := d.VoidAbandon; why != "" {
-		if err := p.patchMeta(ctx, func(o Object) { removeAnnotation(o, infrav1.AbandonInfrastructureAnnotation) }); err != nil {
+		if err := p.patchMeta(ctx, func(o Object) { decide.RemoveAnnotation(o, infrav1.AbandonInfrastructureAnnotation) }); err != nil {
 			return p.conflictOr(ctx, err, "void the abandon")
 		}
 		log.FromContext(ctx).Info("voided a dormant abandon", "why", why)
@@ -66,7 +68,7 @@ func (p *pass) act(ctx context.Context) (ctrl.Result, error) {
 
 	// The marks.
 	if d.SetBlockMove {
-		if err := p.patchMeta(ctx, func(o Object) { setAnnotation(o, infrav1.BlockMoveAnnotation, "") }); err != nil {
+		if err := p.patchMeta(ctx, func(o Object) { decide.SetAnnotation(o, infrav1.BlockMoveAnnotation, "") }); err != nil {
 			return p.conflictOr(ctx, err, "set block-move")
 		}
 	}
@@ -77,7 +79,7 @@ func (p *pass) act(ctx context.Context) (ctrl.Result, error) {
 		p.obj.GetTerraformStatus().ActiveJob = nil
 	}
 	if d.ClearBlockMove && !d.LetsGo() {
-		if err := p.patchMeta(ctx, func(o Object) { removeAnnotation(o, infrav1.BlockMoveAnnotation) }); err != nil {
+		if err := p.patchMeta(ctx, func(o Object) { decide.RemoveAnnotation(o, infrav1.BlockMoveAnnotation) }); err != nil {
 			return p.conflictOr(ctx, err, "clear block-move")
 		}
 		p.emit(corev1.EventTypeNormal, "BlockMoveCleared", "nothing runs and the object is paused or leaving: clusterctl move may proceed")
@@ -85,23 +87,23 @@ func (p *pass) act(ctx context.Context) (ctrl.Result, error) {
 	}
 
 	switch d.Action {
-	case ActionWaitJob, ActionWait, ActionIdle:
+	case decide.ActionWaitJob, decide.ActionWait, decide.ActionIdle:
 		p.holdEvent()
 		if d.Wait != nil {
 			return ctrl.Result{RequeueAfter: d.Wait.RequeueAfter}, nil
 		}
 		return ctrl.Result{}, nil
-	case ActionRecoverStatus:
+	case decide.ActionRecoverStatus:
 		return p.recoverFromState(ctx)
-	case ActionStart:
+	case decide.ActionStart:
 		return p.start(ctx, d.Operation)
-	case ActionRemoveFinalizer:
+	case decide.ActionRemoveFinalizer:
 		return p.removeFinalizer(ctx, d.ClearBlockMove, "nothing runs; the object may go, and its state stays: this deletion is part of a move")
-	case ActionLeaveState:
+	case decide.ActionLeaveState:
 		return p.removeFinalizer(ctx, d.ClearBlockMove, "nothing was destroyed: the object never wrote a state, and the state found (not adopted) is left as it is")
-	case ActionCleanup:
+	case decide.ActionCleanup:
 		return p.cleanup(ctx)
-	case ActionRetain, ActionAbandon:
+	case decide.ActionRetain, decide.ActionAbandon:
 		return p.release(ctx, d.Action)
 	}
 	return ctrl.Result{}, nil
@@ -111,32 +113,32 @@ func (p *pass) act(ctx context.Context) (ctrl.Result, error) {
 // next Job gets a name of its own; that Job is never counted as this object's.
 func (p *pass) skipRun(ctx context.Context, name string) (ctrl.Result, error) {
 	if err := p.patchMeta(ctx, func(o Object) {
-		setAnnotation(o, infrav1.RunSeqAnnotation, strconv.FormatInt(p.ev.Jobs.RunSeq+1, 10))
+		decide.SetAnnotation(o, infrav1.RunSeqAnnotation, strconv.FormatInt(p.ev.Jobs.RunSeq+1, 10))
 	}); err != nil {
 		return p.conflictOr(ctx, err, "move the run sequence past another incarnation's Job")
 	}
 	log.FromContext(ctx).Info("a Job of another incarnation holds this run's name; moving on", "job", name)
-	p.rep.skipped = name
+	p.rep.Skipped = name
 	return ctrl.Result{}, nil
 }
 
 // release lets the object go without a destroy, handing its state, durable inputs and backups
 // over to a person (Retain, or an audited abandon).
-func (p *pass) release(ctx context.Context, a Action) (ctrl.Result, error) {
+func (p *pass) release(ctx context.Context, a decide.Action) (ctrl.Result, error) {
 	for _, name := range p.objectSecrets() {
 		if err := p.retainSecret(ctx, name); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 	note := "deletionPolicy Retain: nothing was destroyed; the state, durable inputs and backups are kept and no longer protected (see docs/state.md)"
-	if a == ActionAbandon {
+	if a == decide.ActionAbandon {
 		p.emit(corev1.EventTypeWarning, "InfrastructureAbandoned",
 			"the infrastructure was abandoned (annotation "+infrav1.AbandonInfrastructureAnnotation+"): nothing was destroyed; the state, durable inputs and backups are kept")
 		note = "abandoned: nothing was destroyed; the state, durable inputs and backups are kept"
 	}
 	res, err := p.removeFinalizer(ctx, true, note)
 	if err == nil && res.RequeueAfter == 0 {
-		p.rep.released = true
+		p.rep.Released = true
 	}
 	return res, err
 }
@@ -179,9 +181,9 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 		return ctrl.Result{}, err
 	}
 	if !free {
-		p.rep.slotWait = true
+		p.rep.SlotWait = true
 		metrics.LeaseWaits.WithLabelValues(infrav1.WaitingForJobSlotReason).Inc()
-		if c := meta.FindStatusCondition(p.obj.GetTerraformStatus().Conditions, familyOf(op)); c == nil || c.Reason != infrav1.WaitingForJobSlotReason {
+		if c := meta.FindStatusCondition(p.obj.GetTerraformStatus().Conditions, decide.FamilyOf(op)); c == nil || c.Reason != infrav1.WaitingForJobSlotReason {
 			p.emit(corev1.EventTypeNormal, infrav1.WaitingForJobSlotReason, fmt.Sprintf("%s waits for a free Job slot of the manager", op))
 		}
 		return ctrl.Result{RequeueAfter: SlotRequeue}, nil
@@ -200,7 +202,7 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 	}
 	if !res.Acquired {
 		w := res.Wait
-		p.rep.leaseWait = w
+		p.rep.LeaseWait = &decide.LeaseWait{Condition: w.Condition, Reason: w.Reason, Message: w.Message}
 		metrics.LeaseWaits.WithLabelValues(w.Reason).Inc()
 		if !w.Repeats(meta.FindStatusCondition(p.obj.GetTerraformStatus().Conditions, w.Condition)) {
 			p.emit(corev1.EventTypeNormal, w.Reason, w.Message) // sent once the status patch records the wait
@@ -211,8 +213,8 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 	// 2. block-move and the run sequence, with an optimistic lock: a pass on a stale object
 	// stops here with a conflict.
 	if err := p.patchMeta(ctx, func(o Object) {
-		setAnnotation(o, infrav1.BlockMoveAnnotation, "")
-		setAnnotation(o, infrav1.RunSeqAnnotation, strconv.FormatInt(p.ev.Jobs.RunSeq, 10))
+		decide.SetAnnotation(o, infrav1.BlockMoveAnnotation, "")
+		decide.SetAnnotation(o, infrav1.RunSeqAnnotation, strconv.FormatInt(p.ev.Jobs.RunSeq, 10))
 	}); err != nil {
 		return p.conflictOr(ctx, err, "write block-move before the Job")
 	}
@@ -251,7 +253,7 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 		}
 	}
 	if problem != nil {
-		p.rep.startProblem = problem
+		p.rep.StartProblem = problem
 		return ctrl.Result{}, p.releaseIfNoJob(ctx, name)
 	}
 	if op != infrav1.OperationDestroy {
@@ -267,7 +269,7 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 	}
 	if !ours {
 		logger.Info("run lease no longer names our Job; not creating it", "job", name)
-		return ctrl.Result{RequeueAfter: LagRequeue}, nil
+		return ctrl.Result{RequeueAfter: decide.LagRequeue}, nil
 	}
 
 	// The state channel's account, Role and RoleBinding, and the empty state Secret and lock
@@ -303,19 +305,19 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 				// running; its events have come and gone, so no watch brings it back: look
 				// again soon, and bookkeeping counts it once the cache shows it.
 				logger.Info("the Job of this run already ended but the cache does not show it; looking again", "job", name)
-				p.rep.lagJob = name
-				return ctrl.Result{RequeueAfter: LagRequeue}, nil
+				p.rep.LagJob = name
+				return ctrl.Result{RequeueAfter: decide.LagRequeue}, nil
 			}
 			logger.Info("adopting the Job an earlier attempt created", "job", name)
 			job = existing
 			keepSlot = true
 		case rejected(err):
-			p.rep.rejected = "the API server refused the Job: " + err.Error()
+			p.rep.Rejected = "the API server refused the Job: " + err.Error()
 			p.emit(corev1.EventTypeWarning, "JobRejected", "the API server refused Job "+name+": "+err.Error())
 			if err := p.releaseIfNoJob(ctx, name); err != nil {
 				return ctrl.Result{}, err
 			}
-			return ctrl.Result{RequeueAfter: BackoffBase}, nil
+			return ctrl.Result{RequeueAfter: decide.BackoffBase}, nil
 		default:
 			// A timeout may hide a create that went through: keep the leases, and the slot.
 			keepSlot = true
@@ -345,7 +347,7 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 	// 8. status.activeJob (reported; never load-bearing).
 	st := p.obj.GetTerraformStatus()
 	st.ActiveJob = &infrav1.ActiveJob{Name: name, Operation: op, StartTime: &metav1.Time{Time: r.Clock.Now()}}
-	p.rep.started = name
+	p.rep.Started = name
 	return ctrl.Result{}, nil
 }
 
@@ -392,7 +394,7 @@ func (p *pass) livePaused(ctx context.Context) (bool, error) {
 func (p *pass) removeFinalizer(ctx context.Context, clearBlockMove bool, note string) (ctrl.Result, error) {
 	if err := p.patchMeta(ctx, func(o Object) {
 		if clearBlockMove {
-			removeAnnotation(o, infrav1.BlockMoveAnnotation)
+			decide.RemoveAnnotation(o, infrav1.BlockMoveAnnotation)
 		}
 		controllerutil.RemoveFinalizer(o, infrav1.Finalizer)
 	}); err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,8 +28,8 @@ func (p *pass) cleanup(ctx context.Context) (ctrl.Result, error) {
 	}
 	if len(kept) > 0 {
 		log.FromContext(ctx).Info("a live lease holds the cleanup back", "leases", kept)
-		p.rep.cleanupBlocked = fmt.Sprintf("waiting for the live lease(s) %v of this object to free before deleting its state", kept)
-		return ctrl.Result{RequeueAfter: LagRequeue}, nil
+		p.rep.CleanupBlocked = fmt.Sprintf("waiting for the live lease(s) %v of this object to free before deleting its state", kept)
+		return ctrl.Result{RequeueAfter: decide.LagRequeue}, nil
 	}
 	// I6: Decide let go only of an empty or absent state (Evidence.StateEmpty, read this pass).
 	// The state and the durable inputs lose their protection and go; the backups lose their
@@ -56,7 +58,7 @@ func (p *pass) cleanup(ctx context.Context) (ctrl.Result, error) {
 	if err != nil || res.RequeueAfter > 0 {
 		return res, err
 	}
-	p.rep.cleaned = true
+	p.rep.Cleaned = true
 	return res, nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,18 +34,18 @@ func (p *pass) gather(ctx context.Context) error {
 	if err := p.gatherCache(ctx); err != nil {
 		return err
 	}
-	if NeedsPods(p.ev) {
+	if decide.NeedsPods(p.ev) {
 		pods, err := jobstatus.ListPods(ctx, p.r.APIReader, p.obj.GetNamespace(), p.ev.Jobs.Current.Name)
 		if err != nil {
 			return err
 		}
 		p.pods = pods
-		p.ev.Jobs.CurrentPods = PodsTerminal
+		p.ev.Jobs.CurrentPods = decide.PodsTerminal
 		if len(jobstatus.NonTerminal(pods)) > 0 {
-			p.ev.Jobs.CurrentPods = PodsRunning
+			p.ev.Jobs.CurrentPods = decide.PodsRunning
 		}
 	}
-	if NeedsLagCheck(p.ev) {
+	if decide.NeedsLagCheck(p.ev) {
 		verdict, err := cachelag.Check(ctx, cachelag.Input{
 			APIReader: p.r.APIReader, Leases: p.r.Leases, Owner: p.owner,
 			ActiveJob: p.ev.Object.ActiveJob, Cached: p.jobs,
@@ -51,18 +53,18 @@ func (p *pass) gather(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("cache lag check: %w", err)
 		}
-		p.ev.Lag = LagView{Checked: true, Found: verdict.Lag, Job: verdict.Job, Reason: verdict.Reason}
+		p.ev.Lag = decide.LagView{Checked: true, Found: verdict.Lag, Job: verdict.Job, Reason: verdict.Reason}
 		if verdict.Lag {
 			log.FromContext(ctx).Info("cache lag: a Job exists on the API server but not in the cache; waiting", "job", verdict.Job, "why", verdict.Reason)
 		}
 	}
-	if NeedsDecisionInputs(p.ev) {
+	if decide.NeedsDecisionInputs(p.ev) {
 		if err := p.gatherDecisionInputs(ctx); err != nil {
 			return err
 		}
 		p.ev.Inputs.Gathered = true
 	}
-	if NeedsLiveState(p.ev) {
+	if decide.NeedsLiveState(p.ev) {
 		if err := p.gatherState(ctx); err != nil {
 			return err
 		}
@@ -81,7 +83,7 @@ func (p *pass) gather(ctx context.Context) error {
 // it goes on as before the state was read: the start of that run finds the Job, never takes a
 // finished one over, and looks again until the cache shows it and it is counted.
 func (p *pass) gatherOwnRun(ctx context.Context) error {
-	if !RetainedState(p.ev) {
+	if !decide.RetainedState(p.ev) {
 		return nil
 	}
 	job := &batchv1.Job{}
@@ -93,7 +95,7 @@ func (p *pass) gatherOwnRun(ctx context.Context) error {
 		return fmt.Errorf("read the current run's job live: %w", err)
 	}
 	if metav1.IsControlledBy(job, p.obj) {
-		p.ev.State.Read, p.ev.State.Lineage, p.ev.State.Empty, p.ev.State.Serial = StateNotRead, "", false, 0
+		p.ev.State.Read, p.ev.State.Lineage, p.ev.State.Empty, p.ev.State.Serial = decide.StateNotRead, "", false, 0
 		p.state = nil
 	}
 	return nil
@@ -111,7 +113,7 @@ func (p *pass) gatherDriftSchedule() {
 		interval = drift.Interval.Duration
 	}
 	last, _ := time.Parse(time.RFC3339, p.obj.GetAnnotations()[infrav1.LastDriftCheckAnnotation])
-	p.ev.Drift.DueAt = DriftDueAt(last, p.obj.GetCreationTimestamp().Time, p.r.started(p.ev.Now), interval, p.obj.GetUID())
+	p.ev.Drift.DueAt = decide.DriftDueAt(last, p.obj.GetCreationTimestamp().Time, p.r.started(p.ev.Now), interval, p.obj.GetUID())
 }
 
 // gatherState reads the state Secret live: absent, present (with its lineage and whether it
@@ -120,18 +122,18 @@ func (p *pass) gatherState(ctx context.Context) error {
 	st, err := state.Read(ctx, p.r.APIReader, p.obj.GetNamespace(), p.suffix)
 	switch {
 	case err == nil:
-		p.ev.State.Read, p.ev.State.Lineage, p.ev.State.Empty = StatePresent, st.Lineage, state.StateEmpty(st)
+		p.ev.State.Read, p.ev.State.Lineage, p.ev.State.Empty = decide.StatePresent, st.Lineage, state.StateEmpty(st)
 		p.ev.State.Serial = int64(st.Serial)
 		p.state = st
 	case errors.Is(err, state.ErrNoState):
-		p.ev.State.Read = StateAbsent
+		p.ev.State.Read = decide.StateAbsent
 	default:
 		se, ok := state.AsStateError(err)
 		if !ok {
 			return fmt.Errorf("read state: %w", err)
 		}
-		p.ev.State.Read = StateUnreadable
-		p.ev.State.Problem = &Problem{ConditionType: infrav1.StateReadableCondition, Reason: se.Reason, Message: se.Error()}
+		p.ev.State.Read = decide.StateUnreadable
+		p.ev.State.Problem = &decide.Problem{ConditionType: infrav1.StateReadableCondition, Reason: se.Reason, Message: se.Error()}
 	}
 	return nil
 }
@@ -172,13 +174,13 @@ func ownedBy(o metav1.Object, uid types.UID) bool {
 }
 
 // backupView reads a backup Secret's annotations.
-func backupView(s metav1.Object) (BackupView, bool) {
+func backupView(s metav1.Object) (decide.BackupView, bool) {
 	a := s.GetAnnotations()
 	serial, err := strconv.ParseInt(a[infrav1.BackupSerialAnnotation], 10, 64)
 	if err != nil {
-		return BackupView{}, false
+		return decide.BackupView{}, false
 	}
-	b := BackupView{Name: s.GetName(), Serial: serial, Lineage: a[infrav1.BackupLineageAnnotation]}
+	b := decide.BackupView{Name: s.GetName(), Serial: serial, Lineage: a[infrav1.BackupLineageAnnotation]}
 	b.Bytes, _ = strconv.ParseInt(a[infrav1.BackupBytesAnnotation], 10, 64)
 	b.Time, _ = time.Parse(time.RFC3339, a[infrav1.BackupTimeAnnotation])
 	return b, true
@@ -188,11 +190,11 @@ func backupView(s metav1.Object) (BackupView, bool) {
 func (p *pass) gatherCache(ctx context.Context) error {
 	obj := p.obj
 	ann := obj.GetAnnotations()
-	p.ev = Evidence{
+	p.ev = decide.Evidence{
 		Now:    p.r.Clock.Now(),
-		Object: ObjectEvidence{Deleting: !obj.GetDeletionTimestamp().IsZero(), HasFinalizer: controllerutil.ContainsFinalizer(obj, infrav1.Finalizer), MoveDeletion: hasKey(ann, infrav1.DeleteForMoveAnnotation), BlockMove: hasKey(ann, infrav1.BlockMoveAnnotation), Provisioned: obj.GetTerraformStatus().IsProvisioned(), Destroyed: ann[infrav1.DestroyedAnnotation] == "true"},
-		Jobs:   JobsEvidence{RunSeq: runSeq(obj)},
-		Inputs: InputsEvidence{AppliedHash: ann[infrav1.AppliedHashAnnotation]},
+		Object: decide.ObjectEvidence{Deleting: !obj.GetDeletionTimestamp().IsZero(), HasFinalizer: controllerutil.ContainsFinalizer(obj, infrav1.Finalizer), MoveDeletion: hasKey(ann, infrav1.DeleteForMoveAnnotation), BlockMove: hasKey(ann, infrav1.BlockMoveAnnotation), Provisioned: obj.GetTerraformStatus().IsProvisioned(), Destroyed: ann[infrav1.DestroyedAnnotation] == "true"},
+		Jobs:   decide.JobsEvidence{RunSeq: runSeq(obj)},
+		Inputs: decide.InputsEvidence{AppliedHash: ann[infrav1.AppliedHashAnnotation]},
 	}
 	if st := obj.GetTerraformStatus(); st.ActiveJob != nil {
 		p.ev.Object.ActiveJob = st.ActiveJob.Name
@@ -250,7 +252,7 @@ func (p *pass) gatherCache(ctx context.Context) error {
 			vc := v
 			p.ev.Jobs.Current = &vc
 		}
-		if v.Phase == JobRunning {
+		if v.Phase == decide.JobRunning {
 			p.ev.Jobs.Running = append(p.ev.Jobs.Running, v)
 		}
 	}
@@ -259,19 +261,19 @@ func (p *pass) gatherCache(ctx context.Context) error {
 
 // viewOf is what the decision sees of one of the object's cached Jobs; ok is false for a Job
 // that is not the object's (a colliding label value).
-func (p *pass) viewOf(j *batchv1.Job) (JobView, bool) {
+func (p *pass) viewOf(j *batchv1.Job) (decide.JobView, bool) {
 	if !naming.OwnedBy(j.Labels, p.r.Kind.Name(), p.obj.GetName()) {
-		return JobView{}, false
+		return decide.JobView{}, false
 	}
 	seq, err := naming.ParseJobSeq(p.suffix, j.Name)
 	if err != nil {
-		return JobView{}, false
+		return decide.JobView{}, false
 	}
-	v := JobView{Name: j.Name, Seq: seq, Operation: infrav1.Operation(j.Labels[infrav1.OperationLabel]),
-		InputsHash: j.Annotations[infrav1.InputsHashAnnotation], Phase: JobRunning, Foreign: !ownedBy(j, p.obj.GetUID()),
+	v := decide.JobView{Name: j.Name, Seq: seq, Operation: infrav1.Operation(j.Labels[infrav1.OperationLabel]),
+		InputsHash: j.Annotations[infrav1.InputsHashAnnotation], Phase: decide.JobRunning, Foreign: !ownedBy(j, p.obj.GetUID()),
 		RefreshOnly: j.Annotations[infrav1.RefreshOnlyAnnotation] == "true"}
 	if jobstatus.Finished(j) {
-		v.Phase = JobFinished
+		v.Phase = decide.JobFinished
 	}
 	return v, true
 }
@@ -289,7 +291,7 @@ func (p *pass) gatherDecisionInputs(ctx context.Context) error {
 		return nil
 	}
 	if p.owner.Cluster == "" || p.cluster == nil {
-		p.ev.Inputs.DependencyWait = &Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForClusterReason,
+		p.ev.Inputs.DependencyWait = &decide.Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForClusterReason,
 			Message: "waiting for the owning Cluster: set the cluster.x-k8s.io/cluster-name label to an existing Cluster", RequeueAfter: time.Minute}
 		return nil
 	}
@@ -339,21 +341,6 @@ func runSeq(obj Object) int64 {
 func hasKey(m map[string]string, k string) bool {
 	_, ok := m[k]
 	return ok
-}
-
-func setAnnotation(o client.Object, k, v string) {
-	a := o.GetAnnotations()
-	if a == nil {
-		a = map[string]string{}
-	}
-	a[k] = v
-	o.SetAnnotations(a)
-}
-
-func removeAnnotation(o client.Object, k string) {
-	a := o.GetAnnotations()
-	delete(a, k)
-	o.SetAnnotations(a)
 }
 
 // jobNamed returns the cached Job of that name, or nil.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,7 +34,7 @@ func (p *pass) conflictOr(ctx context.Context, err error, what string) (ctrl.Res
 	if apierrors.IsConflict(err) {
 		log.FromContext(ctx).V(1).Info("conflict; the next pass reads the newer object", "write", what)
 		p.pending = nil // nothing this pass queued was written
-		return ctrl.Result{RequeueAfter: LagRequeue}, nil
+		return ctrl.Result{RequeueAfter: decide.LagRequeue}, nil
 	}
 	if apierrors.IsNotFound(err) {
 		return ctrl.Result{}, nil

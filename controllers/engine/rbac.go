@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -132,14 +134,14 @@ func (p *pass) rebind(ctx context.Context, rb *rbacv1.RoleBinding) error {
 // asked again before every Job: the API server's audiences are its configuration and can
 // change). nil when both hold. A refused audience is reported once, on the transition, as a
 // Warning event.
-func (p *pass) runnerAccountProblem(ctx context.Context) (*Problem, error) {
+func (p *pass) runnerAccountProblem(ctx context.Context) (*decide.Problem, error) {
 	if name := p.obj.GetTerraformSpec().Job.ServiceAccountName; name != "" {
 		reason, msg, err := jobs.CheckRunnerAccount(ctx, p.r.APIReader, p.obj.GetNamespace(), name)
 		if err != nil {
 			return nil, err
 		}
 		if reason != "" {
-			return &Problem{ConditionType: infrav1.InputsValidCondition, Reason: reason, Message: msg}, nil
+			return &decide.Problem{ConditionType: infrav1.InputsValidCondition, Reason: reason, Message: msg}, nil
 		}
 	}
 	reason, msg, err := jobs.CheckIdentityAudience(ctx, p.r.audiences(), p.obj.GetTerraformSpec())
@@ -149,7 +151,7 @@ func (p *pass) runnerAccountProblem(ctx context.Context) (*Problem, error) {
 	if c := meta.FindStatusCondition(p.obj.GetTerraformStatus().Conditions, infrav1.InputsValidCondition); c == nil || c.Reason != reason {
 		p.emit(corev1.EventTypeWarning, reason, msg)
 	}
-	return &Problem{ConditionType: infrav1.InputsValidCondition, Reason: reason, Message: msg}, nil
+	return &decide.Problem{ConditionType: infrav1.InputsValidCondition, Reason: reason, Message: msg}, nil
 }
 
 // audiences is the Reconciler's AudienceProber, by default an AudienceProbe through Client of

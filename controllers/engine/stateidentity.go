@@ -58,31 +58,6 @@ func (p *pass) lineageAfter(ctx context.Context, op infrav1.Operation) (string, 
 	return "", fmt.Errorf("read state lineage: %w", err)
 }
 
-// recordLineage writes what a Job's state says of the object's identity onto o. The first
-// lineage the object's Jobs leave is its own (an adopt opt-in has then done its work and
-// goes); the controller never changes it afterwards, so a state replaced by another lineage is
-// held, not taken for the object's own. A lineage other than the own one is noted
-// (StateLineageSeenAnnotation) so the next passes read the state and hold; the note goes once
-// a Job leaves the own lineage again (a restore).
-func recordLineage(o Object, own, after string) {
-	if after == "" {
-		return
-	}
-	if own == "" {
-		setAnnotation(o, infrav1.StateLineageAnnotation, after)
-		removeAnnotation(o, infrav1.AdoptStateAnnotation)
-		own = after
-	} else if o.GetAnnotations()[infrav1.StateLineageAnnotation] == "" {
-		// Known from the newest backup (an object that wrote states before the annotation).
-		setAnnotation(o, infrav1.StateLineageAnnotation, own)
-	}
-	if after != own {
-		setAnnotation(o, infrav1.StateLineageSeenAnnotation, after)
-	} else {
-		removeAnnotation(o, infrav1.StateLineageSeenAnnotation)
-	}
-}
-
 // holdEvent queues one Warning event when a state identity hold begins (the StateReadable
 // condition does not report it yet); a pass that finds the hold already reported sends none.
 func (p *pass) holdEvent() {

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -99,7 +101,7 @@ func (p *pass) protectState(ctx context.Context) error {
 
 // takeBackup copies the state to captf-state-backup-<suffix>-<serial> when its serial is newer
 // than the newest backup. It returns the backup taken, or nil.
-func (p *pass) takeBackup(ctx context.Context, job string) (*BackupView, error) {
+func (p *pass) takeBackup(ctx context.Context, job string) (*decide.BackupView, error) {
 	if p.r.StateBackups <= 0 {
 		return nil, nil
 	}
@@ -157,12 +159,12 @@ func (p *pass) takeBackup(ctx context.Context, job string) (*BackupView, error) 
 		metrics.BackupsTaken.WithLabelValues(p.r.Kind.Name()).Inc()
 		metrics.StateSize.Observe(float64(len(data)))
 	}
-	return &BackupView{Name: b.Name, Serial: serial, Lineage: st.Lineage, Bytes: int64(len(data)), Time: now}, nil
+	return &decide.BackupView{Name: b.Name, Serial: serial, Lineage: st.Lineage, Bytes: int64(len(data)), Time: now}, nil
 }
 
 // pruneBackups deletes the backups beyond the newest StateBackups (best effort: a backup left
 // over is harmless, and the next bookkeeping prunes it).
-func (p *pass) pruneBackups(ctx context.Context, backups []BackupView) []BackupView {
+func (p *pass) pruneBackups(ctx context.Context, backups []decide.BackupView) []decide.BackupView {
 	keep := p.r.StateBackups
 	if keep <= 0 || len(backups) <= keep {
 		return backups
