@@ -409,29 +409,9 @@ func decide(ev Evidence) Decision {
 		return Decision{Action: ActionAddFinalizer, SetBlockMove: len(ev.Jobs.Running) > 0 && !ev.Object.BlockMove}
 	}
 
-	// A running Job wins over everything: keep the marks and wait for its watch event.
-	if len(ev.Jobs.Running) > 0 {
-		run := ev.Jobs.Running[0]
-		d := Decision{Action: ActionWaitJob, SetBlockMove: !ev.Object.BlockMove}
-		if ev.Object.ActiveJob != run.Name {
-			d.SetActiveJob = run.Name
-		}
+	// A Job that runs, or a finished one not counted yet, comes before everything else.
+	if d, ok := decideJobs(ev); ok {
 		return d
-	}
-	if ev.Jobs.Current != nil && ev.Jobs.Current.Phase == JobFinished {
-		cur := ev.Jobs.Current
-		if ev.Jobs.CurrentPods != PodsTerminal {
-			// I2/I3: the Job finished but a pod still runs (or was not looked at): the Job is
-			// not over until its pods are.
-			return Decision{Action: ActionWaitJob, SetBlockMove: !ev.Object.BlockMove,
-				Wait: &Wait{Reason: infrav1.JobRunningReason, RequeueAfter: PodsRequeue,
-					Message: fmt.Sprintf("Job %s finished but a pod of it is not terminated yet", cur.Name)}}
-		}
-		if cur.Foreign {
-			// A Job of a previous incarnation took this run's name: never count it as ours.
-			return Decision{Action: ActionSkipRun}
-		}
-		return Decision{Action: ActionBookkeep, Operation: cur.Operation, ClearActiveJob: ev.Object.ActiveJob == cur.Name}
 	}
 
 	// From here on nothing runs as far as the cache tells. A clear needs the live checks.
@@ -469,6 +449,43 @@ func decide(ev Evidence) Decision {
 		d.Action, d.Wait = ActionWait, w
 		return d
 	}
+	return decideOperation(ev, d)
+}
+
+// decideJobs decides while a Job of the object runs or its finished current Job waits to be
+// counted: ok is false when neither is the case.
+func decideJobs(ev Evidence) (Decision, bool) {
+	// A running Job wins over everything: keep the marks and wait for its watch event.
+	if len(ev.Jobs.Running) > 0 {
+		run := ev.Jobs.Running[0]
+		d := Decision{Action: ActionWaitJob, SetBlockMove: !ev.Object.BlockMove}
+		if ev.Object.ActiveJob != run.Name {
+			d.SetActiveJob = run.Name
+		}
+		return d, true
+	}
+	if ev.Jobs.Current != nil && ev.Jobs.Current.Phase == JobFinished {
+		cur := ev.Jobs.Current
+		if ev.Jobs.CurrentPods != PodsTerminal {
+			// I2/I3: the Job finished but a pod still runs (or was not looked at): the Job is
+			// not over until its pods are.
+			return Decision{Action: ActionWaitJob, SetBlockMove: !ev.Object.BlockMove,
+				Wait: &Wait{Reason: infrav1.JobRunningReason, RequeueAfter: PodsRequeue,
+					Message: fmt.Sprintf("Job %s finished but a pod of it is not terminated yet", cur.Name)}}, true
+		}
+		if cur.Foreign {
+			// A Job of a previous incarnation took this run's name: never count it as ours.
+			return Decision{Action: ActionSkipRun}, true
+		}
+		return Decision{Action: ActionBookkeep, Operation: cur.Operation, ClearActiveJob: ev.Object.ActiveJob == cur.Name}, true
+	}
+	return Decision{}, false
+}
+
+// decideOperation picks the operation of a settled object that is not deleting: an apply the
+// inputs or a drift remediation want (through a saved plan when its policy asks for one), a
+// refresh, a drift check, a status recovery, or nothing.
+func decideOperation(ev Evidence, d Decision) Decision {
 	switch {
 	case ev.Inputs.DependencyWait != nil:
 		d.Action, d.Wait = ActionWait, ev.Inputs.DependencyWait

@@ -8,10 +8,8 @@ import (
 
 	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -21,11 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
-	"github.com/captf/cluster-api-provider-terraform/controllers/metrics"
-	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
-	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
 )
 
 // act carries out p.d. It writes exactly what the decision says: the marks first, then the
@@ -56,34 +49,8 @@ func (p *pass) act(ctx context.Context) (ctrl.Result, error) {
 		return p.skipRun(ctx, p.ev.Jobs.Current.Name)
 	}
 
-	// A void abandon goes first: nothing after it may read it as meant.
-	if why := d.VoidAbandon; why != "" {
-		if err := p.patchMeta(ctx, func(o Object) { decide.RemoveAnnotation(o, infrav1.AbandonInfrastructureAnnotation) }); err != nil {
-			return p.conflictOr(ctx, err, "void the abandon")
-		}
-		log.FromContext(ctx).Info("voided a dormant abandon", "why", why)
-		p.emit(corev1.EventTypeWarning, "AbandonVoided", why)
-		p.flush()
-	}
-
-	// The marks.
-	if d.SetBlockMove {
-		if err := p.patchMeta(ctx, func(o Object) { decide.SetAnnotation(o, infrav1.BlockMoveAnnotation, "") }); err != nil {
-			return p.conflictOr(ctx, err, "set block-move")
-		}
-	}
-	if name := d.SetActiveJob; name != "" {
-		p.obj.GetTerraformStatus().ActiveJob = &infrav1.ActiveJob{Name: name, Operation: p.runningOp(name), StartTime: p.jobStart(name)}
-	}
-	if d.ClearActiveJob {
-		p.obj.GetTerraformStatus().ActiveJob = nil
-	}
-	if d.ClearBlockMove && !d.LetsGo() {
-		if err := p.patchMeta(ctx, func(o Object) { decide.RemoveAnnotation(o, infrav1.BlockMoveAnnotation) }); err != nil {
-			return p.conflictOr(ctx, err, "clear block-move")
-		}
-		p.emit(corev1.EventTypeNormal, "BlockMoveCleared", "nothing runs and the object is paused or leaving: clusterctl move may proceed")
-		p.flush()
+	if res, proceed, err := p.writeMarks(ctx); !proceed {
+		return res, err
 	}
 
 	switch d.Action {
@@ -107,6 +74,46 @@ func (p *pass) act(ctx context.Context) (ctrl.Result, error) {
 		return p.release(ctx, d.Action)
 	}
 	return ctrl.Result{}, nil
+}
+
+// writeMarks writes what the decision does to the marks, before its action: a void abandon
+// goes first (nothing after it may read it as meant), then block-move and status.activeJob.
+// Block-move is cleared here only when the object stays; letting it go clears it with the
+// finalizer. proceed is false when a write stopped the pass.
+func (p *pass) writeMarks(ctx context.Context) (ctrl.Result, bool, error) {
+	d := p.d
+	if why := d.VoidAbandon; why != "" {
+		if err := p.patchMeta(ctx, func(o Object) { decide.RemoveAnnotation(o, infrav1.AbandonInfrastructureAnnotation) }); err != nil {
+			res, err := p.conflictOr(ctx, err, "void the abandon")
+			return res, false, err
+		}
+		log.FromContext(ctx).Info("voided a dormant abandon", "why", why)
+		p.emit(corev1.EventTypeWarning, "AbandonVoided", why)
+		p.flush()
+	}
+
+	// The marks.
+	if d.SetBlockMove {
+		if err := p.patchMeta(ctx, func(o Object) { decide.SetAnnotation(o, infrav1.BlockMoveAnnotation, "") }); err != nil {
+			res, err := p.conflictOr(ctx, err, "set block-move")
+			return res, false, err
+		}
+	}
+	if name := d.SetActiveJob; name != "" {
+		p.obj.GetTerraformStatus().ActiveJob = &infrav1.ActiveJob{Name: name, Operation: p.runningOp(name), StartTime: p.jobStart(name)}
+	}
+	if d.ClearActiveJob {
+		p.obj.GetTerraformStatus().ActiveJob = nil
+	}
+	if d.ClearBlockMove && !d.LetsGo() {
+		if err := p.patchMeta(ctx, func(o Object) { decide.RemoveAnnotation(o, infrav1.BlockMoveAnnotation) }); err != nil {
+			res, err := p.conflictOr(ctx, err, "clear block-move")
+			return res, false, err
+		}
+		p.emit(corev1.EventTypeNormal, "BlockMoveCleared", "nothing runs and the object is paused or leaving: clusterctl move may proceed")
+		p.flush()
+	}
+	return ctrl.Result{}, true, nil
 }
 
 // skipRun moves the run sequence past a name that a Job of another incarnation holds, so the
@@ -158,197 +165,6 @@ func (p *pass) jobStart(name string) *metav1.Time {
 		return &t
 	}
 	return nil
-}
-
-// start runs the Job start sequence (ARCHITECTURE.md step 8): run lease (and cluster lease) ->
-// block-move and run sequence -> live pause re-read -> durable inputs -> live lease
-// confirmation -> Job (AlreadyExists adopts) -> per-run Secret -> status.activeJob.
-func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, error) {
-	logger := log.FromContext(ctx)
-	r := p.r
-	name := naming.JobName(p.suffix, p.ev.Jobs.RunSeq)
-	spec := p.obj.GetTerraformSpec()
-	deadline := jobs.DefaultActiveDeadlineSeconds
-	if spec.Job.ActiveDeadlineSeconds != nil {
-		deadline = *spec.Job.ActiveDeadlineSeconds
-	}
-	req := runlease.Request{Owner: p.owner, Holder: name, Operation: op, ActiveDeadlineSeconds: deadline}
-
-	// 0. A Job slot of the manager (in memory: a wait here costs no API request).
-	slot := types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: name}
-	free, err := r.Slots.Reserve(ctx, slot, op, r.Clock.Now())
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if !free {
-		p.rep.SlotWait = true
-		metrics.LeaseWaits.WithLabelValues(infrav1.WaitingForJobSlotReason).Inc()
-		if c := meta.FindStatusCondition(p.obj.GetTerraformStatus().Conditions, decide.FamilyOf(op)); c == nil || c.Reason != infrav1.WaitingForJobSlotReason {
-			p.emit(corev1.EventTypeNormal, infrav1.WaitingForJobSlotReason, fmt.Sprintf("%s waits for a free Job slot of the manager", op))
-		}
-		return ctrl.Result{RequeueAfter: SlotRequeue}, nil
-	}
-	keepSlot := false // the Job exists, or may: a create whose outcome is unknown keeps its slot
-	defer func() {
-		if !keepSlot {
-			r.Slots.Release(slot)
-		}
-	}()
-
-	// 1. The leases.
-	res, err := r.Leases.Acquire(ctx, req)
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("acquire run lease: %w", err)
-	}
-	if !res.Acquired {
-		w := res.Wait
-		p.rep.LeaseWait = &decide.LeaseWait{Condition: w.Condition, Reason: w.Reason, Message: w.Message}
-		metrics.LeaseWaits.WithLabelValues(w.Reason).Inc()
-		if !w.Repeats(meta.FindStatusCondition(p.obj.GetTerraformStatus().Conditions, w.Condition)) {
-			p.emit(corev1.EventTypeNormal, w.Reason, w.Message) // sent once the status patch records the wait
-		}
-		return ctrl.Result{RequeueAfter: w.RequeueAfter}, nil
-	}
-
-	// 2. block-move and the run sequence, with an optimistic lock: a pass on a stale object
-	// stops here with a conflict.
-	if err := p.patchMeta(ctx, func(o Object) {
-		decide.SetAnnotation(o, infrav1.BlockMoveAnnotation, "")
-		decide.SetAnnotation(o, infrav1.RunSeqAnnotation, strconv.FormatInt(p.ev.Jobs.RunSeq, 10))
-	}); err != nil {
-		return p.conflictOr(ctx, err, "write block-move before the Job")
-	}
-
-	// 3. Pause, read live: a move may have paused the Cluster a moment ago.
-	paused, err := p.livePaused(ctx)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if paused {
-		logger.Info("paused while starting; giving the lease back", "job", name)
-		if err := p.releaseIfNoJob(ctx, name); err != nil {
-			return ctrl.Result{}, err
-		}
-		return ctrl.Result{RequeueAfter: time.Second}, nil
-	}
-
-	// 4. Durable inputs (destroy reads them; they move with the object).
-	contract, wait, err := r.Kind.Contract(ctx, Env{Cache: r.Client, Live: r.APIReader, ClusterName: p.owner.Cluster}, p.obj)
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("gather contract inputs: %w", err)
-	}
-	if wait != nil && op != infrav1.OperationDestroy {
-		if err := p.releaseIfNoJob(ctx, name); err != nil {
-			return ctrl.Result{}, err
-		}
-		return ctrl.Result{RequeueAfter: wait.RequeueAfter}, nil
-	}
-	in, problem, err := p.inputsForRun(ctx, op, contract)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if problem == nil {
-		if problem, err = p.runnerAccountProblem(ctx); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	if problem != nil {
-		p.rep.StartProblem = problem
-		return ctrl.Result{}, p.releaseIfNoJob(ctx, name)
-	}
-	if op != infrav1.OperationDestroy {
-		if err := p.writeDurableInputs(ctx, in); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-
-	// 5. The lease must still be ours: another manager may have taken it while we wrote.
-	ours, err := r.Leases.Confirm(ctx, req)
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("confirm run lease: %w", err)
-	}
-	if !ours {
-		logger.Info("run lease no longer names our Job; not creating it", "job", name)
-		return ctrl.Result{RequeueAfter: decide.LagRequeue}, nil
-	}
-
-	// The state channel's account, Role and RoleBinding, and the empty state Secret and lock
-	// Lease it may read and update (it may create nothing).
-	if err := p.ensureRunnerAccess(ctx); err != nil {
-		return ctrl.Result{}, err
-	}
-
-	// 6. The Job. Its name is deterministic: AlreadyExists means an earlier attempt created
-	// it, and we adopt it rather than make a second one.
-	job, err := jobs.Build(p.jobParams(p.ev.Jobs.RunSeq, op, in.Hash))
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("build job: %w", err)
-	}
-	if err := r.Client.Create(ctx, job); err != nil {
-		switch {
-		case apierrors.IsAlreadyExists(err):
-			existing := &batchv1.Job{}
-			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), existing); err != nil {
-				return ctrl.Result{}, fmt.Errorf("adopt existing job %s: %w", name, err)
-			}
-			if !ownedBy(existing, p.obj.GetUID()) {
-				// Another incarnation's Job has this name: never adopt it. Give back what this
-				// attempt took and move the run sequence on.
-				if _, err := r.Leases.Release(ctx, p.owner, name); err != nil {
-					return ctrl.Result{}, fmt.Errorf("release leases of %s: %w", name, err)
-				}
-				return p.skipRun(ctx, name)
-			}
-			if jobstatus.Finished(existing) {
-				// This run's Job already ended, and this pass did not see it: the cache does
-				// not show it yet. It is not the Job this pass starts, so it is not reported as
-				// running; its events have come and gone, so no watch brings it back: look
-				// again soon, and bookkeeping counts it once the cache shows it.
-				logger.Info("the Job of this run already ended but the cache does not show it; looking again", "job", name)
-				p.rep.LagJob = name
-				return ctrl.Result{RequeueAfter: decide.LagRequeue}, nil
-			}
-			logger.Info("adopting the Job an earlier attempt created", "job", name)
-			job = existing
-			keepSlot = true
-		case rejected(err):
-			p.rep.Rejected = "the API server refused the Job: " + err.Error()
-			p.emit(corev1.EventTypeWarning, "JobRejected", "the API server refused Job "+name+": "+err.Error())
-			if err := p.releaseIfNoJob(ctx, name); err != nil {
-				return ctrl.Result{}, err
-			}
-			return ctrl.Result{RequeueAfter: decide.BackoffBase}, nil
-		default:
-			// A timeout may hide a create that went through: keep the leases, and the slot.
-			keepSlot = true
-			return ctrl.Result{}, fmt.Errorf("create job %s: %w", name, err)
-		}
-	} else {
-		keepSlot = true
-		metrics.JobsStarted.WithLabelValues(p.r.Kind.Name(), string(op)).Inc()
-		if pl := p.ev.Plan.Pending; op == infrav1.OperationPlan && pl != nil {
-			p.emit(corev1.EventTypeNormal, "PlanSuperseded", fmt.Sprintf("plan %s no longer matches the inputs or the state (or was applied); Job %s plans again", pl.ID, name))
-		}
-		p.emit(corev1.EventTypeNormal, "JobStarted", fmt.Sprintf("started Job %s (%s)", name, op))
-		p.flush()
-	}
-
-	// 7. The per-run Secret, owned by the Job (deleted with it); a restore carries the backup.
-	var restore []byte
-	if op == infrav1.OperationRestore {
-		if restore, err = p.restoreState(ctx); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	if err := p.writeRunSecret(ctx, job, in, restore); err != nil {
-		return ctrl.Result{}, err
-	}
-
-	// 8. status.activeJob (reported; never load-bearing).
-	st := p.obj.GetTerraformStatus()
-	st.ActiveJob = &infrav1.ActiveJob{Name: name, Operation: op, StartTime: &metav1.Time{Time: r.Clock.Now()}}
-	p.rep.Started = name
-	return ctrl.Result{}, nil
 }
 
 // SlotRequeue is how soon an object waiting for a Job slot looks again.

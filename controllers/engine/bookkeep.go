@@ -31,15 +31,55 @@ func refreshSummary(out jobs.Outcome) string {
 	return out.Message
 }
 
-// bookkeep counts the finished Job of the current run sequence once. Everything that can fail
-// and must not be lost (reading the outputs, the state's move label, the outputs Secret)
-// happens before the one metadata patch that counts the Job, so an error retries the whole
-// bookkeeping on the next pass; after the patch only best-effort releases remain.
+// finishedRun is what bookkeeping collected about the finished Job of the current run
+// sequence before it counts it.
+type finishedRun struct {
+	cur decide.JobView
+	job *batchv1.Job
+	out jobs.Outcome
+	b   decide.Bookkept
+	// backup is the state backup taken after a Job that may have moved the state.
+	backup *decide.BackupView
+	// outputs and outputsErr are the module's outputs after an apply, and what is wrong with
+	// them; lineage is the lineage of the state the Job left.
+	outputs    *state.State
+	outputsErr error
+	lineage    string
+}
+
+// bookkeep counts the finished Job of the current run sequence once, in four steps: collect
+// (everything that can fail and must not be lost: the state's protection and backup, the plan,
+// the outputs and the outputs Secret, the lineage), count (the one metadata patch that moves
+// the run sequence on), report (events, metrics, status.lastRun) and release (best effort: the
+// per-run Secret, the leases, the Job history). An error before the count retries the whole
+// bookkeeping on the next pass.
 func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
+	f, err := p.collectFinished(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	// Count it: one optimistic-locked metadata patch moves the run sequence on.
+	if err := p.patchMeta(ctx, func(o Object) {
+		f.b.Markers(o, f.cur, p.ev.State.RestoreSerial)
+		decide.RecordLineage(o, p.ev.State.OwnLineage, f.lineage)
+		if f.outputs != nil && f.outputsErr == nil {
+			f.outputsErr = p.r.Kind.ApplyOutputs(o, f.outputs)
+		}
+	}); err != nil {
+		return p.conflictOr(ctx, err, "record finished job")
+	}
+	p.reportFinished(ctx, f)
+	p.releaseFinished(ctx, f.job)
+	p.pruneHistory(ctx, f.cur)
+	return ctrl.Result{}, nil
+}
+
+// collectFinished judges the finished Job and reads and writes everything its count depends on.
+func (p *pass) collectFinished(ctx context.Context) (*finishedRun, error) {
 	cur := *p.ev.Jobs.Current
 	job := p.jobNamed(cur.Name)
 	if job == nil {
-		return ctrl.Result{}, fmt.Errorf("bookkeep job %s: not in the cached list", cur.Name)
+		return nil, fmt.Errorf("bookkeep job %s: not in the cached list", cur.Name)
 	}
 	out := jobs.OutcomeOf(job, p.pods)
 	failures, _ := strconv.Atoi(p.obj.GetAnnotations()[infrav1.FailuresAnnotation])
@@ -50,17 +90,17 @@ func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
 		b.DriftSummary = driftSummary(out)
 		p.rep.Drift = &decide.DriftFinding{Found: b.DriftFound, Summary: b.DriftSummary}
 	}
+	f := &finishedRun{cur: cur, job: job, out: out}
 
 	// A Job that may have moved the state: protect it and back it up, whatever the outcome (a
 	// failed apply can have written part of its changes).
-	var backup *decide.BackupView
 	if cur.Operation.Mutating() {
 		if err := p.protectState(ctx); err != nil {
-			return ctrl.Result{}, err
+			return nil, err
 		}
 		var err error
-		if backup, err = p.takeBackup(ctx, cur.Name); err != nil {
-			return ctrl.Result{}, err
+		if f.backup, err = p.takeBackup(ctx, cur.Name); err != nil {
+			return nil, err
 		}
 	}
 
@@ -69,103 +109,102 @@ func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
 	if cur.Operation == infrav1.OperationPlan && b.Outcome == infrav1.RunSucceeded {
 		pl, err := p.readPlan(ctx, cur)
 		if err != nil {
-			return ctrl.Result{}, err
+			return nil, err
 		}
 		b.Plan = pl
 	}
-
-	var outputs *state.State
-	var outputsErr error
+	f.b = b
 	if cur.Operation == infrav1.OperationApply && b.Outcome == infrav1.RunSucceeded {
-		var err error
-		if outputs, outputsErr, err = p.readOutputs(ctx); err != nil {
-			return ctrl.Result{}, err
-		}
-		if outputsErr == nil {
-			// Check the contract on a copy first: the outputs Secret is offered only for
-			// outputs that fit it.
-			outputsErr = p.r.Kind.ApplyOutputs(p.obj.DeepCopyObject().(Object), outputs)
-		}
-		if outputsErr == nil {
-			if err := p.writeOutputsSecret(ctx, outputs); err != nil {
-				if _, ok := state.AsOutputError(err); !ok {
-					return ctrl.Result{}, err
-				}
-				outputsErr = err
-			}
+		if err := p.collectOutputs(ctx, f); err != nil {
+			return nil, err
 		}
 	}
 
 	// The lineage of the state the Job left: the object's own the first time, else compared
 	// with it (I7: a state of another lineage holds the object).
-	lineage, err := p.lineageAfter(ctx, cur.Operation)
-	if err != nil {
-		return ctrl.Result{}, err
+	var err error
+	if f.lineage, err = p.lineageAfter(ctx, cur.Operation); err != nil {
+		return nil, err
 	}
+	return f, nil
+}
 
-	// Count it: one optimistic-locked metadata patch moves the run sequence on.
-	if err := p.patchMeta(ctx, func(o Object) {
-		b.Markers(o, cur, p.ev.State.RestoreSerial)
-		decide.RecordLineage(o, p.ev.State.OwnLineage, lineage)
-		if outputs != nil && outputsErr == nil {
-			outputsErr = p.r.Kind.ApplyOutputs(o, outputs)
-		}
-	}); err != nil {
-		return p.conflictOr(ctx, err, "record finished job")
+// collectOutputs reads the module's outputs after a successful apply and offers the outputs
+// Secret for outputs that fit the contract.
+func (p *pass) collectOutputs(ctx context.Context, f *finishedRun) error {
+	var err error
+	if f.outputs, f.outputsErr, err = p.readOutputs(ctx); err != nil {
+		return err
 	}
+	if f.outputsErr == nil {
+		// Check the contract on a copy first: the outputs Secret is offered only for
+		// outputs that fit it.
+		f.outputsErr = p.r.Kind.ApplyOutputs(p.obj.DeepCopyObject().(Object), f.outputs)
+	}
+	if f.outputsErr == nil {
+		if err := p.writeOutputsSecret(ctx, f.outputs); err != nil {
+			if _, ok := state.AsOutputError(err); !ok {
+				return err
+			}
+			f.outputsErr = err
+		}
+	}
+	return nil
+}
+
+// reportFinished reports a counted Job: its events, metrics and status.lastRun, and the
+// backups after pruning them.
+func (p *pass) reportFinished(ctx context.Context, f *finishedRun) {
+	b := f.b
 	if b.Outcome == infrav1.RunSucceeded {
 		p.emit(corev1.EventTypeNormal, "JobSucceeded", fmt.Sprintf("Job %s (%s) succeeded", b.Job, b.Op))
-		if cur.Operation == infrav1.OperationRefresh {
+		if f.cur.Operation == infrav1.OperationRefresh {
 			p.emit(corev1.EventTypeNormal, "StateRefreshed", fmt.Sprintf("Job %s recorded in the state what changed outside Terraform (%s); no infrastructure was changed",
-				b.Job, refreshSummary(out)))
+				b.Job, refreshSummary(f.out)))
 		}
 	} else {
 		p.emit(corev1.EventTypeWarning, "JobFailed", b.Event())
 	}
-	if outputs != nil || outputsErr != nil {
-		p.rep.Outputs = outputsOf(outputsErr)
+	if f.outputs != nil || f.outputsErr != nil {
+		p.rep.Outputs = outputsOf(f.outputsErr)
 		var oe *state.OutputError
-		if errors.As(outputsErr, &oe) {
+		if errors.As(f.outputsErr, &oe) {
 			p.emit(corev1.EventTypeWarning, oe.Reason, oe.Message)
 		}
 	}
 	metrics.JobsFinished.WithLabelValues(p.r.Kind.Name(), string(b.Op), string(b.Outcome)).Inc()
-	if start := job.Status.StartTime; start != nil {
+	if start := f.job.Status.StartTime; start != nil {
 		metrics.JobDuration.WithLabelValues(string(b.Op)).Observe(b.At.Sub(start.Time).Seconds())
 	}
 	if b.DriftFound {
 		metrics.DriftDetected.WithLabelValues(p.r.Kind.Name()).Inc()
 	}
-	if lb := out.LockBroken; lb != nil {
+	if lb := f.out.LockBroken; lb != nil {
 		metrics.LocksBroken.WithLabelValues(p.r.Kind.Name()).Inc()
 		p.emit(corev1.EventTypeWarning, "StateLockBroken", fmt.Sprintf(
 			"Job %s broke the stale state lock %s held by pod %s of Job %s (%s), which had ended without releasing it", b.Job, lb.LockID, lb.Pod, lb.Job, lb.Who))
 	}
-	p.rep.LockHolder = out.LockHolder
+	p.rep.LockHolder = f.out.LockHolder
 	if pl := b.Plan; pl != nil && pl.Changes() {
 		p.emit(corev1.EventTypeNormal, "PlanSaved", fmt.Sprintf("Job %s saved plan %s (%s); it applies once approved: kubectl annotate %s %s %s=%s",
 			b.Job, pl.ID, pl.Counts(), strings.ToLower(p.r.Kind.Name()), p.obj.GetName(), infrav1.ApprovePlanAnnotation, pl.ID))
 	}
-	if backup != nil {
-		p.emit(corev1.EventTypeNormal, "StateBackedUp", fmt.Sprintf("state serial %d backed up to %s", backup.Serial, backup.Name))
-		p.rep.Backups = p.pruneBackups(ctx, append([]decide.BackupView{*backup}, p.ev.State.Backups...))
+	if f.backup != nil {
+		p.emit(corev1.EventTypeNormal, "StateBackedUp", fmt.Sprintf("state serial %d backed up to %s", f.backup.Serial, f.backup.Name))
+		p.rep.Backups = p.pruneBackups(ctx, append([]decide.BackupView{*f.backup}, p.ev.State.Backups...))
 	}
 	p.flush()
-	p.rep.Bookkept = &b
+	p.rep.Bookkept = &f.b
 	st := p.obj.GetTerraformStatus()
 	st.LastRun = &infrav1.LastRun{Job: b.Job, Operation: b.Op, Outcome: b.Outcome,
 		FinishedAt: &metav1.Time{Time: b.At}, Message: b.Message}
-	if cur.Operation.Background() {
+	if f.cur.Operation.Background() {
 		st.LastDriftCheck = &metav1.Time{Time: b.At}
 		if b.DriftFound {
 			p.emit(corev1.EventTypeWarning, "DriftDetected", fmt.Sprintf("Job %s found drift: %s", b.Job, b.DriftSummary))
 			p.flush()
 		}
 	}
-
-	p.releaseFinished(ctx, job)
-	p.pruneHistory(ctx, cur)
-	return ctrl.Result{}, nil
 }
 
 // releaseFinished deletes the per-run Secret and gives back the leases of a counted Job. Both
