@@ -9,6 +9,15 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 )
 
+// The abandon rule (docs/deletion.md, "Abandon"). captf.io/abandon-infrastructure lets a
+// deleting object go without a destroy. It applies only when it is meant now: on an object
+// that is being deleted and was abandoned after its deletion began, or on one its state holds
+// (StateLost, an unreadable state), deleting or not. Anywhere else it is dormant, and a later
+// ordinary delete would silently skip the destroy: the admission webhook refuses setting it
+// (webhooks.AbandonApplies), and the engine voids one that got past (the webhook down or
+// not installed, or set before this rule): Decide sets Decision.VoidAbandon, the engine removes
+// the annotation and emits the Warning event AbandonVoided.
+
 // AbandonApplies reports whether the abandon on a deleting object lets it go: its state holds
 // it, or the annotation was not proven to be set before the deletion began. It does not look
 // at ev.Abandon: the caller does.

@@ -42,7 +42,7 @@ const (
 	StateAbsent StateView = "Absent"
 	// StatePresent: the Secret reads as a state.
 	StatePresent StateView = "Present"
-	// StateUnreadable: the Secret exists but cannot be read as a state (Evidence.StateProblem).
+	// StateUnreadable: the Secret exists but cannot be read as a state (StateEvidence.Problem).
 	StateUnreadable StateView = "Unreadable"
 )
 
@@ -321,7 +321,7 @@ func (d Decision) LetsGo() bool {
 	return false
 }
 
-// StartedOperations are the operations Decide starts Jobs of. The engine's tests prove each
+// StartedOperations are the operations Decide starts Jobs of. The decision's tests prove each
 // reachable and no other; the docs test holds docs/lifecycle.md to this list.
 var StartedOperations = []infrav1.Operation{infrav1.OperationApply, infrav1.OperationDestroy, infrav1.OperationRestore,
 	infrav1.OperationDrift, infrav1.OperationPlan, infrav1.OperationRefresh}

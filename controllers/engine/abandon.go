@@ -4,22 +4,17 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
-
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 )
 
-// The abandon rule (docs/deletion.md, "Abandon"). captf.io/abandon-infrastructure lets a
-// deleting object go without a destroy. It applies only when it is meant now: on an object
-// that is being deleted and was abandoned after its deletion began, or on one its state holds
-// (StateLost, an unreadable state), deleting or not. Anywhere else it is dormant, and a later
-// ordinary delete would silently skip the destroy: the admission webhook refuses setting it
-// (webhooks.AbandonApplies), and the engine voids one that got past (the webhook down or
-// not installed, or set before this rule): Decide sets Decision.VoidAbandon, act removes the
-// annotation and emits the Warning event AbandonVoided.
+// The abandon rule (docs/deletion.md, "Abandon") is pure and lives in controllers/decide
+// (abandon.go): Decide sets Decision.VoidAbandon, act removes the annotation and emits the
+// Warning event AbandonVoided. This file reads the one thing the rule needs live: whether the
+// abandon was set before the deletion began.
 
 // gatherAbandonOrder sets AbandonPredates for a deleting object that carries an abandon. The
 // manager's cache strips managed fields, so it reads the object live (one read, only in this

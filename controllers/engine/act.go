@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
-
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 )
 
 // act carries out p.d. It writes exactly what the decision says: the marks first, then the

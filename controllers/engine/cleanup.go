@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
-
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 )
 
@@ -31,7 +30,7 @@ func (p *pass) cleanup(ctx context.Context) (ctrl.Result, error) {
 		p.rep.CleanupBlocked = fmt.Sprintf("waiting for the live lease(s) %v of this object to free before deleting its state", kept)
 		return ctrl.Result{RequeueAfter: decide.LagRequeue}, nil
 	}
-	// I6: Decide let go only of an empty or absent state (Evidence.StateEmpty, read this pass).
+	// I6: Decide let go only of an empty or absent state (Evidence.State.Empty, read this pass).
 	// The state and the durable inputs lose their protection and go; the backups lose their
 	// protection and stay until the object is gone (the garbage collector follows their owner
 	// reference), so a mistaken destroy can still be undone from them meanwhile.

@@ -3,12 +3,11 @@ package engine
 import (
 	"context"
 
-	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
-
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
 

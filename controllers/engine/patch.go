@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
-
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 )
 
 // patchMeta applies mutate to the object's metadata or spec and writes it with an optimistic

@@ -12,18 +12,10 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
 
-// The state's identity (docs/state.md, "Whose state it is"). A Terraform state is known by its
-// lineage. The object records the lineage of the state it wrote (its first Job that moved the
-// state) in the annotation captf.io/object-state-lineage, which, unlike status, survives
-// clusterctl move. Two holds follow from it, both decided in Decide (stateHold):
-//   - RetainedState: a state the object never wrote (kept by a Retain deletion or an abandon,
-//     or left by another object of the same name) is run against only once an override group
-//     member names its lineage in captf.io/adopt-state; the first Job is then pinned to it;
-//   - LineageChanged: a state whose lineage is no longer the object's own (replaced outside a
-//     restore, for example by a module that wrote another state) holds the object until a
-//     restore of a backup of the object's own lineage.
-// The recorded lineage is written once and never changed by the controller: a restore brings
-// that lineage back (decideRestore refuses a backup of another lineage).
+// The state's identity (docs/state.md, "Whose state it is"): the rules (the holds
+// RetainedState and LineageChanged, RecordLineage, ExpectedLineage) are pure and live in
+// controllers/decide (identity.go, decide.go). This file reads what they judge: the object's
+// own lineage and adopt opt-in, and the lineage of the state a Job left.
 
 // gatherIdentity reads the object's own lineage and its adopt opt-in from the cached object:
 // the annotation, or for an object that wrote states before the annotation existed, the
