@@ -233,6 +233,18 @@ func (o Operation) Background() bool {
 	return o == OperationDrift
 }
 
+// Condition is the condition that reports a Job of the operation: DriftJobSucceeded for drift
+// checks and refreshes, RestoreJobSucceeded for restores, ApplyJobSucceeded for the others.
+func (o Operation) Condition() string {
+	switch o {
+	case OperationRefresh, OperationDrift:
+		return DriftJobSucceededCondition
+	case OperationRestore:
+		return RestoreJobSucceededCondition
+	}
+	return ApplyJobSucceededCondition
+}
+
 // ModuleSource says where the Terraform root module comes from. Exactly one of image and
 // configMap is set.
 // +kubebuilder:validation:XValidation:rule="has(self.image) != has(self.configMap)",message="set exactly one of module.image and module.configMap"

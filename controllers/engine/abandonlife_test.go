@@ -13,12 +13,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
 )
 
 // This suite runs no admission webhook: the guard's refusal of a dormant abandon is absent, so
-// what these specs see is the engine's own rule (engine.AbandonVoid).
+// what these specs see is the engine's own rule (decide.AbandonVoid).
 
 // warnings lists the Warning events of reason about name in ns.
 func warnings(ns, name, reason string) []eventsv1.Event {
@@ -133,7 +133,7 @@ var _ = Describe("The abandon applies only when it is meant now", func() {
 		By("deleted while paused, then unpaused: the abandon predates the deletion, so it is voided and a destroy Job runs")
 		Expect(k8s.Delete(ctx, tc)).To(Succeed())
 		Expect(get(tc).Annotations).To(HaveKey(infrav1.AbandonInfrastructureAnnotation))
-		Expect(engine.AbandonSetBefore(tc)).To(BeTrue())
+		Expect(decide.AbandonSetBefore(tc)).To(BeTrue())
 		setPaused(tc, false)
 		Eventually(func() []eventsv1.Event { return warnings(f.ns, tc.Name, "AbandonVoided") }).ShouldNot(BeEmpty())
 		Expect(warnings(f.ns, tc.Name, "AbandonVoided")[0].Note).To(ContainSubstring("set before the deletion began"))
@@ -148,7 +148,7 @@ var _ = Describe("The abandon applies only when it is meant now", func() {
 		setPaused(tc, true)
 		Expect(k8s.Delete(ctx, tc)).To(Succeed())
 		abandonPatch(get(tc), string(tc.UID))
-		Expect(engine.AbandonSetBefore(get(tc))).To(BeFalse())
+		Expect(decide.AbandonSetBefore(get(tc))).To(BeFalse())
 		setPaused(tc, false)
 		Eventually(kit.Gone(tc)).Should(BeTrue())
 		Expect(warnings(f.ns, tc.Name, "InfrastructureAbandoned")).NotTo(BeEmpty())

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,134 +15,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/metrics"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
-
-// bookkept is what counting a finished Job concluded; the status setters report it.
-type bookkept struct {
-	job string
-	op  infrav1.Operation
-	// refreshOnly: the Job ran a refresh-only plan (reported on DriftJobSucceeded).
-	refreshOnly bool
-	outcome     infrav1.RunOutcome
-	message     string
-	// failures is the consecutive failure count after this Job (0 after a success), and
-	// backoff the wait before a retry; counts is false for outcomes that never count toward
-	// the backoff (a success, a fenced run).
-	failures int
-	backoff  time.Duration
-	counts   bool
-	at       time.Time
-	// driftFound: a drift check found drift; actOnDrift: the object's mode acts on it
-	// (Remediate: an apply follows; Accept: a refresh follows).
-	driftFound bool
-	actOnDrift bool
-	// refreshRequest is the captf.io/refresh value the Job answered (recorded on the Job).
-	refreshRequest string
-	// driftSummary says what changed (counts and addresses), when the runner reported it.
-	driftSummary string
-	// plan is the plan a successful plan Job stored; appliedPlan the plan ID an apply Job ran.
-	plan        *infrav1.PlanRecord
-	appliedPlan string
-}
-
-// outputsResult is the outcome of reading the module's outputs (nil err: valid).
-type outputsResult struct{ err error }
-
-// judgeFinished is the pure part of bookkeeping: what a finished Job means for the object's
-// durable markers, given the failures counted so far.
-func judgeFinished(cur JobView, out jobs.Outcome, failuresBefore int, now time.Time) bookkept {
-	b := bookkept{job: cur.Name, op: cur.Operation, refreshOnly: cur.RefreshOnly, outcome: out.Outcome, message: out.Message, at: now}
-	switch {
-	case out.Outcome == infrav1.RunSucceeded:
-	case out.PlanStale || out.PlanRefused != "":
-		// The saved plan no longer fits the state (or was refused before terraform ran):
-		// nothing was applied, and a new plan follows. Not a failure of the module.
-		b.failures = failuresBefore
-	case out.Outcome == infrav1.RunFenced, out.Outcome == infrav1.RunInterrupted:
-		// Fenced: another run owns the state now, this one wrote nothing. Interrupted: a
-		// deletion, an eviction or the deadline stopped it. Neither is a failure of the
-		// module, and neither counts toward the backoff.
-		b.failures = failuresBefore
-	case cur.Operation == infrav1.OperationRestore, cur.Operation.Background():
-		// A failed restore is recorded against its serial (never retried); a failed drift
-		// check waits for the next one. Neither delays applies and destroys.
-		b.failures = failuresBefore
-	default:
-		b.counts = true
-		b.failures = failuresBefore + 1
-		b.backoff = backoff(b.failures)
-	}
-	return b
-}
-
-// markers writes a bookkept Job's durable markers onto the object: the next run sequence, and
-// the applied hash, destroyed flag, restore outcome or failure backoff.
-func (b bookkept) markers(o Object, cur JobView, restoreSerial string) {
-	setAnnotation(o, infrav1.RunSeqAnnotation, strconv.FormatInt(cur.Seq+1, 10))
-	if cur.Operation.Background() {
-		setAnnotation(o, infrav1.LastDriftCheckAnnotation, b.at.UTC().Format(time.RFC3339))
-		if b.driftFound && b.actOnDrift {
-			setAnnotation(o, infrav1.RemediateAnnotation, cur.Name)
-		}
-	}
-	if (cur.Operation == infrav1.OperationApply || cur.Operation == infrav1.OperationRefresh) && b.outcome == infrav1.RunSucceeded {
-		// An apply remediated the drift found, a refresh accepted it.
-		removeAnnotation(o, infrav1.RemediateAnnotation)
-	}
-	if cur.Operation == infrav1.OperationRefresh && b.outcome == infrav1.RunSucceeded {
-		b.answerRefresh(o)
-	}
-	if pl := b.plan; pl != nil {
-		switch {
-		case pl.Changes():
-			setAnnotation(o, infrav1.PendingPlanAnnotation, pl.Annotation())
-		case pl.RefreshOnly:
-			// Nothing changed outside Terraform: the refresh has nothing to record.
-			removeAnnotation(o, infrav1.PendingPlanAnnotation)
-			removeAnnotation(o, infrav1.RemediateAnnotation)
-			b.answerRefresh(o)
-		default:
-			// Nothing to apply: the inputs are in effect already.
-			setAnnotation(o, infrav1.AppliedHashAnnotation, pl.InputsHash)
-			removeAnnotation(o, infrav1.PendingPlanAnnotation)
-			removeAnnotation(o, infrav1.RemediateAnnotation)
-		}
-	}
-	if b.appliedPlan != "" && b.outcome != infrav1.RunFenced {
-		// At most once (I9): whatever happened, this plan is spent.
-		setAnnotation(o, infrav1.AppliedPlanAnnotation, b.appliedPlan)
-		removeAnnotation(o, infrav1.PendingPlanAnnotation)
-		removeAnnotation(o, infrav1.ApprovePlanAnnotation)
-	}
-	if cur.Operation == infrav1.OperationRestore {
-		if b.outcome == infrav1.RunSucceeded {
-			removeAnnotation(o, infrav1.RestoreStateAnnotation)
-			removeAnnotation(o, infrav1.RestoreFailedAnnotation)
-		} else if b.outcome != infrav1.RunFenced && restoreSerial != "" {
-			setAnnotation(o, infrav1.RestoreFailedAnnotation, restoreSerial)
-		}
-	}
-	switch {
-	case b.outcome == infrav1.RunSucceeded:
-		removeAnnotation(o, infrav1.FailuresAnnotation)
-		removeAnnotation(o, infrav1.RetryAtAnnotation)
-		removeAnnotation(o, infrav1.LastErrorAnnotation)
-		switch cur.Operation {
-		case infrav1.OperationApply:
-			setAnnotation(o, infrav1.AppliedHashAnnotation, cur.InputsHash)
-		case infrav1.OperationDestroy:
-			setAnnotation(o, infrav1.DestroyedAnnotation, "true")
-		}
-	case b.counts:
-		setAnnotation(o, infrav1.FailuresAnnotation, strconv.Itoa(b.failures))
-		setAnnotation(o, infrav1.LastErrorAnnotation, truncate(b.summary(), 1024))
-		setAnnotation(o, infrav1.RetryAtAnnotation, b.at.Add(b.backoff).UTC().Format(time.RFC3339))
-	}
-}
 
 // refreshSummary says what a refresh recorded, when its runner reported it.
 func refreshSummary(out jobs.Outcome) string {
@@ -153,154 +30,180 @@ func refreshSummary(out jobs.Outcome) string {
 	return out.Message
 }
 
-// answerRefresh removes the refresh request the Job answered; a request whose value changed
-// since the Job was created is a new one, and stays.
-func (b bookkept) answerRefresh(o Object) {
-	if v, ok := o.GetAnnotations()[infrav1.RefreshAnnotation]; ok && v == b.refreshRequest {
-		removeAnnotation(o, infrav1.RefreshAnnotation)
-	}
+// finishedRun is what bookkeeping collected about the finished Job of the current run
+// sequence before it counts it.
+type finishedRun struct {
+	cur decide.JobView
+	job *batchv1.Job
+	out jobs.Outcome
+	b   decide.Bookkept
+	// backup is the state backup taken after a Job that may have moved the state.
+	backup *decide.BackupView
+	// outputs and outputsErr are the module's outputs after an apply, and what is wrong with
+	// them; lineage is the lineage of the state the Job left.
+	outputs    *state.State
+	outputsErr error
+	lineage    string
 }
 
-// summary is the one-line account of a Job that did not succeed.
-func (b bookkept) summary() string {
-	return fmt.Sprintf("Job %s %s: %s", b.job, lower(string(b.outcome)), b.message)
-}
-
-// bookkeep counts the finished Job of the current run sequence once. Everything that can fail
-// and must not be lost (reading the outputs, the state's move label, the outputs Secret)
-// happens before the one metadata patch that counts the Job, so an error retries the whole
-// bookkeeping on the next pass; after the patch only best-effort releases remain.
+// bookkeep counts the finished Job of the current run sequence once, in four steps: collect
+// (everything that can fail and must not be lost: the state's protection and backup, the plan,
+// the outputs and the outputs Secret, the lineage), count (the one metadata patch that moves
+// the run sequence on), report (events, metrics, status.lastRun) and release (best effort: the
+// per-run Secret, the leases, the Job history). An error before the count retries the whole
+// bookkeeping on the next pass.
 func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
-	cur := *p.ev.Current
+	f, err := p.collectFinished(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	// Count it: one optimistic-locked metadata patch moves the run sequence on.
+	if err := p.patchMeta(ctx, func(o Object) {
+		f.b.Markers(o, f.cur, p.ev.State.RestoreSerial)
+		decide.RecordLineage(o, p.ev.State.OwnLineage, f.lineage)
+		if f.outputs != nil && f.outputsErr == nil {
+			f.outputsErr = p.r.Kind.ApplyOutputs(o, f.outputs)
+		}
+	}); err != nil {
+		return p.conflictOr(ctx, err, "record finished job")
+	}
+	p.reportFinished(ctx, f)
+	p.releaseFinished(ctx, f.job)
+	p.pruneHistory(ctx, f.cur)
+	return ctrl.Result{}, nil
+}
+
+// collectFinished judges the finished Job and reads and writes everything its count depends on.
+func (p *pass) collectFinished(ctx context.Context) (*finishedRun, error) {
+	cur := *p.ev.Jobs.Current
 	job := p.jobNamed(cur.Name)
 	if job == nil {
-		return ctrl.Result{}, fmt.Errorf("bookkeep job %s: not in the cached list", cur.Name)
+		return nil, fmt.Errorf("bookkeep job %s: not in the cached list", cur.Name)
 	}
 	out := jobs.OutcomeOf(job, p.pods)
 	failures, _ := strconv.Atoi(p.obj.GetAnnotations()[infrav1.FailuresAnnotation])
-	b := judgeFinished(cur, out, failures, p.r.Clock.Now())
-	if cur.Operation.Background() && b.outcome == infrav1.RunSucceeded && out.Result != nil && out.Result.Drift != nil {
-		b.driftFound = *out.Result.Drift
-		b.actOnDrift = p.ev.DriftMode == infrav1.DriftModeRemediate || p.ev.DriftMode == infrav1.DriftModeAccept
-		b.driftSummary = driftSummary(out)
-		p.rep.drift = &driftFinding{found: b.driftFound, summary: b.driftSummary}
+	b := decide.JudgeFinished(cur, decide.RunEnd{Outcome: out.Outcome, Message: out.Message, PlanStale: out.PlanStale, PlanRefused: out.PlanRefused}, failures, p.r.Clock.Now())
+	if cur.Operation.Background() && b.Outcome == infrav1.RunSucceeded && out.Result != nil && out.Result.Drift != nil {
+		b.DriftFound = *out.Result.Drift
+		b.ActOnDrift = p.ev.Drift.Mode == infrav1.DriftModeRemediate || p.ev.Drift.Mode == infrav1.DriftModeAccept
+		b.DriftSummary = driftSummary(out)
+		p.rep.Drift = &decide.DriftFinding{Found: b.DriftFound, Summary: b.DriftSummary}
 	}
+	f := &finishedRun{cur: cur, job: job, out: out}
 
 	// A Job that may have moved the state: protect it and back it up, whatever the outcome (a
 	// failed apply can have written part of its changes).
-	var backup *BackupView
 	if cur.Operation.Mutating() {
 		if err := p.protectState(ctx); err != nil {
-			return ctrl.Result{}, err
+			return nil, err
 		}
 		var err error
-		if backup, err = p.takeBackup(ctx, cur.Name); err != nil {
-			return ctrl.Result{}, err
+		if f.backup, err = p.takeBackup(ctx, cur.Name); err != nil {
+			return nil, err
 		}
 	}
 
-	b.appliedPlan = job.Annotations[infrav1.PlanIDAnnotation]
-	b.refreshRequest = job.Annotations[infrav1.RefreshAnnotation]
-	if cur.Operation == infrav1.OperationPlan && b.outcome == infrav1.RunSucceeded {
+	b.AppliedPlan = job.Annotations[infrav1.PlanIDAnnotation]
+	b.RefreshRequest = job.Annotations[infrav1.RefreshAnnotation]
+	if cur.Operation == infrav1.OperationPlan && b.Outcome == infrav1.RunSucceeded {
 		pl, err := p.readPlan(ctx, cur)
 		if err != nil {
-			return ctrl.Result{}, err
+			return nil, err
 		}
-		b.plan = pl
+		b.Plan = pl
 	}
-
-	var outputs *state.State
-	var outputsErr error
-	if cur.Operation == infrav1.OperationApply && b.outcome == infrav1.RunSucceeded {
-		var err error
-		if outputs, outputsErr, err = p.readOutputs(ctx); err != nil {
-			return ctrl.Result{}, err
-		}
-		if outputsErr == nil {
-			// Check the contract on a copy first: the outputs Secret is offered only for
-			// outputs that fit it.
-			outputsErr = p.r.Kind.ApplyOutputs(p.obj.DeepCopyObject().(Object), outputs)
-		}
-		if outputsErr == nil {
-			if err := p.writeOutputsSecret(ctx, outputs); err != nil {
-				if _, ok := state.AsOutputError(err); !ok {
-					return ctrl.Result{}, err
-				}
-				outputsErr = err
-			}
+	f.b = b
+	if cur.Operation == infrav1.OperationApply && b.Outcome == infrav1.RunSucceeded {
+		if err := p.collectOutputs(ctx, f); err != nil {
+			return nil, err
 		}
 	}
 
 	// The lineage of the state the Job left: the object's own the first time, else compared
 	// with it (I7: a state of another lineage holds the object).
-	lineage, err := p.lineageAfter(ctx, cur.Operation)
-	if err != nil {
-		return ctrl.Result{}, err
+	var err error
+	if f.lineage, err = p.lineageAfter(ctx, cur.Operation); err != nil {
+		return nil, err
 	}
+	return f, nil
+}
 
-	// Count it: one optimistic-locked metadata patch moves the run sequence on.
-	if err := p.patchMeta(ctx, func(o Object) {
-		b.markers(o, cur, p.ev.RestoreSerial)
-		recordLineage(o, p.ev.OwnLineage, lineage)
-		if outputs != nil && outputsErr == nil {
-			outputsErr = p.r.Kind.ApplyOutputs(o, outputs)
-		}
-	}); err != nil {
-		return p.conflictOr(ctx, err, "record finished job")
+// collectOutputs reads the module's outputs after a successful apply and offers the outputs
+// Secret for outputs that fit the contract.
+func (p *pass) collectOutputs(ctx context.Context, f *finishedRun) error {
+	var err error
+	if f.outputs, f.outputsErr, err = p.readOutputs(ctx); err != nil {
+		return err
 	}
-	if b.outcome == infrav1.RunSucceeded {
-		p.emit(corev1.EventTypeNormal, "JobSucceeded", fmt.Sprintf("Job %s (%s) succeeded", b.job, b.op))
-		if cur.Operation == infrav1.OperationRefresh {
+	if f.outputsErr == nil {
+		// Check the contract on a copy first: the outputs Secret is offered only for
+		// outputs that fit it.
+		f.outputsErr = p.r.Kind.ApplyOutputs(p.obj.DeepCopyObject().(Object), f.outputs)
+	}
+	if f.outputsErr == nil {
+		if err := p.writeOutputsSecret(ctx, f.outputs); err != nil {
+			if _, ok := state.AsOutputError(err); !ok {
+				return err
+			}
+			f.outputsErr = err
+		}
+	}
+	return nil
+}
+
+// reportFinished reports a counted Job: its events, metrics and status.lastRun, and the
+// backups after pruning them.
+func (p *pass) reportFinished(ctx context.Context, f *finishedRun) {
+	b := f.b
+	if b.Outcome == infrav1.RunSucceeded {
+		p.emit(corev1.EventTypeNormal, "JobSucceeded", fmt.Sprintf("Job %s (%s) succeeded", b.Job, b.Op))
+		if f.cur.Operation == infrav1.OperationRefresh {
 			p.emit(corev1.EventTypeNormal, "StateRefreshed", fmt.Sprintf("Job %s recorded in the state what changed outside Terraform (%s); no infrastructure was changed",
-				b.job, refreshSummary(out)))
+				b.Job, refreshSummary(f.out)))
 		}
 	} else {
-		p.emit(corev1.EventTypeWarning, "JobFailed", fmt.Sprintf("Job %s (%s) %s: %s", b.job, b.op, lower(string(b.outcome)), b.message))
+		p.emit(corev1.EventTypeWarning, "JobFailed", b.Event())
 	}
-	if outputs != nil || outputsErr != nil {
-		p.rep.outputs = &outputsResult{err: outputsErr}
+	if f.outputs != nil || f.outputsErr != nil {
+		p.rep.Outputs = outputsOf(f.outputsErr)
 		var oe *state.OutputError
-		if errors.As(outputsErr, &oe) {
+		if errors.As(f.outputsErr, &oe) {
 			p.emit(corev1.EventTypeWarning, oe.Reason, oe.Message)
 		}
 	}
-	metrics.JobsFinished.WithLabelValues(p.r.Kind.Name(), string(b.op), string(b.outcome)).Inc()
-	if start := job.Status.StartTime; start != nil {
-		metrics.JobDuration.WithLabelValues(string(b.op)).Observe(b.at.Sub(start.Time).Seconds())
+	metrics.JobsFinished.WithLabelValues(p.r.Kind.Name(), string(b.Op), string(b.Outcome)).Inc()
+	if start := f.job.Status.StartTime; start != nil {
+		metrics.JobDuration.WithLabelValues(string(b.Op)).Observe(b.At.Sub(start.Time).Seconds())
 	}
-	if b.driftFound {
+	if b.DriftFound {
 		metrics.DriftDetected.WithLabelValues(p.r.Kind.Name()).Inc()
 	}
-	if lb := out.LockBroken; lb != nil {
+	if lb := f.out.LockBroken; lb != nil {
 		metrics.LocksBroken.WithLabelValues(p.r.Kind.Name()).Inc()
 		p.emit(corev1.EventTypeWarning, "StateLockBroken", fmt.Sprintf(
-			"Job %s broke the stale state lock %s held by pod %s of Job %s (%s), which had ended without releasing it", b.job, lb.LockID, lb.Pod, lb.Job, lb.Who))
+			"Job %s broke the stale state lock %s held by pod %s of Job %s (%s), which had ended without releasing it", b.Job, lb.LockID, lb.Pod, lb.Job, lb.Who))
 	}
-	p.rep.lockHolder = out.LockHolder
-	if pl := b.plan; pl != nil && pl.Changes() {
+	p.rep.LockHolder = f.out.LockHolder
+	if pl := b.Plan; pl != nil && pl.Changes() {
 		p.emit(corev1.EventTypeNormal, "PlanSaved", fmt.Sprintf("Job %s saved plan %s (%s); it applies once approved: kubectl annotate %s %s %s=%s",
-			b.job, pl.ID, pl.Counts(), strings.ToLower(p.r.Kind.Name()), p.obj.GetName(), infrav1.ApprovePlanAnnotation, pl.ID))
+			b.Job, pl.ID, pl.Counts(), strings.ToLower(p.r.Kind.Name()), p.obj.GetName(), infrav1.ApprovePlanAnnotation, pl.ID))
 	}
-	if backup != nil {
-		p.emit(corev1.EventTypeNormal, "StateBackedUp", fmt.Sprintf("state serial %d backed up to %s", backup.Serial, backup.Name))
-		p.rep.backups = p.pruneBackups(ctx, append([]BackupView{*backup}, p.ev.Backups...))
+	if f.backup != nil {
+		p.emit(corev1.EventTypeNormal, "StateBackedUp", fmt.Sprintf("state serial %d backed up to %s", f.backup.Serial, f.backup.Name))
+		p.rep.Backups = p.pruneBackups(ctx, append([]decide.BackupView{*f.backup}, p.ev.State.Backups...))
 	}
 	p.flush()
-	p.rep.bookkept = &b
+	p.rep.Bookkept = &f.b
 	st := p.obj.GetTerraformStatus()
-	st.LastRun = &infrav1.LastRun{Job: b.job, Operation: b.op, Outcome: b.outcome,
-		FinishedAt: &metav1.Time{Time: b.at}, Message: b.message}
-	if cur.Operation.Background() {
-		st.LastDriftCheck = &metav1.Time{Time: b.at}
-		if b.driftFound {
-			p.emit(corev1.EventTypeWarning, "DriftDetected", fmt.Sprintf("Job %s found drift: %s", b.job, b.driftSummary))
+	st.LastRun = &infrav1.LastRun{Job: b.Job, Operation: b.Op, Outcome: b.Outcome,
+		FinishedAt: &metav1.Time{Time: b.At}, Message: b.Message}
+	if f.cur.Operation.Background() {
+		st.LastDriftCheck = &metav1.Time{Time: b.At}
+		if b.DriftFound {
+			p.emit(corev1.EventTypeWarning, "DriftDetected", fmt.Sprintf("Job %s found drift: %s", b.Job, b.DriftSummary))
 			p.flush()
 		}
 	}
-
-	p.releaseFinished(ctx, job)
-	p.pruneHistory(ctx, cur)
-	return ctrl.Result{}, nil
 }
 
 // releaseFinished deletes the per-run Secret and gives back the leases of a counted Job. Both
@@ -314,17 +217,6 @@ func (p *pass) releaseFinished(ctx context.Context, job *batchv1.Job) {
 	if _, err := p.r.Leases.Release(ctx, p.owner, job.Name); err != nil {
 		log.FromContext(ctx).Error(err, "release leases of a finished job", "job", job.Name)
 	}
-}
-
-func backoff(failures int) time.Duration {
-	d := BackoffBase
-	for i := 1; i < failures && d < BackoffMax; i++ {
-		d *= 2
-	}
-	if d > BackoffMax {
-		d = BackoffMax
-	}
-	return d
 }
 
 // readOutputs reads the state live after an apply. A state that is missing or unreadable is
@@ -356,11 +248,11 @@ func (p *pass) recoverFromState(ctx context.Context) (ctrl.Result, error) {
 			return p.conflictOr(ctx, err, "restore contract fields")
 		}
 	}
-	p.rep.outputs = &outputsResult{err: outputsErr}
+	p.rep.Outputs = outputsOf(outputsErr)
 	var oe *state.OutputError
 	switch {
 	case outputsErr == nil:
-		p.rep.recovered = true
+		p.rep.Recovered = true
 		p.emit(corev1.EventTypeNormal, "StatusRecovered", "status rebuilt from the Terraform state; no Job was needed")
 	case errors.As(outputsErr, &oe):
 		p.emit(corev1.EventTypeWarning, oe.Reason, oe.Message)
@@ -369,22 +261,13 @@ func (p *pass) recoverFromState(ctx context.Context) (ctrl.Result, error) {
 	return ctrl.Result{}, nil
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
+// outputsOf is the report of the outputs read this pass, with the reason of an outputs problem.
+func outputsOf(err error) *decide.OutputsResult {
+	o := &decide.OutputsResult{Err: err}
+	if oe, ok := state.AsOutputError(err); ok {
+		o.Reason = oe.Reason
 	}
-	return s[:n-3] + "..."
-}
-
-func lower(s string) string {
-	if s == "" {
-		return s
-	}
-	b := []byte(s)
-	if b[0] >= 'A' && b[0] <= 'Z' {
-		b[0] += 'a' - 'A'
-	}
-	return string(b)
+	return o
 }
 
 // driftSummary is the one-line account of what a drift check found.

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 )
 
@@ -26,10 +27,10 @@ func (p *pass) cleanup(ctx context.Context) (ctrl.Result, error) {
 	}
 	if len(kept) > 0 {
 		log.FromContext(ctx).Info("a live lease holds the cleanup back", "leases", kept)
-		p.rep.cleanupBlocked = fmt.Sprintf("waiting for the live lease(s) %v of this object to free before deleting its state", kept)
-		return ctrl.Result{RequeueAfter: LagRequeue}, nil
+		p.rep.CleanupBlocked = fmt.Sprintf("waiting for the live lease(s) %v of this object to free before deleting its state", kept)
+		return ctrl.Result{RequeueAfter: decide.LagRequeue}, nil
 	}
-	// I6: Decide let go only of an empty or absent state (Evidence.StateEmpty, read this pass).
+	// I6: Decide let go only of an empty or absent state (Evidence.State.Empty, read this pass).
 	// The state and the durable inputs lose their protection and go; the backups lose their
 	// protection and stay until the object is gone (the garbage collector follows their owner
 	// reference), so a mistaken destroy can still be undone from them meanwhile.
@@ -39,7 +40,7 @@ func (p *pass) cleanup(ctx context.Context) (ctrl.Result, error) {
 			return ctrl.Result{}, err
 		}
 	}
-	for _, b := range p.ev.Backups {
+	for _, b := range p.ev.State.Backups {
 		if err := p.letGoSecret(ctx, b.Name, false); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -56,7 +57,7 @@ func (p *pass) cleanup(ctx context.Context) (ctrl.Result, error) {
 	if err != nil || res.RequeueAfter > 0 {
 		return res, err
 	}
-	p.rep.cleaned = true
+	p.rep.Cleaned = true
 	return res, nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
@@ -38,23 +39,23 @@ func GetCluster(ctx context.Context, env Env, namespace string) (*clusterv1.Clus
 
 // ClusterInfra finds the TerraformCluster of a Cluster (its infrastructureRef) and says whether
 // machines may start: it must be provisioned. A nil *Wait means ready.
-func ClusterInfra(ctx context.Context, env Env, cluster *clusterv1.Cluster) (*infrav1.TerraformCluster, *Wait, error) {
+func ClusterInfra(ctx context.Context, env Env, cluster *clusterv1.Cluster) (*infrav1.TerraformCluster, *decide.Wait, error) {
 	ref := cluster.Spec.InfrastructureRef
 	if ref.Name == "" || ref.Kind != infrav1.TerraformClusterKind {
-		return nil, &Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForClusterInfrastructureReason,
+		return nil, &decide.Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForClusterInfrastructureReason,
 			Message: fmt.Sprintf("Cluster %s has no TerraformCluster infrastructureRef yet", cluster.Name), RequeueAfter: DependencyWaitRequeue}, nil
 	}
 	tc := &infrav1.TerraformCluster{}
 	err := env.Cache.Get(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: ref.Name}, tc)
 	if apierrors.IsNotFound(err) {
-		return nil, &Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForClusterInfrastructureReason,
+		return nil, &decide.Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForClusterInfrastructureReason,
 			Message: fmt.Sprintf("TerraformCluster %s not found", ref.Name), RequeueAfter: DependencyWaitRequeue}, nil
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("get terraformcluster %s: %w", ref.Name, err)
 	}
 	if !tc.Status.IsProvisioned() {
-		return tc, &Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForClusterInfrastructureReason,
+		return tc, &decide.Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForClusterInfrastructureReason,
 			Message: fmt.Sprintf("waiting for TerraformCluster %s to be provisioned", tc.Name), RequeueAfter: DependencyWaitRequeue}, nil
 	}
 	return tc, nil, nil
@@ -76,15 +77,15 @@ func ClusterOutputs(ctx context.Context, env Env, tc *infrav1.TerraformCluster) 
 
 // BootstrapData reads the `value` of a bootstrap data Secret (live). An unset name or a missing
 // Secret is a wait.
-func BootstrapData(ctx context.Context, env Env, namespace string, secretName *string, owner string) (string, *Wait, error) {
+func BootstrapData(ctx context.Context, env Env, namespace string, secretName *string, owner string) (string, *decide.Wait, error) {
 	if secretName == nil || *secretName == "" {
-		return "", &Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForBootstrapDataReason,
+		return "", &decide.Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForBootstrapDataReason,
 			Message: owner + " has no bootstrap data Secret yet", RequeueAfter: DependencyWaitRequeue}, nil
 	}
 	s := &corev1.Secret{}
 	err := env.Live.Get(ctx, types.NamespacedName{Namespace: namespace, Name: *secretName}, s)
 	if apierrors.IsNotFound(err) {
-		return "", &Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForBootstrapDataReason,
+		return "", &decide.Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForBootstrapDataReason,
 			Message: fmt.Sprintf("bootstrap data Secret %s not found", *secretName), RequeueAfter: DependencyWaitRequeue}, nil
 	}
 	if err != nil {
@@ -157,7 +158,7 @@ type Member struct {
 // MemberContract gathers a machine's or pool's contract inputs: it waits for the Cluster's
 // TerraformCluster to be provisioned, for an owner of OwnerKind and for its bootstrap data,
 // then adds the cluster's endpoint, network and non-sensitive outputs.
-func MemberContract(ctx context.Context, env Env, obj Object, m Member) (ContractInputs, *Wait, error) {
+func MemberContract(ctx context.Context, env Env, obj Object, m Member) (ContractInputs, *decide.Wait, error) {
 	in := ContractInputs{Kind: m.Kind, Name: obj.GetName(), Namespace: obj.GetNamespace(), ClusterName: env.ClusterName}
 	cluster, err := GetCluster(ctx, env, obj.GetNamespace())
 	if err != nil {
@@ -169,13 +170,13 @@ func MemberContract(ctx context.Context, env Env, obj Object, m Member) (Contrac
 	}
 	ownerName := OwnerOfKind(obj, m.OwnerKind)
 	if ownerName == "" {
-		return in, &Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForBootstrapDataReason,
+		return in, &decide.Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForBootstrapDataReason,
 			Message: fmt.Sprintf("waiting for a %s to own this %s", m.OwnerKind, m.Kind), RequeueAfter: DependencyWaitRequeue}, nil
 	}
 	owner := m.NewOwner()
 	if err := env.Cache.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: ownerName}, owner); err != nil {
 		if apierrors.IsNotFound(err) {
-			return in, &Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForBootstrapDataReason,
+			return in, &decide.Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForBootstrapDataReason,
 				Message: fmt.Sprintf("%s %s not found", m.OwnerKind, ownerName), RequeueAfter: DependencyWaitRequeue}, nil
 		}
 		return in, nil, fmt.Errorf("get %s %s: %w", m.OwnerKind, ownerName, err)
@@ -246,7 +247,7 @@ func (m MemberKind) Watches() []Watch {
 }
 
 // Contract implements Kind.
-func (m MemberKind) Contract(ctx context.Context, env Env, obj Object) (ContractInputs, *Wait, error) {
+func (m MemberKind) Contract(ctx context.Context, env Env, obj Object) (ContractInputs, *decide.Wait, error) {
 	return MemberContract(ctx, env, obj, m.Member)
 }
 

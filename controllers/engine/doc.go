@@ -2,9 +2,12 @@
 // TerraformMachinePool: observe, decide, act.
 //
 // A pass gathers evidence (the object and its Jobs from the cache; live reads only where the
-// answer can change what the pass does), then a pure function (Decide) picks what to do, then a
-// small layer acts. The per-kind controllers are thin adapters (the Kind interface) that supply
-// contract inputs and map module outputs to contract fields.
+// answer can change what the pass does: gather.go builds a decide.Evidence), then the pure
+// decision of controllers/decide (decide.Decide) picks what to do, then act.go carries the
+// Decision out, and the status is computed by decide.SetConditions from the evidence, the
+// decision and the pass's decide.Report. The engine keeps all the I/O: reads, writes, events,
+// metrics, leases and Job slots. The per-kind controllers are thin adapters (the Kind
+// interface) that supply contract inputs and map module outputs to contract fields.
 //
 // Invariants this package keeps (ARCHITECTURE.md I1-I6):
 //   - a Job is created only under the object's run lease (and, for a cluster's mutating

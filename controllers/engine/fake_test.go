@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobslots"
@@ -247,8 +248,8 @@ func TestStartStopsAtAConflictOnBlockMove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.RequeueAfter != engine.LagRequeue {
-		t.Errorf("requeue = %s, want %s", res.RequeueAfter, engine.LagRequeue)
+	if res.RequeueAfter != decide.LagRequeue {
+		t.Errorf("requeue = %s, want %s", res.RequeueAfter, decide.LagRequeue)
 	}
 	if n := len(f.jobs()); n != 0 {
 		t.Errorf("Jobs = %d after a conflict on block-move, want 0", n)
@@ -265,8 +266,8 @@ func TestStartReleasesTheLeasesWhenTheJobIsRejected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.RequeueAfter != engine.BackoffBase {
-		t.Errorf("requeue = %s, want %s", res.RequeueAfter, engine.BackoffBase)
+	if res.RequeueAfter != decide.BackoffBase {
+		t.Errorf("requeue = %s, want %s", res.RequeueAfter, decide.BackoffBase)
 	}
 	if n := len(f.leases()); n != 0 {
 		t.Errorf("leases = %d after a rejected create, want 0", n)
@@ -389,8 +390,8 @@ func TestBookkeepingWaitsForPodsStillRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.RequeueAfter != engine.PodsRequeue {
-		t.Errorf("requeue = %s, want %s", res.RequeueAfter, engine.PodsRequeue)
+	if res.RequeueAfter != decide.PodsRequeue {
+		t.Errorf("requeue = %s, want %s", res.RequeueAfter, decide.PodsRequeue)
 	}
 	o := f.object()
 	if o.Annotations[infrav1.RunSeqAnnotation] != "1" || o.Status.ActiveJob == nil {
@@ -566,7 +567,7 @@ func TestBookkeepingAFailureBacksOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.jobs()) != 1 || res.RequeueAfter <= 0 || res.RequeueAfter > engine.BackoffBase {
+	if len(f.jobs()) != 1 || res.RequeueAfter <= 0 || res.RequeueAfter > decide.BackoffBase {
 		t.Errorf("inside the backoff: %d Jobs, requeue %s", len(f.jobs()), res.RequeueAfter)
 	}
 }
@@ -627,8 +628,8 @@ func TestCleanupWaitsForALiveLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.RequeueAfter != engine.LagRequeue {
-		t.Errorf("requeue = %s, want %s", res.RequeueAfter, engine.LagRequeue)
+	if res.RequeueAfter != decide.LagRequeue {
+		t.Errorf("requeue = %s, want %s", res.RequeueAfter, decide.LagRequeue)
 	}
 	if err := f.c.Get(context.Background(), types.NamespacedName{Namespace: fakeNS, Name: naming.StateSecretName(f.suffix)}, &corev1.Secret{}); err != nil {
 		t.Errorf("state Secret deleted while a lease inside its grace is live: %v", err)

@@ -20,6 +20,7 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/cachelag"
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
@@ -32,37 +33,37 @@ func (p *pass) gather(ctx context.Context) error {
 	if err := p.gatherCache(ctx); err != nil {
 		return err
 	}
-	if NeedsPods(p.ev) {
-		pods, err := jobstatus.ListPods(ctx, p.r.APIReader, p.obj.GetNamespace(), p.ev.Current.Name)
+	if decide.NeedsPods(p.ev) {
+		pods, err := jobstatus.ListPods(ctx, p.r.APIReader, p.obj.GetNamespace(), p.ev.Jobs.Current.Name)
 		if err != nil {
 			return err
 		}
 		p.pods = pods
-		p.ev.CurrentPods = PodsTerminal
+		p.ev.Jobs.CurrentPods = decide.PodsTerminal
 		if len(jobstatus.NonTerminal(pods)) > 0 {
-			p.ev.CurrentPods = PodsRunning
+			p.ev.Jobs.CurrentPods = decide.PodsRunning
 		}
 	}
-	if NeedsLagCheck(p.ev) {
+	if decide.NeedsLagCheck(p.ev) {
 		verdict, err := cachelag.Check(ctx, cachelag.Input{
 			APIReader: p.r.APIReader, Leases: p.r.Leases, Owner: p.owner,
-			ActiveJob: p.ev.ActiveJob, Cached: p.jobs,
+			ActiveJob: p.ev.Object.ActiveJob, Cached: p.jobs,
 		})
 		if err != nil {
 			return fmt.Errorf("cache lag check: %w", err)
 		}
-		p.ev.Lag = LagView{Checked: true, Found: verdict.Lag, Job: verdict.Job, Reason: verdict.Reason}
+		p.ev.Lag = decide.LagView{Checked: true, Found: verdict.Lag, Job: verdict.Job, Reason: verdict.Reason}
 		if verdict.Lag {
 			log.FromContext(ctx).Info("cache lag: a Job exists on the API server but not in the cache; waiting", "job", verdict.Job, "why", verdict.Reason)
 		}
 	}
-	if NeedsDecisionInputs(p.ev) {
+	if decide.NeedsDecisionInputs(p.ev) {
 		if err := p.gatherDecisionInputs(ctx); err != nil {
 			return err
 		}
-		p.ev.Gathered = true
+		p.ev.Inputs.Gathered = true
 	}
-	if NeedsLiveState(p.ev) {
+	if decide.NeedsLiveState(p.ev) {
 		if err := p.gatherState(ctx); err != nil {
 			return err
 		}
@@ -81,11 +82,11 @@ func (p *pass) gather(ctx context.Context) error {
 // it goes on as before the state was read: the start of that run finds the Job, never takes a
 // finished one over, and looks again until the cache shows it and it is counted.
 func (p *pass) gatherOwnRun(ctx context.Context) error {
-	if !RetainedState(p.ev) {
+	if !decide.RetainedState(p.ev) {
 		return nil
 	}
 	job := &batchv1.Job{}
-	err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: naming.JobName(p.suffix, p.ev.RunSeq)}, job)
+	err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: naming.JobName(p.suffix, p.ev.Jobs.RunSeq)}, job)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil
@@ -93,7 +94,7 @@ func (p *pass) gatherOwnRun(ctx context.Context) error {
 		return fmt.Errorf("read the current run's job live: %w", err)
 	}
 	if metav1.IsControlledBy(job, p.obj) {
-		p.ev.State, p.ev.StateLineage, p.ev.StateEmpty, p.ev.StateSerial = StateNotRead, "", false, 0
+		p.ev.State.Read, p.ev.State.Lineage, p.ev.State.Empty, p.ev.State.Serial = decide.StateNotRead, "", false, 0
 		p.state = nil
 	}
 	return nil
@@ -103,15 +104,15 @@ func (p *pass) gatherOwnRun(ctx context.Context) error {
 // default and the durable last-check annotation (no read).
 func (p *pass) gatherDriftSchedule() {
 	drift := p.obj.GetTerraformSpec().Drift
-	p.ev.DriftMode = drift.Mode
-	p.ev.Remediate = p.obj.GetAnnotations()[infrav1.RemediateAnnotation]
-	p.ev.RefreshRequest = p.obj.GetAnnotations()[infrav1.RefreshAnnotation]
+	p.ev.Drift.Mode = drift.Mode
+	p.ev.Drift.Remediate = p.obj.GetAnnotations()[infrav1.RemediateAnnotation]
+	p.ev.Drift.RefreshRequest = p.obj.GetAnnotations()[infrav1.RefreshAnnotation]
 	interval := p.r.DriftInterval
 	if drift.Interval != nil {
 		interval = drift.Interval.Duration
 	}
 	last, _ := time.Parse(time.RFC3339, p.obj.GetAnnotations()[infrav1.LastDriftCheckAnnotation])
-	p.ev.DriftDueAt = DriftDueAt(last, p.obj.GetCreationTimestamp().Time, p.r.started(p.ev.Now), interval, p.obj.GetUID())
+	p.ev.Drift.DueAt = decide.DriftDueAt(last, p.obj.GetCreationTimestamp().Time, p.r.started(p.ev.Now), interval, p.obj.GetUID())
 }
 
 // gatherState reads the state Secret live: absent, present (with its lineage and whether it
@@ -120,18 +121,18 @@ func (p *pass) gatherState(ctx context.Context) error {
 	st, err := state.Read(ctx, p.r.APIReader, p.obj.GetNamespace(), p.suffix)
 	switch {
 	case err == nil:
-		p.ev.State, p.ev.StateLineage, p.ev.StateEmpty = StatePresent, st.Lineage, state.StateEmpty(st)
-		p.ev.StateSerial = int64(st.Serial)
+		p.ev.State.Read, p.ev.State.Lineage, p.ev.State.Empty = decide.StatePresent, st.Lineage, state.StateEmpty(st)
+		p.ev.State.Serial = int64(st.Serial)
 		p.state = st
 	case errors.Is(err, state.ErrNoState):
-		p.ev.State = StateAbsent
+		p.ev.State.Read = decide.StateAbsent
 	default:
 		se, ok := state.AsStateError(err)
 		if !ok {
 			return fmt.Errorf("read state: %w", err)
 		}
-		p.ev.State = StateUnreadable
-		p.ev.StateProblem = &Problem{ConditionType: infrav1.StateReadableCondition, Reason: se.Reason, Message: se.Error()}
+		p.ev.State.Read = decide.StateUnreadable
+		p.ev.State.Problem = &decide.Problem{ConditionType: infrav1.StateReadableCondition, Reason: se.Reason, Message: se.Error()}
 	}
 	return nil
 }
@@ -154,14 +155,14 @@ func (p *pass) gatherSecrets(ctx context.Context) error {
 		s := &list.Items[i]
 		switch {
 		case s.Name == stateName:
-			p.ev.StateSecretCached = true
+			p.ev.State.SecretCached = true
 		case s.Labels[infrav1.SecretRoleLabel] == infrav1.SecretRoleStateBackup && ownedBy(s, p.obj.GetUID()):
 			if b, ok := backupView(s); ok {
-				p.ev.Backups = append(p.ev.Backups, b)
+				p.ev.State.Backups = append(p.ev.State.Backups, b)
 			}
 		}
 	}
-	sort.Slice(p.ev.Backups, func(i, j int) bool { return p.ev.Backups[i].Serial > p.ev.Backups[j].Serial })
+	sort.Slice(p.ev.State.Backups, func(i, j int) bool { return p.ev.State.Backups[i].Serial > p.ev.State.Backups[j].Serial })
 	return nil
 }
 
@@ -172,13 +173,13 @@ func ownedBy(o metav1.Object, uid types.UID) bool {
 }
 
 // backupView reads a backup Secret's annotations.
-func backupView(s metav1.Object) (BackupView, bool) {
+func backupView(s metav1.Object) (decide.BackupView, bool) {
 	a := s.GetAnnotations()
 	serial, err := strconv.ParseInt(a[infrav1.BackupSerialAnnotation], 10, 64)
 	if err != nil {
-		return BackupView{}, false
+		return decide.BackupView{}, false
 	}
-	b := BackupView{Name: s.GetName(), Serial: serial, Lineage: a[infrav1.BackupLineageAnnotation]}
+	b := decide.BackupView{Name: s.GetName(), Serial: serial, Lineage: a[infrav1.BackupLineageAnnotation]}
 	b.Bytes, _ = strconv.ParseInt(a[infrav1.BackupBytesAnnotation], 10, 64)
 	b.Time, _ = time.Parse(time.RFC3339, a[infrav1.BackupTimeAnnotation])
 	return b, true
@@ -188,42 +189,37 @@ func backupView(s metav1.Object) (BackupView, bool) {
 func (p *pass) gatherCache(ctx context.Context) error {
 	obj := p.obj
 	ann := obj.GetAnnotations()
-	p.ev = Evidence{
-		Now:          p.r.Clock.Now(),
-		Deleting:     !obj.GetDeletionTimestamp().IsZero(),
-		HasFinalizer: controllerutil.ContainsFinalizer(obj, infrav1.Finalizer),
-		MoveDeletion: hasKey(ann, infrav1.DeleteForMoveAnnotation),
-		BlockMove:    hasKey(ann, infrav1.BlockMoveAnnotation),
-		Provisioned:  obj.GetTerraformStatus().IsProvisioned(),
-		RunSeq:       runSeq(obj),
-		AppliedHash:  ann[infrav1.AppliedHashAnnotation],
-		Destroyed:    ann[infrav1.DestroyedAnnotation] == "true",
+	p.ev = decide.Evidence{
+		Now:    p.r.Clock.Now(),
+		Object: decide.ObjectEvidence{Deleting: !obj.GetDeletionTimestamp().IsZero(), HasFinalizer: controllerutil.ContainsFinalizer(obj, infrav1.Finalizer), MoveDeletion: hasKey(ann, infrav1.DeleteForMoveAnnotation), BlockMove: hasKey(ann, infrav1.BlockMoveAnnotation), Provisioned: obj.GetTerraformStatus().IsProvisioned(), Destroyed: ann[infrav1.DestroyedAnnotation] == "true"},
+		Jobs:   decide.JobsEvidence{RunSeq: runSeq(obj)},
+		Inputs: decide.InputsEvidence{AppliedHash: ann[infrav1.AppliedHashAnnotation]},
 	}
 	if st := obj.GetTerraformStatus(); st.ActiveJob != nil {
-		p.ev.ActiveJob = st.ActiveJob.Name
+		p.ev.Object.ActiveJob = st.ActiveJob.Name
 	}
-	p.ev.DeletionPolicy = obj.GetTerraformSpec().DeletionPolicy
-	p.ev.Abandon = obj.GetUID() != "" && ann[infrav1.AbandonInfrastructureAnnotation] == string(obj.GetUID())
-	if p.ev.Deleting && p.ev.Abandon {
+	p.ev.Object.DeletionPolicy = obj.GetTerraformSpec().DeletionPolicy
+	p.ev.Object.Abandon = obj.GetUID() != "" && ann[infrav1.AbandonInfrastructureAnnotation] == string(obj.GetUID())
+	if p.ev.Object.Deleting && p.ev.Object.Abandon {
 		if err := p.gatherAbandonOrder(ctx); err != nil {
 			return err
 		}
 	}
-	p.ev.RestoreSerial = ann[infrav1.RestoreStateAnnotation]
-	p.ev.RestoreFailed = ann[infrav1.RestoreFailedAnnotation]
+	p.ev.State.RestoreSerial = ann[infrav1.RestoreStateAnnotation]
+	p.ev.State.RestoreFailed = ann[infrav1.RestoreFailedAnnotation]
 	spec := obj.GetTerraformSpec()
-	p.ev.ApplyPolicy, p.ev.DestructiveChanges = spec.ApplyPolicy, spec.DestructiveChanges
-	p.ev.Pending = infrav1.ParsePlanRecord(ann[infrav1.PendingPlanAnnotation])
-	p.ev.ApprovedPlan, p.ev.AppliedPlan = ann[infrav1.ApprovePlanAnnotation], ann[infrav1.AppliedPlanAnnotation]
+	p.ev.Plan.ApplyPolicy, p.ev.Plan.DestructiveChanges = spec.ApplyPolicy, spec.DestructiveChanges
+	p.ev.Plan.Pending = infrav1.ParsePlanRecord(ann[infrav1.PendingPlanAnnotation])
+	p.ev.Plan.Approved, p.ev.Plan.Applied = ann[infrav1.ApprovePlanAnnotation], ann[infrav1.AppliedPlanAnnotation]
 	if err := p.gatherSecrets(ctx); err != nil {
 		return err
 	}
 	p.gatherIdentity()
-	p.ev.AppliedBefore = p.ev.AppliedHash != "" || p.ev.Provisioned || len(p.ev.Backups) > 0 || p.ev.OwnLineage != ""
+	p.ev.State.AppliedBefore = p.ev.Inputs.AppliedHash != "" || p.ev.Object.Provisioned || len(p.ev.State.Backups) > 0 || p.ev.State.OwnLineage != ""
 	p.gatherDriftSchedule()
 	if t, err := time.Parse(time.RFC3339, ann[infrav1.RetryAtAnnotation]); err == nil {
-		p.ev.RetryAt = t
-		p.ev.LastError = ann[infrav1.LastErrorAnnotation]
+		p.ev.Retry.At = t
+		p.ev.Retry.LastError = ann[infrav1.LastErrorAnnotation]
 	}
 
 	if name := p.owner.Cluster; name != "" {
@@ -236,7 +232,7 @@ func (p *pass) gatherCache(ctx context.Context) error {
 			return fmt.Errorf("get cluster %s: %w", name, err)
 		}
 	}
-	p.ev.Paused = hasKey(ann, infrav1.PausedAnnotation) || (p.cluster != nil && p.cluster.Spec.Paused != nil && *p.cluster.Spec.Paused)
+	p.ev.Object.Paused = hasKey(ann, infrav1.PausedAnnotation) || (p.cluster != nil && p.cluster.Spec.Paused != nil && *p.cluster.Spec.Paused)
 
 	list := &batchv1.JobList{}
 	if err := p.r.Client.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels{
@@ -251,12 +247,12 @@ func (p *pass) gatherCache(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		if v.Seq == p.ev.RunSeq {
+		if v.Seq == p.ev.Jobs.RunSeq {
 			vc := v
-			p.ev.Current = &vc
+			p.ev.Jobs.Current = &vc
 		}
-		if v.Phase == JobRunning {
-			p.ev.Running = append(p.ev.Running, v)
+		if v.Phase == decide.JobRunning {
+			p.ev.Jobs.Running = append(p.ev.Jobs.Running, v)
 		}
 	}
 	return nil
@@ -264,19 +260,19 @@ func (p *pass) gatherCache(ctx context.Context) error {
 
 // viewOf is what the decision sees of one of the object's cached Jobs; ok is false for a Job
 // that is not the object's (a colliding label value).
-func (p *pass) viewOf(j *batchv1.Job) (JobView, bool) {
+func (p *pass) viewOf(j *batchv1.Job) (decide.JobView, bool) {
 	if !naming.OwnedBy(j.Labels, p.r.Kind.Name(), p.obj.GetName()) {
-		return JobView{}, false
+		return decide.JobView{}, false
 	}
 	seq, err := naming.ParseJobSeq(p.suffix, j.Name)
 	if err != nil {
-		return JobView{}, false
+		return decide.JobView{}, false
 	}
-	v := JobView{Name: j.Name, Seq: seq, Operation: infrav1.Operation(j.Labels[infrav1.OperationLabel]),
-		InputsHash: j.Annotations[infrav1.InputsHashAnnotation], Phase: JobRunning, Foreign: !ownedBy(j, p.obj.GetUID()),
+	v := decide.JobView{Name: j.Name, Seq: seq, Operation: infrav1.Operation(j.Labels[infrav1.OperationLabel]),
+		InputsHash: j.Annotations[infrav1.InputsHashAnnotation], Phase: decide.JobRunning, Foreign: !ownedBy(j, p.obj.GetUID()),
 		RefreshOnly: j.Annotations[infrav1.RefreshOnlyAnnotation] == "true"}
 	if jobstatus.Finished(j) {
-		v.Phase = JobFinished
+		v.Phase = decide.JobFinished
 	}
 	return v, true
 }
@@ -285,16 +281,16 @@ func (p *pass) viewOf(j *batchv1.Job) (JobView, bool) {
 // inputs hash for a live object, children and state for a deleting one.
 func (p *pass) gatherDecisionInputs(ctx context.Context) error {
 	env := Env{Cache: p.r.Client, Live: p.r.APIReader, ClusterName: p.owner.Cluster}
-	if p.ev.Deleting {
+	if p.ev.Object.Deleting {
 		children, err := p.r.Kind.Children(ctx, env, p.obj)
 		if err != nil {
 			return fmt.Errorf("list children: %w", err)
 		}
-		p.ev.Children = children
+		p.ev.Inputs.Children = children
 		return nil
 	}
 	if p.owner.Cluster == "" || p.cluster == nil {
-		p.ev.DependencyWait = &Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForClusterReason,
+		p.ev.Inputs.DependencyWait = &decide.Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForClusterReason,
 			Message: "waiting for the owning Cluster: set the cluster.x-k8s.io/cluster-name label to an existing Cluster", RequeueAfter: time.Minute}
 		return nil
 	}
@@ -304,7 +300,7 @@ func (p *pass) gatherDecisionInputs(ctx context.Context) error {
 	}
 	key := memoKey{uid: p.obj.GetUID(), generation: p.obj.GetGeneration(), fingerprint: p.owner.Cluster + "|" + fp}
 	if hash, ok := p.r.memo.get(key, p.ev.Now); ok {
-		p.ev.DesiredHash = hash
+		p.ev.Inputs.DesiredHash = hash
 		return nil
 	}
 	contract, wait, err := p.r.Kind.Contract(ctx, env, p.obj)
@@ -312,7 +308,7 @@ func (p *pass) gatherDecisionInputs(ctx context.Context) error {
 		return fmt.Errorf("gather contract inputs: %w", err)
 	}
 	if wait != nil {
-		p.ev.DependencyWait = wait
+		p.ev.Inputs.DependencyWait = wait
 		return nil
 	}
 	in, problem, err := p.assembleInputs(ctx, contract)
@@ -320,16 +316,16 @@ func (p *pass) gatherDecisionInputs(ctx context.Context) error {
 		return err
 	}
 	if problem != nil {
-		p.ev.InputsProblem = problem
+		p.ev.Inputs.Problem = problem
 		return nil
 	}
 	// A ServiceAccount named for the Jobs must have opted in; read with the inputs, so an idle
 	// pass (memoised) reads nothing. The start of each Job checks it again.
 	if problem, err = p.runnerAccountProblem(ctx); err != nil || problem != nil {
-		p.ev.InputsProblem = problem
+		p.ev.Inputs.Problem = problem
 		return err
 	}
-	p.ev.DesiredHash = in.Hash
+	p.ev.Inputs.DesiredHash = in.Hash
 	p.r.memo.put(key, in.Hash, p.ev.Now.Add(p.r.inputsTTL()))
 	return nil
 }
@@ -344,21 +340,6 @@ func runSeq(obj Object) int64 {
 func hasKey(m map[string]string, k string) bool {
 	_, ok := m[k]
 	return ok
-}
-
-func setAnnotation(o client.Object, k, v string) {
-	a := o.GetAnnotations()
-	if a == nil {
-		a = map[string]string{}
-	}
-	a[k] = v
-	o.SetAnnotations(a)
-}
-
-func removeAnnotation(o client.Object, k string) {
-	a := o.GetAnnotations()
-	delete(a, k)
-	o.SetAnnotations(a)
 }
 
 // jobNamed returns the cached Job of that name, or nil.

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 	"github.com/captf/cluster-api-provider-terraform/controllers/inputs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
@@ -22,11 +23,11 @@ import (
 type ContractInputs = inputs.ContractInputs
 
 // assembleInputs builds the run's inputs; a problem the user must fix comes back as a Problem.
-func (p *pass) assembleInputs(ctx context.Context, contract ContractInputs) (*inputs.Inputs, *Problem, error) {
+func (p *pass) assembleInputs(ctx context.Context, contract ContractInputs) (*inputs.Inputs, *decide.Problem, error) {
 	in, err := inputs.Assemble(ctx, p.r.APIReader, p.obj.GetNamespace(), p.obj.GetTerraformSpec(), contract)
 	if err != nil {
 		if ie, ok := inputs.AsInputsError(err); ok {
-			return nil, &Problem{ConditionType: infrav1.InputsValidCondition, Reason: ie.Reason, Message: ie.Message}, nil
+			return nil, &decide.Problem{ConditionType: infrav1.InputsValidCondition, Reason: ie.Reason, Message: ie.Message}, nil
 		}
 		return nil, nil, fmt.Errorf("assemble inputs: %w", err)
 	}
@@ -36,7 +37,7 @@ func (p *pass) assembleInputs(ctx context.Context, contract ContractInputs) (*in
 // inputsForRun returns the inputs a Job of op runs with. A destroy, a restore, a drift check or a
 // refresh uses the durable inputs of the last apply (the sources may be gone by now; a refresh
 // records reality against what was applied), and assembles fresh ones only when there are none.
-func (p *pass) inputsForRun(ctx context.Context, op infrav1.Operation, contract ContractInputs) (*inputs.Inputs, *Problem, error) {
+func (p *pass) inputsForRun(ctx context.Context, op infrav1.Operation, contract ContractInputs) (*inputs.Inputs, *decide.Problem, error) {
 	if op == infrav1.OperationDestroy || op == infrav1.OperationRestore || op == infrav1.OperationRefresh || op.Background() {
 		s := &corev1.Secret{}
 		err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: naming.InputsSecretName(p.suffix)}, s)
@@ -132,8 +133,8 @@ func (p *pass) jobParams(seq int64, op infrav1.Operation, hash string) jobs.Para
 		Owner: jobs.Owner{APIVersion: gvk.GroupVersion().String(), Kind: p.r.Kind.Name(), Name: p.obj.GetName(),
 			Namespace: p.obj.GetNamespace(), UID: p.obj.GetUID(), Cluster: p.owner.Cluster},
 		Suffix: p.suffix, Seq: seq, Operation: op, InputsHash: hash, PlanID: p.d.PlanID,
-		StateLineage:   ExpectedLineage(p.ev, op),
-		RefreshOnly:    p.d.RefreshOnly || op == infrav1.OperationDrift && p.ev.DriftMode == infrav1.DriftModeAccept,
+		StateLineage:   decide.ExpectedLineage(p.ev, op),
+		RefreshOnly:    p.d.RefreshOnly || op == infrav1.OperationDrift && p.ev.Drift.Mode == infrav1.DriftModeAccept,
 		RefreshRequest: refreshRequestOf(p.ev, op, p.d),
 		Spec:           *p.obj.GetTerraformSpec(), Defaults: p.jobDefaults(),
 	}
@@ -141,23 +142,11 @@ func (p *pass) jobParams(seq int64, op infrav1.Operation, hash string) jobs.Para
 
 // refreshRequestOf is the refresh request (captf.io/refresh) a Job answers: a Refresh's, or a
 // refresh-only plan's; none for any other Job.
-func refreshRequestOf(ev Evidence, op infrav1.Operation, d Decision) string {
+func refreshRequestOf(ev decide.Evidence, op infrav1.Operation, d decide.Decision) string {
 	if op == infrav1.OperationRefresh || op == infrav1.OperationPlan && d.RefreshOnly {
-		return ev.RefreshRequest
+		return ev.Drift.RefreshRequest
 	}
 	return ""
-}
-
-// ExpectedLineage is the state lineage a Job of op may run against: the lineage of the state
-// this pass read live, so the Job's state channel refuses a state Secret that was deleted,
-// emptied or replaced between that read and the Job's first request (I7 at the point of use).
-// Empty, and so unchecked, when the pass read no state (a first apply) and for a restore,
-// which replaces the state.
-func ExpectedLineage(ev Evidence, op infrav1.Operation) string {
-	if ev.State != StatePresent || op == infrav1.OperationRestore {
-		return ""
-	}
-	return ev.StateLineage
 }
 
 // jobDefaults are the manager's Job defaults with the object's own runner account.

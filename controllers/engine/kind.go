@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
 
@@ -31,7 +32,7 @@ type Kind interface {
 	Watches() []Watch
 	// Contract gathers the contract inputs the module receives in the `captf` variable. A
 	// non-nil Wait means a dependency is not ready (the pass starts nothing).
-	Contract(ctx context.Context, env Env, obj Object) (ContractInputs, *Wait, error)
+	Contract(ctx context.Context, env Env, obj Object) (ContractInputs, *decide.Wait, error)
 	// ApplyOutputs maps the module's outputs onto the object's contract fields (spec and
 	// status). A *state.OutputError means the module produced bad outputs.
 	ApplyOutputs(obj Object, st *state.State) error

@@ -10,6 +10,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 )
 
 // patchMeta applies mutate to the object's metadata or spec and writes it with an optimistic
@@ -32,7 +34,7 @@ func (p *pass) conflictOr(ctx context.Context, err error, what string) (ctrl.Res
 	if apierrors.IsConflict(err) {
 		log.FromContext(ctx).V(1).Info("conflict; the next pass reads the newer object", "write", what)
 		p.pending = nil // nothing this pass queued was written
-		return ctrl.Result{RequeueAfter: LagRequeue}, nil
+		return ctrl.Result{RequeueAfter: decide.LagRequeue}, nil
 	}
 	if apierrors.IsNotFound(err) {
 		return ctrl.Result{}, nil

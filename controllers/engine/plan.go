@@ -4,79 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
-// NeedsPlan reports whether an apply of this object goes through a saved plan: under
-// applyPolicy Manual, or with destructiveChanges RequireApproval, for every apply but the
-// first (an object that never applied has no state to plan changes against).
-func NeedsPlan(ev Evidence) bool {
-	return ev.AppliedBefore && (ev.ApplyPolicy == infrav1.ApplyPolicyManual || ev.DestructiveChanges == infrav1.DestructiveChangesRequireApproval)
-}
-
-// Superseded reports a pending plan that no longer matches the inputs or the state it would
-// be applied to: its ID is refused and a new plan follows (I9).
-func Superseded(p *infrav1.PlanRecord, ev Evidence) bool {
-	return p.InputsHash != ev.DesiredHash || p.Serial != ev.StateSerial || (p.Lineage != "" && p.Lineage != ev.StateLineage)
-}
-
-// decidePlan decides an apply that goes through a saved plan (I9): a new plan when there is
-// none, or it was superseded, or it was applied already; its apply once approved (or, for an
-// automatic object whose plan destroys and replaces nothing, at once); else a wait.
-func decidePlan(ev Evidence, d Decision) Decision {
-	p := ev.Pending
-	switch {
-	case p == nil || p.RefreshOnly || Superseded(p, ev) || p.ID == ev.AppliedPlan:
-		// A pending refresh-only plan is no plan of this apply: the apply plans anew.
-		d.Action, d.Operation = ActionStart, infrav1.OperationPlan
-	case ev.ApprovedPlan == p.ID || (ev.ApplyPolicy != infrav1.ApplyPolicyManual && !p.Destructive()):
-		d.Action, d.Operation, d.PlanID = ActionStart, infrav1.OperationApply, p.ID
-	default:
-		d.Action = ActionWait
-		d.Wait = &Wait{ConditionType: infrav1.ApplyJobSucceededCondition, Reason: infrav1.PlanAwaitingApprovalReason,
-			Message: fmt.Sprintf("plan %s (%s%s) waits for approval: kubectl annotate <object> %s=%s (docs/plans.md)",
-				p.ID, p.Counts(), addressesNote(p.Addresses), infrav1.ApprovePlanAnnotation, p.ID)}
-	}
-	return d
-}
-
-// decideRefreshPlan decides a refresh under applyPolicy Manual (I9 as for an apply): a new
-// refresh-only plan when there is none, or the pending plan is an apply's, superseded or
-// applied; its refresh once approved; else a wait for the approver.
-func decideRefreshPlan(ev Evidence, d Decision) Decision {
-	p := ev.Pending
-	switch {
-	case p == nil || !p.RefreshOnly || Superseded(p, ev) || p.ID == ev.AppliedPlan:
-		d.Action, d.Operation, d.RefreshOnly = ActionStart, infrav1.OperationPlan, true
-	case ev.ApprovedPlan == p.ID:
-		d.Action, d.Operation, d.PlanID = ActionStart, infrav1.OperationRefresh, p.ID
-	default:
-		d.Action = ActionWait
-		d.Wait = &Wait{ConditionType: infrav1.DriftJobSucceededCondition, Reason: infrav1.PlanAwaitingApprovalReason,
-			Message: fmt.Sprintf("refresh-only plan %s (%s%s: changed outside Terraform, recorded in the state, no infrastructure changed) "+
-				"waits for approval: kubectl annotate <object> %s=%s (docs/drift.md)",
-				p.ID, p.Counts(), addressesNote(p.Addresses), infrav1.ApprovePlanAnnotation, p.ID)}
-	}
-	return d
-}
-
-func addressesNote(a []string) string {
-	if len(a) == 0 {
-		return ""
-	}
-	return ": " + strings.Join(a[:min(len(a), 5)], ", ") + map[bool]string{true: ", ...", false: ""}[len(a) > 5]
-}
-
 // readPlan reads the record a plan Job's state channel stored in the plan Secret, live.
-func (p *pass) readPlan(ctx context.Context, cur JobView) (*infrav1.PlanRecord, error) {
+func (p *pass) readPlan(ctx context.Context, cur decide.JobView) (*infrav1.PlanRecord, error) {
 	s := &corev1.Secret{}
 	name := naming.PlanSecretName(p.suffix)
 	if err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: name}, s); err != nil {
@@ -89,12 +28,5 @@ func (p *pass) readPlan(ctx context.Context, cur JobView) (*infrav1.PlanRecord, 
 	if rec.Job != cur.Name {
 		return nil, fmt.Errorf("plan secret %s holds the plan of Job %s, not of %s", name, rec.Job, cur.Name)
 	}
-	out := &infrav1.PlanRecord{ID: rec.ID, Job: rec.Job, Secret: name, InputsHash: rec.InputsHash, Serial: int64(rec.StateSerial),
-		Lineage: rec.StateLineage, Create: int32(rec.Create), Update: int32(rec.Update), Replace: int32(rec.Replace),
-		Delete: int32(rec.Delete), Addresses: rec.Addresses, Reason: string(infrav1.ApplyPolicyManual), RefreshOnly: rec.RefreshOnly}
-	if p.ev.ApplyPolicy != infrav1.ApplyPolicyManual && !rec.RefreshOnly {
-		out.Reason = "DestructiveChanges"
-	}
-	out.Created, _ = time.Parse(time.RFC3339, rec.CreatedAt)
-	return out, nil
+	return decide.PlanRecordOf(rec, name, p.ev.Plan.ApplyPolicy), nil
 }

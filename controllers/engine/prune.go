@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"sort"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -10,55 +9,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 )
-
-// HistoryCandidate is one of the object's finished Jobs, as the pruning rule sees it.
-type HistoryCandidate struct {
-	Name      string
-	Seq       int64
-	Operation infrav1.Operation
-	Succeeded bool
-	// Counted: the Job's bookkeeping is done (its run sequence is below the object's).
-	Counted bool
-	// Finished: the Job carries Complete or Failed (jobstatus.Finished).
-	Finished bool
-	// Foreign: another incarnation's Job (never pruned by this object).
-	Foreign bool
-}
-
-// JobsToPrune returns the Jobs to delete so that, per operation, at most keepSucceeded
-// successful and keepFailed unsuccessful Jobs stay, the newest ones. It never picks a Job
-// that has not finished, one not counted yet, or another incarnation's. It is pure; the caller
-// still checks each pick's pods live and deletes with preconditions.
-func JobsToPrune(cands []HistoryCandidate, keepSucceeded, keepFailed int) []string {
-	type group struct {
-		op        infrav1.Operation
-		succeeded bool
-	}
-	groups := map[group][]HistoryCandidate{}
-	for _, c := range cands {
-		if !c.Finished || !c.Counted || c.Foreign {
-			continue
-		}
-		g := group{c.Operation, c.Succeeded}
-		groups[g] = append(groups[g], c)
-	}
-	var out []string
-	for g, list := range groups {
-		sort.Slice(list, func(i, j int) bool { return list[i].Seq > list[j].Seq })
-		keep := keepFailed
-		if g.succeeded {
-			keep = keepSucceeded
-		}
-		for i := keep; i < len(list); i++ {
-			out = append(out, list[i].Name)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
 
 // historyLimits are the object's Job history limits (spec.job; defaults 1 and 1).
 func (p *pass) historyLimits() (int, int) {
@@ -76,19 +29,19 @@ func (p *pass) historyLimits() (int, int) {
 // pruneHistory deletes the object's finished Jobs beyond its history limits, after the
 // bookkeeping of counted moved the run sequence past them. Best effort: a Job left over is
 // pruned after the next bookkeeping.
-func (p *pass) pruneHistory(ctx context.Context, counted JobView) {
-	var cands []HistoryCandidate
+func (p *pass) pruneHistory(ctx context.Context, counted decide.JobView) {
+	var cands []decide.HistoryCandidate
 	for i := range p.jobs {
 		j := &p.jobs[i]
 		v, ok := p.viewOf(j)
 		if !ok {
 			continue
 		}
-		cands = append(cands, HistoryCandidate{Name: j.Name, Seq: v.Seq, Operation: v.Operation, Foreign: v.Foreign,
+		cands = append(cands, decide.HistoryCandidate{Name: j.Name, Seq: v.Seq, Operation: v.Operation, Foreign: v.Foreign,
 			Finished: jobstatus.Finished(j), Succeeded: succeeded(j), Counted: v.Seq <= counted.Seq})
 	}
 	keepSucceeded, keepFailed := p.historyLimits()
-	for _, name := range JobsToPrune(cands, keepSucceeded, keepFailed) {
+	for _, name := range decide.JobsToPrune(cands, keepSucceeded, keepFailed) {
 		if err := p.deleteFinishedJob(ctx, p.jobNamed(name)); err != nil {
 			log.FromContext(ctx).Error(err, "prune a finished Job", "job", name)
 		}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
@@ -132,14 +133,14 @@ func (p *pass) rebind(ctx context.Context, rb *rbacv1.RoleBinding) error {
 // asked again before every Job: the API server's audiences are its configuration and can
 // change). nil when both hold. A refused audience is reported once, on the transition, as a
 // Warning event.
-func (p *pass) runnerAccountProblem(ctx context.Context) (*Problem, error) {
+func (p *pass) runnerAccountProblem(ctx context.Context) (*decide.Problem, error) {
 	if name := p.obj.GetTerraformSpec().Job.ServiceAccountName; name != "" {
 		reason, msg, err := jobs.CheckRunnerAccount(ctx, p.r.APIReader, p.obj.GetNamespace(), name)
 		if err != nil {
 			return nil, err
 		}
 		if reason != "" {
-			return &Problem{ConditionType: infrav1.InputsValidCondition, Reason: reason, Message: msg}, nil
+			return &decide.Problem{ConditionType: infrav1.InputsValidCondition, Reason: reason, Message: msg}, nil
 		}
 	}
 	reason, msg, err := jobs.CheckIdentityAudience(ctx, p.r.audiences(), p.obj.GetTerraformSpec())
@@ -149,7 +150,7 @@ func (p *pass) runnerAccountProblem(ctx context.Context) (*Problem, error) {
 	if c := meta.FindStatusCondition(p.obj.GetTerraformStatus().Conditions, infrav1.InputsValidCondition); c == nil || c.Reason != reason {
 		p.emit(corev1.EventTypeWarning, reason, msg)
 	}
-	return &Problem{ConditionType: infrav1.InputsValidCondition, Reason: reason, Message: msg}, nil
+	return &decide.Problem{ConditionType: infrav1.InputsValidCondition, Reason: reason, Message: msg}, nil
 }
 
 // audiences is the Reconciler's AudienceProber, by default an AudienceProbe through Client of

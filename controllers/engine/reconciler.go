@@ -16,18 +16,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobslots"
 	"github.com/captf/cluster-api-provider-terraform/controllers/metrics"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
-)
-
-// Backoff after a failed Job: 1 minute, doubling, at most 10 minutes.
-const (
-	BackoffBase = time.Minute
-	BackoffMax  = 10 * time.Minute
 )
 
 // Reconciler runs the shared pass for one kind.
@@ -98,10 +93,10 @@ type pass struct {
 	cluster *clusterv1.Cluster
 	jobs    []batchv1.Job
 	pods    []corev1.Pod
-	ev      Evidence
+	ev      decide.Evidence
 	state   *state.State // the state as gatherState read it, when present
-	d       Decision
-	rep     report
+	d       decide.Decision
+	rep     decide.Report
 	pending []event
 }
 
@@ -125,7 +120,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		Cluster: obj.GetLabels()[clusterv1.ClusterNameLabel]}
 
 	res, err := p.run(ctx)
-	if p.d.Action == ActionNone {
+	if p.d.Action == decide.ActionNone {
 		return ctrl.Result{}, err
 	}
 	// One status patch per pass, whatever path the pass took.
@@ -144,12 +139,12 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 	if err := p.gather(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
-	p.d = Decide(p.ev)
+	p.d = decide.Decide(p.ev)
 	metrics.Decisions.WithLabelValues(p.r.Kind.Name(), string(p.d.Action), string(p.d.Operation)).Inc()
 	log.FromContext(ctx).V(1).Info("decided", "action", p.d.Action, "operation", p.d.Operation,
 		"setBlockMove", p.d.SetBlockMove, "clearBlockMove", p.d.ClearBlockMove, "clearActiveJob", p.d.ClearActiveJob)
 	res, err := p.act(ctx)
-	setConditions(p.obj.GetTerraformStatus(), p.obj.GetGeneration(), p.ev, p.d, p.rep)
+	decide.SetConditions(p.obj.GetTerraformStatus(), p.obj.GetGeneration(), p.ev, p.d, p.rep)
 	return res, err
 }
 

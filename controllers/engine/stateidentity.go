@@ -12,31 +12,23 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
 
-// The state's identity (docs/state.md, "Whose state it is"). A Terraform state is known by its
-// lineage. The object records the lineage of the state it wrote (its first Job that moved the
-// state) in the annotation captf.io/object-state-lineage, which, unlike status, survives
-// clusterctl move. Two holds follow from it, both decided in Decide (stateHold):
-//   - RetainedState: a state the object never wrote (kept by a Retain deletion or an abandon,
-//     or left by another object of the same name) is run against only once an override group
-//     member names its lineage in captf.io/adopt-state; the first Job is then pinned to it;
-//   - LineageChanged: a state whose lineage is no longer the object's own (replaced outside a
-//     restore, for example by a module that wrote another state) holds the object until a
-//     restore of a backup of the object's own lineage.
-// The recorded lineage is written once and never changed by the controller: a restore brings
-// that lineage back (decideRestore refuses a backup of another lineage).
+// The state's identity (docs/state.md, "Whose state it is"): the rules (the holds
+// RetainedState and LineageChanged, RecordLineage, ExpectedLineage) are pure and live in
+// controllers/decide (identity.go, decide.go). This file reads what they judge: the object's
+// own lineage and adopt opt-in, and the lineage of the state a Job left.
 
 // gatherIdentity reads the object's own lineage and its adopt opt-in from the cached object:
 // the annotation, or for an object that wrote states before the annotation existed, the
 // lineage of its newest backup (backups are gathered first).
 func (p *pass) gatherIdentity() {
 	ann := p.obj.GetAnnotations()
-	p.ev.OwnLineage = ann[infrav1.StateLineageAnnotation]
-	if p.ev.OwnLineage == "" && len(p.ev.Backups) > 0 {
-		p.ev.OwnLineage = p.ev.Backups[0].Lineage
+	p.ev.State.OwnLineage = ann[infrav1.StateLineageAnnotation]
+	if p.ev.State.OwnLineage == "" && len(p.ev.State.Backups) > 0 {
+		p.ev.State.OwnLineage = p.ev.State.Backups[0].Lineage
 	}
-	p.ev.AdoptLineage = ann[infrav1.AdoptStateAnnotation]
+	p.ev.State.AdoptLineage = ann[infrav1.AdoptStateAnnotation]
 	seen := ann[infrav1.StateLineageSeenAnnotation]
-	p.ev.LineageSuspect = seen != "" && seen != p.ev.OwnLineage
+	p.ev.State.LineageSuspect = seen != "" && seen != p.ev.State.OwnLineage
 }
 
 // lineageAfter reads the lineage of the state a Job of op left: "" when the Job cannot have
@@ -56,31 +48,6 @@ func (p *pass) lineageAfter(ctx context.Context, op infrav1.Operation) (string, 
 		return "", nil // an unreadable state holds the object on the next pass
 	}
 	return "", fmt.Errorf("read state lineage: %w", err)
-}
-
-// recordLineage writes what a Job's state says of the object's identity onto o. The first
-// lineage the object's Jobs leave is its own (an adopt opt-in has then done its work and
-// goes); the controller never changes it afterwards, so a state replaced by another lineage is
-// held, not taken for the object's own. A lineage other than the own one is noted
-// (StateLineageSeenAnnotation) so the next passes read the state and hold; the note goes once
-// a Job leaves the own lineage again (a restore).
-func recordLineage(o Object, own, after string) {
-	if after == "" {
-		return
-	}
-	if own == "" {
-		setAnnotation(o, infrav1.StateLineageAnnotation, after)
-		removeAnnotation(o, infrav1.AdoptStateAnnotation)
-		own = after
-	} else if o.GetAnnotations()[infrav1.StateLineageAnnotation] == "" {
-		// Known from the newest backup (an object that wrote states before the annotation).
-		setAnnotation(o, infrav1.StateLineageAnnotation, own)
-	}
-	if after != own {
-		setAnnotation(o, infrav1.StateLineageSeenAnnotation, after)
-	} else {
-		removeAnnotation(o, infrav1.StateLineageSeenAnnotation)
-	}
 }
 
 // holdEvent queues one Warning event when a state identity hold begins (the StateReadable

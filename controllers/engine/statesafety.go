@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 	"github.com/captf/cluster-api-provider-terraform/controllers/inputs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/metrics"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
@@ -99,7 +100,7 @@ func (p *pass) protectState(ctx context.Context) error {
 
 // takeBackup copies the state to captf-state-backup-<suffix>-<serial> when its serial is newer
 // than the newest backup. It returns the backup taken, or nil.
-func (p *pass) takeBackup(ctx context.Context, job string) (*BackupView, error) {
+func (p *pass) takeBackup(ctx context.Context, job string) (*decide.BackupView, error) {
 	if p.r.StateBackups <= 0 {
 		return nil, nil
 	}
@@ -123,7 +124,7 @@ func (p *pass) takeBackup(ctx context.Context, job string) (*BackupView, error) 
 		return nil, fmt.Errorf("read state for a backup: %w", err)
 	}
 	serial := int64(st.Serial)
-	if len(p.ev.Backups) > 0 && p.ev.Backups[0].Serial >= serial {
+	if len(p.ev.State.Backups) > 0 && p.ev.State.Backups[0].Serial >= serial {
 		return nil, nil
 	}
 	gvk, err := apiutil.GVKForObject(p.obj, p.r.Client.Scheme())
@@ -157,12 +158,12 @@ func (p *pass) takeBackup(ctx context.Context, job string) (*BackupView, error) 
 		metrics.BackupsTaken.WithLabelValues(p.r.Kind.Name()).Inc()
 		metrics.StateSize.Observe(float64(len(data)))
 	}
-	return &BackupView{Name: b.Name, Serial: serial, Lineage: st.Lineage, Bytes: int64(len(data)), Time: now}, nil
+	return &decide.BackupView{Name: b.Name, Serial: serial, Lineage: st.Lineage, Bytes: int64(len(data)), Time: now}, nil
 }
 
 // pruneBackups deletes the backups beyond the newest StateBackups (best effort: a backup left
 // over is harmless, and the next bookkeeping prunes it).
-func (p *pass) pruneBackups(ctx context.Context, backups []BackupView) []BackupView {
+func (p *pass) pruneBackups(ctx context.Context, backups []decide.BackupView) []decide.BackupView {
 	keep := p.r.StateBackups
 	if keep <= 0 || len(backups) <= keep {
 		return backups
@@ -224,7 +225,7 @@ func (p *pass) retainSecret(ctx context.Context, name string) error {
 // objectSecrets are the names of the state, durable inputs and every backup of the object.
 func (p *pass) objectSecrets() []string {
 	names := []string{naming.StateSecretName(p.suffix), naming.InputsSecretName(p.suffix)}
-	for _, b := range p.ev.Backups {
+	for _, b := range p.ev.State.Backups {
 		names = append(names, b.Name)
 	}
 	return names
@@ -233,9 +234,9 @@ func (p *pass) objectSecrets() []string {
 // restoreState reads the backup named by the restore-state annotation and returns the state
 // JSON the restore Job pushes.
 func (p *pass) restoreState(ctx context.Context) ([]byte, error) {
-	serial, err := strconv.ParseInt(p.ev.RestoreSerial, 10, 64)
+	serial, err := strconv.ParseInt(p.ev.State.RestoreSerial, 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("restore serial %q: %w", p.ev.RestoreSerial, err)
+		return nil, fmt.Errorf("restore serial %q: %w", p.ev.State.RestoreSerial, err)
 	}
 	b := &corev1.Secret{}
 	if err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: naming.StateBackupSecretName(p.suffix, serial)}, b); err != nil {

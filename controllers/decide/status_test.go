@@ -1,4 +1,4 @@
-package engine
+package decide
 
 import (
 	"errors"
@@ -9,8 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
-	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
@@ -46,7 +44,7 @@ func TestSetPaused(t *testing.T) {
 		{false, want{infrav1.PausedCondition, metav1.ConditionFalse, infrav1.NotPausedReason}},
 	} {
 		st := &infrav1.TerraformStatus{}
-		setPaused(conditions{st: st}, Evidence{Paused: tc.paused})
+		setPaused(conditions{st: st}, Evidence{Object: ObjectEvidence{Paused: tc.paused}})
 		checkConditions(t, st, []want{tc.want})
 	}
 }
@@ -58,11 +56,11 @@ func TestSetDependenciesReady(t *testing.T) {
 		want want
 	}{
 		"inputs not read: says nothing":    {Evidence{}, want{Type: infrav1.DependenciesReadyCondition}},
-		"ready":                            {Evidence{Gathered: true}, want{infrav1.DependenciesReadyCondition, metav1.ConditionTrue, infrav1.DependenciesReadyReason}},
-		"waiting":                          {Evidence{Gathered: true, DependencyWait: wait}, want{infrav1.DependenciesReadyCondition, metav1.ConditionFalse, infrav1.WaitingForBootstrapDataReason}},
-		"deleting: says nothing":           {Evidence{Gathered: true, Deleting: true}, want{Type: infrav1.DependenciesReadyCondition}},
-		"paused: says nothing":             {Evidence{Gathered: true, Paused: true}, want{Type: infrav1.DependenciesReadyCondition}},
-		"deleting with a wait: no verdict": {Evidence{Gathered: true, Deleting: true, DependencyWait: wait}, want{Type: infrav1.DependenciesReadyCondition}},
+		"ready":                            {Evidence{Inputs: InputsEvidence{Gathered: true}}, want{infrav1.DependenciesReadyCondition, metav1.ConditionTrue, infrav1.DependenciesReadyReason}},
+		"waiting":                          {Evidence{Inputs: InputsEvidence{Gathered: true, DependencyWait: wait}}, want{infrav1.DependenciesReadyCondition, metav1.ConditionFalse, infrav1.WaitingForBootstrapDataReason}},
+		"deleting: says nothing":           {Evidence{Object: ObjectEvidence{Deleting: true}, Inputs: InputsEvidence{Gathered: true}}, want{Type: infrav1.DependenciesReadyCondition}},
+		"paused: says nothing":             {Evidence{Object: ObjectEvidence{Paused: true}, Inputs: InputsEvidence{Gathered: true}}, want{Type: infrav1.DependenciesReadyCondition}},
+		"deleting with a wait: no verdict": {Evidence{Object: ObjectEvidence{Deleting: true}, Inputs: InputsEvidence{Gathered: true, DependencyWait: wait}}, want{Type: infrav1.DependenciesReadyCondition}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			st := &infrav1.TerraformStatus{}
@@ -76,14 +74,14 @@ func TestSetInputsValid(t *testing.T) {
 	problem := &Problem{ConditionType: infrav1.InputsValidCondition, Reason: infrav1.InputsTooLargeReason, Message: "too large"}
 	for name, tc := range map[string]struct {
 		ev   Evidence
-		rep  report
+		rep  Report
 		want want
 	}{
-		"assembled":                   {Evidence{Gathered: true}, report{}, want{infrav1.InputsValidCondition, metav1.ConditionTrue, infrav1.InputsAssembledReason}},
-		"a problem":                   {Evidence{Gathered: true, InputsProblem: problem}, report{}, want{infrav1.InputsValidCondition, metav1.ConditionFalse, infrav1.InputsTooLargeReason}},
-		"a problem found at start":    {Evidence{Gathered: true}, report{startProblem: problem}, want{infrav1.InputsValidCondition, metav1.ConditionFalse, infrav1.InputsTooLargeReason}},
-		"not read: says nothing":      {Evidence{}, report{}, want{Type: infrav1.InputsValidCondition}},
-		"dependency wait: no verdict": {Evidence{Gathered: true, DependencyWait: &Wait{}}, report{}, want{Type: infrav1.InputsValidCondition}},
+		"assembled":                   {Evidence{Inputs: InputsEvidence{Gathered: true}}, Report{}, want{infrav1.InputsValidCondition, metav1.ConditionTrue, infrav1.InputsAssembledReason}},
+		"a problem":                   {Evidence{Inputs: InputsEvidence{Gathered: true, Problem: problem}}, Report{}, want{infrav1.InputsValidCondition, metav1.ConditionFalse, infrav1.InputsTooLargeReason}},
+		"a problem found at start":    {Evidence{Inputs: InputsEvidence{Gathered: true}}, Report{StartProblem: problem}, want{infrav1.InputsValidCondition, metav1.ConditionFalse, infrav1.InputsTooLargeReason}},
+		"not read: says nothing":      {Evidence{}, Report{}, want{Type: infrav1.InputsValidCondition}},
+		"dependency wait: no verdict": {Evidence{Inputs: InputsEvidence{Gathered: true, DependencyWait: &Wait{}}}, Report{}, want{Type: infrav1.InputsValidCondition}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			st := &infrav1.TerraformStatus{}
@@ -98,38 +96,38 @@ func TestSetOperation(t *testing.T) {
 	for name, tc := range map[string]struct {
 		ev   Evidence
 		d    Decision
-		rep  report
+		rep  Report
 		want want
 	}{
 		"a counted success": {Evidence{}, Decision{Action: ActionBookkeep},
-			report{bookkept: &bookkept{job: "j1", op: infrav1.OperationApply, outcome: infrav1.RunSucceeded}},
+			Report{Bookkept: &Bookkept{Job: "j1", Op: infrav1.OperationApply, Outcome: infrav1.RunSucceeded}},
 			want{infrav1.ApplyJobSucceededCondition, metav1.ConditionTrue, infrav1.JobSucceededReason}},
 		"a counted failure": {Evidence{}, Decision{Action: ActionBookkeep},
-			report{bookkept: &bookkept{job: "j1", op: infrav1.OperationApply, outcome: infrav1.RunFailed, counts: true, backoff: time.Minute}},
+			Report{Bookkept: &Bookkept{Job: "j1", Op: infrav1.OperationApply, Outcome: infrav1.RunFailed, Counts: true, Backoff: time.Minute}},
 			want{infrav1.ApplyJobSucceededCondition, metav1.ConditionFalse, infrav1.JobFailedReason}},
 		"a counted restore failure reports on its own condition": {Evidence{}, Decision{Action: ActionBookkeep},
-			report{bookkept: &bookkept{job: "j1", op: infrav1.OperationRestore, outcome: infrav1.RunFailed, counts: true}},
+			Report{Bookkept: &Bookkept{Job: "j1", Op: infrav1.OperationRestore, Outcome: infrav1.RunFailed, Counts: true}},
 			want{infrav1.RestoreJobSucceededCondition, metav1.ConditionFalse, infrav1.JobFailedReason}},
-		"a Job started": {Evidence{}, Decision{Action: ActionStart, Operation: infrav1.OperationApply}, report{started: "j2"},
+		"a Job started": {Evidence{}, Decision{Action: ActionStart, Operation: infrav1.OperationApply}, Report{Started: "j2"},
 			want{infrav1.ApplyJobSucceededCondition, metav1.ConditionUnknown, infrav1.JobRunningReason}},
-		"a Job refused": {Evidence{}, Decision{Action: ActionStart, Operation: infrav1.OperationDestroy}, report{rejected: "forbidden"},
+		"a Job refused": {Evidence{}, Decision{Action: ActionStart, Operation: infrav1.OperationDestroy}, Report{Rejected: "forbidden"},
 			want{infrav1.ApplyJobSucceededCondition, metav1.ConditionFalse, infrav1.JobFailedReason}},
 		"a lease wait": {Evidence{}, Decision{Action: ActionStart, Operation: infrav1.OperationApply},
-			report{leaseWait: &runlease.Wait{Condition: infrav1.ApplyJobSucceededCondition, Reason: infrav1.WaitingForClusterOperationReason}},
+			Report{LeaseWait: &LeaseWait{Condition: infrav1.ApplyJobSucceededCondition, Reason: infrav1.WaitingForClusterOperationReason}},
 			want{infrav1.ApplyJobSucceededCondition, metav1.ConditionUnknown, infrav1.WaitingForClusterOperationReason}},
-		"a running drift Job": {Evidence{Running: running}, Decision{Action: ActionWaitJob}, report{},
+		"a running drift Job": {Evidence{Jobs: JobsEvidence{Running: running}}, Decision{Action: ActionWaitJob}, Report{},
 			want{infrav1.DriftJobSucceededCondition, metav1.ConditionUnknown, infrav1.JobRunningReason}},
-		"a finished Job whose pod runs": {Evidence{Current: &JobView{Name: "j1", Operation: infrav1.OperationApply, Phase: JobFinished}},
-			Decision{Action: ActionWaitJob, Wait: &Wait{Message: "pod"}}, report{},
+		"a finished Job whose pod runs": {Evidence{Jobs: JobsEvidence{Current: &JobView{Name: "j1", Operation: infrav1.OperationApply, Phase: JobFinished}}},
+			Decision{Action: ActionWaitJob, Wait: &Wait{Message: "pod"}}, Report{},
 			want{infrav1.ApplyJobSucceededCondition, metav1.ConditionUnknown, infrav1.JobRunningReason}},
 		"a backoff": {Evidence{}, Decision{Action: ActionWait, Wait: &Wait{ConditionType: infrav1.ApplyJobSucceededCondition, Reason: infrav1.JobFailedReason}},
-			report{}, want{infrav1.ApplyJobSucceededCondition, metav1.ConditionFalse, infrav1.JobFailedReason}},
+			Report{}, want{infrav1.ApplyJobSucceededCondition, metav1.ConditionFalse, infrav1.JobFailedReason}},
 		"a plan awaiting approval: False, kubectl wait --for=condition=ApplyJobSucceeded=False returns": {Evidence{},
 			Decision{Action: ActionWait, Wait: &Wait{ConditionType: infrav1.ApplyJobSucceededCondition, Reason: infrav1.PlanAwaitingApprovalReason}},
-			report{}, want{infrav1.ApplyJobSucceededCondition, metav1.ConditionFalse, infrav1.PlanAwaitingApprovalReason}},
-		"status recovered": {Evidence{}, Decision{Action: ActionRecoverStatus}, report{recovered: true},
+			Report{}, want{infrav1.ApplyJobSucceededCondition, metav1.ConditionFalse, infrav1.PlanAwaitingApprovalReason}},
+		"status recovered": {Evidence{}, Decision{Action: ActionRecoverStatus}, Report{Recovered: true},
 			want{infrav1.ApplyJobSucceededCondition, metav1.ConditionTrue, infrav1.JobSucceededReason}},
-		"idle: says nothing": {Evidence{}, Decision{Action: ActionIdle}, report{}, want{Type: infrav1.ApplyJobSucceededCondition}},
+		"idle: says nothing": {Evidence{}, Decision{Action: ActionIdle}, Report{}, want{Type: infrav1.ApplyJobSucceededCondition}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			st := &infrav1.TerraformStatus{}
@@ -146,29 +144,29 @@ func TestSetStateReadableKeepsALockReportUntilTheNextJob(t *testing.T) {
 	readable := want{infrav1.StateReadableCondition, metav1.ConditionTrue, infrav1.StateReadableReason}
 	st := &infrav1.TerraformStatus{}
 	c := conditions{st: st}
-	ev := Evidence{State: StatePresent}
-	failed := &bookkept{outcome: infrav1.RunFailed, op: infrav1.OperationApply}
-	setStateReadable(c, ev, Decision{}, report{bookkept: failed, lockHolder: &runnerapi.LockHolder{ID: "l1", Who: "ops@laptop"}})
+	ev := Evidence{State: StateEvidence{Read: StatePresent}}
+	failed := &Bookkept{Outcome: infrav1.RunFailed, Op: infrav1.OperationApply}
+	setStateReadable(c, ev, Decision{}, Report{Bookkept: failed, LockHolder: &runnerapi.LockHolder{ID: "l1", Who: "ops@laptop"}})
 	checkConditions(t, st, []want{locked})
-	setStateReadable(c, ev, Decision{}, report{})
+	setStateReadable(c, ev, Decision{}, Report{})
 	checkConditions(t, st, []want{locked})
-	setStateReadable(c, ev, Decision{}, report{bookkept: failed})
+	setStateReadable(c, ev, Decision{}, Report{Bookkept: failed})
 	checkConditions(t, st, []want{readable})
-	setStateReadable(c, ev, Decision{}, report{})
+	setStateReadable(c, ev, Decision{}, Report{})
 	checkConditions(t, st, []want{readable})
 }
 
 func TestSetOutputsValid(t *testing.T) {
 	for name, tc := range map[string]struct {
-		rep         report
+		rep         Report
 		want        want
 		provisioned bool
 	}{
-		"not read: says nothing": {report{}, want{Type: infrav1.OutputsValidCondition}, false},
-		"valid: provisioned":     {report{outputs: &outputsResult{}}, want{infrav1.OutputsValidCondition, metav1.ConditionTrue, infrav1.OutputsValidReason}, true},
-		"a module problem": {report{outputs: &outputsResult{err: &state.OutputError{Reason: infrav1.OutputMissingReason, Message: "no provider_id"}}},
+		"not read: says nothing": {Report{}, want{Type: infrav1.OutputsValidCondition}, false},
+		"valid: provisioned":     {Report{Outputs: &OutputsResult{}}, want{infrav1.OutputsValidCondition, metav1.ConditionTrue, infrav1.OutputsValidReason}, true},
+		"a module problem": {Report{Outputs: &OutputsResult{Err: errors.New("no provider_id"), Reason: infrav1.OutputMissingReason}},
 			want{infrav1.OutputsValidCondition, metav1.ConditionFalse, infrav1.OutputMissingReason}, false},
-		"another error": {report{outputs: &outputsResult{err: errors.New("boom")}},
+		"another error": {Report{Outputs: &OutputsResult{Err: errors.New("boom")}},
 			want{infrav1.OutputsValidCondition, metav1.ConditionFalse, infrav1.OutputInvalidReason}, false},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -187,23 +185,23 @@ func TestSetDeleting(t *testing.T) {
 	for name, tc := range map[string]struct {
 		ev    Evidence
 		d     Decision
-		rep   report
+		rep   Report
 		wants []want
 	}{
-		"not deleting": {Evidence{}, Decision{Action: ActionIdle}, report{},
+		"not deleting": {Evidence{}, Decision{Action: ActionIdle}, Report{},
 			[]want{{infrav1.DeletingCondition, metav1.ConditionFalse, infrav1.NotDeletingReason}, {Type: infrav1.DeletionBlockedCondition}}},
-		"waiting for children": {Evidence{Deleting: true}, Decision{Action: ActionWait, Wait: children}, report{},
+		"waiting for children": {Evidence{Object: ObjectEvidence{Deleting: true}}, Decision{Action: ActionWait, Wait: children}, Report{},
 			[]want{{infrav1.DeletingCondition, metav1.ConditionTrue, infrav1.WaitingForMachinesReason}, {infrav1.DeletionBlockedCondition, metav1.ConditionTrue, infrav1.WaitingForMachinesReason}}},
-		"destroy started": {Evidence{Deleting: true}, Decision{Action: ActionStart, Operation: infrav1.OperationDestroy}, report{started: "j1"},
+		"destroy started": {Evidence{Object: ObjectEvidence{Deleting: true}}, Decision{Action: ActionStart, Operation: infrav1.OperationDestroy}, Report{Started: "j1"},
 			[]want{{infrav1.DeletingCondition, metav1.ConditionTrue, infrav1.DestroyingReason}, {Type: infrav1.DeletionBlockedCondition}}},
-		"paused deletion": {Evidence{Deleting: true, Paused: true}, Decision{Action: ActionWait, Wait: &Wait{ConditionType: infrav1.DeletingCondition, Reason: infrav1.PausedReason}}, report{},
+		"paused deletion": {Evidence{Object: ObjectEvidence{Deleting: true, Paused: true}}, Decision{Action: ActionWait, Wait: &Wait{ConditionType: infrav1.DeletingCondition, Reason: infrav1.PausedReason}}, Report{},
 			[]want{{infrav1.DeletingCondition, metav1.ConditionTrue, infrav1.PausedReason}}},
-		"part of a move": {Evidence{Deleting: true, MoveDeletion: true}, Decision{Action: ActionRemoveFinalizer}, report{},
+		"part of a move": {Evidence{Object: ObjectEvidence{Deleting: true, MoveDeletion: true}}, Decision{Action: ActionRemoveFinalizer}, Report{},
 			[]want{{infrav1.DeletingCondition, metav1.ConditionTrue, infrav1.MoveReason}}},
-		"cleanup blocked": {Evidence{Deleting: true}, Decision{Action: ActionCleanup}, report{cleanupBlocked: "state not empty"},
+		"cleanup blocked": {Evidence{Object: ObjectEvidence{Deleting: true}}, Decision{Action: ActionCleanup}, Report{CleanupBlocked: "state not empty"},
 			[]want{{infrav1.DeletingCondition, metav1.ConditionTrue, infrav1.DestroyingReason}}},
-		"a lease wait": {Evidence{Deleting: true}, Decision{Action: ActionStart, Operation: infrav1.OperationDestroy},
-			report{leaseWait: &runlease.Wait{Reason: infrav1.WaitingForClusterOperationReason}},
+		"a lease wait": {Evidence{Object: ObjectEvidence{Deleting: true}}, Decision{Action: ActionStart, Operation: infrav1.OperationDestroy},
+			Report{LeaseWait: &LeaseWait{Reason: infrav1.WaitingForClusterOperationReason}},
 			[]want{{infrav1.DeletingCondition, metav1.ConditionTrue, infrav1.WaitingForClusterOperationReason}}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -242,7 +240,7 @@ func TestSetReady(t *testing.T) {
 			want{infrav1.ReadyCondition, metav1.ConditionFalse, infrav1.PlanAwaitingApprovalReason}},
 		"not provisioned, nothing known": {Evidence{}, infrav1.TerraformStatus{},
 			want{infrav1.ReadyCondition, metav1.ConditionFalse, infrav1.NotProvisionedReason}},
-		"deleting: Deleting says why": {Evidence{Deleting: true}, infrav1.TerraformStatus{Initialization: &infrav1.Initialization{Provisioned: &yes},
+		"deleting: Deleting says why": {Evidence{Object: ObjectEvidence{Deleting: true}}, infrav1.TerraformStatus{Initialization: &infrav1.Initialization{Provisioned: &yes},
 			Conditions: []metav1.Condition{{Type: infrav1.DeletingCondition, Status: metav1.ConditionTrue, Reason: infrav1.WaitingForMachinesReason, Message: "m1"}}},
 			want{infrav1.ReadyCondition, metav1.ConditionFalse, infrav1.WaitingForMachinesReason}},
 	} {

@@ -1,4 +1,4 @@
-package engine
+package decide
 
 import (
 	"fmt"
@@ -42,7 +42,7 @@ const (
 	StateAbsent StateView = "Absent"
 	// StatePresent: the Secret reads as a state.
 	StatePresent StateView = "Present"
-	// StateUnreadable: the Secret exists but cannot be read as a state (Evidence.StateProblem).
+	// StateUnreadable: the Secret exists but cannot be read as a state (StateEvidence.Problem).
 	StateUnreadable StateView = "Unreadable"
 )
 
@@ -78,12 +78,33 @@ type LagView struct {
 	Job, Reason string
 }
 
-// Evidence is everything a pass knows when it decides. Gathering it is the only part of a pass
-// that reads; Decide is a pure function of it.
+// Evidence is everything a pass knows when it decides, in named parts. Gathering it is the only
+// part of a pass that reads; Decide is a pure function of it. Now is the only clock a decision
+// knows.
 type Evidence struct {
 	Now time.Time
 
-	// The object, from the cache.
+	// Object is what the object itself says, from the cache.
+	Object ObjectEvidence
+	// Jobs is what the cache shows of the object's Jobs (and the live listing of the pods of
+	// the current one once it finished).
+	Jobs JobsEvidence
+	// Lag is the outcome of the live cache-lag checks (NeedsLagCheck).
+	Lag LagView
+	// Inputs are the decision inputs (NeedsDecisionInputs).
+	Inputs InputsEvidence
+	// State is the object's Terraform state and its identity (I6, I7).
+	State StateEvidence
+	// Plan is the object's saved plans (I9).
+	Plan PlanEvidence
+	// Drift is the drift schedule and what a drift check or a person asked for.
+	Drift DriftEvidence
+	// Retry is the failure backoff.
+	Retry RetryEvidence
+}
+
+// ObjectEvidence is what the object's metadata, spec and status say.
+type ObjectEvidence struct {
 	Deleting     bool
 	HasFinalizer bool
 	// Paused: the object's paused annotation or its Cluster's spec.paused.
@@ -95,7 +116,22 @@ type Evidence struct {
 	ActiveJob string
 	// Provisioned is status.initialization.provisioned.
 	Provisioned bool
+	// DeletionPolicy is spec.deletionPolicy ("" means Destroy).
+	DeletionPolicy infrav1.DeletionPolicy
+	// Destroyed: a destroy Job of this object succeeded (durable annotation captf.io/destroyed).
+	Destroyed bool
+	// Abandon: the abandon-infrastructure annotation names this object's UID. It applies only
+	// to a deleting object, or to one its state holds (AbandonApplies); anywhere else it is
+	// void and removed (AbandonVoid).
+	Abandon bool
+	// AbandonPredates: on a deleting object, the object's managedFields prove that the abandon
+	// annotation was last set before the deletion began (AbandonSetBefore); false when they
+	// cannot tell.
+	AbandonPredates bool
+}
 
+// JobsEvidence is what the cache shows of the object's Jobs.
+type JobsEvidence struct {
 	// RunSeq is the object's durable run sequence; the Job of RunSeq is Current.
 	RunSeq int64
 	// Current is the Job of RunSeq as the cache shows it (nil: not in the cache).
@@ -105,37 +141,40 @@ type Evidence struct {
 	// CurrentPods is the live listing of the pods of Current once it has finished
 	// (NeedsPods).
 	CurrentPods PodsView
+}
 
-	// Lag is the outcome of the live cache-lag checks (NeedsLagCheck).
-	Lag LagView
-
-	// Gathered is true when the decision inputs below were read (NeedsDecisionInputs).
+// InputsEvidence are the decision inputs, read only when NeedsDecisionInputs says so.
+type InputsEvidence struct {
+	// Gathered is true when the fields below were read (NeedsDecisionInputs).
 	Gathered bool
 	// DependencyWait, when set, is what the object waits for before it can apply.
 	DependencyWait *Wait
-	// InputsProblem, when set, is why the inputs cannot be assembled.
-	InputsProblem *Problem
-	DesiredHash   string
-	AppliedHash   string
-
+	// Problem, when set, is why the inputs cannot be assembled.
+	Problem     *Problem
+	DesiredHash string
+	// AppliedHash is the hash of the inputs last applied (annotation captf.io/applied-hash).
+	AppliedHash string
 	// Children are machines and pools that still exist (a deleting cluster waits for them).
 	Children []string
-	// Destroyed: a destroy Job of this object succeeded (durable annotation captf.io/destroyed).
-	Destroyed bool
+}
 
-	// The state (I6, I7). AppliedBefore: the object applied before (the applied hash, a backup
-	// of this incarnation, or provisioned).
+// StateEvidence is the object's Terraform state (I6, I7).
+type StateEvidence struct {
+	// AppliedBefore: the object applied before (the applied hash, a backup of this
+	// incarnation, or provisioned).
 	AppliedBefore bool
-	// StateSecretCached: the metadata cache of CAPTF's Secrets lists the state Secret. Only its
+	// SecretCached: the metadata cache of CAPTF's Secrets lists the state Secret. Only its
 	// absence is acted on, after a live read.
-	StateSecretCached bool
-	// State is what the live read of the state Secret found (NeedsLiveState).
-	State StateView
-	// StateProblem says why an unreadable state cannot be read.
-	StateProblem *Problem
-	// StateLineage is the state's lineage; StateEmpty says it tracks no managed resource.
-	StateLineage string
-	StateEmpty   bool
+	SecretCached bool
+	// Read is what the live read of the state Secret found (NeedsLiveState).
+	Read StateView
+	// Problem says why an unreadable state cannot be read.
+	Problem *Problem
+	// Lineage is the state's lineage; Empty says it tracks no managed resource; Serial is its
+	// serial.
+	Lineage string
+	Empty   bool
+	Serial  int64
 	// Backups are the object's state backups, newest first.
 	Backups []BackupView
 	// The state's identity (docs/state.md, "Whose state it is"). OwnLineage is the lineage of
@@ -148,44 +187,38 @@ type Evidence struct {
 	// LineageSuspect: a Job left a state of another lineage than OwnLineage (annotation
 	// captf.io/state-lineage-seen), so the state is read live until that is settled.
 	LineageSuspect bool
-	// DeletionPolicy is spec.deletionPolicy ("" means Destroy).
-	DeletionPolicy infrav1.DeletionPolicy
-	// Abandon: the abandon-infrastructure annotation names this object's UID. It applies only
-	// to a deleting object, or to one its state holds (AbandonApplies); anywhere else it is
-	// void and removed (AbandonVoid).
-	Abandon bool
-	// AbandonPredates: on a deleting object, the object's managedFields prove that the abandon
-	// annotation was last set before the deletion began (AbandonSetBefore); false when they
-	// cannot tell.
-	AbandonPredates bool
 	// RestoreSerial is the restore-state annotation ("" when unset); RestoreFailed the serial
 	// whose restore failed.
 	RestoreSerial string
 	RestoreFailed string
+}
 
-	// Plans (I9). ApplyPolicy and DestructiveChanges are the spec's; Pending the plan waiting
-	// for approval (annotation captf.io/pending-plan); ApprovedPlan the approve-plan
-	// annotation; AppliedPlan the last plan applied (annotation captf.io/applied-plan).
-	// StateSerial is the serial of the state read live.
+// PlanEvidence is the object's saved plans (I9). ApplyPolicy and DestructiveChanges are the
+// spec's; Pending the plan waiting for approval (annotation captf.io/pending-plan); Approved the
+// approve-plan annotation; Applied the last plan applied (annotation captf.io/applied-plan).
+type PlanEvidence struct {
 	ApplyPolicy        infrav1.ApplyPolicy
 	DestructiveChanges infrav1.DestructiveChanges
 	Pending            *infrav1.PlanRecord
-	ApprovedPlan       string
-	AppliedPlan        string
-	StateSerial        int64
+	Approved           string
+	Applied            string
+}
 
-	// Drift checks. DriftDueAt is when the next check is due (DriftDueAt; zero: checks off);
-	// DriftMode is spec.drift.mode; Remediate names the drift Job whose drift an apply must
-	// remediate (annotation captf.io/remediate).
-	DriftDueAt time.Time
-	DriftMode  infrav1.DriftMode
-	Remediate  string
-	// RefreshRequest is the value of the annotation captf.io/refresh: a refresh asked for by a
-	// person (empty: none).
+// DriftEvidence is the drift schedule. DueAt is when the next check is due (DriftDueAt; zero:
+// checks off); Mode is spec.drift.mode; Remediate names the drift Job whose drift an apply must
+// remediate (annotation captf.io/remediate); RefreshRequest is the value of the annotation
+// captf.io/refresh, a refresh asked for by a person (empty: none).
+type DriftEvidence struct {
+	DueAt          time.Time
+	Mode           infrav1.DriftMode
+	Remediate      string
 	RefreshRequest string
+}
 
-	// RetryAt is when a failed operation may be retried (zero: now), and LastError why it failed.
-	RetryAt   time.Time
+// RetryEvidence is the failure backoff: At is when a failed operation may be retried (zero:
+// now), and LastError why it failed.
+type RetryEvidence struct {
+	At        time.Time
 	LastError string
 }
 
@@ -288,7 +321,7 @@ func (d Decision) LetsGo() bool {
 	return false
 }
 
-// StartedOperations are the operations Decide starts Jobs of. The engine's tests prove each
+// StartedOperations are the operations Decide starts Jobs of. The decision's tests prove each
 // reachable and no other; the docs test holds docs/lifecycle.md to this list.
 var StartedOperations = []infrav1.Operation{infrav1.OperationApply, infrav1.OperationDestroy, infrav1.OperationRestore,
 	infrav1.OperationDrift, infrav1.OperationPlan, infrav1.OperationRefresh}
@@ -304,7 +337,7 @@ const PodsRequeue = 10 * time.Second
 // in the cache and nothing else runs, so bookkeeping is next, and a pod still running would
 // make it early.
 func NeedsPods(ev Evidence) bool {
-	return ev.HasFinalizer && len(ev.Running) == 0 && ev.Current != nil && ev.Current.Phase == JobFinished
+	return ev.Object.HasFinalizer && len(ev.Jobs.Running) == 0 && ev.Jobs.Current != nil && ev.Jobs.Current.Phase == JobFinished
 }
 
 // NeedsLagCheck reports whether the live cache-lag checks can change what this pass does:
@@ -312,17 +345,17 @@ func NeedsPods(ev Evidence) bool {
 // could clear block-move or status.activeJob or drop the finalizer. An idle object reads
 // nothing live.
 func NeedsLagCheck(ev Evidence) bool {
-	if !ev.HasFinalizer || len(ev.Running) > 0 || NeedsPods(ev) {
+	if !ev.Object.HasFinalizer || len(ev.Jobs.Running) > 0 || NeedsPods(ev) {
 		return false
 	}
-	wouldClearBlockMove := ev.BlockMove && (ev.Paused || ev.Deleting)
-	return wouldClearBlockMove || ev.ActiveJob != "" || ev.Deleting
+	wouldClearBlockMove := ev.Object.BlockMove && (ev.Object.Paused || ev.Object.Deleting)
+	return wouldClearBlockMove || ev.Object.ActiveJob != "" || ev.Object.Deleting
 }
 
 // NeedsDecisionInputs reports whether the pass gets as far as choosing an operation, so the
 // decision inputs (dependencies and inputs hash, or children) are worth reading.
 func NeedsDecisionInputs(ev Evidence) bool {
-	if !ev.HasFinalizer || ev.Paused || len(ev.Running) > 0 || NeedsPods(ev) {
+	if !ev.Object.HasFinalizer || ev.Object.Paused || len(ev.Jobs.Running) > 0 || NeedsPods(ev) {
 		return false
 	}
 	return !NeedsLagCheck(ev) || (ev.Lag.Checked && !ev.Lag.Found)
@@ -337,21 +370,21 @@ func NeedsDecisionInputs(ev Evidence) bool {
 // longer lists the state Secret. An idle object whose state Secret
 // the cache lists (and that carries no abandon) reads nothing.
 func NeedsLiveState(ev Evidence) bool {
-	if !ev.Gathered {
+	if !ev.Inputs.Gathered {
 		return false
 	}
-	if ev.Deleting || ev.Abandon {
+	if ev.Object.Deleting || ev.Object.Abandon {
 		// An abandon is judged against the state: it applies while the state holds the object.
 		return true
 	}
-	return ev.DesiredHash != ev.AppliedHash || ev.LineageSuspect ||
-		ev.AppliedBefore && (!ev.StateSecretCached || ev.RestoreSerial != "" || ev.Remediate != "" || ev.RefreshRequest != "" || DriftDue(ev))
+	return ev.Inputs.DesiredHash != ev.Inputs.AppliedHash || ev.State.LineageSuspect ||
+		ev.State.AppliedBefore && (!ev.State.SecretCached || ev.State.RestoreSerial != "" || ev.Drift.Remediate != "" || ev.Drift.RefreshRequest != "" || DriftDue(ev))
 }
 
 // DriftDue reports whether a drift check is due: checks are on, the object applied before,
 // and the due time has come.
 func DriftDue(ev Evidence) bool {
-	return !ev.DriftDueAt.IsZero() && ev.AppliedBefore && !ev.Now.Before(ev.DriftDueAt)
+	return !ev.Drift.DueAt.IsZero() && ev.State.AppliedBefore && !ev.Now.Before(ev.Drift.DueAt)
 }
 
 // Decide picks what a pass does. It is pure: same evidence, same decision. Every branch that
@@ -367,38 +400,18 @@ func Decide(ev Evidence) Decision {
 }
 
 func decide(ev Evidence) Decision {
-	if !ev.HasFinalizer {
-		if ev.Deleting {
+	if !ev.Object.HasFinalizer {
+		if ev.Object.Deleting {
 			// Gone as far as this controller can tell: the API server deletes it now.
 			return Decision{Action: ActionNone}
 		}
 		// The finalizer first; a Job that runs keeps block-move in the same write.
-		return Decision{Action: ActionAddFinalizer, SetBlockMove: len(ev.Running) > 0 && !ev.BlockMove}
+		return Decision{Action: ActionAddFinalizer, SetBlockMove: len(ev.Jobs.Running) > 0 && !ev.Object.BlockMove}
 	}
 
-	// A running Job wins over everything: keep the marks and wait for its watch event.
-	if len(ev.Running) > 0 {
-		run := ev.Running[0]
-		d := Decision{Action: ActionWaitJob, SetBlockMove: !ev.BlockMove}
-		if ev.ActiveJob != run.Name {
-			d.SetActiveJob = run.Name
-		}
+	// A Job that runs, or a finished one not counted yet, comes before everything else.
+	if d, ok := decideJobs(ev); ok {
 		return d
-	}
-	if ev.Current != nil && ev.Current.Phase == JobFinished {
-		cur := ev.Current
-		if ev.CurrentPods != PodsTerminal {
-			// I2/I3: the Job finished but a pod still runs (or was not looked at): the Job is
-			// not over until its pods are.
-			return Decision{Action: ActionWaitJob, SetBlockMove: !ev.BlockMove,
-				Wait: &Wait{Reason: infrav1.JobRunningReason, RequeueAfter: PodsRequeue,
-					Message: fmt.Sprintf("Job %s finished but a pod of it is not terminated yet", cur.Name)}}
-		}
-		if cur.Foreign {
-			// A Job of a previous incarnation took this run's name: never count it as ours.
-			return Decision{Action: ActionSkipRun}
-		}
-		return Decision{Action: ActionBookkeep, Operation: cur.Operation, ClearActiveJob: ev.ActiveJob == cur.Name}
 	}
 
 	// From here on nothing runs as far as the cache tells. A clear needs the live checks.
@@ -412,43 +425,80 @@ func decide(ev Evidence) Decision {
 				Message: fmt.Sprintf("Job %s exists on the API server but not yet in the cache (%s)", ev.Lag.Job, ev.Lag.Reason)}}
 		}
 	}
-	clearActive := ev.ActiveJob != ""
+	clearActive := ev.Object.ActiveJob != ""
 
-	if ev.Deleting {
+	if ev.Object.Deleting {
 		return decideDeletion(ev, clearActive)
 	}
-	if ev.Paused {
+	if ev.Object.Paused {
 		// Paused: start nothing, and let clusterctl move proceed.
-		return Decision{Action: ActionWait, ClearBlockMove: ev.BlockMove, ClearActiveJob: clearActive,
+		return Decision{Action: ActionWait, ClearBlockMove: ev.Object.BlockMove, ClearActiveJob: clearActive,
 			Wait: &Wait{ConditionType: infrav1.PausedCondition, Reason: infrav1.PausedReason, Message: "reconciliation is paused"}}
 	}
-	d := Decision{SetBlockMove: !ev.BlockMove, ClearActiveJob: clearActive}
-	if !ev.Gathered {
+	d := Decision{SetBlockMove: !ev.Object.BlockMove, ClearActiveJob: clearActive}
+	if !ev.Inputs.Gathered {
 		d.Action = ActionWait
 		d.Wait = &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue,
 			Message: "the decision inputs were not read; nothing starts without them"}
 		return d
 	}
-	if ev.RestoreSerial != "" {
+	if ev.State.RestoreSerial != "" {
 		return decideRestore(ev, d)
 	}
 	if w := stateHold(ev); w != nil {
 		d.Action, d.Wait = ActionWait, w
 		return d
 	}
+	return decideOperation(ev, d)
+}
+
+// decideJobs decides while a Job of the object runs or its finished current Job waits to be
+// counted: ok is false when neither is the case.
+func decideJobs(ev Evidence) (Decision, bool) {
+	// A running Job wins over everything: keep the marks and wait for its watch event.
+	if len(ev.Jobs.Running) > 0 {
+		run := ev.Jobs.Running[0]
+		d := Decision{Action: ActionWaitJob, SetBlockMove: !ev.Object.BlockMove}
+		if ev.Object.ActiveJob != run.Name {
+			d.SetActiveJob = run.Name
+		}
+		return d, true
+	}
+	if ev.Jobs.Current != nil && ev.Jobs.Current.Phase == JobFinished {
+		cur := ev.Jobs.Current
+		if ev.Jobs.CurrentPods != PodsTerminal {
+			// I2/I3: the Job finished but a pod still runs (or was not looked at): the Job is
+			// not over until its pods are.
+			return Decision{Action: ActionWaitJob, SetBlockMove: !ev.Object.BlockMove,
+				Wait: &Wait{Reason: infrav1.JobRunningReason, RequeueAfter: PodsRequeue,
+					Message: fmt.Sprintf("Job %s finished but a pod of it is not terminated yet", cur.Name)}}, true
+		}
+		if cur.Foreign {
+			// A Job of a previous incarnation took this run's name: never count it as ours.
+			return Decision{Action: ActionSkipRun}, true
+		}
+		return Decision{Action: ActionBookkeep, Operation: cur.Operation, ClearActiveJob: ev.Object.ActiveJob == cur.Name}, true
+	}
+	return Decision{}, false
+}
+
+// decideOperation picks the operation of a settled object that is not deleting: an apply the
+// inputs or a drift remediation want (through a saved plan when its policy asks for one), a
+// refresh, a drift check, a status recovery, or nothing.
+func decideOperation(ev Evidence, d Decision) Decision {
 	switch {
-	case ev.DependencyWait != nil:
-		d.Action, d.Wait = ActionWait, ev.DependencyWait
-	case ev.InputsProblem != nil:
-		d.Action, d.Problem = ActionWait, ev.InputsProblem
-	case (ev.DesiredHash != "" && ev.DesiredHash != ev.AppliedHash) || (ev.Remediate != "" && ev.DriftMode == infrav1.DriftModeRemediate):
+	case ev.Inputs.DependencyWait != nil:
+		d.Action, d.Wait = ActionWait, ev.Inputs.DependencyWait
+	case ev.Inputs.Problem != nil:
+		d.Action, d.Problem = ActionWait, ev.Inputs.Problem
+	case (ev.Inputs.DesiredHash != "" && ev.Inputs.DesiredHash != ev.Inputs.AppliedHash) || (ev.Drift.Remediate != "" && ev.Drift.Mode == infrav1.DriftModeRemediate):
 		// Changed inputs, or a drift check found drift to remediate: an apply, through a
 		// saved plan when the object's policy asks for one.
 		switch {
-		case ev.Now.Before(ev.RetryAt):
+		case ev.Now.Before(ev.Retry.At):
 			d.Action = ActionWait
 			d.Wait = backoffWait(ev, "apply")
-		case ev.AppliedBefore && ev.State != StatePresent:
+		case ev.State.AppliedBefore && ev.State.Read != StatePresent:
 			// I7: an object that applied before applies only against its own state, read.
 			d.Action = ActionWait
 			d.Wait = &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue,
@@ -462,34 +512,34 @@ func decide(ev Evidence) Decision {
 		// A refresh asked for, or drift to accept: a refresh-only apply. It writes the state,
 		// so it comes after an apply the inputs want (the case above) and runs alone like one.
 		switch {
-		case ev.Now.Before(ev.RetryAt):
+		case ev.Now.Before(ev.Retry.At):
 			d.Action = ActionWait
 			d.Wait = backoffWait(ev, "run")
-		case ev.State != StatePresent:
+		case ev.State.Read != StatePresent:
 			// I7: a refresh records reality in the object's own state, read.
 			d.Action = ActionWait
 			d.Wait = &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue,
 				Message: "the state was not read; no refresh starts without it"}
-		case ev.ApplyPolicy == infrav1.ApplyPolicyManual:
+		case ev.Plan.ApplyPolicy == infrav1.ApplyPolicyManual:
 			return decideRefreshPlan(ev, d)
 		default:
 			d.Action, d.Operation = ActionStart, infrav1.OperationRefresh
 		}
 	case DriftDue(ev):
 		// I7: a drift check runs only against the object's own state, read.
-		if ev.State != StatePresent {
+		if ev.State.Read != StatePresent {
 			d.Action = ActionWait
 			d.Wait = &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue, Message: "the state was not read; no drift check starts without it"}
 			return d
 		}
 		d.Action, d.Operation = ActionStart, infrav1.OperationDrift
-	case !ev.Provisioned && ev.AppliedHash != "":
+	case !ev.Object.Provisioned && ev.Inputs.AppliedHash != "":
 		d.Action = ActionRecoverStatus
 	default:
 		d.Action = ActionIdle
-		if !ev.DriftDueAt.IsZero() && ev.AppliedBefore {
+		if !ev.Drift.DueAt.IsZero() && ev.State.AppliedBefore {
 			// Wake up when the next drift check is due; nothing is read until then.
-			d.Wait = &Wait{RequeueAfter: ev.DriftDueAt.Sub(ev.Now)}
+			d.Wait = &Wait{RequeueAfter: ev.Drift.DueAt.Sub(ev.Now)}
 		}
 	}
 	return d
@@ -499,68 +549,68 @@ func decide(ev Evidence) Decision {
 // check under mode Accept (captf.io/remediate names that check). Only an object that applied
 // has a state to refresh; a request on a newer object waits for its first apply.
 func RefreshWanted(ev Evidence) bool {
-	return ev.AppliedBefore && (ev.RefreshRequest != "" || ev.Remediate != "" && ev.DriftMode == infrav1.DriftModeAccept)
+	return ev.State.AppliedBefore && (ev.Drift.RefreshRequest != "" || ev.Drift.Remediate != "" && ev.Drift.Mode == infrav1.DriftModeAccept)
 }
 
 func decideDeletion(ev Evidence, clearActive bool) Decision {
-	if ev.Paused {
-		if ev.MoveDeletion {
+	if ev.Object.Paused {
+		if ev.Object.MoveDeletion {
 			// clusterctl move pauses, then deletes the source objects after copying them:
 			// destroy nothing, keep the state (it moved), let the object go.
-			return Decision{Action: ActionRemoveFinalizer, ClearBlockMove: ev.BlockMove, ClearActiveJob: clearActive}
+			return Decision{Action: ActionRemoveFinalizer, ClearBlockMove: ev.Object.BlockMove, ClearActiveJob: clearActive}
 		}
 		// A paused deletion waits: destroying now could race a move or a human's pause.
-		return Decision{Action: ActionWait, ClearBlockMove: ev.BlockMove, ClearActiveJob: clearActive,
+		return Decision{Action: ActionWait, ClearBlockMove: ev.Object.BlockMove, ClearActiveJob: clearActive,
 			Wait: &Wait{ConditionType: infrav1.DeletingCondition, Reason: infrav1.PausedReason,
 				Message: "deletion waits: the object is paused, so nothing is destroyed until it is unpaused"}}
 	}
 	// Not paused, a delete-for-move annotation is an ordinary deletion: an annotation alone
 	// cannot skip a destroy.
-	d := Decision{ClearActiveJob: clearActive, SetBlockMove: !ev.BlockMove}
+	d := Decision{ClearActiveJob: clearActive, SetBlockMove: !ev.Object.BlockMove}
 	letGo := func(a Action) Decision {
-		d.Action, d.SetBlockMove, d.ClearBlockMove = a, false, ev.BlockMove
+		d.Action, d.SetBlockMove, d.ClearBlockMove = a, false, ev.Object.BlockMove
 		return d
 	}
 	switch {
-	case !ev.Gathered || ev.State == StateNotRead:
+	case !ev.Inputs.Gathered || ev.State.Read == StateNotRead:
 		d.Action = ActionWait
 		d.Wait = &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue,
 			Message: "the deletion inputs were not read; nothing is destroyed or cleaned up without them"}
-	case len(ev.Children) > 0:
+	case len(ev.Inputs.Children) > 0:
 		d.Action = ActionWait
 		d.Wait = &Wait{ConditionType: infrav1.DeletionBlockedCondition, Reason: infrav1.WaitingForMachinesReason,
-			Message: "waiting for machines and pools to be deleted: " + joinMax(ev.Children, 5)}
-	case ev.DeletionPolicy == infrav1.DeletionPolicyRetain:
+			Message: "waiting for machines and pools to be deleted: " + joinMax(ev.Inputs.Children, 5)}
+	case ev.Object.DeletionPolicy == infrav1.DeletionPolicyRetain:
 		return letGo(ActionRetain)
-	case ev.Abandon:
+	case ev.Object.Abandon:
 		if AbandonApplies(ev) {
 			return letGo(ActionAbandon)
 		}
 		// Set before the deletion began, on an object its state does not hold: void (Decide
 		// removes it) and decided as if it were not there, so the destroy runs.
 		without := ev
-		without.Abandon = false
+		without.Object.Abandon = false
 		return decideDeletion(without, clearActive)
-	case ev.RestoreSerial != "":
+	case ev.State.RestoreSerial != "":
 		return decideRestore(ev, d)
 	case RetainedState(ev):
 		// A state this object never wrote, not adopted: not its infrastructure. Nothing is
 		// destroyed and that state is left as it is (never deleted, I6).
 		return letGo(ActionLeaveState)
-	case ev.Destroyed && (ev.State == StateAbsent || ev.State == StatePresent && ev.StateEmpty):
+	case ev.Object.Destroyed && (ev.State.Read == StateAbsent || ev.State.Read == StatePresent && ev.State.Empty):
 		// The destroy succeeded and left nothing behind: clean up and let go (I6).
 		return letGo(ActionCleanup)
-	case ev.Destroyed && ev.State == StatePresent:
+	case ev.Object.Destroyed && ev.State.Read == StatePresent:
 		d.Action = ActionWait
 		d.Wait = &Wait{ConditionType: infrav1.DeletingCondition, Reason: infrav1.DestroyingReason, RequeueAfter: time.Minute,
 			Message: "the destroy succeeded but the state still lists resources; the state is kept. Inspect it (see docs/state.md), " +
 				"then remove the annotation " + infrav1.DestroyedAnnotation + " to destroy again"}
-	case ev.State == StateAbsent && !ev.AppliedBefore:
+	case ev.State.Read == StateAbsent && !ev.State.AppliedBefore:
 		// Nothing was ever created: nothing to destroy.
 		return letGo(ActionCleanup)
 	case stateHold(ev) != nil:
 		d.Action, d.Wait = ActionWait, stateHold(ev)
-	case ev.Now.Before(ev.RetryAt):
+	case ev.Now.Before(ev.Retry.At):
 		d.Action = ActionWait
 		d.Wait = backoffWait(ev, "destroy")
 	default:
@@ -574,28 +624,28 @@ func decideDeletion(ev Evidence, clearActive bool) Decision {
 // state it never wrote and has not adopted (RetainedState). Nothing runs against such a state.
 func stateHold(ev Evidence) *Wait {
 	switch {
-	case ev.State == StateAbsent && ev.AppliedBefore:
+	case ev.State.Read == StateAbsent && ev.State.AppliedBefore:
 		return &Wait{ConditionType: infrav1.StateReadableCondition, Reason: infrav1.StateLostReason, RequeueAfter: 10 * time.Minute,
 			Message: "the object applied before but its Terraform state Secret is gone; nothing runs and the finalizer stays until " +
 				"the state is restored (kubectl annotate <object> " + infrav1.RestoreStateAnnotation + "=<serial of status.stateBackups>) " +
 				"or an override group member abandons the infrastructure (kubectl annotate <object> " + infrav1.AbandonInfrastructureAnnotation +
 				"=<object UID>); see docs/state.md"}
-	case ev.State == StateUnreadable && ev.StateProblem != nil:
-		return &Wait{ConditionType: infrav1.StateReadableCondition, Reason: ev.StateProblem.Reason, RequeueAfter: 10 * time.Minute,
-			Message: ev.StateProblem.Message + "; nothing runs against this state until it reads again or is restored (see docs/state.md)"}
+	case ev.State.Read == StateUnreadable && ev.State.Problem != nil:
+		return &Wait{ConditionType: infrav1.StateReadableCondition, Reason: ev.State.Problem.Reason, RequeueAfter: 10 * time.Minute,
+			Message: ev.State.Problem.Message + "; nothing runs against this state until it reads again or is restored (see docs/state.md)"}
 	case LineageChanged(ev):
 		return &Wait{ConditionType: infrav1.StateReadableCondition, Reason: infrav1.StateLineageChangedReason, RequeueAfter: 10 * time.Minute,
 			Message: fmt.Sprintf("the state has lineage %s, but this object's state has lineage %s (annotation %s) and no restore explains the change: "+
 				"the state was replaced, for example by a module that wrote another state; nothing runs against it. Restore the newest backup of lineage %s "+
 				"(kubectl annotate <object> %s=<serial of status.stateBackups>); if the restore is refused because the replaced state still tracks "+
 				"resources, keep a copy of it, delete the state Secret and restore again (see docs/state.md)",
-				ev.StateLineage, ev.OwnLineage, infrav1.StateLineageAnnotation, ev.OwnLineage, infrav1.RestoreStateAnnotation)}
+				ev.State.Lineage, ev.State.OwnLineage, infrav1.StateLineageAnnotation, ev.State.OwnLineage, infrav1.RestoreStateAnnotation)}
 	case RetainedState(ev):
 		return &Wait{ConditionType: infrav1.StateReadableCondition, Reason: infrav1.RetainedStateFoundReason, RequeueAfter: 10 * time.Minute,
 			Message: fmt.Sprintf("the object never wrote a state, but a state of lineage %s exists (kept by a Retain deletion or an abandon, or left by "+
 				"another object of this name); nothing runs against it. To take it over, an override group member sets "+
 				"kubectl annotate <object> %s=%s; otherwise delete this object (the state is left as it is) or remove that state first (see docs/state.md)",
-				ev.StateLineage, infrav1.AdoptStateAnnotation, ev.StateLineage)}
+				ev.State.Lineage, infrav1.AdoptStateAnnotation, ev.State.Lineage)}
 	}
 	return nil
 }
@@ -605,13 +655,13 @@ func stateHold(ev Evidence) *Wait {
 // annotation does not name the state's lineage. Nothing runs against it: a live object holds
 // (RetainedStateFound), a deleting one goes without touching it.
 func RetainedState(ev Evidence) bool {
-	return ev.State == StatePresent && ev.OwnLineage == "" && !ev.AppliedBefore && !ev.Destroyed && ev.StateLineage != ev.AdoptLineage
+	return ev.State.Read == StatePresent && ev.State.OwnLineage == "" && !ev.State.AppliedBefore && !ev.Object.Destroyed && ev.State.Lineage != ev.State.AdoptLineage
 }
 
 // LineageChanged reports a state whose lineage is not the one the object wrote, adopted or
 // restored: replaced outside a restore (a restore requested is decided before any hold).
 func LineageChanged(ev Evidence) bool {
-	return ev.State == StatePresent && ev.OwnLineage != "" && ev.StateLineage != ev.OwnLineage
+	return ev.State.Read == StatePresent && ev.State.OwnLineage != "" && ev.State.Lineage != ev.State.OwnLineage
 }
 
 // decideRestore decides a requested restore: start it when the serial is a backup of this
@@ -622,30 +672,30 @@ func decideRestore(ev Evidence, d Decision) Decision {
 		d.Wait = &Wait{ConditionType: infrav1.RestoreJobSucceededCondition, Reason: infrav1.RestoreRefusedReason, Message: msg}
 		return d
 	}
-	if ev.RestoreSerial == ev.RestoreFailed {
-		return refuse("the restore of serial " + ev.RestoreSerial + " failed and is not tried again; name another serial, or remove the annotation " +
+	if ev.State.RestoreSerial == ev.State.RestoreFailed {
+		return refuse("the restore of serial " + ev.State.RestoreSerial + " failed and is not tried again; name another serial, or remove the annotation " +
 			infrav1.RestoreStateAnnotation)
 	}
 	var backup *BackupView
-	for i := range ev.Backups {
-		if fmt.Sprint(ev.Backups[i].Serial) == ev.RestoreSerial {
-			backup = &ev.Backups[i]
+	for i := range ev.State.Backups {
+		if fmt.Sprint(ev.State.Backups[i].Serial) == ev.State.RestoreSerial {
+			backup = &ev.State.Backups[i]
 		}
 	}
 	switch {
 	case backup == nil:
-		return refuse("serial " + ev.RestoreSerial + " is not a backup of this object; its backups are listed in status.stateBackups")
-	case ev.State == StateNotRead:
+		return refuse("serial " + ev.State.RestoreSerial + " is not a backup of this object; its backups are listed in status.stateBackups")
+	case ev.State.Read == StateNotRead:
 		d.Action = ActionWait
 		d.Wait = &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue, Message: "the state was not read; no restore starts without it"}
 		return d
-	case ev.OwnLineage != "" && backup.Lineage != ev.OwnLineage:
+	case ev.State.OwnLineage != "" && backup.Lineage != ev.State.OwnLineage:
 		// A restore brings the object's own lineage back (the way out of StateLineageChanged,
 		// whatever lineage the state has now), never another one.
 		return refuse(fmt.Sprintf("backup %s has lineage %s, but this object's state has lineage %s (annotation %s): it is another state's backup",
-			backup.Name, backup.Lineage, ev.OwnLineage, infrav1.StateLineageAnnotation))
-	case ev.OwnLineage == "" && ev.State == StatePresent && ev.StateLineage != backup.Lineage:
-		return refuse(fmt.Sprintf("backup %s has lineage %s, but the state has lineage %s: it is another state's backup", backup.Name, backup.Lineage, ev.StateLineage))
+			backup.Name, backup.Lineage, ev.State.OwnLineage, infrav1.StateLineageAnnotation))
+	case ev.State.OwnLineage == "" && ev.State.Read == StatePresent && ev.State.Lineage != backup.Lineage:
+		return refuse(fmt.Sprintf("backup %s has lineage %s, but the state has lineage %s: it is another state's backup", backup.Name, backup.Lineage, ev.State.Lineage))
 	}
 	d.Action, d.Operation = ActionStart, infrav1.OperationRestore
 	return d
@@ -670,10 +720,10 @@ func joinMax(names []string, most int) string {
 // reason JobFailed and the runner's message, plus when the retry comes.
 func backoffWait(ev Evidence, what string) *Wait {
 	msg := "the last " + what + " failed"
-	if ev.LastError != "" {
-		msg += ": " + ev.LastError
+	if ev.Retry.LastError != "" {
+		msg += ": " + ev.Retry.LastError
 	}
 	return &Wait{ConditionType: infrav1.ApplyJobSucceededCondition, Reason: infrav1.JobFailedReason,
-		Message:      msg + " (retrying at " + ev.RetryAt.UTC().Format(time.RFC3339) + ")",
-		RequeueAfter: ev.RetryAt.Sub(ev.Now)}
+		Message:      msg + " (retrying at " + ev.Retry.At.UTC().Format(time.RFC3339) + ")",
+		RequeueAfter: ev.Retry.At.Sub(ev.Now)}
 }

@@ -1,4 +1,4 @@
-package engine
+package decide
 
 import (
 	"fmt"
@@ -17,11 +17,11 @@ var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 // settled is the evidence of an object with its finalizer, no Job in the cache, the live
 // checks made where they were needed (and found nothing), and the decision inputs read.
 func settled(ev Evidence) Evidence {
-	ev.HasFinalizer = true
+	ev.Object.HasFinalizer = true
 	ev.Lag = LagView{Checked: NeedsLagCheck(ev)}
-	ev.Gathered = NeedsDecisionInputs(ev)
-	if !NeedsLiveState(ev) && ev.State != StateNotRead {
-		ev.StateSecretCached = ev.State != StateAbsent
+	ev.Inputs.Gathered = NeedsDecisionInputs(ev)
+	if !NeedsLiveState(ev) && ev.State.Read != StateNotRead {
+		ev.State.SecretCached = ev.State.Read != StateAbsent
 	}
 	return ev
 }
@@ -35,280 +35,368 @@ func TestDecideTable(t *testing.T) {
 		want Decision
 	}{
 		{"a new object gets its finalizer first",
-			Evidence{DesiredHash: "h1"},
+			Evidence{Inputs: InputsEvidence{DesiredHash: "h1"}},
 			Decision{Action: ActionAddFinalizer}},
 		{"a deleting object without the finalizer is left alone",
-			Evidence{Deleting: true, BlockMove: true},
+			Evidence{Object: ObjectEvidence{Deleting: true, BlockMove: true}},
 			Decision{Action: ActionNone}},
 		{"a running Job keeps the marks and waits",
-			Evidence{HasFinalizer: true, Running: running, BlockMove: true, ActiveJob: "captf-x-3"},
+			Evidence{Object: ObjectEvidence{HasFinalizer: true, BlockMove: true, ActiveJob: "captf-x-3"}, Jobs: JobsEvidence{Running: running}},
 			Decision{Action: ActionWaitJob}},
 		{"a running Job restores a missing block-move and activeJob",
-			Evidence{HasFinalizer: true, Running: running},
+			Evidence{Object: ObjectEvidence{HasFinalizer: true}, Jobs: JobsEvidence{Running: running}},
 			Decision{Action: ActionWaitJob, SetBlockMove: true, SetActiveJob: "captf-x-3"}},
 		{"a running Job of a paused, deleting object still keeps the marks",
-			Evidence{HasFinalizer: true, Running: running, Paused: true, Deleting: true, BlockMove: true, ActiveJob: "captf-x-3"},
+			Evidence{Object: ObjectEvidence{HasFinalizer: true, Paused: true, Deleting: true, BlockMove: true, ActiveJob: "captf-x-3"}, Jobs: JobsEvidence{Running: running}},
 			Decision{Action: ActionWaitJob}},
 		{"a finished Job whose pod still runs keeps the marks",
-			Evidence{HasFinalizer: true, Current: finished, CurrentPods: PodsRunning, ActiveJob: "captf-x-3"},
+			Evidence{Object: ObjectEvidence{HasFinalizer: true, ActiveJob: "captf-x-3"}, Jobs: JobsEvidence{Current: finished, CurrentPods: PodsRunning}},
 			Decision{Action: ActionWaitJob, SetBlockMove: true}},
 		{"a finished Job whose pods were not listed is not counted",
-			Evidence{HasFinalizer: true, Current: finished, BlockMove: true},
+			Evidence{Object: ObjectEvidence{HasFinalizer: true, BlockMove: true}, Jobs: JobsEvidence{Current: finished}},
 			Decision{Action: ActionWaitJob}},
 		{"a finished Job with terminal pods is counted, clearing its own activeJob",
-			Evidence{HasFinalizer: true, Current: finished, CurrentPods: PodsTerminal, BlockMove: true, ActiveJob: "captf-x-3"},
+			Evidence{Object: ObjectEvidence{HasFinalizer: true, BlockMove: true, ActiveJob: "captf-x-3"}, Jobs: JobsEvidence{Current: finished, CurrentPods: PodsTerminal}},
 			Decision{Action: ActionBookkeep, Operation: infrav1.OperationApply, ClearActiveJob: true}},
 		{"counting a Job leaves an activeJob naming another Job alone",
-			Evidence{HasFinalizer: true, Current: finished, CurrentPods: PodsTerminal, BlockMove: true, ActiveJob: "captf-x-2"},
+			Evidence{Object: ObjectEvidence{HasFinalizer: true, BlockMove: true, ActiveJob: "captf-x-2"}, Jobs: JobsEvidence{Current: finished, CurrentPods: PodsTerminal}},
 			Decision{Action: ActionBookkeep, Operation: infrav1.OperationApply}},
 		{"lag found changes nothing",
-			Evidence{HasFinalizer: true, Lag: LagView{Checked: true, Found: true}, BlockMove: true, ActiveJob: "captf-x-3", Paused: true},
+			Evidence{Lag: LagView{Checked: true, Found: true}, Object: ObjectEvidence{HasFinalizer: true, BlockMove: true, ActiveJob: "captf-x-3", Paused: true}},
 			Decision{Action: ActionWaitLag}},
 		{"a clear without the live checks waits instead",
-			Evidence{HasFinalizer: true, BlockMove: true, ActiveJob: "captf-x-3", Paused: true},
+			Evidence{Object: ObjectEvidence{HasFinalizer: true, BlockMove: true, ActiveJob: "captf-x-3", Paused: true}},
 			Decision{Action: ActionWaitLag}},
 		{"paused and idle clears block-move and activeJob",
-			settled(Evidence{Paused: true, BlockMove: true, ActiveJob: "captf-x-3", DesiredHash: "h2", AppliedHash: "h1"}),
+			settled(Evidence{Object: ObjectEvidence{Paused: true, BlockMove: true, ActiveJob: "captf-x-3"}, Inputs: InputsEvidence{DesiredHash: "h2", AppliedHash: "h1"}}),
 			Decision{Action: ActionWait, ClearBlockMove: true, ClearActiveJob: true}},
 		{"changed inputs start an apply and set block-move",
-			settled(Evidence{DesiredHash: "h2", AppliedHash: "h1"}),
+			settled(Evidence{Inputs: InputsEvidence{DesiredHash: "h2", AppliedHash: "h1"}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationApply, SetBlockMove: true}},
 		{"changed inputs after a finished Job clear its activeJob and start",
-			settled(Evidence{DesiredHash: "h2", AppliedHash: "h1", BlockMove: true, ActiveJob: "captf-x-2"}),
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true, ActiveJob: "captf-x-2"}, Inputs: InputsEvidence{DesiredHash: "h2", AppliedHash: "h1"}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationApply, ClearActiveJob: true}},
 		{"unchanged inputs stay idle, keeping block-move",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", BlockMove: true, Provisioned: true}),
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true, Provisioned: true}, Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"}}),
 			Decision{Action: ActionIdle}},
 		{"a lost status is rebuilt from the state without a Job",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", BlockMove: true}),
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"}}),
 			Decision{Action: ActionRecoverStatus}},
 		{"decision inputs not read: nothing starts",
-			Evidence{HasFinalizer: true, DesiredHash: "h2", AppliedHash: "h1", BlockMove: true},
+			Evidence{Object: ObjectEvidence{HasFinalizer: true, BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h2", AppliedHash: "h1"}},
 			Decision{Action: ActionWait}},
 		{"a failed apply backs off",
-			settled(Evidence{DesiredHash: "h2", AppliedHash: "h1", BlockMove: true, RetryAt: now.Add(time.Minute)}),
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h2", AppliedHash: "h1"}, Retry: RetryEvidence{At: now.Add(time.Minute)}}),
 			Decision{Action: ActionWait}},
 		{"backoff over: apply again",
-			settled(Evidence{DesiredHash: "h2", AppliedHash: "h1", BlockMove: true, RetryAt: now.Add(-time.Second)}),
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h2", AppliedHash: "h1"}, Retry: RetryEvidence{At: now.Add(-time.Second)}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationApply}},
 		{"a dependency wait starts nothing",
-			settled(Evidence{DesiredHash: "h2", BlockMove: true, DependencyWait: &Wait{Reason: infrav1.WaitingForClusterInfrastructureReason}}),
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h2", DependencyWait: &Wait{Reason: infrav1.WaitingForClusterInfrastructureReason}}}),
 			Decision{Action: ActionWait}},
 		{"bad inputs start nothing",
-			settled(Evidence{BlockMove: true, InputsProblem: &Problem{Reason: infrav1.InputsTooLargeReason}}),
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{Problem: &Problem{Reason: infrav1.InputsTooLargeReason}}}),
 			Decision{Action: ActionWait}},
 		{"deleting with state destroys",
-			settled(Evidence{Deleting: true, State: StatePresent, AppliedBefore: true, BlockMove: true}),
+			settled(Evidence{Object: ObjectEvidence{Deleting: true, BlockMove: true}, State: StateEvidence{Read: StatePresent, AppliedBefore: true}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationDestroy}},
 		{"deleting cluster waits for its machines",
-			settled(Evidence{Deleting: true, State: StatePresent, BlockMove: true, Children: []string{"TerraformMachine/m1"}}),
+			settled(Evidence{Object: ObjectEvidence{Deleting: true, BlockMove: true}, Inputs: InputsEvidence{Children: []string{"TerraformMachine/m1"}}, State: StateEvidence{Read: StatePresent}}),
 			Decision{Action: ActionWait}},
 		{"destroyed and the state empty: clean up and let go",
-			settled(Evidence{Deleting: true, State: StatePresent, StateEmpty: true, Destroyed: true, BlockMove: true}),
+			settled(Evidence{Object: ObjectEvidence{Deleting: true, Destroyed: true, BlockMove: true}, State: StateEvidence{Read: StatePresent, Empty: true}}),
 			Decision{Action: ActionCleanup, ClearBlockMove: true}},
 		{"destroyed but the state still lists resources: hold",
-			settled(Evidence{Deleting: true, State: StatePresent, Destroyed: true, BlockMove: true}),
+			settled(Evidence{Object: ObjectEvidence{Deleting: true, Destroyed: true, BlockMove: true}, State: StateEvidence{Read: StatePresent}}),
 			Decision{Action: ActionWait}},
 		{"never applied and no state: let go without a destroy",
-			settled(Evidence{Deleting: true, State: StateAbsent, BlockMove: true}),
+			settled(Evidence{Object: ObjectEvidence{Deleting: true, BlockMove: true}, State: StateEvidence{Read: StateAbsent}}),
 			Decision{Action: ActionCleanup, ClearBlockMove: true}},
 		{"applied before and the state is lost: a deletion holds the finalizer (I7)",
-			settled(Evidence{Deleting: true, State: StateAbsent, AppliedBefore: true, AppliedHash: "h1", BlockMove: true}),
+			settled(Evidence{Object: ObjectEvidence{Deleting: true, BlockMove: true}, Inputs: InputsEvidence{AppliedHash: "h1"}, State: StateEvidence{Read: StateAbsent, AppliedBefore: true}}),
 			Decision{Action: ActionWait}},
 		{"an unreadable state holds a deletion",
-			settled(Evidence{Deleting: true, State: StateUnreadable, StateProblem: &Problem{Reason: infrav1.StateCorruptReason}, AppliedBefore: true, BlockMove: true}),
+			settled(Evidence{Object: ObjectEvidence{Deleting: true, BlockMove: true}, State: StateEvidence{Read: StateUnreadable, Problem: &Problem{Reason: infrav1.StateCorruptReason}, AppliedBefore: true}}),
 			Decision{Action: ActionWait}},
 		{"deletionPolicy Retain lets go without a destroy",
-			settled(Evidence{Deleting: true, State: StatePresent, AppliedBefore: true, BlockMove: true, DeletionPolicy: infrav1.DeletionPolicyRetain}),
+			settled(Evidence{Object: ObjectEvidence{Deleting: true, BlockMove: true, DeletionPolicy: infrav1.DeletionPolicyRetain}, State: StateEvidence{Read: StatePresent, AppliedBefore: true}}),
 			Decision{Action: ActionRetain, ClearBlockMove: true}},
 		{"an audited abandon lets a lost state go",
-			settled(Evidence{Deleting: true, State: StateAbsent, AppliedBefore: true, BlockMove: true, Abandon: true}),
+			settled(Evidence{Object: ObjectEvidence{Deleting: true, BlockMove: true, Abandon: true}, State: StateEvidence{Read: StateAbsent, AppliedBefore: true}}),
 			Decision{Action: ActionAbandon, ClearBlockMove: true}},
 		{"an abandon set after the deletion began lets a readable state go",
-			settled(Evidence{Deleting: true, State: StatePresent, AppliedBefore: true, BlockMove: true, Abandon: true}),
+			settled(Evidence{Object: ObjectEvidence{Deleting: true, BlockMove: true, Abandon: true}, State: StateEvidence{Read: StatePresent, AppliedBefore: true}}),
 			Decision{Action: ActionAbandon, ClearBlockMove: true}},
 		{"an abandon set before the deletion, on a lost state, still lets it go (the hold is why it was set)",
-			settled(Evidence{Deleting: true, State: StateAbsent, AppliedBefore: true, BlockMove: true, Abandon: true, AbandonPredates: true}),
+			settled(Evidence{Object: ObjectEvidence{Deleting: true, BlockMove: true, Abandon: true, AbandonPredates: true}, State: StateEvidence{Read: StateAbsent, AppliedBefore: true}}),
 			Decision{Action: ActionAbandon, ClearBlockMove: true}},
 		{"an abandon set before the deletion, on a readable state, is voided and the destroy runs",
-			settled(Evidence{Deleting: true, State: StatePresent, AppliedBefore: true, BlockMove: true, Abandon: true, AbandonPredates: true}),
+			settled(Evidence{Object: ObjectEvidence{Deleting: true, BlockMove: true, Abandon: true, AbandonPredates: true}, State: StateEvidence{Read: StatePresent, AppliedBefore: true}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationDestroy, VoidAbandon: "void"}},
 		{"a dormant abandon on a healthy object is voided, and the pass goes on",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, Provisioned: true, State: StatePresent, BlockMove: true, Abandon: true}),
+			settled(Evidence{Object: ObjectEvidence{Provisioned: true, BlockMove: true, Abandon: true}, Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"}, State: StateEvidence{AppliedBefore: true, Read: StatePresent}}),
 			Decision{Action: ActionIdle, VoidAbandon: "void"}},
 		{"a dormant abandon on a never-applied object is voided as its apply starts",
-			settled(Evidence{DesiredHash: "h1", State: StateAbsent, Abandon: true}),
+			settled(Evidence{Object: ObjectEvidence{Abandon: true}, Inputs: InputsEvidence{DesiredHash: "h1"}, State: StateEvidence{Read: StateAbsent}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationApply, SetBlockMove: true, VoidAbandon: "void"}},
 		{"an abandon on an object its lost state holds stays",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StateAbsent, BlockMove: true, Abandon: true}),
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true, Abandon: true}, Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"}, State: StateEvidence{AppliedBefore: true, Read: StateAbsent}}),
 			Decision{Action: ActionWait}},
 		{"an abandon on an object whose state cannot be read stays",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StateUnreadable,
-				StateProblem: &Problem{Reason: infrav1.StateCorruptReason}, BlockMove: true, Abandon: true}),
+			settled(Evidence{
+				Object: ObjectEvidence{BlockMove: true, Abandon: true},
+				Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State:  StateEvidence{AppliedBefore: true, Read: StateUnreadable, Problem: &Problem{Reason: infrav1.StateCorruptReason}},
+			}),
 			Decision{Action: ActionWait}},
 		{"an abandon is not judged before the state was read",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, Provisioned: true, StateSecretCached: true, BlockMove: true, Abandon: true}),
+			settled(Evidence{Object: ObjectEvidence{Provisioned: true, BlockMove: true, Abandon: true}, Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"}, State: StateEvidence{AppliedBefore: true, SecretCached: true}}),
 			Decision{Action: ActionIdle}},
 		{"a paused object keeps its abandon until it is unpaused",
-			settled(Evidence{Paused: true, DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, BlockMove: true, Abandon: true}),
+			settled(Evidence{Object: ObjectEvidence{Paused: true, BlockMove: true, Abandon: true}, Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"}, State: StateEvidence{AppliedBefore: true, Read: StatePresent}}),
 			Decision{Action: ActionWait, ClearBlockMove: true}},
 		{"an abandon is not judged while a Job runs",
-			Evidence{HasFinalizer: true, Running: running, BlockMove: true, ActiveJob: "captf-x-3", Abandon: true, Gathered: true, State: StatePresent},
+			Evidence{Object: ObjectEvidence{HasFinalizer: true, BlockMove: true, ActiveJob: "captf-x-3", Abandon: true}, Jobs: JobsEvidence{Running: running}, Inputs: InputsEvidence{Gathered: true}, State: StateEvidence{Read: StatePresent}},
 			Decision{Action: ActionWaitJob}},
 		{"a paused move deletion never destroys",
-			settled(Evidence{Deleting: true, MoveDeletion: true, Paused: true, State: StatePresent, BlockMove: true}),
+			settled(Evidence{Object: ObjectEvidence{Deleting: true, MoveDeletion: true, Paused: true, BlockMove: true}, State: StateEvidence{Read: StatePresent}}),
 			Decision{Action: ActionRemoveFinalizer, ClearBlockMove: true}},
 		{"a move annotation without a pause is an ordinary deletion",
-			settled(Evidence{Deleting: true, MoveDeletion: true, State: StatePresent, AppliedBefore: true, BlockMove: true}),
+			settled(Evidence{Object: ObjectEvidence{Deleting: true, MoveDeletion: true, BlockMove: true}, State: StateEvidence{Read: StatePresent, AppliedBefore: true}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationDestroy}},
 		{"a paused deletion never destroys",
-			settled(Evidence{Deleting: true, Paused: true, State: StatePresent, BlockMove: true}),
+			settled(Evidence{Object: ObjectEvidence{Deleting: true, Paused: true, BlockMove: true}, State: StateEvidence{Read: StatePresent}}),
 			Decision{Action: ActionWait, ClearBlockMove: true}},
 		{"a failed destroy backs off",
-			settled(Evidence{Deleting: true, State: StatePresent, AppliedBefore: true, BlockMove: true, RetryAt: now.Add(time.Minute)}),
+			settled(Evidence{Object: ObjectEvidence{Deleting: true, BlockMove: true}, State: StateEvidence{Read: StatePresent, AppliedBefore: true}, Retry: RetryEvidence{At: now.Add(time.Minute)}}),
 			Decision{Action: ActionWait}},
 		{"a lost state holds an input change (I7)",
-			settled(Evidence{DesiredHash: "h2", AppliedHash: "h1", AppliedBefore: true, State: StateAbsent, BlockMove: true}),
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h2", AppliedHash: "h1"}, State: StateEvidence{AppliedBefore: true, Read: StateAbsent}}),
 			Decision{Action: ActionWait}},
 		{"a first apply needs no state",
-			settled(Evidence{DesiredHash: "h1", State: StateAbsent, BlockMove: true}),
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1"}, State: StateEvidence{Read: StateAbsent}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationApply}},
 		{"a restore of a backup starts a Restore Job",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StateAbsent, BlockMove: true,
-				RestoreSerial: "3", Backups: []BackupView{{Name: "b3", Serial: 3, Lineage: "L"}}}),
+			settled(Evidence{
+				Object: ObjectEvidence{BlockMove: true},
+				Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State:  StateEvidence{AppliedBefore: true, Read: StateAbsent, RestoreSerial: "3", Backups: []BackupView{{Name: "b3", Serial: 3, Lineage: "L"}}},
+			}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationRestore}},
 		{"a restore over a present state of the same lineage starts",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, StateLineage: "L", BlockMove: true,
-				RestoreSerial: "3", Backups: []BackupView{{Name: "b3", Serial: 3, Lineage: "L"}}}),
+			settled(Evidence{
+				Object: ObjectEvidence{BlockMove: true},
+				Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State:  StateEvidence{AppliedBefore: true, Read: StatePresent, Lineage: "L", RestoreSerial: "3", Backups: []BackupView{{Name: "b3", Serial: 3, Lineage: "L"}}},
+			}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationRestore}},
 		{"a restore of another lineage is refused",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, StateLineage: "M", BlockMove: true,
-				RestoreSerial: "3", Backups: []BackupView{{Name: "b3", Serial: 3, Lineage: "L"}}}),
+			settled(Evidence{
+				Object: ObjectEvidence{BlockMove: true},
+				Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State:  StateEvidence{AppliedBefore: true, Read: StatePresent, Lineage: "M", RestoreSerial: "3", Backups: []BackupView{{Name: "b3", Serial: 3, Lineage: "L"}}},
+			}),
 			Decision{Action: ActionWait}},
 		{"a restore of a serial that is no backup is refused",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StateAbsent, BlockMove: true,
-				RestoreSerial: "9", Backups: []BackupView{{Name: "b3", Serial: 3, Lineage: "L"}}}),
+			settled(Evidence{
+				Object: ObjectEvidence{BlockMove: true},
+				Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State:  StateEvidence{AppliedBefore: true, Read: StateAbsent, RestoreSerial: "9", Backups: []BackupView{{Name: "b3", Serial: 3, Lineage: "L"}}},
+			}),
 			Decision{Action: ActionWait}},
 		{"a restore before the state was read waits (the lineage check needs it)",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StateNotRead, BlockMove: true,
-				RestoreSerial: "3", Backups: []BackupView{{Name: "b3", Serial: 3, Lineage: "L"}}}),
+			settled(Evidence{
+				Object: ObjectEvidence{BlockMove: true},
+				Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State:  StateEvidence{AppliedBefore: true, Read: StateNotRead, RestoreSerial: "3", Backups: []BackupView{{Name: "b3", Serial: 3, Lineage: "L"}}},
+			}),
 			Decision{Action: ActionWait}},
 		{"a failed restore is not tried again",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StateAbsent, BlockMove: true,
-				RestoreSerial: "3", RestoreFailed: "3", Backups: []BackupView{{Name: "b3", Serial: 3, Lineage: "L"}}}),
+			settled(Evidence{
+				Object: ObjectEvidence{BlockMove: true},
+				Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State:  StateEvidence{AppliedBefore: true, Read: StateAbsent, RestoreSerial: "3", RestoreFailed: "3", Backups: []BackupView{{Name: "b3", Serial: 3, Lineage: "L"}}},
+			}),
 			Decision{Action: ActionWait}},
 		{"a deleting object with a lost state can be restored",
-			settled(Evidence{Deleting: true, AppliedBefore: true, State: StateAbsent, BlockMove: true,
-				RestoreSerial: "3", Backups: []BackupView{{Name: "b3", Serial: 3, Lineage: "L"}}}),
+			settled(Evidence{
+				Object: ObjectEvidence{Deleting: true, BlockMove: true},
+				State:  StateEvidence{AppliedBefore: true, Read: StateAbsent, RestoreSerial: "3", Backups: []BackupView{{Name: "b3", Serial: 3, Lineage: "L"}}},
+			}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationRestore}},
 		{"a drift check runs when due, against the state read",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, Provisioned: true, State: StatePresent, BlockMove: true,
-				DriftDueAt: now.Add(-time.Second)}),
+			settled(Evidence{
+				Object: ObjectEvidence{Provisioned: true, BlockMove: true},
+				Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State:  StateEvidence{AppliedBefore: true, Read: StatePresent},
+				Drift:  DriftEvidence{DueAt: now.Add(-time.Second)},
+			}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationDrift}},
 		{"an idle object wakes up when its drift check is due",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, Provisioned: true, StateSecretCached: true, BlockMove: true,
-				DriftDueAt: now.Add(time.Minute)}),
+			settled(Evidence{
+				Object: ObjectEvidence{Provisioned: true, BlockMove: true},
+				Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State:  StateEvidence{AppliedBefore: true, SecretCached: true},
+				Drift:  DriftEvidence{DueAt: now.Add(time.Minute)},
+			}),
 			Decision{Action: ActionIdle}},
 		{"no drift check against a lost state (I7)",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StateAbsent, BlockMove: true,
-				DriftDueAt: now.Add(-time.Second)}),
+			settled(Evidence{
+				Object: ObjectEvidence{BlockMove: true},
+				Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State:  StateEvidence{AppliedBefore: true, Read: StateAbsent},
+				Drift:  DriftEvidence{DueAt: now.Add(-time.Second)},
+			}),
 			Decision{Action: ActionWait}},
 		{"drift found in Remediate mode: one apply of the last inputs",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, BlockMove: true,
-				Remediate: "captf-x-4", DriftMode: infrav1.DriftModeRemediate}),
+			settled(Evidence{
+				Object: ObjectEvidence{BlockMove: true},
+				Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State:  StateEvidence{AppliedBefore: true, Read: StatePresent},
+				Drift:  DriftEvidence{Remediate: "captf-x-4", Mode: infrav1.DriftModeRemediate},
+			}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationApply}},
 		{"a remediation waits out the apply backoff",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, BlockMove: true,
-				Remediate: "captf-x-4", DriftMode: infrav1.DriftModeRemediate, RetryAt: now.Add(time.Minute)}),
+			settled(Evidence{
+				Object: ObjectEvidence{BlockMove: true},
+				Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State:  StateEvidence{AppliedBefore: true, Read: StatePresent},
+				Drift:  DriftEvidence{Remediate: "captf-x-4", Mode: infrav1.DriftModeRemediate},
+				Retry:  RetryEvidence{At: now.Add(time.Minute)},
+			}),
 			Decision{Action: ActionWait}},
 		{"drift found in Report mode applies nothing",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, Provisioned: true, StateSecretCached: true, BlockMove: true,
-				Remediate: "captf-x-4", DriftMode: infrav1.DriftModeReport}),
+			settled(Evidence{
+				Object: ObjectEvidence{Provisioned: true, BlockMove: true},
+				Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State:  StateEvidence{AppliedBefore: true, SecretCached: true},
+				Drift:  DriftEvidence{Remediate: "captf-x-4", Mode: infrav1.DriftModeReport},
+			}),
 			Decision{Action: ActionIdle}},
 		{"drift found in Accept mode: one refresh, no apply",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, BlockMove: true,
-				Remediate: "captf-x-4", DriftMode: infrav1.DriftModeAccept}),
+			settled(Evidence{
+				Object: ObjectEvidence{BlockMove: true},
+				Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State:  StateEvidence{AppliedBefore: true, Read: StatePresent},
+				Drift:  DriftEvidence{Remediate: "captf-x-4", Mode: infrav1.DriftModeAccept},
+			}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationRefresh}},
 		{"a refresh asked for runs after the apply the inputs want, never before it",
-			settled(Evidence{DesiredHash: "h2", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, BlockMove: true, RefreshRequest: "r1"}),
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h2", AppliedHash: "h1"}, State: StateEvidence{AppliedBefore: true, Read: StatePresent}, Drift: DriftEvidence{RefreshRequest: "r1"}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationApply}},
 		{"a refresh asked for runs once the inputs are applied",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, BlockMove: true, RefreshRequest: "r1"}),
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"}, State: StateEvidence{AppliedBefore: true, Read: StatePresent}, Drift: DriftEvidence{RefreshRequest: "r1"}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationRefresh}},
 		{"a refresh waits for the state to be read (I7)",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StateNotRead, BlockMove: true, RefreshRequest: "r1"}),
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"}, State: StateEvidence{AppliedBefore: true, Read: StateNotRead}, Drift: DriftEvidence{RefreshRequest: "r1"}}),
 			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.CacheLagReason}}},
 		{"a refresh never runs against a lost state: the StateLost hold comes first",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StateAbsent, BlockMove: true, RefreshRequest: "r1"}),
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"}, State: StateEvidence{AppliedBefore: true, Read: StateAbsent}, Drift: DriftEvidence{RefreshRequest: "r1"}}),
 			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.StateLostReason}}},
 		{"a refresh asked for on an object that never applied waits for its first apply",
-			settled(Evidence{DesiredHash: "h1", State: StateAbsent, BlockMove: true, RefreshRequest: "r1"}),
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1"}, State: StateEvidence{Read: StateAbsent}, Drift: DriftEvidence{RefreshRequest: "r1"}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationApply}},
 		{"a refresh waits out a backoff",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, BlockMove: true, RefreshRequest: "r1",
-				RetryAt: now.Add(time.Minute)}),
+			settled(Evidence{
+				Object: ObjectEvidence{BlockMove: true},
+				Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State:  StateEvidence{AppliedBefore: true, Read: StatePresent},
+				Drift:  DriftEvidence{RefreshRequest: "r1"},
+				Retry:  RetryEvidence{At: now.Add(time.Minute)},
+			}),
 			Decision{Action: ActionWait}},
 		{"under applyPolicy Manual a refresh first makes a refresh-only plan",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, BlockMove: true, RefreshRequest: "r1",
-				ApplyPolicy: infrav1.ApplyPolicyManual}),
+			settled(Evidence{
+				Object: ObjectEvidence{BlockMove: true},
+				Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State:  StateEvidence{AppliedBefore: true, Read: StatePresent},
+				Plan:   PlanEvidence{ApplyPolicy: infrav1.ApplyPolicyManual},
+				Drift:  DriftEvidence{RefreshRequest: "r1"},
+			}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationPlan, RefreshOnly: true}},
 		{"under applyPolicy Manual a pending refresh-only plan waits for approval",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, BlockMove: true, RefreshRequest: "r1",
-				ApplyPolicy: infrav1.ApplyPolicyManual, Pending: &infrav1.PlanRecord{ID: "p1", InputsHash: "h1", RefreshOnly: true, Update: 1}}),
+			settled(Evidence{
+				Object: ObjectEvidence{BlockMove: true},
+				Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State:  StateEvidence{AppliedBefore: true, Read: StatePresent},
+				Plan:   PlanEvidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: &infrav1.PlanRecord{ID: "p1", InputsHash: "h1", RefreshOnly: true, Update: 1}},
+				Drift:  DriftEvidence{RefreshRequest: "r1"},
+			}),
 			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.PlanAwaitingApprovalReason}}},
 		{"under applyPolicy Manual the approved refresh-only plan is applied by a refresh",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, BlockMove: true, RefreshRequest: "r1",
-				ApplyPolicy: infrav1.ApplyPolicyManual, Pending: &infrav1.PlanRecord{ID: "p1", InputsHash: "h1", RefreshOnly: true, Update: 1}, ApprovedPlan: "p1"}),
+			settled(Evidence{
+				Object: ObjectEvidence{BlockMove: true},
+				Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State:  StateEvidence{AppliedBefore: true, Read: StatePresent},
+				Plan:   PlanEvidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: &infrav1.PlanRecord{ID: "p1", InputsHash: "h1", RefreshOnly: true, Update: 1}, Approved: "p1"},
+				Drift:  DriftEvidence{RefreshRequest: "r1"},
+			}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationRefresh, PlanID: "p1"}},
 		{"an apply never runs a pending refresh-only plan, even approved: it plans anew",
-			settled(Evidence{DesiredHash: "h2", AppliedHash: "h1", AppliedBefore: true, State: StatePresent, BlockMove: true,
-				ApplyPolicy: infrav1.ApplyPolicyManual, Pending: &infrav1.PlanRecord{ID: "p1", InputsHash: "h2", RefreshOnly: true, Update: 1}, ApprovedPlan: "p1"}),
+			settled(Evidence{
+				Object: ObjectEvidence{BlockMove: true},
+				Inputs: InputsEvidence{DesiredHash: "h2", AppliedHash: "h1"},
+				State:  StateEvidence{AppliedBefore: true, Read: StatePresent},
+				Plan:   PlanEvidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: &infrav1.PlanRecord{ID: "p1", InputsHash: "h2", RefreshOnly: true, Update: 1}, Approved: "p1"},
+			}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationPlan}},
 		{"a new object that finds a state it never wrote holds (RetainedStateFound) and starts nothing",
-			settled(Evidence{DesiredHash: "h1", State: StatePresent, StateLineage: "R", BlockMove: true}),
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1"}, State: StateEvidence{Read: StatePresent, Lineage: "R"}}),
 			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.RetainedStateFoundReason}}},
 		{"the adopt opt-in naming the state's lineage lets a new object apply on top of it",
-			settled(Evidence{DesiredHash: "h1", State: StatePresent, StateLineage: "R", AdoptLineage: "R", BlockMove: true}),
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1"}, State: StateEvidence{Read: StatePresent, Lineage: "R", AdoptLineage: "R"}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationApply}},
 		{"an adopt opt-in naming another lineage adopts nothing",
-			settled(Evidence{DesiredHash: "h1", State: StatePresent, StateLineage: "R", AdoptLineage: "X", BlockMove: true}),
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1"}, State: StateEvidence{Read: StatePresent, Lineage: "R", AdoptLineage: "X"}}),
 			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.RetainedStateFoundReason}}},
 		{"a deleting new object leaves a state it never wrote as it is, destroying nothing",
-			settled(Evidence{Deleting: true, State: StatePresent, StateLineage: "R", BlockMove: true}),
+			settled(Evidence{Object: ObjectEvidence{Deleting: true, BlockMove: true}, State: StateEvidence{Read: StatePresent, Lineage: "R"}}),
 			Decision{Action: ActionLeaveState, ClearBlockMove: true}},
 		{"a deleting new object that adopted the state destroys it",
-			settled(Evidence{Deleting: true, State: StatePresent, StateLineage: "R", AdoptLineage: "R", BlockMove: true}),
+			settled(Evidence{Object: ObjectEvidence{Deleting: true, BlockMove: true}, State: StateEvidence{Read: StatePresent, Lineage: "R", AdoptLineage: "R"}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationDestroy}},
 		{"an object that wrote its state applies on it",
-			settled(Evidence{DesiredHash: "h2", AppliedHash: "h1", AppliedBefore: true, OwnLineage: "L", State: StatePresent, StateLineage: "L", BlockMove: true}),
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h2", AppliedHash: "h1"}, State: StateEvidence{AppliedBefore: true, OwnLineage: "L", Read: StatePresent, Lineage: "L"}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationApply}},
 		{"a state whose lineage changed outside a restore holds an apply (StateLineageChanged)",
-			settled(Evidence{DesiredHash: "h2", AppliedHash: "h1", AppliedBefore: true, OwnLineage: "L", State: StatePresent, StateLineage: "M", BlockMove: true}),
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h2", AppliedHash: "h1"}, State: StateEvidence{AppliedBefore: true, OwnLineage: "L", Read: StatePresent, Lineage: "M"}}),
 			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.StateLineageChangedReason}}},
 		{"a state whose lineage changed holds a drift check",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, Provisioned: true, OwnLineage: "L", State: StatePresent, StateLineage: "M",
-				BlockMove: true, DriftDueAt: now.Add(-time.Second)}),
+			settled(Evidence{
+				Object: ObjectEvidence{Provisioned: true, BlockMove: true},
+				Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State:  StateEvidence{AppliedBefore: true, OwnLineage: "L", Read: StatePresent, Lineage: "M"},
+				Drift:  DriftEvidence{DueAt: now.Add(-time.Second)},
+			}),
 			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.StateLineageChangedReason}}},
 		{"a state whose lineage changed holds a deletion: nothing destroys another lineage",
-			settled(Evidence{Deleting: true, AppliedBefore: true, OwnLineage: "L", State: StatePresent, StateLineage: "M", BlockMove: true}),
+			settled(Evidence{Object: ObjectEvidence{Deleting: true, BlockMove: true}, State: StateEvidence{AppliedBefore: true, OwnLineage: "L", Read: StatePresent, Lineage: "M"}}),
 			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.StateLineageChangedReason}}},
 		{"the adopt opt-in does not release an object whose lineage changed",
-			settled(Evidence{DesiredHash: "h2", AppliedHash: "h1", AppliedBefore: true, OwnLineage: "L", AdoptLineage: "M", State: StatePresent, StateLineage: "M", BlockMove: true}),
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h2", AppliedHash: "h1"}, State: StateEvidence{AppliedBefore: true, OwnLineage: "L", AdoptLineage: "M", Read: StatePresent, Lineage: "M"}}),
 			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.StateLineageChangedReason}}},
 		{"a restore of a backup of the object's own lineage releases a changed lineage",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, OwnLineage: "L", State: StatePresent, StateLineage: "M", BlockMove: true,
-				RestoreSerial: "3", Backups: []BackupView{{Name: "b4", Serial: 4, Lineage: "M"}, {Name: "b3", Serial: 3, Lineage: "L"}}}),
+			settled(Evidence{
+				Object: ObjectEvidence{BlockMove: true},
+				Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State:  StateEvidence{AppliedBefore: true, OwnLineage: "L", Read: StatePresent, Lineage: "M", RestoreSerial: "3", Backups: []BackupView{{Name: "b4", Serial: 4, Lineage: "M"}, {Name: "b3", Serial: 3, Lineage: "L"}}},
+			}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationRestore}},
 		{"a restore of a backup of the replacing lineage is refused",
-			settled(Evidence{DesiredHash: "h1", AppliedHash: "h1", AppliedBefore: true, OwnLineage: "L", State: StatePresent, StateLineage: "M", BlockMove: true,
-				RestoreSerial: "4", Backups: []BackupView{{Name: "b4", Serial: 4, Lineage: "M"}, {Name: "b3", Serial: 3, Lineage: "L"}}}),
+			settled(Evidence{
+				Object: ObjectEvidence{BlockMove: true},
+				Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State:  StateEvidence{AppliedBefore: true, OwnLineage: "L", Read: StatePresent, Lineage: "M", RestoreSerial: "4", Backups: []BackupView{{Name: "b4", Serial: 4, Lineage: "M"}, {Name: "b3", Serial: 3, Lineage: "L"}}},
+			}),
 			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.RestoreRefusedReason}}},
 		{"another incarnation's finished Job is skipped, never counted",
-			Evidence{HasFinalizer: true, Current: &JobView{Name: "captf-x-3", Seq: 3, Operation: infrav1.OperationDestroy, Phase: JobFinished, Foreign: true},
-				CurrentPods: PodsTerminal, BlockMove: true},
+			Evidence{
+				Object: ObjectEvidence{HasFinalizer: true, BlockMove: true},
+				Jobs:   JobsEvidence{Current: &JobView{Name: "captf-x-3", Seq: 3, Operation: infrav1.OperationDestroy, Phase: JobFinished, Foreign: true}, CurrentPods: PodsTerminal},
+			},
 			Decision{Action: ActionSkipRun}},
 		{"another incarnation's running Job blocks and keeps the marks",
-			Evidence{HasFinalizer: true, Running: []JobView{{Name: "captf-x-1", Seq: 1, Operation: infrav1.OperationDestroy, Phase: JobRunning, Foreign: true}}},
+			Evidence{Object: ObjectEvidence{HasFinalizer: true}, Jobs: JobsEvidence{Running: []JobView{{Name: "captf-x-1", Seq: 1, Operation: infrav1.OperationDestroy, Phase: JobRunning, Foreign: true}}}},
 			Decision{Action: ActionWaitJob, SetBlockMove: true, SetActiveJob: "captf-x-1"}},
 	}
 	for _, tc := range cases {
@@ -417,33 +505,35 @@ func space(workers int, visit func(worker int, ev Evidence)) {
 				}
 				on := func(i int) bool { return digit[i] == 1 }
 				js, in, st, rs, dr := jobSets[digit[7]], inputSets[digit[10]], states[digit[13]], restores[digit[18]], drifts[digit[19]]
-				ev := Evidence{Now: now, HasFinalizer: on(0), Deleting: on(1), Paused: on(2), MoveDeletion: on(3), BlockMove: on(4),
-					Provisioned: on(5), ActiveJob: actives[digit[6]], RunSeq: 3, Current: js.current, Running: js.running, CurrentPods: js.pods,
-					Lag: lags[digit[8]], Gathered: on(9), DependencyWait: in.dep, InputsProblem: in.problem,
-					DesiredHash: hashes[digit[11]][0], AppliedHash: hashes[digit[11]][1],
-					State: st.view, StateEmpty: st.empty, StateLineage: st.lineage, AdoptLineage: st.adopt, Destroyed: on(14),
-					Backups: rs.backups, RestoreSerial: rs.serial, RestoreFailed: rs.failed, Abandon: digit[17] > 0, AbandonPredates: digit[17] == 2,
-					DriftDueAt: dr.due, Remediate: dr.remediate, DriftMode: dr.mode, RefreshRequest: dr.refresh}
+				ev := Evidence{
+					Now:    now,
+					Lag:    lags[digit[8]],
+					Object: ObjectEvidence{HasFinalizer: on(0), Deleting: on(1), Paused: on(2), MoveDeletion: on(3), BlockMove: on(4), Provisioned: on(5), ActiveJob: actives[digit[6]], Destroyed: on(14), Abandon: digit[17] > 0, AbandonPredates: digit[17] == 2},
+					Jobs:   JobsEvidence{RunSeq: 3, Current: js.current, Running: js.running, CurrentPods: js.pods},
+					Inputs: InputsEvidence{Gathered: on(9), DependencyWait: in.dep, Problem: in.problem, DesiredHash: hashes[digit[11]][0], AppliedHash: hashes[digit[11]][1]},
+					State:  StateEvidence{Read: st.view, Empty: st.empty, Lineage: st.lineage, AdoptLineage: st.adopt, Backups: rs.backups, RestoreSerial: rs.serial, RestoreFailed: rs.failed},
+					Drift:  DriftEvidence{DueAt: dr.due, Remediate: dr.remediate, Mode: dr.mode, RefreshRequest: dr.refresh},
+				}
 				if dr.manual {
-					ev.ApplyPolicy, ev.Pending, ev.ApprovedPlan = infrav1.ApplyPolicyManual, refreshPlan, refreshPlan.ID
+					ev.Plan.ApplyPolicy, ev.Plan.Pending, ev.Plan.Approved = infrav1.ApplyPolicyManual, refreshPlan, refreshPlan.ID
 				}
 				if on(12) {
-					ev.Children = children
+					ev.Inputs.Children = children
 				}
 				if st.view == StateUnreadable {
-					ev.StateProblem = unreadable
+					ev.State.Problem = unreadable
 				}
 				if on(15) {
-					ev.RetryAt = now.Add(time.Minute)
+					ev.Retry.At = now.Add(time.Minute)
 				}
 				if on(16) {
-					ev.DeletionPolicy = infrav1.DeletionPolicyRetain
+					ev.Object.DeletionPolicy = infrav1.DeletionPolicyRetain
 				}
-				if ev.AppliedHash != "" || len(ev.Backups) > 0 {
-					ev.OwnLineage = "L"
+				if ev.Inputs.AppliedHash != "" || len(ev.State.Backups) > 0 {
+					ev.State.OwnLineage = "L"
 				}
-				ev.AppliedBefore = ev.AppliedHash != "" || ev.Provisioned || len(ev.Backups) > 0 || ev.OwnLineage != ""
-				ev.StateSecretCached = st.view != StateAbsent
+				ev.State.AppliedBefore = ev.Inputs.AppliedHash != "" || ev.Object.Provisioned || len(ev.State.Backups) > 0 || ev.State.OwnLineage != ""
+				ev.State.SecretCached = st.view != StateAbsent
 				visit(w, ev)
 			}
 		})
@@ -455,10 +545,10 @@ func space(workers int, visit func(worker int, ev Evidence)) {
 // the lag checks made exactly when NeedsLagCheck, the decision inputs read exactly when
 // NeedsDecisionInputs.
 func consistent(ev Evidence) bool {
-	if (ev.CurrentPods != PodsNotListed) != NeedsPods(ev) || ev.Lag.Checked != NeedsLagCheck(ev) {
+	if (ev.Jobs.CurrentPods != PodsNotListed) != NeedsPods(ev) || ev.Lag.Checked != NeedsLagCheck(ev) {
 		return false
 	}
-	return ev.Gathered == NeedsDecisionInputs(ev) && (ev.State != StateNotRead) == NeedsLiveState(ev)
+	return ev.Inputs.Gathered == NeedsDecisionInputs(ev) && (ev.State.Read != StateNotRead) == NeedsLiveState(ev)
 }
 
 // violations checks one decision against the invariants (ARCHITECTURE.md I1-I4, I6 and the
@@ -466,32 +556,32 @@ func consistent(ev Evidence) bool {
 func violations(ev Evidence, d Decision) []string {
 	var out []string
 	bad := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
-	cacheRuns := len(ev.Running) > 0
-	if !ev.HasFinalizer && ev.Deleting {
+	cacheRuns := len(ev.Jobs.Running) > 0
+	if !ev.Object.HasFinalizer && ev.Object.Deleting {
 		// The API server is deleting the object: nothing the controller decides can hold it.
 		if d.Action != ActionNone {
 			bad("acts on an object that is gone")
 		}
 		return out
 	}
-	if !ev.HasFinalizer && len(ev.Running) > 0 && !ev.BlockMove && !d.SetBlockMove {
+	if !ev.Object.HasFinalizer && len(ev.Jobs.Running) > 0 && !ev.Object.BlockMove && !d.SetBlockMove {
 		bad("I2: adds the finalizer but not block-move while a Job runs")
 	}
-	podsRun := len(ev.Running) == 0 && ev.Current != nil && ev.Current.Phase == JobFinished && ev.CurrentPods != PodsTerminal
+	podsRun := len(ev.Jobs.Running) == 0 && ev.Jobs.Current != nil && ev.Jobs.Current.Phase == JobFinished && ev.Jobs.CurrentPods != PodsTerminal
 	lagUnknown := NeedsLagCheck(ev) && (!ev.Lag.Checked || ev.Lag.Found)
 	mayRun := cacheRuns || podsRun || lagUnknown
-	bookkeepsOwn := d.Action == ActionBookkeep && ev.CurrentPods == PodsTerminal && ev.ActiveJob == ev.Current.Name
+	bookkeepsOwn := d.Action == ActionBookkeep && ev.Jobs.CurrentPods == PodsTerminal && ev.Object.ActiveJob == ev.Jobs.Current.Name
 
 	if mayRun && d.Action == ActionStart {
 		bad("I1: starts a Job while one may run")
 	}
-	if (cacheRuns || podsRun) && ev.HasFinalizer && (d.ClearBlockMove || !(ev.BlockMove || d.SetBlockMove)) {
+	if (cacheRuns || podsRun) && ev.Object.HasFinalizer && (d.ClearBlockMove || !(ev.Object.BlockMove || d.SetBlockMove)) {
 		bad("I2: a Job runs and block-move is not kept")
 	}
 	if mayRun && d.LetsGo() {
 		bad("I3: drops the finalizer while a Job may run")
 	}
-	if ev.Current != nil && ev.Current.Foreign && d.Action == ActionBookkeep {
+	if ev.Jobs.Current != nil && ev.Jobs.Current.Foreign && d.Action == ActionBookkeep {
 		bad("counts another incarnation's Job as its own")
 	}
 	if mayRun && d.ClearActiveJob {
@@ -506,62 +596,62 @@ func violations(ev Evidence, d Decision) []string {
 	if d.Action == ActionBookkeep && d.ClearActiveJob && !bookkeepsOwn {
 		bad("I4: bookkeeping clears an activeJob other than the Job it counts")
 	}
-	if d.Action != ActionAddFinalizer && d.Action != ActionNone && !ev.HasFinalizer {
+	if d.Action != ActionAddFinalizer && d.Action != ActionNone && !ev.Object.HasFinalizer {
 		bad("acts on an object without its finalizer")
 	}
-	if d.Action == ActionStart && ev.Paused {
+	if d.Action == ActionStart && ev.Object.Paused {
 		bad("a paused object starts a Job")
 	}
-	if d.Action == ActionStart && !ev.Gathered {
+	if d.Action == ActionStart && !ev.Inputs.Gathered {
 		bad("starts a Job without its decision inputs")
 	}
-	if ev.Deleting && d.Action == ActionStart && d.Operation != infrav1.OperationDestroy && d.Operation != infrav1.OperationRestore {
+	if ev.Object.Deleting && d.Action == ActionStart && d.Operation != infrav1.OperationDestroy && d.Operation != infrav1.OperationRestore {
 		bad("a deleting object starts %s", d.Operation)
 	}
-	if ev.Deleting && ev.Paused && d.Action == ActionStart {
+	if ev.Object.Deleting && ev.Object.Paused && d.Action == ActionStart {
 		bad("I6: a paused deletion destroys")
 	}
-	if d.Action == ActionCleanup && !(ev.Gathered && (ev.State == StateAbsent && (!ev.AppliedBefore || ev.Destroyed) || ev.State == StatePresent && ev.Destroyed && ev.StateEmpty)) {
+	if d.Action == ActionCleanup && !(ev.Inputs.Gathered && (ev.State.Read == StateAbsent && (!ev.State.AppliedBefore || ev.Object.Destroyed) || ev.State.Read == StatePresent && ev.Object.Destroyed && ev.State.Empty)) {
 		bad("I6: state would be deleted without a successful destroy that left it empty")
 	}
-	if (d.Action == ActionCleanup || d.Action == ActionRetain || d.Action == ActionAbandon) && len(ev.Children) > 0 {
+	if (d.Action == ActionCleanup || d.Action == ActionRetain || d.Action == ActionAbandon) && len(ev.Inputs.Children) > 0 {
 		bad("a cluster deletion went ahead of its machines")
 	}
-	if d.LetsGo() && ev.Deleting && ev.AppliedBefore && ev.State == StateAbsent && !ev.Destroyed &&
-		d.Action != ActionAbandon && d.Action != ActionRetain && !(d.Action == ActionRemoveFinalizer && ev.Paused && ev.MoveDeletion) {
+	if d.LetsGo() && ev.Object.Deleting && ev.State.AppliedBefore && ev.State.Read == StateAbsent && !ev.Object.Destroyed &&
+		d.Action != ActionAbandon && d.Action != ActionRetain && !(d.Action == ActionRemoveFinalizer && ev.Object.Paused && ev.Object.MoveDeletion) {
 		bad("I7: lets go of a lost state without a restore or an audited abandon")
 	}
-	if d.Action == ActionStart && d.Operation != infrav1.OperationRestore && ev.AppliedBefore && ev.State != StatePresent {
+	if d.Action == ActionStart && d.Operation != infrav1.OperationRestore && ev.State.AppliedBefore && ev.State.Read != StatePresent {
 		bad("I7: runs %s against a missing or unread state of an object that applied before", d.Operation)
 	}
-	if d.Action == ActionStart && d.Operation == infrav1.OperationDestroy && ev.DeletionPolicy == infrav1.DeletionPolicyRetain {
+	if d.Action == ActionStart && d.Operation == infrav1.OperationDestroy && ev.Object.DeletionPolicy == infrav1.DeletionPolicyRetain {
 		bad("destroys although deletionPolicy is Retain")
 	}
-	if d.Action == ActionAbandon && !ev.Abandon {
+	if d.Action == ActionAbandon && !ev.Object.Abandon {
 		bad("abandons without the audited annotation")
 	}
-	if d.Action == ActionAbandon && (!ev.Deleting || ev.AbandonPredates && stateHold(ev) == nil) {
+	if d.Action == ActionAbandon && (!ev.Object.Deleting || ev.Object.AbandonPredates && stateHold(ev) == nil) {
 		bad("a dormant abandon (set before the deletion began, on a state that does not hold the object) skips the destroy")
 	}
-	settledPass := ev.HasFinalizer && !ev.Paused && !mayRun && !(ev.Current != nil && ev.Current.Phase == JobFinished) &&
-		ev.Gathered && ev.State != StateNotRead
-	dormant := ev.Abandon && stateHold(ev) == nil && (!ev.Deleting || ev.AbandonPredates)
+	settledPass := ev.Object.HasFinalizer && !ev.Object.Paused && !mayRun && !(ev.Jobs.Current != nil && ev.Jobs.Current.Phase == JobFinished) &&
+		ev.Inputs.Gathered && ev.State.Read != StateNotRead
+	dormant := ev.Object.Abandon && stateHold(ev) == nil && (!ev.Object.Deleting || ev.Object.AbandonPredates)
 	if d.VoidAbandon != "" && !(settledPass && dormant && !d.LetsGo()) {
 		bad("voids an abandon that applies, or one it cannot judge yet (a Job may run, paused, or the state not read)")
 	}
 	if d.VoidAbandon == "" && settledPass && dormant && !d.LetsGo() {
 		bad("keeps a dormant abandon")
 	}
-	if d.Action == ActionStart && d.Operation == infrav1.OperationRestore && (ev.RestoreSerial == "" || ev.RestoreSerial == ev.RestoreFailed || len(ev.Backups) == 0) {
+	if d.Action == ActionStart && d.Operation == infrav1.OperationRestore && (ev.State.RestoreSerial == "" || ev.State.RestoreSerial == ev.State.RestoreFailed || len(ev.State.Backups) == 0) {
 		bad("starts a restore nothing asks for, or one that failed before")
 	}
-	if d.Action == ActionStart && d.Operation == infrav1.OperationRestore && ev.State == StateNotRead {
+	if d.Action == ActionStart && d.Operation == infrav1.OperationRestore && ev.State.Read == StateNotRead {
 		bad("I7: starts a restore before the state was read (its lineage is unchecked)")
 	}
-	if ev.Deleting && ev.MoveDeletion && !ev.Paused && d.Action == ActionRemoveFinalizer {
+	if ev.Object.Deleting && ev.Object.MoveDeletion && !ev.Object.Paused && d.Action == ActionRemoveFinalizer {
 		bad("an annotation alone skips the destroy")
 	}
-	if d.ClearBlockMove && !ev.Paused && !ev.Deleting {
+	if d.ClearBlockMove && !ev.Object.Paused && !ev.Object.Deleting {
 		bad("block-move cleared in a normal pass")
 	}
 	if d.SetBlockMove && d.ClearBlockMove {
@@ -570,37 +660,37 @@ func violations(ev Evidence, d Decision) []string {
 	// The state's identity: nothing but a restore runs against a state the object never wrote
 	// and did not adopt, or against a state whose lineage changed; a restore brings back only
 	// the object's own lineage; such a state is never deleted; a settled pass reports the hold.
-	retained := ev.State == StatePresent && ev.OwnLineage == "" && !ev.AppliedBefore && !ev.Destroyed && ev.StateLineage != ev.AdoptLineage
-	changed := ev.State == StatePresent && ev.OwnLineage != "" && ev.StateLineage != ev.OwnLineage
+	retained := ev.State.Read == StatePresent && ev.State.OwnLineage == "" && !ev.State.AppliedBefore && !ev.Object.Destroyed && ev.State.Lineage != ev.State.AdoptLineage
+	changed := ev.State.Read == StatePresent && ev.State.OwnLineage != "" && ev.State.Lineage != ev.State.OwnLineage
 	if d.Action == ActionStart && d.Operation != infrav1.OperationRestore && retained {
 		bad("runs %s against a state it never wrote, without the adopt opt-in naming its lineage", d.Operation)
 	}
 	if d.Action == ActionStart && d.Operation != infrav1.OperationRestore && changed {
 		bad("runs %s against a state whose lineage changed outside a restore", d.Operation)
 	}
-	if d.Action == ActionStart && d.Operation == infrav1.OperationRestore && ev.OwnLineage != "" {
-		for _, b := range ev.Backups {
-			if fmt.Sprint(b.Serial) == ev.RestoreSerial && b.Lineage != ev.OwnLineage {
-				bad("restores a backup of lineage %s over an object whose own lineage is %s", b.Lineage, ev.OwnLineage)
+	if d.Action == ActionStart && d.Operation == infrav1.OperationRestore && ev.State.OwnLineage != "" {
+		for _, b := range ev.State.Backups {
+			if fmt.Sprint(b.Serial) == ev.State.RestoreSerial && b.Lineage != ev.State.OwnLineage {
+				bad("restores a backup of lineage %s over an object whose own lineage is %s", b.Lineage, ev.State.OwnLineage)
 			}
 		}
 	}
 	if d.Action == ActionCleanup && retained {
 		bad("I6: deletes a state the object never wrote")
 	}
-	if d.Action == ActionLeaveState && !(retained && ev.Deleting) {
+	if d.Action == ActionLeaveState && !(retained && ev.Object.Deleting) {
 		bad("lets go without a destroy of a state that is not someone else's")
 	}
-	if settledPass && !ev.Deleting && ev.RestoreSerial == "" && (retained || changed) &&
+	if settledPass && !ev.Object.Deleting && ev.State.RestoreSerial == "" && (retained || changed) &&
 		(d.Action != ActionWait || d.Wait == nil || d.Wait.ConditionType != infrav1.StateReadableCondition) {
 		bad("a state it never wrote or whose lineage changed does not hold the object (StateReadable)")
 	}
-	remediation := ev.Remediate != "" && ev.DriftMode == infrav1.DriftModeRemediate
+	remediation := ev.Drift.Remediate != "" && ev.Drift.Mode == infrav1.DriftModeRemediate
 	if d.Action == ActionStart && d.Operation == infrav1.OperationApply &&
-		((ev.DesiredHash == ev.AppliedHash && !remediation) || ev.Now.Before(ev.RetryAt) || ev.DependencyWait != nil || ev.InputsProblem != nil) {
+		((ev.Inputs.DesiredHash == ev.Inputs.AppliedHash && !remediation) || ev.Now.Before(ev.Retry.At) || ev.Inputs.DependencyWait != nil || ev.Inputs.Problem != nil) {
 		bad("starts an apply that nothing asks for")
 	}
-	if d.Action == ActionStart && d.Operation == infrav1.OperationDrift && (!DriftDue(ev) || ev.Deleting || ev.State != StatePresent) {
+	if d.Action == ActionStart && d.Operation == infrav1.OperationDrift && (!DriftDue(ev) || ev.Object.Deleting || ev.State.Read != StatePresent) {
 		bad("starts a drift check that is not due, or against a state not read (I7)")
 	}
 	// Refresh: a refresh-only apply writes the state, so it runs only when asked for (or drift
@@ -608,15 +698,15 @@ func violations(ev Evidence, d Decision) []string {
 	// itself), never in a backoff, never against a state not read; under Manual only the
 	// approved refresh-only plan, and an apply never runs a refresh-only plan.
 	refreshing := d.Action == ActionStart && (d.Operation == infrav1.OperationRefresh || d.Operation == infrav1.OperationPlan && d.RefreshOnly)
-	applyWanted := (ev.DesiredHash != "" && ev.DesiredHash != ev.AppliedHash) || remediation
-	if refreshing && (!RefreshWanted(ev) || ev.Deleting || applyWanted || ev.Now.Before(ev.RetryAt) || ev.State != StatePresent) {
+	applyWanted := (ev.Inputs.DesiredHash != "" && ev.Inputs.DesiredHash != ev.Inputs.AppliedHash) || remediation
+	if refreshing && (!RefreshWanted(ev) || ev.Object.Deleting || applyWanted || ev.Now.Before(ev.Retry.At) || ev.State.Read != StatePresent) {
 		bad("starts a refresh nothing asks for, beside an apply the inputs want, in a backoff, or against a state not read")
 	}
-	if d.Action == ActionStart && d.Operation == infrav1.OperationRefresh && ev.ApplyPolicy == infrav1.ApplyPolicyManual &&
-		(ev.Pending == nil || !ev.Pending.RefreshOnly || d.PlanID != ev.Pending.ID || ev.ApprovedPlan != d.PlanID) {
+	if d.Action == ActionStart && d.Operation == infrav1.OperationRefresh && ev.Plan.ApplyPolicy == infrav1.ApplyPolicyManual &&
+		(ev.Plan.Pending == nil || !ev.Plan.Pending.RefreshOnly || d.PlanID != ev.Plan.Pending.ID || ev.Plan.Approved != d.PlanID) {
 		bad("under applyPolicy Manual, refreshes without the approved refresh-only plan")
 	}
-	if d.Action == ActionStart && d.Operation == infrav1.OperationApply && d.PlanID != "" && ev.Pending != nil && ev.Pending.RefreshOnly && d.PlanID == ev.Pending.ID {
+	if d.Action == ActionStart && d.Operation == infrav1.OperationApply && d.PlanID != "" && ev.Plan.Pending != nil && ev.Plan.Pending.RefreshOnly && d.PlanID == ev.Plan.Pending.ID {
 		bad("applies a refresh-only plan as an apply")
 	}
 	return out
@@ -657,7 +747,7 @@ func TestDecideInvariantsOverTheWholeEvidenceSpace(t *testing.T) {
 		tl.consistent++
 		tl.reached[reachKey{action: d.Action, op: d.Operation}]++
 		if d.VoidAbandon != "" {
-			tl.reached[reachKey{action: "VoidAbandon", tag: fmt.Sprintf("deleting=%t", ev.Deleting)}]++
+			tl.reached[reachKey{action: "VoidAbandon", tag: fmt.Sprintf("deleting=%t", ev.Object.Deleting)}]++
 		}
 		if d.Action == ActionStart && d.Operation == infrav1.OperationRefresh && d.PlanID != "" {
 			tl.reached[reachKey{action: "SavedPlan", op: infrav1.OperationRefresh}]++
@@ -706,14 +796,14 @@ func TestNeedsLagCheck(t *testing.T) {
 		ev   Evidence
 		want bool
 	}{
-		{Evidence{HasFinalizer: true}, false},
-		{Evidence{HasFinalizer: true, BlockMove: true}, false}, // a normal pass keeps block-move: nothing to confirm
-		{Evidence{HasFinalizer: true, BlockMove: true, Paused: true}, true},
-		{Evidence{HasFinalizer: true, ActiveJob: "j"}, true},
-		{Evidence{HasFinalizer: true, Deleting: true}, true},
-		{Evidence{Deleting: true}, false}, // no finalizer: nothing left to clear
-		{Evidence{HasFinalizer: true, Deleting: true, Running: []JobView{{Name: "j"}}}, false},
-		{Evidence{HasFinalizer: true, Deleting: true, Current: &JobView{Name: "j", Phase: JobFinished}}, false}, // bookkeeping comes first
+		{Evidence{Object: ObjectEvidence{HasFinalizer: true}}, false},
+		{Evidence{Object: ObjectEvidence{HasFinalizer: true, BlockMove: true}}, false}, // a normal pass keeps block-move: nothing to confirm
+		{Evidence{Object: ObjectEvidence{HasFinalizer: true, BlockMove: true, Paused: true}}, true},
+		{Evidence{Object: ObjectEvidence{HasFinalizer: true, ActiveJob: "j"}}, true},
+		{Evidence{Object: ObjectEvidence{HasFinalizer: true, Deleting: true}}, true},
+		{Evidence{Object: ObjectEvidence{Deleting: true}}, false}, // no finalizer: nothing left to clear
+		{Evidence{Object: ObjectEvidence{HasFinalizer: true, Deleting: true}, Jobs: JobsEvidence{Running: []JobView{{Name: "j"}}}}, false},
+		{Evidence{Object: ObjectEvidence{HasFinalizer: true, Deleting: true}, Jobs: JobsEvidence{Current: &JobView{Name: "j", Phase: JobFinished}}}, false}, // bookkeeping comes first
 	}
 	for i, tc := range cases {
 		if got := NeedsLagCheck(tc.ev); got != tc.want {
@@ -750,9 +840,9 @@ func TestExpectedLineage(t *testing.T) {
 		{StateNotRead, infrav1.OperationApply, ""},
 		{StateUnreadable, infrav1.OperationDestroy, ""},
 	} {
-		ev := Evidence{State: c.state, StateLineage: l}
+		ev := Evidence{State: StateEvidence{Read: c.state, Lineage: l}}
 		if c.state != StatePresent {
-			ev.StateLineage = ""
+			ev.State.Lineage = ""
 		}
 		if got := ExpectedLineage(ev, c.op); got != c.want {
 			t.Errorf("state %v, %s: lineage %q, want %q", c.state, c.op, got, c.want)

@@ -1,4 +1,4 @@
-package engine
+package decide
 
 import (
 	"slices"
@@ -10,8 +10,8 @@ import (
 // planned is settled evidence of an object that applied before, whose inputs changed, with
 // its state read.
 func planned(ev Evidence) Evidence {
-	ev.DesiredHash, ev.AppliedHash, ev.AppliedBefore, ev.State, ev.StateSerial, ev.StateLineage = "h2", "h1", true, StatePresent, 7, "L"
-	ev.BlockMove = true
+	ev.Inputs.DesiredHash, ev.Inputs.AppliedHash, ev.State.AppliedBefore, ev.State.Read, ev.State.Serial, ev.State.Lineage = "h2", "h1", true, StatePresent, 7, "L"
+	ev.Object.BlockMove = true
 	return settled(ev)
 }
 
@@ -24,40 +24,40 @@ func TestDecidePlanTable(t *testing.T) {
 		want Decision
 	}{
 		{"Manual: changed inputs run a plan, not an apply",
-			planned(Evidence{ApplyPolicy: infrav1.ApplyPolicyManual}),
+			planned(Evidence{Plan: PlanEvidence{ApplyPolicy: infrav1.ApplyPolicyManual}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationPlan}},
 		{"Manual: the first apply needs no plan (no state to plan against)",
-			settled(Evidence{ApplyPolicy: infrav1.ApplyPolicyManual, DesiredHash: "h1", State: StateAbsent, BlockMove: true}),
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1"}, State: StateEvidence{Read: StateAbsent}, Plan: PlanEvidence{ApplyPolicy: infrav1.ApplyPolicyManual}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationApply}},
 		{"Manual: a fresh plan waits for approval",
-			planned(Evidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: fresh}),
+			planned(Evidence{Plan: PlanEvidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: fresh}}),
 			Decision{Action: ActionWait}},
 		{"Manual: an approved plan is applied, that plan",
-			planned(Evidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: fresh, ApprovedPlan: "p1"}),
+			planned(Evidence{Plan: PlanEvidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: fresh, Approved: "p1"}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationApply, PlanID: "p1"}},
 		{"Manual: an approval of another ID applies nothing",
-			planned(Evidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: fresh, ApprovedPlan: "p0"}),
+			planned(Evidence{Plan: PlanEvidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: fresh, Approved: "p0"}}),
 			Decision{Action: ActionWait}},
 		{"changed inputs supersede the plan: a new plan, never its apply",
-			planned(Evidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: &infrav1.PlanRecord{ID: "p1", InputsHash: "h1x", Serial: 7, Lineage: "L"}, ApprovedPlan: "p1"}),
+			planned(Evidence{Plan: PlanEvidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: &infrav1.PlanRecord{ID: "p1", InputsHash: "h1x", Serial: 7, Lineage: "L"}, Approved: "p1"}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationPlan}},
 		{"a changed state serial supersedes the plan",
-			planned(Evidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: &infrav1.PlanRecord{ID: "p1", InputsHash: "h2", Serial: 6, Lineage: "L"}, ApprovedPlan: "p1"}),
+			planned(Evidence{Plan: PlanEvidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: &infrav1.PlanRecord{ID: "p1", InputsHash: "h2", Serial: 6, Lineage: "L"}, Approved: "p1"}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationPlan}},
 		{"a plan applied once is never applied again",
-			planned(Evidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: fresh, ApprovedPlan: "p1", AppliedPlan: "p1"}),
+			planned(Evidence{Plan: PlanEvidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: fresh, Approved: "p1", Applied: "p1"}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationPlan}},
 		{"destructive guard: a plan without deletes or replaces applies at once",
-			planned(Evidence{DestructiveChanges: infrav1.DestructiveChangesRequireApproval, Pending: fresh}),
+			planned(Evidence{Plan: PlanEvidence{DestructiveChanges: infrav1.DestructiveChangesRequireApproval, Pending: fresh}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationApply, PlanID: "p1"}},
 		{"destructive guard: a replace waits for approval",
-			planned(Evidence{DestructiveChanges: infrav1.DestructiveChangesRequireApproval, Pending: destructive}),
+			planned(Evidence{Plan: PlanEvidence{DestructiveChanges: infrav1.DestructiveChangesRequireApproval, Pending: destructive}}),
 			Decision{Action: ActionWait}},
 		{"destructive guard: an approved replace applies",
-			planned(Evidence{DestructiveChanges: infrav1.DestructiveChangesRequireApproval, Pending: destructive, ApprovedPlan: "p2"}),
+			planned(Evidence{Plan: PlanEvidence{DestructiveChanges: infrav1.DestructiveChangesRequireApproval, Pending: destructive, Approved: "p2"}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationApply, PlanID: "p2"}},
 		{"Automatic without the guard applies directly",
-			planned(Evidence{Pending: destructive}),
+			planned(Evidence{Plan: PlanEvidence{Pending: destructive}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationApply}},
 	}
 	for _, tc := range cases {
@@ -90,9 +90,9 @@ func TestDecidePlanNeverAppliesWhatNobodyApproved(t *testing.T) {
 				for _, policy := range []infrav1.ApplyPolicy{"", infrav1.ApplyPolicyManual} {
 					for _, guard := range []infrav1.DestructiveChanges{"", infrav1.DestructiveChangesRequireApproval} {
 						for _, remediate := range []bool{false, true} {
-							ev := planned(Evidence{ApplyPolicy: policy, DestructiveChanges: guard, Pending: rec, ApprovedPlan: approved, AppliedPlan: applied})
+							ev := planned(Evidence{Plan: PlanEvidence{ApplyPolicy: policy, DestructiveChanges: guard, Pending: rec, Approved: approved, Applied: applied}})
 							if remediate {
-								ev.DesiredHash, ev.Remediate, ev.DriftMode = "h1", "j9", infrav1.DriftModeRemediate
+								ev.Inputs.DesiredHash, ev.Drift.Remediate, ev.Drift.Mode = "h1", "j9", infrav1.DriftModeRemediate
 							}
 							ev.Now = now
 							d := Decide(ev)

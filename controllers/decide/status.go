@@ -1,4 +1,4 @@
-package engine
+package decide
 
 import (
 	"fmt"
@@ -7,53 +7,57 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
-	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
-	"github.com/captf/cluster-api-provider-terraform/controllers/state"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
-// report is what acting on a decision produced that the status reports. The setters below
+// Report is what acting on a decision produced that the status reports. The setters below
 // compute the conditions from the evidence, the decision and the report alone.
-type report struct {
-	// leaseWait: the leases were not acquired; the operation waits.
-	leaseWait *runlease.Wait
-	// started names the Job this pass created or adopted.
-	started string
-	// startProblem: the inputs turned out invalid while starting.
-	startProblem *Problem
-	// rejected: the API server refused the Job (the message says why).
-	rejected string
-	// bookkept: the finished Job this pass counted.
-	bookkept *bookkept
-	// outputs: the module's outputs were read this pass (after an apply, or to recover status).
-	outputs *outputsResult
-	// recovered: the status was rebuilt from the state without a Job.
-	recovered bool
-	// cleanupBlocked says why the cleanup after a destroy could not finish.
-	cleanupBlocked string
-	// cleaned: state, inputs and leases are deleted and the finalizer is gone.
-	cleaned bool
-	// backups is the object's backups after this pass took and pruned one (nil: unchanged).
-	backups []BackupView
-	// released: Retain or abandon let the object go with its state kept.
-	released bool
-	// skipped names the Job of another incarnation whose run sequence this pass moved past.
-	skipped string
-	// lockHolder: the counted Job could not take the state lock, which this holder has.
-	lockHolder *jobs.LockHolder
-	// slotWait: the manager runs as many Jobs as it may; the operation waits for a slot.
-	slotWait bool
-	// drift is what a counted drift check found (nil: none counted this pass).
-	drift *driftFinding
-	// lagJob names this run's Job, which the start found already ended on the API server
+type Report struct {
+	// LeaseWait: the leases were not acquired; the operation waits.
+	LeaseWait *LeaseWait
+	// Started names the Job this pass created or adopted.
+	Started string
+	// StartProblem: the inputs turned out invalid while starting.
+	StartProblem *Problem
+	// Rejected: the API server refused the Job (the message says why).
+	Rejected string
+	// Bookkept: the finished Job this pass counted.
+	Bookkept *Bookkept
+	// Outputs: the module's outputs were read this pass (after an apply, or to recover status).
+	Outputs *OutputsResult
+	// Recovered: the status was rebuilt from the state without a Job.
+	Recovered bool
+	// CleanupBlocked says why the cleanup after a destroy could not finish.
+	CleanupBlocked string
+	// Cleaned: state, inputs and leases are deleted and the finalizer is gone.
+	Cleaned bool
+	// Backups is the object's backups after this pass took and pruned one (nil: unchanged).
+	Backups []BackupView
+	// Released: Retain or abandon let the object go with its state kept.
+	Released bool
+	// Skipped names the Job of another incarnation whose run sequence this pass moved past.
+	Skipped string
+	// LockHolder: the counted Job could not take the state lock, which this holder has.
+	LockHolder *runnerapi.LockHolder
+	// SlotWait: the manager runs as many Jobs as it may; the operation waits for a slot.
+	SlotWait bool
+	// Drift is what a counted drift check found (nil: none counted this pass).
+	Drift *DriftFinding
+	// LagJob names this run's Job, which the start found already ended on the API server
 	// while the cache does not show it: counted once the cache does.
-	lagJob string
+	LagJob string
 }
 
-// driftFinding is a drift check's verdict with the runner's summary.
-type driftFinding struct {
-	found   bool
-	summary string
+// LeaseWait is a wait for the run lease or the cluster lease (runlease.Wait): the condition of
+// the operation's family, its reason and message.
+type LeaseWait struct {
+	Condition, Reason, Message string
+}
+
+// DriftFinding is a drift check's verdict with the runner's summary.
+type DriftFinding struct {
+	Found   bool
+	Summary string
 }
 
 // conditions accumulates condition writes with the object's generation.
@@ -70,8 +74,8 @@ func (c conditions) find(t string) *metav1.Condition {
 	return meta.FindStatusCondition(c.st.Conditions, t)
 }
 
-// setConditions runs every setter in order; Ready, which summarises the others, comes last.
-func setConditions(st *infrav1.TerraformStatus, gen int64, ev Evidence, d Decision, rep report) {
+// SetConditions runs every setter in order; Ready, which summarises the others, comes last.
+func SetConditions(st *infrav1.TerraformStatus, gen int64, ev Evidence, d Decision, rep Report) {
 	c := conditions{st: st, gen: gen}
 	setPaused(c, ev)
 	setDependenciesReady(c, ev)
@@ -88,15 +92,15 @@ func setConditions(st *infrav1.TerraformStatus, gen int64, ev Evidence, d Decisi
 
 // setStateReadable reports whether the state can be used; it says something only when the
 // state was read live this pass, or when a hold decided on it.
-func setStateReadable(c conditions, ev Evidence, d Decision, rep report) {
-	if h := rep.lockHolder; h != nil {
+func setStateReadable(c conditions, ev Evidence, d Decision, rep Report) {
+	if h := rep.LockHolder; h != nil {
 		c.set(infrav1.StateReadableCondition, metav1.ConditionFalse, infrav1.StateLockedReason, fmt.Sprintf(
 			"the state lock is held by %s (lock %s, %s since %s), which is not a finished Job of this object, so it is never broken: "+
 				"once the holder is done the next run proceeds; if the holder is gone, release the lock by hand (docs/runbooks/stale-lock.md)",
 			orUnknown(h.Who), h.ID, orUnknown(h.Operation), orUnknown(h.Created)))
 		return
 	}
-	if b := rep.bookkept; b != nil && b.outcome == infrav1.RunSucceeded && b.op.Mutating() {
+	if b := rep.Bookkept; b != nil && b.Outcome == infrav1.RunSucceeded && b.Op.Mutating() {
 		c.set(infrav1.StateReadableCondition, metav1.ConditionTrue, infrav1.StateReadableReason, "")
 		return
 	}
@@ -104,22 +108,22 @@ func setStateReadable(c conditions, ev Evidence, d Decision, rep report) {
 		c.set(infrav1.StateReadableCondition, metav1.ConditionFalse, w.Reason, w.Message)
 		return
 	}
-	switch ev.State {
+	switch ev.State.Read {
 	case StatePresent:
 		if cur := c.find(infrav1.StateReadableCondition); cur != nil && cur.Status == metav1.ConditionFalse &&
-			cur.Reason == infrav1.StateLockedReason && rep.bookkept == nil {
+			cur.Reason == infrav1.StateLockedReason && rep.Bookkept == nil {
 			// The state reads fine; the lock report stands until the next Job is counted,
 			// which either finds the lock free or reports its holder again.
 			return
 		}
 		c.set(infrav1.StateReadableCondition, metav1.ConditionTrue, infrav1.StateReadableReason, "")
 	case StateAbsent:
-		if ev.AppliedBefore {
+		if ev.State.AppliedBefore {
 			return // a hold reports it; a Retain or abandon lets go of it
 		}
 		c.set(infrav1.StateReadableCondition, metav1.ConditionTrue, infrav1.NoStateYetReason, "the object has not applied yet")
 	case StateUnreadable:
-		if pr := ev.StateProblem; pr != nil {
+		if pr := ev.State.Problem; pr != nil {
 			c.set(infrav1.StateReadableCondition, metav1.ConditionFalse, pr.Reason, pr.Message)
 		}
 	}
@@ -127,15 +131,15 @@ func setStateReadable(c conditions, ev Evidence, d Decision, rep report) {
 
 // setDriftDetected reports what the last drift check found (negative polarity: True means
 // drift), and that a successful apply brought the infrastructure in line again.
-func setDriftDetected(c conditions, ev Evidence, rep report) {
-	if f := rep.drift; f != nil {
-		if f.found {
-			msg := "the infrastructure differs from the last apply: " + f.summary
-			switch ev.DriftMode {
+func setDriftDetected(c conditions, ev Evidence, rep Report) {
+	if f := rep.Drift; f != nil {
+		if f.Found {
+			msg := "the infrastructure differs from the last apply: " + f.Summary
+			switch ev.Drift.Mode {
 			case infrav1.DriftModeRemediate:
 				msg += "; an apply of the last applied inputs follows (mode Remediate)"
 			case infrav1.DriftModeAccept:
-				msg = "the infrastructure changed outside Terraform since the state was written: " + f.summary +
+				msg = "the infrastructure changed outside Terraform since the state was written: " + f.Summary +
 					"; a refresh-only apply records it in the state and changes nothing (mode Accept)"
 			default:
 				msg += "; mode Report: nothing is changed"
@@ -146,50 +150,41 @@ func setDriftDetected(c conditions, ev Evidence, rep report) {
 		c.set(infrav1.DriftDetectedCondition, metav1.ConditionFalse, infrav1.NoDriftReason, "the last drift check found no drift")
 		return
 	}
-	b := rep.bookkept
-	if b == nil || b.outcome != infrav1.RunSucceeded {
+	b := rep.Bookkept
+	if b == nil || b.Outcome != infrav1.RunSucceeded {
 		return
 	}
 	cur := c.find(infrav1.DriftDetectedCondition)
 	if cur == nil || cur.Status != metav1.ConditionTrue {
 		return
 	}
-	switch b.op {
+	switch b.Op {
 	case infrav1.OperationApply:
-		c.set(infrav1.DriftDetectedCondition, metav1.ConditionFalse, infrav1.RemediatedReason, "Job "+b.job+" applied the module again after the drift check")
+		c.set(infrav1.DriftDetectedCondition, metav1.ConditionFalse, infrav1.RemediatedReason, "Job "+b.Job+" applied the module again after the drift check")
 	case infrav1.OperationRefresh:
 		c.set(infrav1.DriftDetectedCondition, metav1.ConditionFalse, infrav1.AcceptedReason,
-			"Job "+b.job+" recorded in the state what changed outside Terraform (a refresh-only apply); no infrastructure was changed")
+			"Job "+b.Job+" recorded in the state what changed outside Terraform (a refresh-only apply); no infrastructure was changed")
 	}
 }
 
 // setPendingPlan reports the plan that waits for approval; a plan that no longer waits
 // (superseded, applied, or no apply wanted any more) is not reported.
 func setPendingPlan(c conditions, ev Evidence, d Decision) {
-	p := ev.Pending
+	p := ev.Plan.Pending
 	if p == nil || d.Wait == nil || d.Wait.Reason != infrav1.PlanAwaitingApprovalReason {
 		if d.Action != ActionWaitJob && d.Action != ActionWaitLag {
 			c.st.PendingPlan = nil
 		}
 		return
 	}
-	pp := &infrav1.PendingPlan{ID: p.ID, Job: p.Job, Secret: p.Secret, Create: p.Create, Update: p.Update, Replace: p.Replace,
-		Delete: p.Delete, Reason: p.Reason, RefreshOnly: p.RefreshOnly}
-	if len(p.Addresses) > 0 {
-		pp.Addresses = p.Addresses[:min(len(p.Addresses), 50)]
-	}
-	if !p.Created.IsZero() {
-		t := metav1.NewTime(p.Created)
-		pp.CreatedAt = &t
-	}
-	c.st.PendingPlan = pp
+	c.st.PendingPlan = PendingPlanOf(p)
 }
 
 // setStateBackups lists the backups, newest first.
-func setStateBackups(c conditions, ev Evidence, rep report) {
-	backups := ev.Backups
-	if rep.backups != nil {
-		backups = rep.backups
+func setStateBackups(c conditions, ev Evidence, rep Report) {
+	backups := ev.State.Backups
+	if rep.Backups != nil {
+		backups = rep.Backups
 	}
 	var out []infrav1.StateBackup
 	for i, b := range backups {
@@ -208,7 +203,7 @@ func setStateBackups(c conditions, ev Evidence, rep report) {
 
 // setPaused: True while the object or its Cluster is paused.
 func setPaused(c conditions, ev Evidence) {
-	if ev.Paused {
+	if ev.Object.Paused {
 		c.set(infrav1.PausedCondition, metav1.ConditionTrue, infrav1.PausedReason,
 			"the object or its Cluster is paused: no Job starts, and block-move is cleared once nothing runs")
 		return
@@ -218,10 +213,10 @@ func setPaused(c conditions, ev Evidence) {
 
 // setDependenciesReady reports the dependency wait of a pass that read its decision inputs.
 func setDependenciesReady(c conditions, ev Evidence) {
-	if !ev.Gathered || ev.Deleting || ev.Paused {
+	if !ev.Inputs.Gathered || ev.Object.Deleting || ev.Object.Paused {
 		return
 	}
-	if w := ev.DependencyWait; w != nil {
+	if w := ev.Inputs.DependencyWait; w != nil {
 		c.set(infrav1.DependenciesReadyCondition, metav1.ConditionFalse, w.Reason, w.Message)
 		return
 	}
@@ -229,15 +224,15 @@ func setDependenciesReady(c conditions, ev Evidence) {
 }
 
 // setInputsValid reports whether the inputs could be assembled.
-func setInputsValid(c conditions, ev Evidence, rep report) {
-	if pr := rep.startProblem; pr != nil {
+func setInputsValid(c conditions, ev Evidence, rep Report) {
+	if pr := rep.StartProblem; pr != nil {
 		c.set(pr.ConditionType, metav1.ConditionFalse, pr.Reason, pr.Message)
 		return
 	}
-	if !ev.Gathered || ev.Deleting || ev.Paused || ev.DependencyWait != nil {
+	if !ev.Inputs.Gathered || ev.Object.Deleting || ev.Object.Paused || ev.Inputs.DependencyWait != nil {
 		return
 	}
-	if pr := ev.InputsProblem; pr != nil {
+	if pr := ev.Inputs.Problem; pr != nil {
 		c.set(pr.ConditionType, metav1.ConditionFalse, pr.Reason, pr.Message)
 		return
 	}
@@ -246,44 +241,44 @@ func setInputsValid(c conditions, ev Evidence, rep report) {
 
 // setOperation reports the Job conditions (ApplyJobSucceeded, DriftJobSucceeded,
 // RestoreJobSucceeded): a Job running, counted, refused, waiting for a lease or backing off.
-func setOperation(c conditions, ev Evidence, d Decision, rep report) {
+func setOperation(c conditions, ev Evidence, d Decision, rep Report) {
 	switch {
-	case rep.bookkept != nil:
-		b := rep.bookkept
-		if b.outcome == infrav1.RunSucceeded {
-			c.set(familyOfRun(b.op, b.refreshOnly), metav1.ConditionTrue, infrav1.JobSucceededReason, fmt.Sprintf("Job %s succeeded", b.job))
+	case rep.Bookkept != nil:
+		b := rep.Bookkept
+		if b.Outcome == infrav1.RunSucceeded {
+			c.set(familyOfRun(b.Op, b.RefreshOnly), metav1.ConditionTrue, infrav1.JobSucceededReason, fmt.Sprintf("Job %s succeeded", b.Job))
 			return
 		}
 		msg := b.summary()
-		if b.counts {
-			msg += fmt.Sprintf(" (retry in %s)", b.backoff)
+		if b.Counts {
+			msg += fmt.Sprintf(" (retry in %s)", b.Backoff)
 		}
-		c.set(familyOfRun(b.op, b.refreshOnly), metav1.ConditionFalse, infrav1.JobFailedReason, msg)
-	case rep.started != "":
-		c.set(familyOfRun(d.Operation, d.RefreshOnly), metav1.ConditionUnknown, infrav1.JobRunningReason, fmt.Sprintf("Job %s runs %s", rep.started, d.Operation))
-	case rep.rejected != "":
-		c.set(familyOf(d.Operation), metav1.ConditionFalse, infrav1.JobFailedReason, rep.rejected)
-	case rep.lagJob != "":
-		c.set(familyOf(d.Operation), metav1.ConditionUnknown, infrav1.CacheLagReason,
-			fmt.Sprintf("Job %s of this run already ended on the API server but not yet in the cache; it is counted once the cache shows it", rep.lagJob))
-	case rep.leaseWait != nil:
-		w := rep.leaseWait
+		c.set(familyOfRun(b.Op, b.RefreshOnly), metav1.ConditionFalse, infrav1.JobFailedReason, msg)
+	case rep.Started != "":
+		c.set(familyOfRun(d.Operation, d.RefreshOnly), metav1.ConditionUnknown, infrav1.JobRunningReason, fmt.Sprintf("Job %s runs %s", rep.Started, d.Operation))
+	case rep.Rejected != "":
+		c.set(FamilyOf(d.Operation), metav1.ConditionFalse, infrav1.JobFailedReason, rep.Rejected)
+	case rep.LagJob != "":
+		c.set(FamilyOf(d.Operation), metav1.ConditionUnknown, infrav1.CacheLagReason,
+			fmt.Sprintf("Job %s of this run already ended on the API server but not yet in the cache; it is counted once the cache shows it", rep.LagJob))
+	case rep.LeaseWait != nil:
+		w := rep.LeaseWait
 		c.set(w.Condition, metav1.ConditionUnknown, w.Reason, w.Message)
-	case rep.slotWait:
-		c.set(familyOf(d.Operation), metav1.ConditionUnknown, infrav1.WaitingForJobSlotReason,
+	case rep.SlotWait:
+		c.set(FamilyOf(d.Operation), metav1.ConditionUnknown, infrav1.WaitingForJobSlotReason,
 			fmt.Sprintf("%s waits for a free Job slot: the manager runs as many Jobs at once as --max-active-jobs (and, for drift checks, --max-background-jobs) allows", d.Operation))
-	case rep.recovered:
+	case rep.Recovered:
 		c.set(infrav1.ApplyJobSucceededCondition, metav1.ConditionTrue, infrav1.JobSucceededReason,
 			"recovered from the state of the last successful apply")
-	case d.Action == ActionWaitJob && len(ev.Running) > 0:
-		run := ev.Running[0]
+	case d.Action == ActionWaitJob && len(ev.Jobs.Running) > 0:
+		run := ev.Jobs.Running[0]
 		msg := fmt.Sprintf("Job %s runs %s", run.Name, run.Operation)
 		if run.Foreign {
 			msg = fmt.Sprintf("Job %s of an earlier object of this name still runs %s against the same state; nothing starts until it ends", run.Name, run.Operation)
 		}
 		c.set(familyOfRun(run.Operation, run.RefreshOnly), metav1.ConditionUnknown, infrav1.JobRunningReason, msg)
-	case d.Action == ActionWaitJob && ev.Current != nil && d.Wait != nil:
-		c.set(familyOfRun(ev.Current.Operation, ev.Current.RefreshOnly), metav1.ConditionUnknown, infrav1.JobRunningReason, d.Wait.Message)
+	case d.Action == ActionWaitJob && ev.Jobs.Current != nil && d.Wait != nil:
+		c.set(familyOfRun(ev.Jobs.Current.Operation, ev.Jobs.Current.RefreshOnly), metav1.ConditionUnknown, infrav1.JobRunningReason, d.Wait.Message)
 	case d.Wait != nil && (d.Wait.ConditionType == infrav1.ApplyJobSucceededCondition || d.Wait.ConditionType == infrav1.RestoreJobSucceededCondition ||
 		d.Wait.ConditionType == infrav1.DriftJobSucceededCondition && d.Wait.Reason == infrav1.PlanAwaitingApprovalReason):
 		c.set(d.Wait.ConditionType, metav1.ConditionFalse, d.Wait.Reason, d.Wait.Message)
@@ -291,29 +286,29 @@ func setOperation(c conditions, ev Evidence, d Decision, rep report) {
 }
 
 // setOutputsValid reports the outputs read this pass.
-func setOutputsValid(c conditions, rep report) {
-	o := rep.outputs
+func setOutputsValid(c conditions, rep Report) {
+	o := rep.Outputs
 	if o == nil {
 		return
 	}
-	if o.err == nil {
+	if o.Err == nil {
 		c.set(infrav1.OutputsValidCondition, metav1.ConditionTrue, infrav1.OutputsValidReason, "")
 		t := true
 		c.st.Initialization = &infrav1.Initialization{Provisioned: &t}
 		return
 	}
 	reason := infrav1.OutputInvalidReason
-	if oe, ok := state.AsOutputError(o.err); ok {
-		reason = oe.Reason
+	if o.Reason != "" {
+		reason = o.Reason
 	}
-	c.set(infrav1.OutputsValidCondition, metav1.ConditionFalse, reason, o.err.Error())
+	c.set(infrav1.OutputsValidCondition, metav1.ConditionFalse, reason, o.Err.Error())
 }
 
 // setDeleting reports deletion with Cluster API's semantics: Deleting is True, with what the
 // deletion waits for, from the moment the object is deleted; DeletionBlocked is True while a
 // cluster waits for its machines and pools.
-func setDeleting(c conditions, ev Evidence, d Decision, rep report) {
-	if !ev.Deleting {
+func setDeleting(c conditions, ev Evidence, d Decision, rep Report) {
+	if !ev.Object.Deleting {
 		c.set(infrav1.DeletingCondition, metav1.ConditionFalse, infrav1.NotDeletingReason, "")
 		meta.RemoveStatusCondition(&c.st.Conditions, infrav1.DeletionBlockedCondition)
 		return
@@ -326,14 +321,14 @@ func setDeleting(c conditions, ev Evidence, d Decision, rep report) {
 	}
 	reason, msg := infrav1.DestroyingReason, ""
 	switch {
-	case rep.cleaned:
+	case rep.Cleaned:
 		msg = "destroyed; state, inputs and leases deleted"
-	case rep.cleanupBlocked != "":
-		msg = rep.cleanupBlocked
-	case rep.started != "":
-		msg = "destroy Job " + rep.started + " runs"
-	case d.Action == ActionWaitJob && len(ev.Running) > 0:
-		msg = fmt.Sprintf("Job %s (%s) runs", ev.Running[0].Name, ev.Running[0].Operation)
+	case rep.CleanupBlocked != "":
+		msg = rep.CleanupBlocked
+	case rep.Started != "":
+		msg = "destroy Job " + rep.Started + " runs"
+	case d.Action == ActionWaitJob && len(ev.Jobs.Running) > 0:
+		msg = fmt.Sprintf("Job %s (%s) runs", ev.Jobs.Running[0].Name, ev.Jobs.Running[0].Operation)
 	case d.Action == ActionRemoveFinalizer:
 		reason, msg = infrav1.MoveReason, "part of a clusterctl move: nothing is destroyed and the state is kept"
 	case d.Action == ActionRetain:
@@ -343,8 +338,8 @@ func setDeleting(c conditions, ev Evidence, d Decision, rep report) {
 	case d.Wait != nil && (blocked || d.Wait.ConditionType == infrav1.DeletingCondition || d.Wait.ConditionType == infrav1.ApplyJobSucceededCondition ||
 		d.Wait.ConditionType == infrav1.StateReadableCondition || d.Wait.ConditionType == infrav1.RestoreJobSucceededCondition):
 		reason, msg = d.Wait.Reason, d.Wait.Message
-	case rep.leaseWait != nil:
-		reason, msg = rep.leaseWait.Reason, rep.leaseWait.Message
+	case rep.LeaseWait != nil:
+		reason, msg = rep.LeaseWait.Reason, rep.LeaseWait.Message
 	default:
 		if cur := c.find(infrav1.DeletingCondition); cur != nil && cur.Status == metav1.ConditionTrue {
 			return // nothing new to say
@@ -356,7 +351,7 @@ func setDeleting(c conditions, ev Evidence, d Decision, rep report) {
 
 // setReady summarises the other conditions with Cluster API v1beta2 semantics.
 func setReady(c conditions, ev Evidence) {
-	if ev.Deleting {
+	if ev.Object.Deleting {
 		reason, msg := infrav1.DestroyingReason, "the object is being deleted"
 		if cur := c.find(infrav1.DeletingCondition); cur != nil && cur.Message != "" {
 			reason, msg = cur.Reason, cur.Message
@@ -389,16 +384,16 @@ func setReady(c conditions, ev Evidence) {
 	c.set(infrav1.ReadyCondition, metav1.ConditionFalse, reason, msg)
 }
 
-// familyOf is the condition that reports an operation (runlease.ConditionFor: one rule).
-func familyOf(op infrav1.Operation) string { return runlease.ConditionFor(op) }
+// FamilyOf is the condition that reports an operation (infrav1.Operation.Condition: one rule).
+func FamilyOf(op infrav1.Operation) string { return op.Condition() }
 
 // familyOfRun is the condition that reports a Job: its operation's, except that a refresh-only
 // plan is reported with the refreshes (DriftJobSucceeded), not with the applies.
 func familyOfRun(op infrav1.Operation, refreshOnly bool) string {
 	if refreshOnly {
-		return familyOf(infrav1.OperationRefresh)
+		return FamilyOf(infrav1.OperationRefresh)
 	}
-	return familyOf(op)
+	return FamilyOf(op)
 }
 
 func orUnknown(s string) string {

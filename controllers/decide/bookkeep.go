@@ -1,0 +1,202 @@
+package decide
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+)
+
+// Backoff after a failed Job: 1 minute, doubling, at most 10 minutes.
+const (
+	BackoffBase = time.Minute
+	BackoffMax  = 10 * time.Minute
+)
+
+// Bookkept is what counting a finished Job concluded; the status setters report it.
+type Bookkept struct {
+	Job string
+	Op  infrav1.Operation
+	// RefreshOnly: the Job ran a refresh-only plan (reported on DriftJobSucceeded).
+	RefreshOnly bool
+	Outcome     infrav1.RunOutcome
+	Message     string
+	// Failures is the consecutive failure count after this Job (0 after a success), and
+	// backoff the wait before a retry; counts is false for outcomes that never count toward
+	// the backoff (a success, a fenced run).
+	Failures int
+	Backoff  time.Duration
+	Counts   bool
+	At       time.Time
+	// DriftFound: a drift check found drift; actOnDrift: the object's mode acts on it
+	// (Remediate: an apply follows; Accept: a refresh follows).
+	DriftFound bool
+	ActOnDrift bool
+	// RefreshRequest is the captf.io/refresh value the Job answered (recorded on the Job).
+	RefreshRequest string
+	// DriftSummary says what changed (counts and addresses), when the runner reported it.
+	DriftSummary string
+	// Plan is the plan a successful plan Job stored; appliedPlan the plan ID an apply Job ran.
+	Plan        *infrav1.PlanRecord
+	AppliedPlan string
+}
+
+// OutputsResult is the outcome of reading the module's outputs (nil err: valid); reason is the
+// outputs problem's reason (state.OutputError) when the error says one.
+type OutputsResult struct {
+	Err    error
+	Reason string
+}
+
+// RunEnd is how a finished Job's run ended, the part of jobs.Outcome bookkeeping judges.
+type RunEnd struct {
+	Outcome infrav1.RunOutcome
+	// Message summarises the run (already redacted by the runner).
+	Message string
+	// PlanStale: terraform refused the saved plan because the state changed since it was made.
+	PlanStale bool
+	// PlanRefused: the channel or the runner refused the saved plan before terraform ran.
+	PlanRefused string
+}
+
+// JudgeFinished is the pure part of bookkeeping: what a finished Job means for the object's
+// durable markers, given the failures counted so far.
+func JudgeFinished(cur JobView, out RunEnd, failuresBefore int, now time.Time) Bookkept {
+	b := Bookkept{Job: cur.Name, Op: cur.Operation, RefreshOnly: cur.RefreshOnly, Outcome: out.Outcome, Message: out.Message, At: now}
+	switch {
+	case out.Outcome == infrav1.RunSucceeded:
+	case out.PlanStale || out.PlanRefused != "":
+		// The saved plan no longer fits the state (or was refused before terraform ran):
+		// nothing was applied, and a new plan follows. Not a failure of the module.
+		b.Failures = failuresBefore
+	case out.Outcome == infrav1.RunFenced, out.Outcome == infrav1.RunInterrupted:
+		// Fenced: another run owns the state now, this one wrote nothing. Interrupted: a
+		// deletion, an eviction or the deadline stopped it. Neither is a failure of the
+		// module, and neither counts toward the backoff.
+		b.Failures = failuresBefore
+	case cur.Operation == infrav1.OperationRestore, cur.Operation.Background():
+		// A failed restore is recorded against its serial (never retried); a failed drift
+		// check waits for the next one. Neither delays applies and destroys.
+		b.Failures = failuresBefore
+	default:
+		b.Counts = true
+		b.Failures = failuresBefore + 1
+		b.Backoff = backoff(b.Failures)
+	}
+	return b
+}
+
+// Markers writes a bookkept Job's durable markers onto the object: the next run sequence, and
+// the applied hash, destroyed flag, restore outcome or failure backoff.
+func (b Bookkept) Markers(o metav1.Object, cur JobView, restoreSerial string) {
+	SetAnnotation(o, infrav1.RunSeqAnnotation, strconv.FormatInt(cur.Seq+1, 10))
+	if cur.Operation.Background() {
+		SetAnnotation(o, infrav1.LastDriftCheckAnnotation, b.At.UTC().Format(time.RFC3339))
+		if b.DriftFound && b.ActOnDrift {
+			SetAnnotation(o, infrav1.RemediateAnnotation, cur.Name)
+		}
+	}
+	if (cur.Operation == infrav1.OperationApply || cur.Operation == infrav1.OperationRefresh) && b.Outcome == infrav1.RunSucceeded {
+		// An apply remediated the drift found, a refresh accepted it.
+		RemoveAnnotation(o, infrav1.RemediateAnnotation)
+	}
+	if cur.Operation == infrav1.OperationRefresh && b.Outcome == infrav1.RunSucceeded {
+		b.answerRefresh(o)
+	}
+	if pl := b.Plan; pl != nil {
+		switch {
+		case pl.Changes():
+			SetAnnotation(o, infrav1.PendingPlanAnnotation, pl.Annotation())
+		case pl.RefreshOnly:
+			// Nothing changed outside Terraform: the refresh has nothing to record.
+			RemoveAnnotation(o, infrav1.PendingPlanAnnotation)
+			RemoveAnnotation(o, infrav1.RemediateAnnotation)
+			b.answerRefresh(o)
+		default:
+			// Nothing to apply: the inputs are in effect already.
+			SetAnnotation(o, infrav1.AppliedHashAnnotation, pl.InputsHash)
+			RemoveAnnotation(o, infrav1.PendingPlanAnnotation)
+			RemoveAnnotation(o, infrav1.RemediateAnnotation)
+		}
+	}
+	if b.AppliedPlan != "" && b.Outcome != infrav1.RunFenced {
+		// At most once (I9): whatever happened, this plan is spent.
+		SetAnnotation(o, infrav1.AppliedPlanAnnotation, b.AppliedPlan)
+		RemoveAnnotation(o, infrav1.PendingPlanAnnotation)
+		RemoveAnnotation(o, infrav1.ApprovePlanAnnotation)
+	}
+	if cur.Operation == infrav1.OperationRestore {
+		if b.Outcome == infrav1.RunSucceeded {
+			RemoveAnnotation(o, infrav1.RestoreStateAnnotation)
+			RemoveAnnotation(o, infrav1.RestoreFailedAnnotation)
+		} else if b.Outcome != infrav1.RunFenced && restoreSerial != "" {
+			SetAnnotation(o, infrav1.RestoreFailedAnnotation, restoreSerial)
+		}
+	}
+	switch {
+	case b.Outcome == infrav1.RunSucceeded:
+		RemoveAnnotation(o, infrav1.FailuresAnnotation)
+		RemoveAnnotation(o, infrav1.RetryAtAnnotation)
+		RemoveAnnotation(o, infrav1.LastErrorAnnotation)
+		switch cur.Operation {
+		case infrav1.OperationApply:
+			SetAnnotation(o, infrav1.AppliedHashAnnotation, cur.InputsHash)
+		case infrav1.OperationDestroy:
+			SetAnnotation(o, infrav1.DestroyedAnnotation, "true")
+		}
+	case b.Counts:
+		SetAnnotation(o, infrav1.FailuresAnnotation, strconv.Itoa(b.Failures))
+		SetAnnotation(o, infrav1.LastErrorAnnotation, truncate(b.summary(), 1024))
+		SetAnnotation(o, infrav1.RetryAtAnnotation, b.At.Add(b.Backoff).UTC().Format(time.RFC3339))
+	}
+}
+
+// answerRefresh removes the refresh request the Job answered; a request whose value changed
+// since the Job was created is a new one, and stays.
+func (b Bookkept) answerRefresh(o metav1.Object) {
+	if v, ok := o.GetAnnotations()[infrav1.RefreshAnnotation]; ok && v == b.RefreshRequest {
+		RemoveAnnotation(o, infrav1.RefreshAnnotation)
+	}
+}
+
+// Event is the note of the Warning event of a Job that did not succeed.
+func (b Bookkept) Event() string {
+	return fmt.Sprintf("Job %s (%s) %s: %s", b.Job, b.Op, lower(string(b.Outcome)), b.Message)
+}
+
+// summary is the one-line account of a Job that did not succeed.
+func (b Bookkept) summary() string {
+	return fmt.Sprintf("Job %s %s: %s", b.Job, lower(string(b.Outcome)), b.Message)
+}
+
+func backoff(failures int) time.Duration {
+	d := BackoffBase
+	for i := 1; i < failures && d < BackoffMax; i++ {
+		d *= 2
+	}
+	if d > BackoffMax {
+		d = BackoffMax
+	}
+	return d
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+func lower(s string) string {
+	if s == "" {
+		return s
+	}
+	b := []byte(s)
+	if b[0] >= 'A' && b[0] <= 'Z' {
+		b[0] += 'a' - 'A'
+	}
+	return string(b)
+}

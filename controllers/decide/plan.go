@@ -1,0 +1,110 @@
+package decide
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+)
+
+// NeedsPlan reports whether an apply of this object goes through a saved plan: under
+// applyPolicy Manual, or with destructiveChanges RequireApproval, for every apply but the
+// first (an object that never applied has no state to plan changes against).
+func NeedsPlan(ev Evidence) bool {
+	return ev.State.AppliedBefore && (ev.Plan.ApplyPolicy == infrav1.ApplyPolicyManual || ev.Plan.DestructiveChanges == infrav1.DestructiveChangesRequireApproval)
+}
+
+// Superseded reports a pending plan that no longer matches the inputs or the state it would
+// be applied to: its ID is refused and a new plan follows (I9).
+func Superseded(p *infrav1.PlanRecord, ev Evidence) bool {
+	return p.InputsHash != ev.Inputs.DesiredHash || p.Serial != ev.State.Serial || (p.Lineage != "" && p.Lineage != ev.State.Lineage)
+}
+
+// decidePlan decides an apply that goes through a saved plan (I9): a new plan when there is
+// none, or it was superseded, or it was applied already; its apply once approved (or, for an
+// automatic object whose plan destroys and replaces nothing, at once); else a wait.
+func decidePlan(ev Evidence, d Decision) Decision {
+	p := ev.Plan.Pending
+	switch {
+	case p == nil || p.RefreshOnly || Superseded(p, ev) || p.ID == ev.Plan.Applied:
+		// A pending refresh-only plan is no plan of this apply: the apply plans anew.
+		d.Action, d.Operation = ActionStart, infrav1.OperationPlan
+	case ev.Plan.Approved == p.ID || (ev.Plan.ApplyPolicy != infrav1.ApplyPolicyManual && !p.Destructive()):
+		d.Action, d.Operation, d.PlanID = ActionStart, infrav1.OperationApply, p.ID
+	default:
+		d.Action = ActionWait
+		d.Wait = &Wait{ConditionType: infrav1.ApplyJobSucceededCondition, Reason: infrav1.PlanAwaitingApprovalReason,
+			Message: fmt.Sprintf("plan %s (%s%s) waits for approval: kubectl annotate <object> %s=%s (docs/plans.md)",
+				p.ID, p.Counts(), addressesNote(p.Addresses), infrav1.ApprovePlanAnnotation, p.ID)}
+	}
+	return d
+}
+
+// decideRefreshPlan decides a refresh under applyPolicy Manual (I9 as for an apply): a new
+// refresh-only plan when there is none, or the pending plan is an apply's, superseded or
+// applied; its refresh once approved; else a wait for the approver.
+func decideRefreshPlan(ev Evidence, d Decision) Decision {
+	p := ev.Plan.Pending
+	switch {
+	case p == nil || !p.RefreshOnly || Superseded(p, ev) || p.ID == ev.Plan.Applied:
+		d.Action, d.Operation, d.RefreshOnly = ActionStart, infrav1.OperationPlan, true
+	case ev.Plan.Approved == p.ID:
+		d.Action, d.Operation, d.PlanID = ActionStart, infrav1.OperationRefresh, p.ID
+	default:
+		d.Action = ActionWait
+		d.Wait = &Wait{ConditionType: infrav1.DriftJobSucceededCondition, Reason: infrav1.PlanAwaitingApprovalReason,
+			Message: fmt.Sprintf("refresh-only plan %s (%s%s: changed outside Terraform, recorded in the state, no infrastructure changed) "+
+				"waits for approval: kubectl annotate <object> %s=%s (docs/drift.md)",
+				p.ID, p.Counts(), addressesNote(p.Addresses), infrav1.ApprovePlanAnnotation, p.ID)}
+	}
+	return d
+}
+
+func addressesNote(a []string) string {
+	if len(a) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(a[:min(len(a), 5)], ", ") + map[bool]string{true: ", ...", false: ""}[len(a) > 5]
+}
+
+// The one conversion path of a saved plan (docs/plans.md): the plan Job's state channel stores a
+// runnerapi.PlanRecord in the plan Secret; bookkeeping turns it into the infrav1.PlanRecord the
+// object keeps in its pending-plan annotation (PlanRecordOf); the status reports that record as
+// status.pendingPlan (PendingPlanOf). Nothing else copies a plan field by field.
+
+// PlanRecordOf is the record the object keeps of the plan the channel stored in the plan Secret
+// secret. policy is the object's applyPolicy: an apply's plan waits because of it (Manual) or
+// because it is destructive; a refresh-only plan waits under Manual only.
+func PlanRecordOf(rec runnerapi.PlanRecord, secret string, policy infrav1.ApplyPolicy) *infrav1.PlanRecord {
+	out := &infrav1.PlanRecord{ID: rec.ID, Job: rec.Job, Secret: secret, InputsHash: rec.InputsHash, Serial: int64(rec.StateSerial),
+		Lineage: rec.StateLineage, Create: int32(rec.Create), Update: int32(rec.Update), Replace: int32(rec.Replace),
+		Delete: int32(rec.Delete), Addresses: rec.Addresses, Reason: string(infrav1.ApplyPolicyManual), RefreshOnly: rec.RefreshOnly}
+	if policy != infrav1.ApplyPolicyManual && !rec.RefreshOnly {
+		out.Reason = "DestructiveChanges"
+	}
+	out.Created, _ = time.Parse(time.RFC3339, rec.CreatedAt)
+	return out
+}
+
+// MaxPendingPlanAddresses is how many addresses status.pendingPlan lists.
+const MaxPendingPlanAddresses = 50
+
+// PendingPlanOf is status.pendingPlan for a plan record: its counts, why it waits, and at most
+// MaxPendingPlanAddresses addresses.
+func PendingPlanOf(p *infrav1.PlanRecord) *infrav1.PendingPlan {
+	pp := &infrav1.PendingPlan{ID: p.ID, Job: p.Job, Secret: p.Secret, Create: p.Create, Update: p.Update, Replace: p.Replace,
+		Delete: p.Delete, Reason: p.Reason, RefreshOnly: p.RefreshOnly}
+	if len(p.Addresses) > 0 {
+		pp.Addresses = p.Addresses[:min(len(p.Addresses), MaxPendingPlanAddresses)]
+	}
+	if !p.Created.IsZero() {
+		t := metav1.NewTime(p.Created)
+		pp.CreatedAt = &t
+	}
+	return pp
+}

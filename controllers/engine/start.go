@@ -1,0 +1,265 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
+	"github.com/captf/cluster-api-provider-terraform/controllers/inputs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
+	"github.com/captf/cluster-api-provider-terraform/controllers/metrics"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
+)
+
+// startRun is one Job start in progress: what its steps share.
+type startRun struct {
+	op   infrav1.Operation
+	name string
+	req  runlease.Request
+	slot types.NamespacedName
+	// keepSlot: the Job exists, or may (a create whose outcome is unknown keeps its slot).
+	keepSlot bool
+	// in are the run's inputs (prepare); job the Job created or adopted (createOrAdopt).
+	in  *inputs.Inputs
+	job *batchv1.Job
+}
+
+// startStep is one step of the start sequence: proceed is false when the start stops there,
+// with the result and error the pass returns.
+type startStep func(ctx context.Context, s *startRun) (res ctrl.Result, proceed bool, err error)
+
+// start runs the Job start sequence (ARCHITECTURE.md step 8) as named steps: reserve a Job
+// slot -> take the run lease (and cluster lease) -> mark block-move and the run sequence and
+// recheck pause live -> prepare the run (durable inputs, live lease confirmation, runner
+// access) -> create the Job (AlreadyExists adopts) -> record the per-run Secret and
+// status.activeJob.
+func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, error) {
+	name := naming.JobName(p.suffix, p.ev.Jobs.RunSeq)
+	spec := p.obj.GetTerraformSpec()
+	deadline := jobs.DefaultActiveDeadlineSeconds
+	if spec.Job.ActiveDeadlineSeconds != nil {
+		deadline = *spec.Job.ActiveDeadlineSeconds
+	}
+	s := &startRun{op: op, name: name, slot: types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: name},
+		req: runlease.Request{Owner: p.owner, Holder: name, Operation: op, ActiveDeadlineSeconds: deadline}}
+
+	if res, proceed, err := p.reserveSlot(ctx, s); !proceed {
+		return res, err
+	}
+	defer func() {
+		if !s.keepSlot {
+			p.r.Slots.Release(s.slot)
+		}
+	}()
+	for _, step := range []startStep{p.takeLeases, p.markAndRecheck, p.prepareRun, p.createOrAdopt} {
+		if res, proceed, err := step(ctx, s); !proceed {
+			return res, err
+		}
+	}
+	return p.record(ctx, s)
+}
+
+// reserveSlot takes a Job slot of the manager (in memory: a wait here costs no API request).
+func (p *pass) reserveSlot(ctx context.Context, s *startRun) (ctrl.Result, bool, error) {
+	free, err := p.r.Slots.Reserve(ctx, s.slot, s.op, p.r.Clock.Now())
+	if err != nil {
+		return ctrl.Result{}, false, err
+	}
+	if !free {
+		p.rep.SlotWait = true
+		metrics.LeaseWaits.WithLabelValues(infrav1.WaitingForJobSlotReason).Inc()
+		if c := meta.FindStatusCondition(p.obj.GetTerraformStatus().Conditions, decide.FamilyOf(s.op)); c == nil || c.Reason != infrav1.WaitingForJobSlotReason {
+			p.emit(corev1.EventTypeNormal, infrav1.WaitingForJobSlotReason, fmt.Sprintf("%s waits for a free Job slot of the manager", s.op))
+		}
+		return ctrl.Result{RequeueAfter: SlotRequeue}, false, nil
+	}
+	return ctrl.Result{}, true, nil
+}
+
+// takeLeases takes the run lease (and, for a cluster's mutating operation, the cluster lease).
+func (p *pass) takeLeases(ctx context.Context, s *startRun) (ctrl.Result, bool, error) {
+	res, err := p.r.Leases.Acquire(ctx, s.req)
+	if err != nil {
+		return ctrl.Result{}, false, fmt.Errorf("acquire run lease: %w", err)
+	}
+	if !res.Acquired {
+		w := res.Wait
+		p.rep.LeaseWait = &decide.LeaseWait{Condition: w.Condition, Reason: w.Reason, Message: w.Message}
+		metrics.LeaseWaits.WithLabelValues(w.Reason).Inc()
+		if !w.Repeats(meta.FindStatusCondition(p.obj.GetTerraformStatus().Conditions, w.Condition)) {
+			p.emit(corev1.EventTypeNormal, w.Reason, w.Message) // sent once the status patch records the wait
+		}
+		return ctrl.Result{RequeueAfter: w.RequeueAfter}, false, nil
+	}
+	return ctrl.Result{}, true, nil
+}
+
+// markAndRecheck writes block-move and the run sequence with an optimistic lock (a pass on a
+// stale object stops here with a conflict), then re-reads pause live: a move may have paused
+// the Cluster a moment ago.
+func (p *pass) markAndRecheck(ctx context.Context, s *startRun) (ctrl.Result, bool, error) {
+	logger, name := log.FromContext(ctx), s.name
+	if err := p.patchMeta(ctx, func(o Object) {
+		decide.SetAnnotation(o, infrav1.BlockMoveAnnotation, "")
+		decide.SetAnnotation(o, infrav1.RunSeqAnnotation, strconv.FormatInt(p.ev.Jobs.RunSeq, 10))
+	}); err != nil {
+		res, err := p.conflictOr(ctx, err, "write block-move before the Job")
+		return res, false, err
+	}
+	paused, err := p.livePaused(ctx)
+	if err != nil {
+		return ctrl.Result{}, false, err
+	}
+	if paused {
+		logger.Info("paused while starting; giving the lease back", "job", name)
+		if err := p.releaseIfNoJob(ctx, name); err != nil {
+			return ctrl.Result{}, false, err
+		}
+		return ctrl.Result{RequeueAfter: time.Second}, false, nil
+	}
+	return ctrl.Result{}, true, nil
+}
+
+// prepareRun assembles the run: the contract inputs and the inputs (a problem found now is
+// reported and gives the leases back), the durable inputs (destroy reads them; they move with
+// the object), a live confirmation that the lease is still ours (another manager may have
+// taken it while we wrote), and the state channel's access (its account, Role and
+// RoleBinding, and the empty state Secret and lock Lease it may read and update).
+func (p *pass) prepareRun(ctx context.Context, s *startRun) (ctrl.Result, bool, error) {
+	logger, r, op, name := log.FromContext(ctx), p.r, s.op, s.name
+	contract, wait, err := r.Kind.Contract(ctx, Env{Cache: r.Client, Live: r.APIReader, ClusterName: p.owner.Cluster}, p.obj)
+	if err != nil {
+		return ctrl.Result{}, false, fmt.Errorf("gather contract inputs: %w", err)
+	}
+	if wait != nil && op != infrav1.OperationDestroy {
+		if err := p.releaseIfNoJob(ctx, name); err != nil {
+			return ctrl.Result{}, false, err
+		}
+		return ctrl.Result{RequeueAfter: wait.RequeueAfter}, false, nil
+	}
+	in, problem, err := p.inputsForRun(ctx, op, contract)
+	if err != nil {
+		return ctrl.Result{}, false, err
+	}
+	if problem == nil {
+		if problem, err = p.runnerAccountProblem(ctx); err != nil {
+			return ctrl.Result{}, false, err
+		}
+	}
+	if problem != nil {
+		p.rep.StartProblem = problem
+		return ctrl.Result{}, false, p.releaseIfNoJob(ctx, name)
+	}
+	if op != infrav1.OperationDestroy {
+		if err := p.writeDurableInputs(ctx, in); err != nil {
+			return ctrl.Result{}, false, err
+		}
+	}
+	ours, err := r.Leases.Confirm(ctx, s.req)
+	if err != nil {
+		return ctrl.Result{}, false, fmt.Errorf("confirm run lease: %w", err)
+	}
+	if !ours {
+		logger.Info("run lease no longer names our Job; not creating it", "job", name)
+		return ctrl.Result{RequeueAfter: decide.LagRequeue}, false, nil
+	}
+	if err := p.ensureRunnerAccess(ctx); err != nil {
+		return ctrl.Result{}, false, err
+	}
+	s.in = in
+	return ctrl.Result{}, true, nil
+}
+
+// createOrAdopt creates the Job. Its name is deterministic: AlreadyExists means an earlier
+// attempt created it, and the start adopts it rather than make a second one; never a Job of
+// another incarnation, and never one that already finished (the cache lags).
+func (p *pass) createOrAdopt(ctx context.Context, s *startRun) (ctrl.Result, bool, error) {
+	logger, r, op, name := log.FromContext(ctx), p.r, s.op, s.name
+	job, err := jobs.Build(p.jobParams(p.ev.Jobs.RunSeq, op, s.in.Hash))
+	if err != nil {
+		return ctrl.Result{}, false, fmt.Errorf("build job: %w", err)
+	}
+	if err := r.Client.Create(ctx, job); err != nil {
+		switch {
+		case apierrors.IsAlreadyExists(err):
+			existing := &batchv1.Job{}
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), existing); err != nil {
+				return ctrl.Result{}, false, fmt.Errorf("adopt existing job %s: %w", name, err)
+			}
+			if !ownedBy(existing, p.obj.GetUID()) {
+				// Another incarnation's Job has this name: never adopt it. Give back what this
+				// attempt took and move the run sequence on.
+				if _, err := r.Leases.Release(ctx, p.owner, name); err != nil {
+					return ctrl.Result{}, false, fmt.Errorf("release leases of %s: %w", name, err)
+				}
+				res, err := p.skipRun(ctx, name)
+				return res, false, err
+			}
+			if jobstatus.Finished(existing) {
+				// This run's Job already ended, and this pass did not see it: the cache does
+				// not show it yet. It is not the Job this pass starts, so it is not reported as
+				// running; its events have come and gone, so no watch brings it back: look
+				// again soon, and bookkeeping counts it once the cache shows it.
+				logger.Info("the Job of this run already ended but the cache does not show it; looking again", "job", name)
+				p.rep.LagJob = name
+				return ctrl.Result{RequeueAfter: decide.LagRequeue}, false, nil
+			}
+			logger.Info("adopting the Job an earlier attempt created", "job", name)
+			s.job, s.keepSlot = existing, true
+			return ctrl.Result{}, true, nil
+		case rejected(err):
+			p.rep.Rejected = "the API server refused the Job: " + err.Error()
+			p.emit(corev1.EventTypeWarning, "JobRejected", "the API server refused Job "+name+": "+err.Error())
+			if err := p.releaseIfNoJob(ctx, name); err != nil {
+				return ctrl.Result{}, false, err
+			}
+			return ctrl.Result{RequeueAfter: decide.BackoffBase}, false, nil
+		default:
+			// A timeout may hide a create that went through: keep the leases, and the slot.
+			s.keepSlot = true
+			return ctrl.Result{}, false, fmt.Errorf("create job %s: %w", name, err)
+		}
+	}
+	s.job, s.keepSlot = job, true
+	metrics.JobsStarted.WithLabelValues(p.r.Kind.Name(), string(op)).Inc()
+	if pl := p.ev.Plan.Pending; op == infrav1.OperationPlan && pl != nil {
+		p.emit(corev1.EventTypeNormal, "PlanSuperseded", fmt.Sprintf("plan %s no longer matches the inputs or the state (or was applied); Job %s plans again", pl.ID, name))
+	}
+	p.emit(corev1.EventTypeNormal, "JobStarted", fmt.Sprintf("started Job %s (%s)", name, op))
+	p.flush()
+	return ctrl.Result{}, true, nil
+}
+
+// record writes the per-run Secret, owned by the Job (deleted with it; a restore carries the
+// backup), and status.activeJob (reported; never load-bearing).
+func (p *pass) record(ctx context.Context, s *startRun) (ctrl.Result, error) {
+	var restore []byte
+	if s.op == infrav1.OperationRestore {
+		var err error
+		if restore, err = p.restoreState(ctx); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if err := p.writeRunSecret(ctx, s.job, s.in, restore); err != nil {
+		return ctrl.Result{}, err
+	}
+	st := p.obj.GetTerraformStatus()
+	st.ActiveJob = &infrav1.ActiveJob{Name: s.name, Operation: s.op, StartTime: &metav1.Time{Time: p.r.Clock.Now()}}
+	p.rep.Started = s.name
+	return ctrl.Result{}, nil
+}
