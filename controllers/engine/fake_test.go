@@ -31,12 +31,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/cmd/manager/setup"
 	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobslots"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
-	"github.com/captf/cluster-api-provider-terraform/controllers/setup"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
 	"github.com/captf/cluster-api-provider-terraform/controllers/terraformcluster"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
