@@ -6,11 +6,9 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8stypes "k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 func jobWith(conds ...batchv1.JobConditionType) *batchv1.Job {
@@ -56,8 +54,8 @@ func TestFinishedSucceededDecided(t *testing.T) {
 		{"no Job", nil, false, false, false, false},
 		{"no condition", jobWith(), false, false, false, false},
 		{"a false condition", falseFailed, false, false, false, false},
-		{"complete", jobWith(batchv1.JobSuccessCriteriaMet, batchv1.JobComplete), true, true, true, true},
-		{"failed", jobWith(batchv1.JobFailureTarget, batchv1.JobFailed), true, false, true, false},
+		{"complete", objects.Job("ns", "j").Complete(metav1.Now()).Obj(), true, true, true, true},
+		{"failed", objects.Job("ns", "j").Failed(metav1.Now()).Obj(), true, false, true, false},
 		{"success criteria met, pods still stopping", jobWith(batchv1.JobSuccessCriteriaMet), false, false, true, true},
 		{"failure target, pods still stopping", jobWith(batchv1.JobFailureTarget), false, false, true, false},
 		{"suspended only", jobWith(batchv1.JobSuspended), false, false, false, false},
@@ -74,64 +72,66 @@ func TestFinishedSucceededDecided(t *testing.T) {
 }
 
 func TestOwnership(t *testing.T) {
-	const kind, name = infrav1.TerraformMachineKind, "m1"
-	ref := func(apiVersion, kind, name, uid string) []metav1.OwnerReference {
-		return []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: name, UID: k8stypes.UID("u-" + uid), Controller: ptr.To(true)}}
-	}
-	captf := infrav1.GroupVersion.String()
-	job := func(labels map[string]string, refs []metav1.OwnerReference) *batchv1.Job {
-		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "captf-x-1", UID: "job-uid", Labels: labels, OwnerReferences: refs}}
-	}
-	own := naming.OwnerLabels(kind, name, "")
+	const ns, kind, name = "ns", infrav1.TerraformMachineKind, "m1"
+	this := objects.Machine(ns, name).UID("u-1").Obj()
+	earlier := objects.Machine(ns, name).UID("u-0").Obj()
+	other := objects.Machine(ns, "m2").UID("u-2").Obj()
+	job := func() *objects.JobBuilder { return objects.Job(ns, "captf-x-1") }
+	foreignGroup := job().Owner(this).Obj()
+	foreignGroup.OwnerReferences[0].APIVersion = "example.com/v1"
 	cases := []struct {
 		name                                string
 		job                                 *batchv1.Job
 		labelled, controlled, same, thisOne bool
 	}{
-		{"labels and reference of this incarnation", job(own, ref(captf, kind, name, "1")), true, true, true, true},
-		{"labels and reference of an earlier incarnation", job(own, ref(captf, kind, name, "0")), true, true, true, false},
-		{"labels stripped, reference kept", job(map[string]string{"team": "infra"}, ref(captf, kind, name, "1")), false, true, true, true},
-		{"labels only", job(own, nil), true, false, true, false},
-		{"reference of another API group", job(nil, ref("example.com/v1", kind, name, "1")), false, false, false, true},
-		{"reference to another object", job(nil, ref(captf, kind, "m2", "2")), false, false, false, false},
-		{"labels of another kind", job(naming.OwnerLabels(infrav1.TerraformClusterKind, name, ""), nil), false, false, false, false},
+		{"labels and reference of this incarnation", job().Of(kind, name, "").Owner(this).Obj(), true, true, true, true},
+		{"labels and reference of an earlier incarnation", job().Of(kind, name, "").Owner(earlier).Obj(), true, true, true, false},
+		{"labels stripped, reference kept", job().Label("team", "infra").Owner(this).Obj(), false, true, true, true},
+		{"labels only", job().Of(kind, name, "").Obj(), true, false, true, false},
+		{"reference of another API group", foreignGroup, false, false, false, true},
+		{"reference to another object", job().Owner(other).Obj(), false, false, false, false},
+		{"labels of another kind", job().Of(infrav1.TerraformClusterKind, name, "").Obj(), false, false, false, false},
 		{"no Job", nil, false, false, false, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := [4]bool{LabelledForObject(tc.job, kind, name), ControlledByObject(tc.job, kind, name), SameObject(tc.job, kind, name), false}
 			if tc.job != nil {
-				got[3] = SameIncarnation(tc.job, "u-1")
+				got[3] = SameIncarnation(tc.job, this.UID)
 			}
 			if want := [4]bool{tc.labelled, tc.controlled, tc.same, tc.thisOne}; got != want {
 				t.Fatalf("labelled, controlled, same object, same incarnation = %v, want %v", got, want)
 			}
 		})
 	}
-	if SameObject(job(own, nil), "", name) || SameObject(job(own, nil), kind, "") {
+	if labelled := job().Of(kind, name, "").Obj(); SameObject(labelled, "", name) || SameObject(labelled, kind, "") {
 		t.Fatal("an owner without kind or name owns nothing")
 	}
 }
 
 func TestPodOfJob(t *testing.T) {
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "captf-x-1", UID: "job-uid"}}
-	pod := func(labels map[string]string, uid string) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: labels}}
-		if uid != "" {
-			p.OwnerReferences = []metav1.OwnerReference{{Kind: "Job", Name: "captf-x-1", UID: k8stypes.UID(uid), Controller: ptr.To(true)}}
-		}
+	job := objects.Job("ns", "captf-x-1").Obj()
+	job.UID = "job-uid"
+	earlier := job.DeepCopy()
+	earlier.UID = "earlier-job"
+	controlled := func(p *corev1.Pod, by *batchv1.Job) *corev1.Pod {
+		p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(by, batchv1.SchemeGroupVersion.WithKind("Job"))}
 		return p
 	}
+	legacyOnly := objects.PodOf(job, "p").Obj()
+	delete(legacyOnly.Labels, JobNameLabel)
+	unlabelled := objects.PodOf(job, "p").Obj()
+	unlabelled.Labels = nil
 	cases := []struct {
 		name         string
 		pod          *corev1.Pod
 		ofJob, named bool
 	}{
-		{"controlled by the Job and labelled", pod(map[string]string{JobNameLabel: "captf-x-1"}, "job-uid"), true, true},
-		{"legacy label only, no reference", pod(map[string]string{LegacyJobNameLabel: "captf-x-1"}, ""), true, true},
-		{"labelled, controlled by another Job of that name", pod(map[string]string{JobNameLabel: "captf-x-1"}, "earlier-job"), false, true},
-		{"no label, no reference", pod(nil, ""), false, false},
-		{"label of another Job", pod(map[string]string{JobNameLabel: "captf-x-2"}, ""), false, false},
+		{"controlled by the Job and labelled", controlled(objects.PodOf(job, "p").Obj(), job), true, true},
+		{"legacy label only, no reference", legacyOnly, true, true},
+		{"labelled, controlled by an earlier Job of that name", controlled(objects.PodOf(job, "p").Obj(), earlier), false, true},
+		{"no label, no reference", unlabelled, false, false},
+		{"label of another Job", objects.PodOf(objects.Job("ns", "captf-x-2").Obj(), "p").Obj(), false, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
