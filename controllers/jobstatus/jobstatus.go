@@ -73,9 +73,10 @@ func Decided(job *batchv1.Job) (*batchv1.JobCondition, bool) {
 	return nil, false
 }
 
-// PodTerminal reports whether a pod is Succeeded or Failed.
+// PodTerminal reports whether a pod is Succeeded or Failed (runnerapi.PodTerminal, the one
+// rule the runner's state channel applies too).
 func PodTerminal(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	return runnerapi.PodTerminal(string(p.Status.Phase))
 }
 
 // NonTerminal returns the names of the pods that are neither Succeeded nor Failed, sorted.
