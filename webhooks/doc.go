@@ -53,7 +53,7 @@
 //     identity or an override group member (adopt.go). Both rules read nothing. Limit: the
 //     guard judges updates only, so an object created with captf.io/adopt-state is not refused.
 //   - The ValidatingAdmissionPolicy of config/policy holds the approver-group rule from the
-//     ConfigMap PlanApproversConfigMap (kept by controllers/setup), without the webhook.
+//     ConfigMap PlanApproversConfigMap (kept by cmd/manager/setup), without the webhook.
 //   - Defaulting is idempotent: applying it twice equals applying it once.
 //   - Spec validation is a set of pure functions returning field.ErrorList; the update of a
 //     deleting object is never refused for its spec.

@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/cmd/manager/setup"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
-	"github.com/captf/cluster-api-provider-terraform/controllers/setup"
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 

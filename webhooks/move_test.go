@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/cmd/manager/setup"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
-	"github.com/captf/cluster-api-provider-terraform/controllers/setup"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )

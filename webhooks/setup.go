@@ -63,7 +63,7 @@ type Options struct {
 	// captf.io/approve-plan to its ID (manager flag --plan-approver-groups, read with
 	// ParseGroups). Empty by default: no one may approve, so a plan that waits for approval
 	// waits until the flag names a group. The ValidatingAdmissionPolicy of config/policy holds
-	// the same rule from the ConfigMap PlanApproversConfigMap, which controllers/setup keeps
+	// the same rule from the ConfigMap PlanApproversConfigMap, which cmd/manager/setup keeps
 	// equal to this list.
 	PlanApproverGroups []string
 	// Leases is the manager's lease manager, built over mgr.GetAPIReader(). When nil, Setup

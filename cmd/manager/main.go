@@ -1,6 +1,7 @@
 // Command manager runs the CAPTF controllers and admission webhooks.
 //
-// Flags map one to one onto setup.Options; docs/configuration.md documents each.
+// Flags map one to one onto setup.Options (cmd/manager/setup, the manager's wiring);
+// docs/configuration.md documents each.
 package main
 
 import (
@@ -14,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/captf/cluster-api-provider-terraform/certs"
-	"github.com/captf/cluster-api-provider-terraform/controllers/setup"
+	"github.com/captf/cluster-api-provider-terraform/cmd/manager/setup"
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 

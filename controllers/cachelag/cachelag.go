@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
@@ -51,14 +50,14 @@ func Check(ctx context.Context, in Input) (Verdict, error) {
 	}
 	if in.ActiveJob != "" && !cached[in.ActiveJob] {
 		// Judge the Job by itself, read live: whether it runs (jobstatus), and whose it is (its
-		// controller owner reference, which the Job guard protects), never by whether the
-		// label-scoped cache lists it. So a Job whose labels were edited neither clears the marks
+		// controller owner reference, which the Job guard protects: jobstatus.ControlledByObject),
+		// never by whether the label-scoped cache lists it. So a Job whose labels were edited neither clears the marks
 		// early nor holds the object after it ended.
 		live, err := jobstatus.Read(ctx, in.APIReader, in.Owner.Namespace, in.ActiveJob, nil)
 		if err != nil {
 			return Verdict{}, fmt.Errorf("read active job %s: %w", in.ActiveJob, err)
 		}
-		if live.Runs() && (live.Job == nil || ownedBy(live.Job, in.Owner)) {
+		if live.Runs() && (live.Job == nil || jobstatus.ControlledByObject(live.Job, in.Owner.Kind, in.Owner.Name)) {
 			lagTotal.WithLabelValues("activeJob").Inc()
 			return Verdict{Lag: true, Job: in.ActiveJob, Reason: ReasonActiveJob}, nil
 		}
@@ -77,11 +76,4 @@ func Check(ctx context.Context, in Input) (Verdict, error) {
 	}
 	lagTotal.WithLabelValues("runLease").Inc()
 	return Verdict{Lag: true, Job: ev.Holder, Reason: ReasonRunLease + " (" + string(ev.Verdict.Reason) + ")"}, nil
-}
-
-// ownedBy reports whether the Job's controller owner reference names the owner's kind and
-// name (any incarnation of it: they share one state).
-func ownedBy(j *batchv1.Job, o runlease.Owner) bool {
-	ref := metav1.GetControllerOf(j)
-	return ref != nil && ref.Kind == o.Kind && ref.Name == o.Name
 }

@@ -16,9 +16,11 @@
 //   - tells the state channel its operation and inputs hash, and only for an Apply of a saved
 //     plan (Params.PlanID) passes --plan-id to runner and channel and annotates the Job with it.
 //
-// OutcomeOf reads a Job's terminal condition (Finished) and the runner's result from the main
-// container's termination message (runnerapi.Result). Finished alone never proves that the
-// pods stopped: FailureTarget and SuccessCriteriaMet precede the pods' termination, and a
-// deleted Job's pod keeps running through its grace period. Callers check AllPodsTerminal on
-// pods read live before they clear anything.
+// OutcomeOf reads how a Job ends: the condition that decided it (jobstatus.Decided, which
+// counts the interim FailureTarget and SuccessCriteriaMet) and the runner's result from the
+// main container's termination message (runnerapi.Result). An Outcome never says that a Job is
+// over: FailureTarget and SuccessCriteriaMet precede the pods' termination, and a deleted Job's
+// pod keeps running through its grace period. Whether a Job still runs is jobstatus's one rule
+// (jobstatus.Finished, jobstatus.Runs on pods read live); callers judge with it before they
+// clear anything.
 package jobs

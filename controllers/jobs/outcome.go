@@ -16,7 +16,7 @@ import (
 
 // Reasons an Outcome gives besides the Job's own condition reasons.
 const (
-	// ReasonRunning: the Job has no terminal condition.
+	// ReasonRunning: the Job has no condition that decides how it ends (jobstatus.Decided).
 	ReasonRunning = "Running"
 	// ReasonDeleted: the Job is being deleted before it finished.
 	ReasonDeleted = "Deleted"
@@ -29,13 +29,15 @@ const maxMessage = 1024
 
 // Outcome is what a Job says about its run.
 type Outcome struct {
-	// Finished: the Job carries a terminal condition (see Finished). A finished Job's pod may
-	// still be stopping: the caller checks the pods live (AllPodsTerminal) before it acts.
-	Finished bool
+	// Decided: the Job controller has said how the Job ends (jobstatus.Decided: Complete or
+	// Failed, or the interim SuccessCriteriaMet or FailureTarget). A decided Job's pod may still
+	// be stopping, and an interim condition is not yet a finished Job (jobstatus.Finished): the
+	// caller judges whether the run is over with jobstatus, on pods read live, before it acts.
+	Decided bool
 	// Outcome is how the run ended; empty while the Job runs. A Job being deleted before it
-	// finished is Interrupted and not Finished.
+	// finished is Interrupted and not Decided.
 	Outcome infrav1.RunOutcome
-	// Reason is the terminal condition's reason (DeadlineExceeded, BackoffLimitExceeded,
+	// Reason is the deciding condition's reason (DeadlineExceeded, BackoffLimitExceeded,
 	// Completed, ...), ReasonDeleted or ReasonRunning.
 	Reason string
 	// Message summarises the run for status.lastRun.message (already redacted by the runner).
@@ -69,47 +71,8 @@ type Outcome struct {
 	PlanRefused string
 }
 
-// Running reports a Job without a terminal condition.
-func (o Outcome) Running() bool { return !o.Finished }
-
-// terminal returns the first terminal condition that is true, and whether it means success.
-func terminal(job *batchv1.Job) (*batchv1.JobCondition, bool) {
-	for i := range job.Status.Conditions {
-		c := &job.Status.Conditions[i]
-		if c.Status != corev1.ConditionTrue {
-			continue
-		}
-		switch c.Type {
-		case batchv1.JobComplete, batchv1.JobSuccessCriteriaMet:
-			return c, true
-		case batchv1.JobFailed, batchv1.JobFailureTarget:
-			return c, false
-		}
-	}
-	return nil, false
-}
-
-// Finished reports whether the Job has a Complete, Failed, SuccessCriteriaMet or FailureTarget
-// condition that is true. FailureTarget and SuccessCriteriaMet come first, while the Job
-// controller still terminates the pods: a finished Job does not mean its pods stopped.
-func Finished(job *batchv1.Job) bool {
-	c, _ := terminal(job)
-	return c != nil
-}
-
-// AllPodsTerminal reports whether every pod is Succeeded or Failed (true for no pods). Callers
-// read the pods live: pods are not cached.
-func AllPodsTerminal(pods []corev1.Pod) bool {
-	for i := range pods {
-		if p := pods[i].Status.Phase; p != corev1.PodSucceeded && p != corev1.PodFailed {
-			return false
-		}
-	}
-	return true
-}
-
-// OutcomeOf reads a Job and, when given, its pods: the terminal condition says whether and how
-// it finished; the runner's result in the main container's termination message refines a
+// OutcomeOf reads a Job and, when given, its pods: the condition that decided the Job
+// (jobstatus.Decided) says whether and how it ends; the runner's result in the main container's termination message refines a
 // failure into Failed or Interrupted and supplies the message.
 func OutcomeOf(job *batchv1.Job, pods []corev1.Pod) Outcome {
 	var out Outcome
@@ -123,16 +86,16 @@ func OutcomeOf(job *batchv1.Job, pods []corev1.Pod) Outcome {
 			out.PlanStale, out.PlanRefused = r.PlanStale, r.PlanRefused
 		}
 	}
-	cond, success := terminal(job)
+	cond, success := jobstatus.Decided(job)
 	switch {
 	case cond == nil && job.DeletionTimestamp != nil:
 		out.Outcome, out.Reason = infrav1.RunInterrupted, ReasonDeleted
 	case cond == nil:
 		out.Reason = ReasonRunning
 	case success:
-		out.Finished, out.Outcome, out.Reason = true, infrav1.RunSucceeded, ReasonCompleted
+		out.Decided, out.Outcome, out.Reason = true, infrav1.RunSucceeded, ReasonCompleted
 	default:
-		out.Finished, out.Reason = true, cond.Reason
+		out.Decided, out.Reason = true, cond.Reason
 		out.Outcome = failureOutcome(cond, out.Result, term, pods)
 	}
 	out.Message = message(out, cond)
@@ -202,7 +165,7 @@ func message(o Outcome, cond *batchv1.JobCondition) string {
 		if r.Error != "" {
 			parts = append(parts, r.Error)
 		}
-	} else if o.Finished && o.Outcome != infrav1.RunSucceeded {
+	} else if o.Decided && o.Outcome != infrav1.RunSucceeded {
 		if o.ExitCode != nil {
 			parts = append(parts, fmt.Sprintf("runner exited with code %d (%s) and left no result", *o.ExitCode, ExitCodeMeaning(*o.ExitCode)))
 		} else {
@@ -275,7 +238,7 @@ func ExitCodeMeaning(code int32) string {
 func mainTerminated(job *batchv1.Job, pods []corev1.Pod) *corev1.ContainerStateTerminated {
 	sorted := make([]*corev1.Pod, 0, len(pods))
 	for i := range pods {
-		if owned(job, &pods[i]) {
+		if jobstatus.PodOfJob(&pods[i], job) {
 			sorted = append(sorted, &pods[i])
 		}
 	}
@@ -296,15 +259,4 @@ func mainTerminated(job *batchv1.Job, pods []corev1.Pod) *corev1.ContainerStateT
 		}
 	}
 	return nil
-}
-
-// owned reports whether a pod belongs to the Job: its controller reference or, for pods whose
-// references are not filled (tests, the sandbox), its job-name label.
-func owned(job *batchv1.Job, pod *corev1.Pod) bool {
-	for _, ref := range pod.OwnerReferences {
-		if ref.Controller != nil && *ref.Controller {
-			return ref.UID == job.UID
-		}
-	}
-	return jobstatus.OfJob(pod, job.Name)
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
@@ -57,7 +58,7 @@ func TestOutcomeOf(t *testing.T) {
 		name         string
 		job          *batchv1.Job
 		pods         []corev1.Pod
-		finished     bool
+		decided      bool
 		outcome      infrav1.RunOutcome
 		reason       string
 		msgHas       string
@@ -100,11 +101,11 @@ func TestOutcomeOf(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := OutcomeOf(tc.job, tc.pods)
-			if got.Finished != tc.finished || got.Outcome != tc.outcome || got.Reason != tc.reason {
-				t.Fatalf("got finished=%v outcome=%q reason=%q, want %v %q %q", got.Finished, got.Outcome, got.Reason, tc.finished, tc.outcome, tc.reason)
+			if got.Decided != tc.decided || got.Outcome != tc.outcome || got.Reason != tc.reason {
+				t.Fatalf("got decided=%v outcome=%q reason=%q, want %v %q %q", got.Decided, got.Outcome, got.Reason, tc.decided, tc.outcome, tc.reason)
 			}
-			if got.Finished != Finished(tc.job) || got.Running() == got.Finished {
-				t.Fatalf("Finished/Running disagree")
+			if c, _ := jobstatus.Decided(tc.job); got.Decided != (c != nil) {
+				t.Fatalf("Outcome.Decided and jobstatus.Decided disagree")
 			}
 			if !strings.Contains(got.Message, tc.msgHas) {
 				t.Fatalf("message %q lacks %q", got.Message, tc.msgHas)
@@ -182,24 +183,5 @@ func TestOutcomeMessageIsBounded(t *testing.T) {
 	}
 	if !utf8.ValidString(got.Message) {
 		t.Fatal("message cut inside a character")
-	}
-}
-
-func TestAllPodsTerminal(t *testing.T) {
-	pod := func(phase corev1.PodPhase) corev1.Pod { return corev1.Pod{Status: corev1.PodStatus{Phase: phase}} }
-	cases := []struct {
-		pods []corev1.Pod
-		want bool
-	}{
-		{nil, true},
-		{[]corev1.Pod{pod(corev1.PodSucceeded), pod(corev1.PodFailed)}, true},
-		{[]corev1.Pod{pod(corev1.PodFailed), pod(corev1.PodRunning)}, false},
-		{[]corev1.Pod{pod(corev1.PodPending)}, false},
-		{[]corev1.Pod{pod(corev1.PodUnknown)}, false},
-	}
-	for i, tc := range cases {
-		if got := AllPodsTerminal(tc.pods); got != tc.want {
-			t.Errorf("case %d: got %v", i, got)
-		}
 	}
 }

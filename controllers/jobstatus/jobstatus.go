@@ -35,9 +35,48 @@ func Finished(job *batchv1.Job) bool {
 	return false
 }
 
-// PodTerminal reports whether a pod is Succeeded or Failed.
+// Succeeded reports whether the Job carries a Complete condition that is True.
+func Succeeded(job *batchv1.Job) bool {
+	if job == nil {
+		return false
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// Decided returns the first True condition by which the Job controller has said how the Job
+// ends, and whether it means success: Complete or Failed, or the interim SuccessCriteriaMet or
+// FailureTarget that it sets as soon as it has decided, while it still stops the pods. It is
+// for reading a run's outcome as early as it is known (a deadline's FailureTarget already says
+// the run was interrupted); it never says that a Job is over: a decided Job may still have a
+// pod running, and only Finished (Complete or Failed) and the pods (Runs) say that.
+func Decided(job *batchv1.Job) (*batchv1.JobCondition, bool) {
+	if job == nil {
+		return nil, false
+	}
+	for i := range job.Status.Conditions {
+		c := &job.Status.Conditions[i]
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete, batchv1.JobSuccessCriteriaMet:
+			return c, true
+		case batchv1.JobFailed, batchv1.JobFailureTarget:
+			return c, false
+		}
+	}
+	return nil, false
+}
+
+// PodTerminal reports whether a pod is Succeeded or Failed (runnerapi.PodTerminal, the one
+// rule the runner's state channel applies too).
 func PodTerminal(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	return runnerapi.PodTerminal(string(p.Status.Phase))
 }
 
 // NonTerminal returns the names of the pods that are neither Succeeded nor Failed, sorted.
@@ -76,11 +115,6 @@ func Summarize(job *batchv1.Job, pods []corev1.Pod) Summary {
 // returns them; callers that skip the pod listing for an unfinished Job lose nothing, since
 // such a Job runs anyway.
 func Runs(job *batchv1.Job, pods []corev1.Pod) bool { return Summarize(job, pods).Runs() }
-
-// OfJob reports whether pod carries a Job-name label naming job.
-func OfJob(pod *corev1.Pod, job string) bool {
-	return pod.Labels[JobNameLabel] == job || pod.Labels[LegacyJobNameLabel] == job
-}
 
 // ListPods lists, through reader (the API server, never a cache), the pods of the Job named
 // job in namespace by either Job-name label, each pod once.

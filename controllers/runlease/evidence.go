@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 )
 
 // Evidence is what the API server says, right now, about an object's run lease. The webhook
@@ -30,8 +31,8 @@ type Evidence struct {
 	// Job is the holder Job as the API server has it; nil when absent (or not read because the
 	// lease has no holder).
 	Job *batchv1.Job
-	// JobOfOwner is true when Job is a Job of this object (JobOf: its owner labels or its
-	// controller owner reference).
+	// JobOfOwner is true when Job is a Job of this object (jobstatus.SameObject: its owner
+	// labels or its controller owner reference).
 	JobOfOwner bool
 	// Pods are the holder's pods as read to judge the lease, when they were read (PodsListed):
 	// a caller judging the same Job again reuses them instead of listing them twice.
@@ -81,6 +82,6 @@ func (m *Manager) RunEvidence(ctx context.Context, owner Owner) (Evidence, error
 		return Evidence{}, fmt.Errorf("run lease evidence: %w", err)
 	}
 	e.Verdict, e.Job, e.Pods, e.PodsListed = j.verdict, j.job, j.pods, j.podsListed
-	e.JobOfOwner = JobOf(j.job, owner)
+	e.JobOfOwner = jobstatus.SameObject(j.job, owner.Kind, owner.Name)
 	return e, nil
 }

@@ -1,17 +1,14 @@
 package runlease
 
 import (
-	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
-	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 )
 
 // Pod labels that name a pod's Job (aliases of jobstatus's, kept for callers and tests).
@@ -77,9 +74,9 @@ type Verdict struct {
 //     but never less than BackstopFloor: the backstop of the holder Job's own deadline when a
 //     Job of this owner holds the lease, else that of the shortest deadline the API accepts;
 //     and when a Job of this owner holds it, the age is never more than that Job's own age;
-//  3. a Job of this owner (JobOf: its owner labels, or its controller owner reference) holds
-//     it: live while it has not finished; once Complete or Failed, free unless one of its pods
-//     is still non-terminal;
+//  3. a Job of this owner (jobstatus.SameObject: its owner labels, or its controller owner
+//     reference) holds it: live while it has not finished; once Complete or Failed, free
+//     unless one of its pods is still non-terminal;
 //  4. otherwise (no Job of that name, or a Job of another object, which is a lease nothing of
 //     this owner backs): live inside the grace; past it, live while a pod of that name is still
 //     non-terminal (a Job deleted without waiting for its pods), else free.
@@ -90,7 +87,7 @@ type Verdict struct {
 func Assess(lease *coordinationv1.Lease, owner Owner, holder *batchv1.Job, pods []corev1.Pod, now time.Time, opts Options) Verdict {
 	opts = opts.withDefaults()
 	name := holderOf(lease)
-	own := holder != nil && holder.Name == name && holder.Namespace == lease.Namespace && JobOf(holder, owner)
+	own := holder != nil && holder.Name == name && holder.Namespace == lease.Namespace && jobstatus.SameObject(holder, owner.Kind, owner.Name)
 	v := Verdict{Backstop: trustedBackstop(lease, holder, own, opts)}
 	v.Age = now.Sub(leaseTime(lease, now, opts))
 	if name == "" {
@@ -128,22 +125,6 @@ func Assess(lease *coordinationv1.Lease, owner Owner, holder *batchv1.Job, pods 
 	}
 	v.Free, v.Reason, v.needPods = true, FreeHolderGone, true
 	return v
-}
-
-// JobOf reports whether job is a Job of owner: it carries the owner's labels (naming.OwnedBy),
-// or its controller owner reference names the owner's kind and name (any incarnation: they
-// share one state). Either suffices, so a Job whose labels were stripped while it runs stays
-// its object's; only the manager and the override groups can change either (the Job guard).
-func JobOf(job *batchv1.Job, owner Owner) bool {
-	if job == nil || owner.Kind == "" || owner.Name == "" {
-		return false
-	}
-	if naming.OwnedBy(job.Labels, owner.Kind, owner.Name) {
-		return true
-	}
-	ref := metav1.GetControllerOfNoCopy(job)
-	return ref != nil && ref.Kind == owner.Kind && ref.Name == owner.Name &&
-		strings.HasPrefix(ref.APIVersion, infrav1.GroupVersion.Group+"/")
 }
 
 // holderOf returns spec.holderIdentity, or "".
@@ -224,7 +205,7 @@ func trustedBackstop(l *coordinationv1.Lease, holder *batchv1.Job, own bool, opt
 // podsRunning reports a non-terminal pod of the Job jobName among pods (jobstatus's rule).
 func podsRunning(pods []corev1.Pod, jobName string) bool {
 	for i := range pods {
-		if jobstatus.OfJob(&pods[i], jobName) && !jobstatus.PodTerminal(&pods[i]) {
+		if jobstatus.PodOfJobNamed(&pods[i], jobName) && !jobstatus.PodTerminal(&pods[i]) {
 			return true
 		}
 	}

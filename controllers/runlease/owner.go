@@ -112,68 +112,110 @@ func (m *Manager) JudgeLease(ctx context.Context, l *coordinationv1.Lease) (Leas
 // found is false when nothing names an owner; the returned Owner then has no kind, and Assess
 // counts no Job as its own. The Owner's Cluster is filled only when the owner was read.
 func (m *Manager) OwnerOfLease(ctx context.Context, l *coordinationv1.Lease, holder *batchv1.Job) (Owner, bool, error) {
-	ns := l.Namespace
-	var cands [][2]string // kind, name
-	if holder != nil {
-		if ref := metav1.GetControllerOf(holder); ref != nil {
-			cands = append(cands, [2]string{ref.Kind, ref.Name})
-		}
-		cands = append(cands, [2]string{holder.Labels[infrav1.OwnerKindLabel], holder.Labels[infrav1.OwnerNameLabel]})
-	}
-	cands = append(cands, [2]string{l.Labels[infrav1.OwnerKindLabel], l.Labels[infrav1.OwnerNameLabel]})
-
+	cands := ownerCandidates(l, holder)
 	switch LeaseKindOf(l.Name) {
 	case infrav1.LeaseKindRun:
-		suffix := strings.TrimPrefix(l.Name, runLeasePrefix)
-		for _, c := range cands {
-			if reconciledKind(c[0]) && c[1] != "" && naming.StateSuffix(ns, c[0], c[1]) == suffix {
-				return Owner{Namespace: ns, Kind: c[0], Name: c[1]}, true, nil
-			}
-		}
-		for _, kind := range []string{infrav1.TerraformClusterKind, infrav1.TerraformMachineKind, infrav1.TerraformMachinePoolKind} {
-			items, err := m.listMeta(ctx, ns, kind)
-			if err != nil {
-				return Owner{}, false, err
-			}
-			for i := range items {
-				if naming.StateSuffix(ns, kind, items[i].Name) == suffix {
-					return Owner{Namespace: ns, Kind: kind, Name: items[i].Name, Cluster: items[i].Labels[infrav1.ClusterNameLabel]}, true, nil
-				}
-			}
-		}
-		return Owner{Namespace: ns}, false, nil
+		return m.ownerOfRunLease(ctx, l, cands)
 	case infrav1.LeaseKindCluster:
-		seen := map[string]bool{}
-		for _, c := range cands {
-			if c[0] != infrav1.TerraformClusterKind || c[1] == "" || seen[c[1]] {
-				continue
-			}
-			seen[c[1]] = true
-			tc, err := m.getMeta(ctx, ns, infrav1.TerraformClusterKind, c[1])
-			if err != nil {
-				return Owner{}, false, err
-			}
-			if tc != nil && naming.ClusterLeaseName(ns, tc.Labels[infrav1.ClusterNameLabel]) == l.Name {
-				return Owner{Namespace: ns, Kind: infrav1.TerraformClusterKind, Name: tc.Name, Cluster: tc.Labels[infrav1.ClusterNameLabel]}, true, nil
-			}
+		return m.ownerOfClusterLease(ctx, l, holder, cands)
+	}
+	return Owner{Namespace: l.Namespace}, false, nil
+}
+
+// candidate is a kind and name that may own a lease, to be checked against the lease's name.
+type candidate struct{ kind, name string }
+
+// ownerCandidates are the hints OwnerOfLease checks first, in order: the holder Job's controller
+// owner reference, the holder Job's owner labels, the lease's owner labels.
+func ownerCandidates(l *coordinationv1.Lease, holder *batchv1.Job) []candidate {
+	var cands []candidate
+	if holder != nil {
+		if ref := metav1.GetControllerOf(holder); ref != nil {
+			cands = append(cands, candidate{ref.Kind, ref.Name})
 		}
-		items, err := m.listMeta(ctx, ns, infrav1.TerraformClusterKind)
+		cands = append(cands, candidate{holder.Labels[infrav1.OwnerKindLabel], holder.Labels[infrav1.OwnerNameLabel]})
+	}
+	return append(cands, candidate{l.Labels[infrav1.OwnerKindLabel], l.Labels[infrav1.OwnerNameLabel]})
+}
+
+// ownerOfRunLease finds a run lease's owner: the first candidate whose state suffix is the
+// lease's, else the object of the three kinds, listed live, whose suffix is.
+func (m *Manager) ownerOfRunLease(ctx context.Context, l *coordinationv1.Lease, cands []candidate) (Owner, bool, error) {
+	ns := l.Namespace
+	suffix := strings.TrimPrefix(l.Name, runLeasePrefix)
+	for _, c := range cands {
+		if reconciledKind(c.kind) && c.name != "" && naming.StateSuffix(ns, c.kind, c.name) == suffix {
+			return Owner{Namespace: ns, Kind: c.kind, Name: c.name}, true, nil
+		}
+	}
+	for _, kind := range []string{infrav1.TerraformClusterKind, infrav1.TerraformMachineKind, infrav1.TerraformMachinePoolKind} {
+		items, err := m.listMeta(ctx, ns, kind)
 		if err != nil {
 			return Owner{}, false, err
 		}
 		for i := range items {
-			if c := items[i].Labels[infrav1.ClusterNameLabel]; c != "" && naming.ClusterLeaseName(ns, c) == l.Name {
-				return Owner{Namespace: ns, Kind: infrav1.TerraformClusterKind, Name: items[i].Name, Cluster: c}, true, nil
+			if naming.StateSuffix(ns, kind, items[i].Name) == suffix {
+				return Owner{Namespace: ns, Kind: kind, Name: items[i].Name, Cluster: items[i].Labels[infrav1.ClusterNameLabel]}, true, nil
 			}
 		}
-		if holder != nil {
-			if ref := metav1.GetControllerOf(holder); ref != nil && ref.Kind == infrav1.TerraformClusterKind {
-				return Owner{Namespace: ns, Kind: infrav1.TerraformClusterKind, Name: ref.Name}, true, nil
-			}
-		}
-		return Owner{Namespace: ns}, false, nil
 	}
 	return Owner{Namespace: ns}, false, nil
+}
+
+// ownerOfClusterLease finds a cluster lease's owner in three steps: the TerraformCluster a
+// candidate names, read live, whose cluster-name label gives the lease's name; else the
+// TerraformCluster of the namespace, listed live, that does; else (it is gone) the
+// TerraformCluster the holder Job's controller owner reference names.
+func (m *Manager) ownerOfClusterLease(ctx context.Context, l *coordinationv1.Lease, holder *batchv1.Job, cands []candidate) (Owner, bool, error) {
+	if o, ok, err := m.clusterOwnerNamed(ctx, l, cands); err != nil || ok {
+		return o, ok, err
+	}
+	if o, ok, err := m.clusterOwnerListed(ctx, l); err != nil || ok {
+		return o, ok, err
+	}
+	if holder != nil {
+		if ref := metav1.GetControllerOf(holder); ref != nil && ref.Kind == infrav1.TerraformClusterKind {
+			return Owner{Namespace: l.Namespace, Kind: infrav1.TerraformClusterKind, Name: ref.Name}, true, nil
+		}
+	}
+	return Owner{Namespace: l.Namespace}, false, nil
+}
+
+// clusterOwnerNamed reads, live, each TerraformCluster a candidate names (once) and returns the
+// one whose cluster-name label gives the lease's name.
+func (m *Manager) clusterOwnerNamed(ctx context.Context, l *coordinationv1.Lease, cands []candidate) (Owner, bool, error) {
+	ns := l.Namespace
+	seen := map[string]bool{}
+	for _, c := range cands {
+		if c.kind != infrav1.TerraformClusterKind || c.name == "" || seen[c.name] {
+			continue
+		}
+		seen[c.name] = true
+		tc, err := m.getMeta(ctx, ns, infrav1.TerraformClusterKind, c.name)
+		if err != nil {
+			return Owner{}, false, err
+		}
+		if tc != nil && naming.ClusterLeaseName(ns, tc.Labels[infrav1.ClusterNameLabel]) == l.Name {
+			return Owner{Namespace: ns, Kind: infrav1.TerraformClusterKind, Name: tc.Name, Cluster: tc.Labels[infrav1.ClusterNameLabel]}, true, nil
+		}
+	}
+	return Owner{}, false, nil
+}
+
+// clusterOwnerListed lists the TerraformClusters of the lease's namespace live and returns the
+// one whose cluster-name label gives the lease's name.
+func (m *Manager) clusterOwnerListed(ctx context.Context, l *coordinationv1.Lease) (Owner, bool, error) {
+	ns := l.Namespace
+	items, err := m.listMeta(ctx, ns, infrav1.TerraformClusterKind)
+	if err != nil {
+		return Owner{}, false, err
+	}
+	for i := range items {
+		if c := items[i].Labels[infrav1.ClusterNameLabel]; c != "" && naming.ClusterLeaseName(ns, c) == l.Name {
+			return Owner{Namespace: ns, Kind: infrav1.TerraformClusterKind, Name: items[i].Name, Cluster: c}, true, nil
+		}
+	}
+	return Owner{}, false, nil
 }
 
 func reconciledKind(kind string) bool {

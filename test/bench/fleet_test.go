@@ -68,7 +68,7 @@ func (f *fleet) objects() int { return len(f.namespaces) * fleetPerCell }
 func (f *fleet) grow(tb testing.TB, n int) {
 	tb.Helper()
 	// An applied fleet had a manager before, which left the identity-token audience check's
-	// probe account (controllers/setup): a restart reads it once and writes nothing.
+	// probe account (cmd/manager/setup): a restart reads it once and writes nothing.
 	probe := types.NamespacedName{Namespace: metav1.NamespaceDefault, Name: jobs.DefaultAudienceProbeAccountName}
 	if err := jobs.EnsureAudienceProbeAccount(ctx, k8s, k8s, probe); err != nil {
 		tb.Fatal(err)
@@ -651,7 +651,7 @@ func BenchmarkFleetColdStart(b *testing.B) {
 var coldLiveReads = map[string]bool{"GET secrets (bootstrap data)": true, "GET secrets (tfstate-default)": true}
 
 // coldManagerReads are the live reads a manager makes once per start, whatever the fleet: the
-// identity-token audience check's probe account (controllers/setup, probe.go).
+// identity-token audience check's probe account (cmd/manager/setup, probe.go).
 var coldManagerReads = map[string]int{"GET serviceaccounts": 1}
 
 // maxCacheFill bounds the lists and watches of a cold start: one list and one watch per

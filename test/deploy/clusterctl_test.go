@@ -36,9 +36,9 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/certs"
+	"github.com/captf/cluster-api-provider-terraform/cmd/manager/setup"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
-	"github.com/captf/cluster-api-provider-terraform/controllers/setup"
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 

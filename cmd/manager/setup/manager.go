@@ -84,12 +84,50 @@ func NewScheme() (*runtime.Scheme, error) {
 }
 
 // New builds the manager with its controllers. Extra manager options (tests pass their own
-// metrics and health addresses, a cache double) are applied last.
+// metrics and health addresses, a cache double) are applied last. The steps, in order: the
+// manager's options, the manager, the lease rules, the audience probe account keeper, the
+// webhooks (when enabled), the plan approvers keeper, the three controllers, the health checks
+// and the serving certificate.
 func New(cfg *rest.Config, o Options, extra ...func(*manager.Options)) (manager.Manager, error) {
 	o = o.withDefaults()
-	s, err := NewScheme()
+	mo, serving, err := managerOptions(o)
 	if err != nil {
 		return nil, err
+	}
+	for _, f := range extra {
+		f(&mo)
+	}
+	mgr, err := ctrl.NewManager(cfg, mo)
+	if err != nil {
+		return nil, fmt.Errorf("create manager: %w", err)
+	}
+	leaseOpts := runlease.DefaultOptions()
+	leaseOpts.ClusterOperationGate = !o.DisableClusterOperationGate
+	leaseOpts.Clock = o.Clock
+	leases := runlease.New(mgr.GetClient(), mgr.GetAPIReader(), leaseOpts)
+	probeAccount := types.NamespacedName{Namespace: o.AudienceProbeNamespace, Name: jobs.DefaultAudienceProbeAccountName}
+	if err := addAdmission(mgr, o, leases, probeAccount); err != nil {
+		return nil, err
+	}
+	if err := addControllers(mgr, o, leases, probeAccount); err != nil {
+		return nil, err
+	}
+	if err := addChecks(mgr); err != nil {
+		return nil, err
+	}
+	if err := addServingCertificate(mgr, serving); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// managerOptions are the manager's options before the caller's extras: the scheme, the scoped
+// cache, the live client, the endpoints, leader election, the first-in-first-out queue and,
+// with webhooks, the webhook server and its certificate.
+func managerOptions(o Options) (manager.Options, *certs.Serving, error) {
+	s, err := NewScheme()
+	if err != nil {
+		return manager.Options{}, nil, err
 	}
 	mo := manager.Options{
 		Scheme:                  s,
@@ -113,36 +151,37 @@ func New(cfg *rest.Config, o Options, extra ...func(*manager.Options)) (manager.
 	if o.EnableWebhooks {
 		mo.WebhookServer, serving = webhookServer(o)
 	}
-	for _, f := range extra {
-		f(&mo)
-	}
-	mgr, err := ctrl.NewManager(cfg, mo)
-	if err != nil {
-		return nil, fmt.Errorf("create manager: %w", err)
-	}
-	leaseOpts := runlease.DefaultOptions()
-	leaseOpts.ClusterOperationGate = !o.DisableClusterOperationGate
-	leaseOpts.Clock = o.Clock
-	leases := runlease.New(mgr.GetClient(), mgr.GetAPIReader(), leaseOpts)
-	probeAccount := types.NamespacedName{Namespace: o.AudienceProbeNamespace, Name: jobs.DefaultAudienceProbeAccountName}
+	return mo, serving, nil
+}
+
+// addAdmission adds what admission relies on: the keeper of the audience probe account, the
+// webhooks (when enabled) and the keeper of the plan approvers ConfigMap (when its namespace
+// is known).
+func addAdmission(mgr manager.Manager, o Options, leases *runlease.Manager, probeAccount types.NamespacedName) error {
 	if err := mgr.Add(audienceProbeAccount{reader: mgr.GetAPIReader(), client: mgr.GetClient(), account: probeAccount}); err != nil {
-		return nil, fmt.Errorf("add the audience probe account keeper: %w", err)
+		return fmt.Errorf("add the audience probe account keeper: %w", err)
 	}
 	if o.EnableWebhooks {
 		if err := webhooks.Setup(mgr, webhooks.Options{OverrideGroups: o.GuardOverrideGroups, Leases: leases,
 			ManagerServiceAccount: o.ManagerServiceAccount, PlanApproverGroups: o.PlanApproverGroups,
 			Audiences: jobs.AudienceProbe{Client: mgr.GetClient(), Account: probeAccount}}); err != nil {
-			return nil, fmt.Errorf("set up webhooks: %w", err)
+			return fmt.Errorf("set up webhooks: %w", err)
 		}
 	}
-	if o.PlanApproversNamespace != "" {
-		if err := mgr.Add(&planApprovers{client: mgr.GetClient(), namespace: o.PlanApproversNamespace,
-			groups: append([]string(nil), o.PlanApproverGroups...), resync: o.PlanApproversResync}); err != nil {
-			return nil, fmt.Errorf("add the plan approvers keeper: %w", err)
-		}
-	} else {
+	if o.PlanApproversNamespace == "" {
 		mgr.GetLogger().Info("the plan approvers ConfigMap is not kept: no namespace known ($POD_NAMESPACE or --manager-service-account)")
+		return nil
 	}
+	if err := mgr.Add(&planApprovers{client: mgr.GetClient(), namespace: o.PlanApproversNamespace,
+		groups: append([]string(nil), o.PlanApproverGroups...), resync: o.PlanApproversResync}); err != nil {
+		return fmt.Errorf("add the plan approvers keeper: %w", err)
+	}
+	return nil
+}
+
+// addControllers sets up the reconciler of each of the three kinds; they share the lease
+// rules and the manager-wide Job slots.
+func addControllers(mgr manager.Manager, o Options, leases *runlease.Manager, probeAccount types.NamespacedName) error {
 	slots := &jobslots.Slots{Max: o.MaxActiveJobs, MaxBackground: o.MaxBackgroundJobs, Cache: mgr.GetClient()}
 	started := o.Clock.Now()
 	for _, k := range []engine.Kind{terraformcluster.Kind{}, terraformmachine.Kind(), terraformmachinepool.Kind()} {
@@ -162,20 +201,22 @@ func New(cfg *rest.Config, o Options, extra ...func(*manager.Options)) (manager.
 			Audiences:     jobs.AudienceProbe{Client: mgr.GetClient(), Account: probeAccount, CreateAccount: true},
 		}
 		if err := r.SetupWithManager(mgr, o.Concurrency); err != nil {
-			return nil, fmt.Errorf("set up %s controller: %w", k.Name(), err)
+			return fmt.Errorf("set up %s controller: %w", k.Name(), err)
 		}
 	}
+	return nil
+}
+
+// addChecks registers the objects gauge and the health and readiness checks.
+func addChecks(mgr manager.Manager) error {
 	if err := metrics.RegisterObjects(mgr.GetClient()); err != nil && !errors.As(err, new(prometheus.AlreadyRegisteredError)) {
-		return nil, fmt.Errorf("register the objects gauge: %w", err)
+		return fmt.Errorf("register the objects gauge: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return nil, fmt.Errorf("add healthz: %w", err)
+		return fmt.Errorf("add healthz: %w", err)
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return nil, fmt.Errorf("add readyz: %w", err)
+		return fmt.Errorf("add readyz: %w", err)
 	}
-	if err := addServingCertificate(mgr, serving); err != nil {
-		return nil, err
-	}
-	return mgr, nil
+	return nil
 }
