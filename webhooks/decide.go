@@ -77,16 +77,12 @@ func (v Verdict) Advice(namespace string) string {
 		"captf.io/guard-override-reason in the same request (see docs/webhooks.md)."
 }
 
-// LeaseBlocks reports whether the run lease forbids removing the marks: its holder Job of this
-// object runs (or a pod of it does), or the lease is inside the grace and its Job is not on the
-// API server yet, so it may still be created. These are runlease's own readings of the lease.
-func LeaseBlocks(e runlease.Evidence) bool { return e.HolderRuns() || e.MayStillBeCreated() }
-
 // Decide judges a change against the evidence. It is pure: same inputs, same verdict.
 //
 //   - A change that removes nothing guarded is allowed.
 //   - A Job named by the old status.activeJob that runs (or has a non-terminal pod) forbids it.
-//   - A run lease that LeaseBlocks forbids it, with one exception: a change whose only guarded
+//   - A run lease that blocks (runlease.Evidence.Blocks: its holder runs or may still be
+//     created) forbids it, with one exception: a change whose only guarded
 //     part replaces status.activeJob with the lease's holder (the controller recording the Job
 //     it just started after the previous one finished) keeps the evidence on the object.
 func Decide(ch Change, ev Evidence) Verdict {
@@ -98,7 +94,7 @@ func Decide(ch Change, ev Evidence) Verdict {
 	onlyReplacesWithHolder := !ch.BlockMoveRemoved && !ch.FinalizerRemoved && ch.ActiveJobReplaced() &&
 		ch.NewActiveJob == ev.Lease.Holder
 	described := ""
-	if LeaseBlocks(ev.Lease) && !onlyReplacesWithHolder {
+	if ev.Lease.Blocks() && !onlyReplacesWithHolder {
 		l := ev.Lease
 		switch {
 		case l.HolderRuns() && l.Job != nil && l.Verdict.Reason == runlease.LiveHolderRunning:

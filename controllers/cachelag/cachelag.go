@@ -37,12 +37,13 @@ type Verdict struct {
 
 // Reasons a Check reports lag.
 const (
-	ReasonActiveJob = "status.activeJob names a Job of this object that runs (read live) but the cache does not list"
-	ReasonRunLease  = "the run lease names a Job of this object that runs or may still be created"
+	ReasonActiveJob  = "status.activeJob names a Job of this object that runs (read live) but the cache does not list"
+	ReasonRunLease   = "the run lease names a Job of this object that runs, and the cache does not list it"
+	ReasonLeaseGrace = "the run lease names a Job that is not on the API server yet but may still be created (the lease is inside its grace)"
 )
 
 // Check runs the two live checks. Call it only when its answer can change what the pass does
-// (engine.NeedsLagCheck): each call costs up to a few live reads.
+// (decide.NeedsLagCheck): each call costs up to a few live reads.
 func Check(ctx context.Context, in Input) (Verdict, error) {
 	cached := map[string]bool{}
 	for i := range in.Cached {
@@ -67,11 +68,23 @@ func Check(ctx context.Context, in Input) (Verdict, error) {
 	if err != nil {
 		return Verdict{}, fmt.Errorf("run lease evidence: %w", err)
 	}
-	// Lag only when the API server has the holder, it is a Job of this object the cache does
-	// not show, and it (or a pod of it) still runs. A holder the API server does not have, or a
-	// Job of another object, is no lag: that wait belongs to the lease gate, which refuses to
-	// start a Job meanwhile.
-	if ev.Holder == "" || cached[ev.Holder] || !ev.HolderRuns() || (ev.Job != nil && !ev.JobOfOwner) {
+	if !ev.Blocks() {
+		return Verdict{}, nil
+	}
+	if ev.MayStillBeCreated() {
+		// The holder is not on the API server yet, but the lease is inside its grace: the pass
+		// that took it (another manager, or this one before a restart) may have written
+		// block-move already and be about to create the Job. A clear now would let that Job
+		// run unmarked (the soak's seed 1495: a second manager cleared block-move of an object
+		// paused in between, 150 ms before the first created its drift Job). Wait for the Job
+		// or for the grace to pass, as the admission guard does.
+		lagTotal.WithLabelValues("runLease").Inc()
+		return Verdict{Lag: true, Job: ev.Holder, Reason: ReasonLeaseGrace}, nil
+	}
+	// The holder runs: lag only when the cache does not show it and it is a Job of this object
+	// (or only its pods are left). A running Job of another object in this lease is evidence
+	// of nothing here.
+	if cached[ev.Holder] || (ev.Job != nil && !ev.JobOfOwner) {
 		return Verdict{}, nil
 	}
 	lagTotal.WithLabelValues("runLease").Inc()

@@ -422,7 +422,7 @@ func decide(ev Evidence) Decision {
 				Message: "the live cache-lag checks did not run; nothing is cleared without them"}}
 		case ev.Lag.Found:
 			return Decision{Action: ActionWaitLag, Wait: &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue,
-				Message: fmt.Sprintf("Job %s exists on the API server but not yet in the cache (%s)", ev.Lag.Job, ev.Lag.Reason)}}
+				Message: fmt.Sprintf("Job %s may run while the cache does not show it: %s; nothing is cleared until it does or the lease frees", ev.Lag.Job, ev.Lag.Reason)}}
 		}
 	}
 	clearActive := ev.Object.ActiveJob != ""

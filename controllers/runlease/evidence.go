@@ -48,14 +48,28 @@ func (e Evidence) Live() bool { return e.Found && !e.Verdict.Free }
 
 // HolderRuns reports that the holder Job of this object exists and has not finished, or that a
 // pod of that name is still non-terminal.
-func (e Evidence) HolderRuns() bool {
-	return e.Found && (e.Verdict.Reason == LiveHolderRunning || e.Verdict.Reason == LivePodsRunning)
-}
+func (e Evidence) HolderRuns() bool { return e.Found && holderRuns(e.Verdict) }
 
 // MayStillBeCreated reports a lease inside the grace whose Job is not on the API server yet.
-func (e Evidence) MayStillBeCreated() bool {
-	return e.Found && e.Verdict.Reason == LiveWithinGrace && e.Job == nil
+func (e Evidence) MayStillBeCreated() bool { return e.Found && mayStillBeCreated(e.Verdict, e.Job) }
+
+// Blocks reports whether the lease forbids removing the object's evidence (block-move,
+// status.activeJob, the finalizer): its holder runs, or may still be created. The admission
+// guard (webhooks.Decide) and the controller's cache-lag check (cachelag.Check) both judge a
+// removal by it.
+func (e Evidence) Blocks() bool { return e.Found && blocks(e.Verdict, e.Job) }
+
+// The rules of a live lease, shared by Evidence (an owner the caller knows) and
+// LeaseJudgement (an owner found from the lease's name).
+func holderRuns(v Verdict) bool {
+	return v.Reason == LiveHolderRunning || v.Reason == LivePodsRunning
 }
+
+func mayStillBeCreated(v Verdict, job *batchv1.Job) bool {
+	return v.Reason == LiveWithinGrace && job == nil
+}
+
+func blocks(v Verdict, job *batchv1.Job) bool { return holderRuns(v) || mayStillBeCreated(v, job) }
 
 // RunEvidence reads owner's run lease live and judges it, reading its holder Job (and, when
 // they matter, the holder's pods) live too.

@@ -54,18 +54,14 @@ type LeaseJudgement struct {
 
 // HolderRuns reports that the holder Job of the owner exists and has not finished, or that a
 // pod of the holder's name is still non-terminal.
-func (j LeaseJudgement) HolderRuns() bool {
-	return j.Verdict.Reason == LiveHolderRunning || j.Verdict.Reason == LivePodsRunning
-}
+func (j LeaseJudgement) HolderRuns() bool { return holderRuns(j.Verdict) }
 
 // MayStillBeCreated reports a lease inside the grace whose Job is not on the API server yet.
-func (j LeaseJudgement) MayStillBeCreated() bool {
-	return j.Verdict.Reason == LiveWithinGrace && j.Job == nil
-}
+func (j LeaseJudgement) MayStillBeCreated() bool { return mayStillBeCreated(j.Verdict, j.Job) }
 
-// Blocks reports what blocks a removal of evidence, as the object guard judges a run lease: the
-// holder runs, or may still be created.
-func (j LeaseJudgement) Blocks() bool { return j.HolderRuns() || j.MayStillBeCreated() }
+// Blocks reports what blocks a removal of evidence, as the lease guard judges a lease: the
+// holder runs, or may still be created (the rule of Evidence.Blocks).
+func (j LeaseJudgement) Blocks() bool { return blocks(j.Verdict, j.Job) }
 
 // JudgeLease judges a run or cluster lease whose owner the caller does not know (an admission
 // request for a Lease): it reads the holder Job live, finds the owner from the lease's name
