@@ -132,6 +132,9 @@ const (
 	// LastDriftCheckAnnotation is when the last drift check finished (RFC 3339): the durable
 	// record the drift schedule counts from, which survives a move and a restart.
 	LastDriftCheckAnnotation = "captf.io/last-drift-check"
+	// DriftFindingAnnotation is the durable record of the last drift check's finding and of
+	// what came of it (DriftRecord, JSON): the DriftDetected condition is computed from it.
+	DriftFindingAnnotation = "captf.io/drift-finding"
 	// PendingPlanAnnotation is the durable record of the plan that waits for approval (JSON:
 	// its ID, the inputs hash, state serial and lineage it was made against, its counts and
 	// addresses); status.pendingPlan reports it.

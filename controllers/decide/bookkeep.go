@@ -31,10 +31,11 @@ type Bookkept struct {
 	Backoff  time.Duration
 	Counts   bool
 	At       time.Time
-	// DriftFound: a drift check found drift; actOnDrift: the object's mode acts on it
-	// (Remediate: an apply follows; Accept: a refresh follows).
-	DriftFound bool
-	ActOnDrift bool
+	// DriftChecked: a drift check's result was read; DriftFound: it found drift; actOnDrift:
+	// the object's mode acts on it (Remediate: an apply follows; Accept: a refresh follows).
+	DriftChecked bool
+	DriftFound   bool
+	ActOnDrift   bool
 	// RefreshRequest is the captf.io/refresh value the Job answered (recorded on the Job).
 	RefreshRequest string
 	// DriftSummary says what changed (counts and addresses), when the runner reported it.
@@ -98,6 +99,9 @@ func (b Bookkept) Markers(o metav1.Object, cur JobView, restoreSerial string) {
 		if b.DriftFound && b.ActOnDrift {
 			SetAnnotation(o, infrav1.RemediateAnnotation, cur.Name)
 		}
+	}
+	if rec := b.driftRecord(infrav1.ParseDriftRecord(o.GetAnnotations()[infrav1.DriftFindingAnnotation]), cur); rec != nil {
+		SetAnnotation(o, infrav1.DriftFindingAnnotation, rec.Annotation())
 	}
 	if (cur.Operation == infrav1.OperationApply || cur.Operation == infrav1.OperationRefresh) && b.Outcome == infrav1.RunSucceeded {
 		// An apply remediated the drift found, a refresh accepted it.
@@ -199,4 +203,25 @@ func lower(s string) string {
 		b[0] += 'a' - 'A'
 	}
 	return string(b)
+}
+
+// driftRecord is the drift record a counted Job leaves in place of prev: a check's finding, or,
+// after drift was found, the apply that remediated it or the refresh that accepted it. nil:
+// the record stays as it is.
+func (b Bookkept) driftRecord(prev *infrav1.DriftRecord, cur JobView) *infrav1.DriftRecord {
+	if b.Outcome != infrav1.RunSucceeded {
+		return nil
+	}
+	switch {
+	case cur.Operation.Background() && b.DriftChecked:
+		if b.DriftFound {
+			return &infrav1.DriftRecord{Reason: infrav1.DriftFoundReason, Job: cur.Name, Summary: b.DriftSummary}
+		}
+		return &infrav1.DriftRecord{Reason: infrav1.NoDriftReason, Job: cur.Name}
+	case cur.Operation == infrav1.OperationApply && prev.Found():
+		return &infrav1.DriftRecord{Reason: infrav1.RemediatedReason, Job: cur.Name}
+	case cur.Operation == infrav1.OperationRefresh && prev.Found():
+		return &infrav1.DriftRecord{Reason: infrav1.AcceptedReason, Job: cur.Name}
+	}
+	return nil
 }

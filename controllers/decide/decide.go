@@ -207,12 +207,14 @@ type PlanEvidence struct {
 // DriftEvidence is the drift schedule. DueAt is when the next check is due (DriftDueAt; zero:
 // checks off); Mode is spec.drift.mode; Remediate names the drift Job whose drift an apply must
 // remediate (annotation captf.io/remediate); RefreshRequest is the value of the annotation
-// captf.io/refresh, a refresh asked for by a person (empty: none).
+// captf.io/refresh, a refresh asked for by a person (empty: none); Last is the durable record of
+// the last check's finding and what came of it (annotation captf.io/drift-finding; nil: none).
 type DriftEvidence struct {
 	DueAt          time.Time
 	Mode           infrav1.DriftMode
 	Remediate      string
 	RefreshRequest string
+	Last           *infrav1.DriftRecord
 }
 
 // RetryEvidence is the failure backoff: At is when a failed operation may be retried (zero:

@@ -41,8 +41,9 @@ type Report struct {
 	LockHolder *runnerapi.LockHolder
 	// SlotWait: the manager runs as many Jobs as it may; the operation waits for a slot.
 	SlotWait bool
-	// Drift is what a counted drift check found (nil: none counted this pass).
-	Drift *DriftFinding
+	// DriftRecord is the drift record as this pass's bookkeeping left it (annotation
+	// captf.io/drift-finding; nil: no Job counted this pass).
+	DriftRecord *infrav1.DriftRecord
 	// LagJob names this run's Job, which the start found already ended on the API server
 	// while the cache does not show it: counted once the cache does.
 	LagJob string
@@ -52,12 +53,6 @@ type Report struct {
 // the operation's family, its reason and message.
 type LeaseWait struct {
 	Condition, Reason, Message string
-}
-
-// DriftFinding is a drift check's verdict with the runner's summary.
-type DriftFinding struct {
-	Found   bool
-	Summary string
 }
 
 // conditions accumulates condition writes with the object's generation.
@@ -129,41 +124,38 @@ func setStateReadable(c conditions, ev Evidence, d Decision, rep Report) {
 	}
 }
 
-// setDriftDetected reports what the last drift check found (negative polarity: True means
-// drift), and that a successful apply brought the infrastructure in line again.
+// setDriftDetected reports the durable drift record (negative polarity: True means drift):
+// what the last check found, and that a successful apply or refresh brought the
+// infrastructure and the state in line again. It reads the record, never this pass's memory
+// alone, so the pass after a lost status patch reports the same.
 func setDriftDetected(c conditions, ev Evidence, rep Report) {
-	if f := rep.Drift; f != nil {
-		if f.Found {
-			msg := "the infrastructure differs from the last apply: " + f.Summary
-			switch ev.Drift.Mode {
-			case infrav1.DriftModeRemediate:
-				msg += "; an apply of the last applied inputs follows (mode Remediate)"
-			case infrav1.DriftModeAccept:
-				msg = "the infrastructure changed outside Terraform since the state was written: " + f.Summary +
-					"; a refresh-only apply records it in the state and changes nothing (mode Accept)"
-			default:
-				msg += "; mode Report: nothing is changed"
-			}
-			c.set(infrav1.DriftDetectedCondition, metav1.ConditionTrue, infrav1.DriftFoundReason, msg)
-			return
+	rec := ev.Drift.Last
+	if rep.DriftRecord != nil {
+		rec = rep.DriftRecord
+	}
+	if rec == nil {
+		return
+	}
+	switch rec.Reason {
+	case infrav1.DriftFoundReason:
+		msg := "the infrastructure differs from the last apply: " + rec.Summary
+		switch ev.Drift.Mode {
+		case infrav1.DriftModeRemediate:
+			msg += "; an apply of the last applied inputs follows (mode Remediate)"
+		case infrav1.DriftModeAccept:
+			msg = "the infrastructure changed outside Terraform since the state was written: " + rec.Summary +
+				"; a refresh-only apply records it in the state and changes nothing (mode Accept)"
+		default:
+			msg += "; mode Report: nothing is changed"
 		}
+		c.set(infrav1.DriftDetectedCondition, metav1.ConditionTrue, infrav1.DriftFoundReason, msg)
+	case infrav1.NoDriftReason:
 		c.set(infrav1.DriftDetectedCondition, metav1.ConditionFalse, infrav1.NoDriftReason, "the last drift check found no drift")
-		return
-	}
-	b := rep.Bookkept
-	if b == nil || b.Outcome != infrav1.RunSucceeded {
-		return
-	}
-	cur := c.find(infrav1.DriftDetectedCondition)
-	if cur == nil || cur.Status != metav1.ConditionTrue {
-		return
-	}
-	switch b.Op {
-	case infrav1.OperationApply:
-		c.set(infrav1.DriftDetectedCondition, metav1.ConditionFalse, infrav1.RemediatedReason, "Job "+b.Job+" applied the module again after the drift check")
-	case infrav1.OperationRefresh:
+	case infrav1.RemediatedReason:
+		c.set(infrav1.DriftDetectedCondition, metav1.ConditionFalse, infrav1.RemediatedReason, "Job "+rec.Job+" applied the module again after the drift check")
+	case infrav1.AcceptedReason:
 		c.set(infrav1.DriftDetectedCondition, metav1.ConditionFalse, infrav1.AcceptedReason,
-			"Job "+b.Job+" recorded in the state what changed outside Terraform (a refresh-only apply); no infrastructure was changed")
+			"Job "+rec.Job+" recorded in the state what changed outside Terraform (a refresh-only apply); no infrastructure was changed")
 	}
 }
 

@@ -67,6 +67,7 @@ func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
 	}); err != nil {
 		return p.conflictOr(ctx, err, "record finished job")
 	}
+	p.rep.DriftRecord = infrav1.ParseDriftRecord(p.obj.GetAnnotations()[infrav1.DriftFindingAnnotation])
 	p.reportFinished(ctx, f)
 	p.releaseFinished(ctx, f.job)
 	p.pruneHistory(ctx, f.cur)
@@ -84,10 +85,9 @@ func (p *pass) collectFinished(ctx context.Context) (*finishedRun, error) {
 	failures, _ := strconv.Atoi(p.obj.GetAnnotations()[infrav1.FailuresAnnotation])
 	b := decide.JudgeFinished(cur, decide.RunEnd{Outcome: out.Outcome, Message: out.Message, PlanStale: out.PlanStale, PlanRefused: out.PlanRefused}, failures, p.r.Clock.Now())
 	if cur.Operation.Background() && b.Outcome == infrav1.RunSucceeded && out.Result != nil && out.Result.Drift != nil {
-		b.DriftFound = *out.Result.Drift
+		b.DriftChecked, b.DriftFound = true, *out.Result.Drift
 		b.ActOnDrift = p.ev.Drift.Mode == infrav1.DriftModeRemediate || p.ev.Drift.Mode == infrav1.DriftModeAccept
 		b.DriftSummary = driftSummary(out)
-		p.rep.Drift = &decide.DriftFinding{Found: b.DriftFound, Summary: b.DriftSummary}
 	}
 	f := &finishedRun{cur: cur, job: job, out: out}
 
