@@ -11,7 +11,7 @@ import (
 // The abandon rule. captf.io/abandon-infrastructure lets a deleting object go without a
 // destroy. Set on an object that is neither deleting nor held by its state, it would lie
 // dormant, and any later ordinary delete, by anyone, would skip the destroy: the guard refuses
-// it (the engine voids one that got past, see controllers/engine AbandonVoid). The functions
+// it (the controller voids one that got past, see controllers/decide AbandonVoid). The functions
 // here are pure: they judge the old object as the API server had it before the request.
 
 // StateHold is the reason of the old object's StateReadable=False condition when the object

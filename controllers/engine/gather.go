@@ -93,7 +93,7 @@ func (p *pass) gatherOwnRun(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("read the current run's job live: %w", err)
 	}
-	if metav1.IsControlledBy(job, p.obj) {
+	if jobstatus.SameIncarnation(job, p.obj.GetUID()) {
 		p.ev.State.Read, p.ev.State.Lineage, p.ev.State.Empty, p.ev.State.Serial = decide.StateNotRead, "", false, 0
 		p.state = nil
 	}
@@ -157,7 +157,7 @@ func (p *pass) gatherSecrets(ctx context.Context) error {
 		switch {
 		case s.Name == stateName:
 			p.ev.State.SecretCached = true
-		case s.Labels[infrav1.SecretRoleLabel] == infrav1.SecretRoleStateBackup && ownedBy(s, p.obj.GetUID()):
+		case s.Labels[infrav1.SecretRoleLabel] == infrav1.SecretRoleStateBackup && jobstatus.SameIncarnation(s, p.obj.GetUID()):
 			if b, ok := backupView(s); ok {
 				p.ev.State.Backups = append(p.ev.State.Backups, b)
 			}
@@ -165,12 +165,6 @@ func (p *pass) gatherSecrets(ctx context.Context) error {
 	}
 	sort.Slice(p.ev.State.Backups, func(i, j int) bool { return p.ev.State.Backups[i].Serial > p.ev.State.Backups[j].Serial })
 	return nil
-}
-
-// ownedBy reports whether o's controller owner reference names uid.
-func ownedBy(o metav1.Object, uid types.UID) bool {
-	ref := metav1.GetControllerOf(o)
-	return ref != nil && ref.UID == uid
 }
 
 // backupView reads a backup Secret's annotations.
@@ -262,7 +256,7 @@ func (p *pass) gatherCache(ctx context.Context) error {
 // viewOf is what the decision sees of one of the object's cached Jobs; ok is false for a Job
 // that is not the object's (a colliding label value).
 func (p *pass) viewOf(j *batchv1.Job) (decide.JobView, bool) {
-	if !naming.OwnedBy(j.Labels, p.r.Kind.Name(), p.obj.GetName()) {
+	if !jobstatus.LabelledForObject(j, p.r.Kind.Name(), p.obj.GetName()) {
 		return decide.JobView{}, false
 	}
 	seq, err := naming.ParseJobSeq(p.suffix, j.Name)
@@ -270,7 +264,7 @@ func (p *pass) viewOf(j *batchv1.Job) (decide.JobView, bool) {
 		return decide.JobView{}, false
 	}
 	v := decide.JobView{Name: j.Name, Seq: seq, Operation: infrav1.Operation(j.Labels[infrav1.OperationLabel]),
-		InputsHash: j.Annotations[infrav1.InputsHashAnnotation], Phase: decide.JobRunning, Foreign: !ownedBy(j, p.obj.GetUID()),
+		InputsHash: j.Annotations[infrav1.InputsHashAnnotation], Phase: decide.JobRunning, Foreign: !jobstatus.SameIncarnation(j, p.obj.GetUID()),
 		RefreshOnly: j.Annotations[infrav1.RefreshOnlyAnnotation] == "true"}
 	if jobstatus.Finished(j) {
 		v.Phase = decide.JobFinished

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -38,7 +37,7 @@ func (p *pass) pruneHistory(ctx context.Context, counted decide.JobView) {
 			continue
 		}
 		cands = append(cands, decide.HistoryCandidate{Name: j.Name, Seq: v.Seq, Operation: v.Operation, Foreign: v.Foreign,
-			Finished: jobstatus.Finished(j), Succeeded: succeeded(j), Counted: v.Seq <= counted.Seq})
+			Finished: jobstatus.Finished(j), Succeeded: jobstatus.Succeeded(j), Counted: v.Seq <= counted.Seq})
 	}
 	keepSucceeded, keepFailed := p.historyLimits()
 	for _, name := range decide.JobsToPrune(cands, keepSucceeded, keepFailed) {
@@ -64,14 +63,4 @@ func (p *pass) deleteFinishedJob(ctx context.Context, j *batchv1.Job) error {
 		return err
 	}
 	return nil
-}
-
-// succeeded reports a Job whose Complete condition is True.
-func succeeded(j *batchv1.Job) bool {
-	for _, c := range j.Status.Conditions {
-		if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }

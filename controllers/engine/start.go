@@ -201,7 +201,7 @@ func (p *pass) createOrAdopt(ctx context.Context, s *startRun) (ctrl.Result, boo
 			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), existing); err != nil {
 				return ctrl.Result{}, false, fmt.Errorf("adopt existing job %s: %w", name, err)
 			}
-			if !ownedBy(existing, p.obj.GetUID()) {
+			if !jobstatus.SameIncarnation(existing, p.obj.GetUID()) {
 				// Another incarnation's Job has this name: never adopt it. Give back what this
 				// attempt took and move the run sequence on.
 				if _, err := r.Leases.Release(ctx, p.owner, name); err != nil {

@@ -20,6 +20,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 	"github.com/captf/cluster-api-provider-terraform/controllers/inputs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 	"github.com/captf/cluster-api-provider-terraform/controllers/metrics"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
@@ -242,7 +243,7 @@ func (p *pass) restoreState(ctx context.Context) ([]byte, error) {
 	if err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: naming.StateBackupSecretName(p.suffix, serial)}, b); err != nil {
 		return nil, fmt.Errorf("read state backup of serial %d: %w", serial, err)
 	}
-	if !ownedBy(b, p.obj.GetUID()) {
+	if !jobstatus.SameIncarnation(b, p.obj.GetUID()) {
 		return nil, fmt.Errorf("state backup %s is not owned by this object", b.Name)
 	}
 	raw, err := state.Decompress(b.Data[state.StateKey])

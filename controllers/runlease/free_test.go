@@ -221,16 +221,6 @@ func TestBackstopAndConditions(t *testing.T) {
 	if !o.ClusterOperationGate || o.Grace != time.Minute || o.RequeueAfter != 30*time.Second {
 		t.Fatalf("defaults: %+v", o)
 	}
-	want := map[infrav1.Operation]string{
-		infrav1.OperationApply: infrav1.ApplyJobSucceededCondition, infrav1.OperationDestroy: infrav1.ApplyJobSucceededCondition,
-		infrav1.OperationPlan: infrav1.ApplyJobSucceededCondition, infrav1.OperationRefresh: infrav1.DriftJobSucceededCondition,
-		infrav1.OperationDrift: infrav1.DriftJobSucceededCondition, infrav1.OperationRestore: infrav1.RestoreJobSucceededCondition,
-	}
-	for op, c := range want {
-		if got := runlease.ConditionFor(op); got != c {
-			t.Errorf("ConditionFor(%s) = %s, want %s", op, got, c)
-		}
-	}
 	w := &runlease.Wait{Condition: infrav1.ApplyJobSucceededCondition, Reason: infrav1.WaitingForRunLeaseReason, Message: "a"}
 	cur := &metav1.Condition{Type: infrav1.ApplyJobSucceededCondition, Status: metav1.ConditionUnknown, Reason: infrav1.WaitingForRunLeaseReason, Message: "b"}
 	if !w.Repeats(cur) {

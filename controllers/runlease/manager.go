@@ -328,7 +328,7 @@ func (m *Manager) wait(req Request, reason, lease string, jobs []string) Result 
 		msg = fmt.Sprintf("%s waits for Job %s, holder of run lease %s", req.Operation, joinJobs(named, len(jobs)), lease)
 	}
 	return Result{Wait: &Wait{
-		Condition:    ConditionFor(req.Operation),
+		Condition:    req.Operation.Condition(),
 		Reason:       reason,
 		Message:      msg,
 		Lease:        lease,

@@ -132,19 +132,6 @@ func (w *Wait) Repeats(current *metav1.Condition) bool {
 		current.Status == metav1.ConditionUnknown && current.Reason == w.Reason
 }
 
-// ConditionFor is the condition that reports an operation's Jobs and waits: ApplyJobSucceeded
-// for apply, destroy and plan; DriftJobSucceeded for refresh and drift; RestoreJobSucceeded for
-// restore.
-func ConditionFor(op infrav1.Operation) string {
-	switch op {
-	case infrav1.OperationRefresh, infrav1.OperationDrift:
-		return infrav1.DriftJobSucceededCondition
-	case infrav1.OperationRestore:
-		return infrav1.RestoreJobSucceededCondition
-	}
-	return infrav1.ApplyJobSucceededCondition
-}
-
 // Options tune the rules. Start from DefaultOptions: the zero value turns the gate off.
 type Options struct {
 	// Grace is how long a lease whose holder Job is not on the API server stays live: it covers

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
@@ -33,7 +34,7 @@ func (Kind) Watches() []engine.Watch {
 }
 
 // Contract implements engine.Kind.
-func (Kind) Contract(ctx context.Context, env engine.Env, obj engine.Object) (engine.ContractInputs, *engine.Wait, error) {
+func (Kind) Contract(ctx context.Context, env engine.Env, obj engine.Object) (engine.ContractInputs, *decide.Wait, error) {
 	tc := obj.(*infrav1.TerraformCluster)
 	in := engine.ContractInputs{Kind: infrav1.TerraformClusterKind, Name: tc.Name, Namespace: tc.Namespace, ClusterName: env.ClusterName}
 	cluster, err := engine.GetCluster(ctx, env, tc.Namespace)

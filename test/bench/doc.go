@@ -16,7 +16,7 @@
 //   - TestDriftRestartSpreadGate: a manager that restarts on 100 applied objects whose 1-minute
 //     drift checks are all overdue starts at most 10 drift Jobs in its first 6 seconds (no Job
 //     cap in the way), having looked at every object: overdue checks are spread, not started
-//     at once (engine.DriftDueAt).
+//     at once (decide.DriftDueAt).
 //   - TestJobSlotsBurstGate: 200 applied machines and pools get new inputs at once under
 //     --max-active-jobs 20 with no executor: a watch of the Jobs sees never more than 20
 //     running, 20 start, the other 180 report WaitingForJobSlot, and when 5 Jobs end exactly 5

@@ -213,7 +213,7 @@ const (
 // whose last check (captf.io/last-drift-check) is ten minutes old, so every check is overdue
 // when the manager starts. With no Job cap in the way (--max-active-jobs 1000,
 // --max-background-jobs 0), the manager starts at most 10 drift Jobs in the first 6 seconds:
-// the overdue checks are spread by each object's phase (engine.DriftDueAt), not started at
+// the overdue checks are spread by each object's phase (decide.DriftDueAt), not started at
 // once. The manager must have looked at every object within the window, or the window proves
 // nothing. Counts within a fixed window, never a time of the code.
 func TestDriftRestartSpreadGate(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 )
 
 // repoRoot is two folders up from this package.
@@ -227,7 +227,7 @@ func prefixOfAString(strs map[string]bool, key string) bool {
 var operationRow = regexp.MustCompile("(?m)^\\| `(Apply|Destroy|Plan|Refresh|Drift|Restore)` \\|")
 
 // TestDocumentedOperationsAreTheOnesTheControllerStarts compares the operations table of
-// docs/lifecycle.md with what Decide can start (engine.StartedOperations, which the engine's
+// docs/lifecycle.md with what Decide can start (decide.StartedOperations, which the engine's
 // own tests prove reachable), and keeps README.md's summary to them.
 func TestDocumentedOperationsAreTheOnesTheControllerStarts(t *testing.T) {
 	root := repoRoot(t)
@@ -240,7 +240,7 @@ func TestDocumentedOperationsAreTheOnesTheControllerStarts(t *testing.T) {
 		documented = append(documented, m[1])
 	}
 	var started []string
-	for _, op := range engine.StartedOperations {
+	for _, op := range decide.StartedOperations {
 		started = append(started, string(op))
 	}
 	slices.Sort(documented)
