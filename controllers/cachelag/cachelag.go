@@ -30,6 +30,9 @@ type Verdict struct {
 	// Lag is true when a Job of the object runs, or may still be created, that the cache
 	// does not show: the pass must wait.
 	Lag bool
+	// Pending: that Job is not on the API server yet; the run lease names it inside its grace
+	// (decide.LagView.Pending says what a pass may still do).
+	Pending bool
 	// Job names that Job, and Reason says which check found it.
 	Job    string
 	Reason string
@@ -79,7 +82,7 @@ func Check(ctx context.Context, in Input) (Verdict, error) {
 		// paused in between, 150 ms before the first created its drift Job). Wait for the Job
 		// or for the grace to pass, as the admission guard does.
 		lagTotal.WithLabelValues("runLease").Inc()
-		return Verdict{Lag: true, Job: ev.Holder, Reason: ReasonLeaseGrace}, nil
+		return Verdict{Lag: true, Pending: true, Job: ev.Holder, Reason: ReasonLeaseGrace}, nil
 	}
 	// The holder runs: lag only when the cache does not show it and it is a Job of this object
 	// (or only its pods are left). A running Job of another object in this lease is evidence

@@ -74,6 +74,12 @@ type LagView struct {
 	Checked bool
 	// Found is true when they found a Job of the object that the cache does not show.
 	Found bool
+	// Pending qualifies Found: the Job is not on the API server yet, but the run lease names it
+	// inside its grace, so a pass (another manager's, or one before a restart) may be about to
+	// create it. Nothing it would need may go (block-move, status.activeJob, the finalizer),
+	// but a start under that lease may go on: it takes the same lease and adopts or creates
+	// that Job (holdForPendingJob).
+	Pending bool
 	// Job and Reason say what they found.
 	Job, Reason string
 }
@@ -360,7 +366,7 @@ func NeedsDecisionInputs(ev Evidence) bool {
 	if !ev.Object.HasFinalizer || ev.Object.Paused || len(ev.Jobs.Running) > 0 || NeedsPods(ev) {
 		return false
 	}
-	return !NeedsLagCheck(ev) || (ev.Lag.Checked && !ev.Lag.Found)
+	return !NeedsLagCheck(ev) || (ev.Lag.Checked && (!ev.Lag.Found || ev.Lag.Pending))
 }
 
 // NeedsLiveState reports whether the pass must read the state Secret live: it has read its
@@ -395,9 +401,28 @@ func DriftDue(ev Evidence) bool {
 // dormant abandon (AbandonVoid), which rides on a decision that does not let the object go.
 func Decide(ev Evidence) Decision {
 	d := decide(ev)
+	if ev.Lag.Pending {
+		d = holdForPendingJob(ev, d)
+	}
 	if !d.LetsGo() {
 		d.VoidAbandon = AbandonVoid(ev)
 	}
+	return d
+}
+
+// holdForPendingJob keeps what a Job that may still be created would need: a decision that
+// clears block-move or lets the object go waits instead, and one that carries on (a start
+// under that very lease, a wait) keeps status.activeJob. Without it, a pass of one manager
+// saw an object paused and cleared block-move while another manager, holding the run lease,
+// was about to create its Job (the soak's seed 1495); and with a blanket wait instead, a
+// deleting object whose own earlier pass took the lease for its destroy waited out the whole
+// grace before it could start that destroy (seed 1499).
+func holdForPendingJob(ev Evidence, d Decision) Decision {
+	if d.ClearBlockMove || d.LetsGo() {
+		return Decision{Action: ActionWaitLag, Wait: &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue,
+			Message: fmt.Sprintf("Job %s may still be created (%s); nothing it needs is cleared until it runs or the lease frees", ev.Lag.Job, ev.Lag.Reason)}}
+	}
+	d.ClearActiveJob = false
 	return d
 }
 
@@ -422,7 +447,7 @@ func decide(ev Evidence) Decision {
 		case !ev.Lag.Checked:
 			return Decision{Action: ActionWaitLag, Wait: &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue,
 				Message: "the live cache-lag checks did not run; nothing is cleared without them"}}
-		case ev.Lag.Found:
+		case ev.Lag.Found && !ev.Lag.Pending:
 			return Decision{Action: ActionWaitLag, Wait: &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue,
 				Message: fmt.Sprintf("Job %s may run while the cache does not show it: %s; nothing is cleared until it does or the lease frees", ev.Lag.Job, ev.Lag.Reason)}}
 		}

@@ -26,6 +26,14 @@ func settled(ev Evidence) Evidence {
 	return ev
 }
 
+// pendingJob makes the live checks of a settled evidence find a Job the run lease names that is
+// not on the API server yet (cachelag's lease-inside-the-grace verdict).
+func pendingJob(ev Evidence) Evidence {
+	ev.Lag = LagView{Checked: true, Found: true, Pending: true, Job: "captf-x-4"}
+	ev.Inputs.Gathered = NeedsDecisionInputs(ev)
+	return ev
+}
+
 func TestDecideTable(t *testing.T) {
 	running := []JobView{{Name: "captf-x-3", Seq: 3, Operation: infrav1.OperationApply, Phase: JobRunning}}
 	finished := &JobView{Name: "captf-x-3", Seq: 3, Operation: infrav1.OperationApply, Phase: JobFinished}
@@ -64,6 +72,15 @@ func TestDecideTable(t *testing.T) {
 		{"lag found changes nothing",
 			Evidence{Lag: LagView{Checked: true, Found: true}, Object: ObjectEvidence{HasFinalizer: true, BlockMove: true, ActiveJob: "captf-x-3", Paused: true}},
 			Decision{Action: ActionWaitLag}},
+		{"a Job the run lease names that may still be created keeps block-move of a paused object (seed 1495)",
+			pendingJob(settled(Evidence{Object: ObjectEvidence{Paused: true, BlockMove: true}})),
+			Decision{Action: ActionWaitLag}},
+		{"a Job the run lease names that may still be created keeps the finalizer of a move deletion",
+			pendingJob(settled(Evidence{Object: ObjectEvidence{Deleting: true, Paused: true, MoveDeletion: true, BlockMove: true}})),
+			Decision{Action: ActionWaitLag}},
+		{"a Job the run lease names that may still be created does not hold up the destroy under that lease (seed 1499)",
+			pendingJob(settled(Evidence{Object: ObjectEvidence{Deleting: true, BlockMove: true, ActiveJob: "captf-x-2"}, State: StateEvidence{Read: StatePresent, AppliedBefore: true}})),
+			Decision{Action: ActionStart, Operation: infrav1.OperationDestroy}},
 		{"a clear without the live checks waits instead",
 			Evidence{Object: ObjectEvidence{HasFinalizer: true, BlockMove: true, ActiveJob: "captf-x-3", Paused: true}},
 			Decision{Action: ActionWaitLag}},
@@ -452,7 +469,7 @@ func space(workers int, visit func(worker int, ev Evidence)) {
 			jobSets = append(jobSets, jobs{current: own(JobFinished, foreign), pods: pods})
 		}
 	}
-	lags := []LagView{{}, {Checked: true}, {Checked: true, Found: true, Job: "j9"}}
+	lags := []LagView{{}, {Checked: true}, {Checked: true, Found: true, Job: "j9"}, {Checked: true, Found: true, Pending: true, Job: "j9"}}
 	type inputs struct {
 		dep     *Wait
 		problem *Problem
@@ -568,11 +585,15 @@ func violations(ev Evidence, d Decision) []string {
 		bad("I2: adds the finalizer but not block-move while a Job runs")
 	}
 	podsRun := len(ev.Jobs.Running) == 0 && ev.Jobs.Current != nil && ev.Jobs.Current.Phase == JobFinished && ev.Jobs.CurrentPods != PodsTerminal
-	lagUnknown := NeedsLagCheck(ev) && (!ev.Lag.Checked || ev.Lag.Found)
-	mayRun := cacheRuns || podsRun || lagUnknown
+	lagUnknown := NeedsLagCheck(ev) && (!ev.Lag.Checked || ev.Lag.Found && !ev.Lag.Pending)
+	// A Job the run lease names that may still be created: a start under that lease may go on
+	// (it takes the same lease, and adopts or creates that Job), but nothing the Job needs may go.
+	pending := NeedsLagCheck(ev) && ev.Lag.Checked && ev.Lag.Pending
+	startMayRun := cacheRuns || podsRun || lagUnknown
+	mayRun := startMayRun || pending
 	bookkeepsOwn := d.Action == ActionBookkeep && ev.Jobs.CurrentPods == PodsTerminal && ev.Object.ActiveJob == ev.Jobs.Current.Name
 
-	if mayRun && d.Action == ActionStart {
+	if startMayRun && d.Action == ActionStart {
 		bad("I1: starts a Job while one may run")
 	}
 	if (cacheRuns || podsRun) && ev.Object.HasFinalizer && (d.ClearBlockMove || !(ev.Object.BlockMove || d.SetBlockMove)) {

@@ -52,8 +52,10 @@ func (p *pass) gather(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("cache lag check: %w", err)
 		}
-		p.ev.Lag = decide.LagView{Checked: true, Found: verdict.Lag, Job: verdict.Job, Reason: verdict.Reason}
-		if verdict.Lag {
+		p.ev.Lag = decide.LagView{Checked: true, Found: verdict.Lag, Pending: verdict.Pending, Job: verdict.Job, Reason: verdict.Reason}
+		if verdict.Pending {
+			log.FromContext(ctx).Info("the run lease names a Job that may still be created; nothing it needs is cleared", "job", verdict.Job)
+		} else if verdict.Lag {
 			log.FromContext(ctx).Info("cache lag: a Job exists on the API server but not in the cache; waiting", "job", verdict.Job, "why", verdict.Reason)
 		}
 	}
