@@ -22,15 +22,6 @@ func TestStateAgainstAPIServer(t *testing.T) {
 	RunSpecs(t, "state (envtest)")
 }
 
-var _ = BeforeSuite(func() {
-	ctx = context.Background()
-	var err error
-	env, k8s, err = envtest.StartSuite(envtest.Options{})
-	Expect(err).NotTo(HaveOccurred())
-})
-
-var _ = AfterSuite(func() {
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
+var _ = envtest.RegisterSuite(envtest.SuiteOptions{}, func(s *envtest.Suite) {
+	env, k8s, ctx = s.Env, s.Client, s.Ctx
 })

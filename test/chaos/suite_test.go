@@ -13,11 +13,9 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/captf/cluster-api-provider-terraform/cmd/manager/setup"
@@ -26,11 +24,10 @@ import (
 )
 
 var (
-	env  *envtest.Env
-	k8s  client.Client
-	ctx  context.Context
-	stop context.CancelFunc
-	kit  *envtest.Kit
+	env *envtest.Env
+	k8s client.Client
+	ctx context.Context
+	kit *envtest.Kit
 )
 
 func TestChaos(t *testing.T) {
@@ -38,25 +35,13 @@ func TestChaos(t *testing.T) {
 	RunSpecs(t, "Crashes, racing managers and starved caches (envtest)")
 }
 
-var _ = BeforeSuite(func() {
-	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	SetDefaultEventuallyTimeout(30 * time.Second)
-	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-	SetDefaultConsistentlyDuration(2 * time.Second)
-	ctx, stop = context.WithCancel(context.Background())
-	var err error
-	env, k8s, err = envtest.StartWithClusterAPI(envtest.Options{})
+// Managers are started per spec (startManager, newManager), never for the whole suite.
+var _ = envtest.RegisterSuite(envtest.SuiteOptions{
+	ClusterAPI: true, Log: true,
+	EventuallyTimeout: 30 * time.Second, PollingInterval: 100 * time.Millisecond, ConsistentlyDuration: 2 * time.Second,
+}, func(s *envtest.Suite) {
+	env, k8s, ctx = s.Env, s.Client, s.Ctx
 	kit = &envtest.Kit{Ctx: ctx, Client: k8s, Prefix: "chaos"}
-	Expect(err).NotTo(HaveOccurred())
-})
-
-var _ = AfterSuite(func() {
-	if stop != nil {
-		stop()
-	}
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
 })
 
 // running is a manager started by a test; Stop ends it and waits until it has returned.

@@ -49,11 +49,9 @@ func TestChannelAgainstAPIServer(t *testing.T) {
 	RunSpecs(t, "state channel (envtest)")
 }
 
-var _ = BeforeSuite(func() {
-	ctx = context.Background()
+var _ = envtest.RegisterSuite(envtest.SuiteOptions{}, func(s *envtest.Suite) {
+	env, k8s, ctx = s.Env, s.Client, s.Ctx
 	var err error
-	env, k8s, err = envtest.StartSuite(envtest.Options{})
-	Expect(err).NotTo(HaveOccurred())
 	clientset, err = kubernetes.NewForConfig(env.Config)
 	Expect(err).NotTo(HaveOccurred())
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "channel-"}}
@@ -61,12 +59,6 @@ var _ = BeforeSuite(func() {
 	namespace = ns.Name
 	caFile = filepath.Join(GinkgoT().TempDir(), "ca.crt")
 	Expect(os.WriteFile(caFile, env.Config.CAData, 0o600)).To(Succeed())
-})
-
-var _ = AfterSuite(func() {
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
 })
 
 // tfObject is one TerraformCluster's state as the controller prepares it before its first
