@@ -8,9 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/captf/cluster-api-provider-terraform/cmd/manager/setup"
@@ -19,12 +17,11 @@ import (
 )
 
 var (
-	env    *envtest.Env
-	k8s    client.Client
-	ctx    context.Context
-	cancel context.CancelFunc
-	stale  *stalecache.Reader
-	kit    *envtest.Kit
+	env   *envtest.Env
+	k8s   client.Client
+	ctx   context.Context
+	stale *stalecache.Reader
+	kit   *envtest.Kit
 )
 
 func TestCacheLag(t *testing.T) {
@@ -32,16 +29,12 @@ func TestCacheLag(t *testing.T) {
 	RunSpecs(t, "Cache lag under injected staleness (envtest)")
 }
 
-var _ = BeforeSuite(func() {
-	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	SetDefaultEventuallyTimeout(20 * time.Second)
-	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-	SetDefaultConsistentlyDuration(3 * time.Second)
-	ctx, cancel = context.WithCancel(context.Background())
-	var err error
-	env, k8s, err = envtest.StartWithClusterAPI(envtest.Options{})
+var _ = envtest.RegisterSuite(envtest.SuiteOptions{
+	ClusterAPI: true, Log: true, EventuallyTimeout: 20 * time.Second, PollingInterval: 100 * time.Millisecond,
+	ConsistentlyDuration: 3 * time.Second,
+}, func(s *envtest.Suite) {
+	env, k8s, ctx = s.Env, s.Client, s.Ctx
 	kit = &envtest.Kit{Ctx: ctx, Client: k8s, Prefix: "lag"}
-	Expect(err).NotTo(HaveOccurred())
 
 	// The manager reads through the stale-cache double; writes and its API reader reach the
 	// real API server.
@@ -57,17 +50,5 @@ var _ = BeforeSuite(func() {
 			}
 		})
 	Expect(err).NotTo(HaveOccurred())
-	go func() {
-		defer GinkgoRecover()
-		Expect(mgr.Start(ctx)).To(Succeed())
-	}()
-})
-
-var _ = AfterSuite(func() {
-	if cancel != nil {
-		cancel()
-	}
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
+	s.StartManager(mgr)
 })

@@ -8,9 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	clocktesting "k8s.io/utils/clock/testing"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/captf/cluster-api-provider-terraform/cmd/manager/setup"
@@ -18,12 +16,11 @@ import (
 )
 
 var (
-	env    *envtest.Env
-	k8s    client.Client
-	ctx    context.Context
-	cancel context.CancelFunc
-	clk    *clocktesting.FakeClock
-	kit    *envtest.Kit
+	env *envtest.Env
+	k8s client.Client
+	ctx context.Context
+	clk *clocktesting.FakeClock
+	kit *envtest.Kit
 )
 
 func TestEngine(t *testing.T) {
@@ -31,14 +28,10 @@ func TestEngine(t *testing.T) {
 	RunSpecs(t, "Engine lifecycle (envtest)")
 }
 
-var _ = BeforeSuite(func() {
-	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	SetDefaultEventuallyTimeout(20 * time.Second)
-	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-	ctx, cancel = context.WithCancel(context.Background())
-	var err error
-	env, k8s, err = envtest.StartWithClusterAPI(envtest.Options{})
-	Expect(err).NotTo(HaveOccurred())
+var _ = envtest.RegisterSuite(envtest.SuiteOptions{
+	ClusterAPI: true, Log: true, EventuallyTimeout: 20 * time.Second, PollingInterval: 100 * time.Millisecond,
+}, func(s *envtest.Suite) {
+	env, k8s, ctx = s.Env, s.Client, s.Ctx
 	kit = &envtest.Kit{Ctx: ctx, Client: k8s, Prefix: "engine"}
 
 	clk = clocktesting.NewFakeClock(time.Now())
@@ -47,19 +40,7 @@ var _ = BeforeSuite(func() {
 		RunnerImage: "captf/manager:test", RuntimeImage: "captf/tofu:test",
 	}, func(o *manager.Options) { o.Controller.SkipNameValidation = ptrTo(true) })
 	Expect(err).NotTo(HaveOccurred())
-	go func() {
-		defer GinkgoRecover()
-		Expect(mgr.Start(ctx)).To(Succeed())
-	}()
-})
-
-var _ = AfterSuite(func() {
-	if cancel != nil {
-		cancel()
-	}
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
+	s.StartManager(mgr)
 })
 
 func ptrTo[T any](v T) *T { return &v }

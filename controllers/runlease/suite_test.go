@@ -24,15 +24,6 @@ func TestLeasesOnARealAPIServer(t *testing.T) {
 	RunSpecs(t, "runlease (envtest)")
 }
 
-var _ = BeforeSuite(func() {
-	ctx = context.Background()
-	var err error
-	env, admin, err = envtest.StartSuite(envtest.Options{})
-	Expect(err).NotTo(HaveOccurred())
-})
-
-var _ = AfterSuite(func() {
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
+var _ = envtest.RegisterSuite(envtest.SuiteOptions{}, func(s *envtest.Suite) {
+	env, admin, ctx = s.Env, s.Client, s.Ctx
 })
