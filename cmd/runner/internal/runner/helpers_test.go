@@ -63,15 +63,17 @@ func newFixture(t *testing.T, op string, redact []string) *fixture {
 	rec := filepath.Join(root, "calls.jsonl")
 	out := &lockedBuffer{}
 	return &fixture{t: t, record: rec, out: out, cfg: Config{
-		Operation:   op,
-		ModuleDir:   module,
-		InputsDir:   inputs,
-		WorkDir:     work,
-		ResultFile:  filepath.Join(root, "result.json"),
-		LockTimeout: 42 * time.Second,
-		Binary:      self,
-		Environ:     []string{"PATH=" + os.Getenv("PATH"), "FAKE_TF_RECORD=" + rec},
-		Stdout:      out,
+		Invocation: runnerapi.Invocation{
+			Operation:   op,
+			ModuleDir:   module,
+			InputsDir:   inputs,
+			WorkDir:     work,
+			ResultFile:  filepath.Join(root, "result.json"),
+			LockTimeout: 42 * time.Second,
+			Binary:      self,
+		},
+		Environ: []string{"PATH=" + os.Getenv("PATH"), "FAKE_TF_RECORD=" + rec},
+		Stdout:  out,
 	}}
 }
 

@@ -431,3 +431,17 @@ func TestAcceptDriftCheckIsARefreshOnlyPlan(t *testing.T) {
 		t.Fatalf("a drift check applied something (%v)", err)
 	}
 }
+
+// TestParseRunReadsBackTheInvocation: the runner parses the command runnerapi.Command writes into
+// the same Invocation, field for field (one shape on both sides of the Job's command line).
+func TestParseRunReadsBackTheInvocation(t *testing.T) {
+	inv := runnerapi.Invocation{Operation: runnerapi.OperationApply, ModuleDir: "/m", InputsDir: "/i", WorkDir: "/w",
+		ResultFile: "/r", LockTimeout: 7 * time.Second, Binary: "tofu", ChannelDir: "/c", PlanID: "p1"}
+	cfg, err := parseRun(runnerapi.Command("runner", inv)[2:], &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Invocation != inv {
+		t.Fatalf("parsed %+v, want %+v", cfg.Invocation, inv)
+	}
+}

@@ -27,16 +27,19 @@ const tailLines = 60
 // leftover grandchild could hold open.
 const waitDelay = 30 * time.Second
 
-// Config is one run of an operation.
+// Config is one run of an operation: the command line the controller composed
+// (runnerapi.Invocation, parsed back by parseRun from the flags runnerapi.Command writes: one
+// shape on both sides), and what the process brings.
+//
+// Of the Invocation: Binary names terraform/tofu explicitly (path, or name looked up on PATH);
+// ChannelDir, when set, is the state channel's folder, and terraform uses the http backend on
+// the channel (the Job's way), else the kubernetes backend with the pod's or a kubeconfig's
+// credentials; PlanID (Apply or Refresh, with a channel) applies that saved plan, fetched
+// through the channel, instead of planning afresh (an Apply applies only a plan that is not
+// refresh-only, a Refresh only a refresh-only one); RefreshOnly (Plan or Drift) makes a
+// refresh-only plan (`plan -refresh-only`), which a Refresh Job applies later.
 type Config struct {
-	Operation   string
-	ModuleDir   string
-	InputsDir   string
-	WorkDir     string
-	ResultFile  string
-	LockTimeout time.Duration
-	// Binary names terraform/tofu explicitly (path, or name looked up on PATH).
-	Binary string
+	runnerapi.Invocation
 	// Environ is the runner's environment: read for CAPTF_TF_BINARY, PATH and the backend mode,
 	// and passed on, adjusted, to terraform.
 	Environ []string
@@ -50,19 +53,8 @@ type Config struct {
 	// its own: `runner install` puts the manager image's bundle beside the runner, so a
 	// runtime image needs nothing but the binary. Empty: offer none.
 	CABundle string
-	// ChannelDir, when set, is the state channel's folder: terraform uses the http backend on
-	// the channel (the Job's way). Empty: the kubernetes backend with the pod's or a
-	// kubeconfig's credentials.
-	ChannelDir string
 	// ChannelWait bounds the wait for the channel's address file; default DefaultChannelWait.
 	ChannelWait time.Duration
-	// PlanID (Apply or Refresh, with a channel): apply this saved plan, fetched through the
-	// channel, instead of planning afresh. An Apply applies only a plan that is not
-	// refresh-only, a Refresh only a refresh-only one. Empty: a normal apply or refresh.
-	PlanID string
-	// RefreshOnly (Plan or Drift): make a refresh-only plan (`plan -refresh-only`), which a Refresh
-	// Job applies later.
-	RefreshOnly bool
 }
 
 // DefaultChannelWait is how long the runner waits for the state channel to serve.
