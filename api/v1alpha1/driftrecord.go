@@ -6,7 +6,7 @@ import "encoding/json"
 // the annotation captf.io/drift-finding holds it as JSON. Bookkeeping writes it in the same
 // optimistic-locked metadata patch that counts the Job, and the DriftDetected condition is
 // computed from it on every pass; so a status patch lost after that count (a conflict with
-// another writer) never loses a finding, and a move keeps it.
+// another writer) never loses a finding.
 // +kubebuilder:object:generate=false
 type DriftRecord struct {
 	// Reason is DriftDetected's reason: DriftFoundReason or NoDriftReason (a check), or

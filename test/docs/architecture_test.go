@@ -57,18 +57,31 @@ func productImports(t *testing.T, root string) map[string][]string {
 	return out
 }
 
-var codeSpan = regexp.MustCompile("`([^`]+)`")
+var (
+	codeSpan     = regexp.MustCompile("`([^`]+)`")
+	layerHeading = regexp.MustCompile(`^## Layer (\d+):`)
+)
+
+// testLayer is the layer the page's "Test infrastructure" section stands for: above the product.
+const testLayer = 6
 
 // architectureRows reads docs/architecture.md's tables: for each package named in a row's
-// first cell, the CAPTF packages its third cell lists ("-": none).
-func architectureRows(t *testing.T, root string) map[string][]string {
+// first cell, the CAPTF packages its third cell lists ("-": none), and the layer of the section
+// the row stands in ("## Layer N", or testLayer for the test infrastructure).
+func architectureRows(t *testing.T, root string) (map[string][]string, map[string]int) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(root, "docs", "architecture.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := map[string][]string{}
+	rows, layers := map[string][]string{}, map[string]int{}
+	layer := 0
 	for _, line := range strings.Split(string(b), "\n") {
+		if m := layerHeading.FindStringSubmatch(line); m != nil {
+			layer, _ = strconv.Atoi(m[1])
+		} else if strings.HasPrefix(line, "## Test infrastructure") {
+			layer = testLayer
+		}
 		cells := strings.Split(line, "|")
 		if len(cells) < 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
 			continue
@@ -81,20 +94,20 @@ func architectureRows(t *testing.T, root string) map[string][]string {
 			if _, dup := rows[m[1]]; dup {
 				t.Errorf("docs/architecture.md lists %s twice", m[1])
 			}
-			rows[m[1]] = allowed
+			rows[m[1]], layers[m[1]] = allowed, layer
 		}
 	}
-	return rows
+	return rows, layers
 }
 
 // TestArchitectureListsEveryPackageAndItsImports holds docs/architecture.md against the code:
-// every folder with production Go files has a row, every row names such a folder, and a row
-// lists exactly the CAPTF packages its package imports. A new import is a design change made
-// in that page first.
+// every folder with production Go files has a row, every row names such a folder, a row lists
+// exactly the CAPTF packages its package imports, and no import runs up a layer. A new import
+// is a design change made in that page first.
 func TestArchitectureListsEveryPackageAndItsImports(t *testing.T) {
 	root := repoRoot(t)
 	code := productImports(t, root)
-	doc := architectureRows(t, root)
+	doc, layers := architectureRows(t, root)
 	if len(doc) < 20 {
 		t.Fatalf("docs/architecture.md: %d package rows read; the table format changed?", len(doc))
 	}
@@ -117,9 +130,16 @@ func TestArchitectureListsEveryPackageAndItsImports(t *testing.T) {
 			}
 		}
 	}
-	for pkg := range doc {
+	for pkg, allowed := range doc {
 		if _, ok := code[pkg]; !ok {
 			t.Errorf("docs/architecture.md lists %s, which holds no production Go file", pkg)
+		}
+		// Imports run down the layers, never up; the sandbox's entry point is the one product
+		// package that imports the test infrastructure it starts.
+		for _, imp := range allowed {
+			if layers[imp] > layers[pkg] && !(pkg == "cmd/sandbox" && layers[imp] == testLayer) {
+				t.Errorf("%s (layer %d) imports %s (layer %d): an import that runs back up", pkg, layers[pkg], imp, layers[imp])
+			}
 		}
 	}
 }
