@@ -1,5 +1,6 @@
-# CAPTF Makefile. Every tool and test binary is built from source into bin/ (git-ignored) the
-# first time it is needed, at the versions pinned in hack/versions.mk.
+# CAPTF Makefile. Every tool and test binary is built from source the first time it is needed, at
+# the versions pinned in hack/versions.mk, into a per-user cache outside the clone that bin/
+# (git-ignored) links to (hack/build-bin.sh).
 include hack/versions.mk
 
 SHELL := /usr/bin/env bash -o pipefail
@@ -7,7 +8,7 @@ SHELL := /usr/bin/env bash -o pipefail
 BIN := $(CURDIR)/bin
 STAMPS := $(BIN)/.stamps
 export BIN_DIR := $(BIN)
-export KUBERNETES_VERSION ETCD_VERSION CONTROLLER_TOOLS_VERSION CLUSTER_API_VERSION OPENTOFU_VERSION
+export KUBERNETES_VERSION ETCD_VERSION CONTROLLER_TOOLS_VERSION CLUSTER_API_VERSION OPENTOFU_VERSION KUSTOMIZE_VERSION GOLANGCI_LINT_VERSION
 export TERRAFORM_VERSION TERRAFORM_NESTED_VERSION PROMETHEUS_VERSION PROMETHEUS_RELEASE
 # envtest finds etcd and kube-apiserver here.
 export KUBEBUILDER_ASSETS := $(BIN)
@@ -75,7 +76,7 @@ lint: $(STAMPS)/golangci-lint-$(GOLANGCI_LINT_VERSION) ## Run golangci-lint with
 ##@ Test
 
 .PHONY: test-bins
-test-bins: $(STAMPS)/etcd-$(ETCD_VERSION) $(STAMPS)/kube-apiserver-$(KUBERNETES_VERSION) test-runtime-bins kubectl-bin $(STAMPS)/promtool-$(PROMETHEUS_VERSION) ## Build etcd, kube-apiserver, kubectl and promtool from source (once), bin/tofu, and terraform when none is on PATH.
+test-bins: $(STAMPS)/etcd-$(ETCD_VERSION) $(STAMPS)/kubernetes-$(KUBERNETES_VERSION) test-runtime-bins $(STAMPS)/promtool-$(PROMETHEUS_VERSION) ## Build etcd, the Kubernetes binaries (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) and promtool from source (once per machine: hack/build-bin.sh keeps them in a per-user cache), bin/tofu, and terraform when none is on PATH.
 
 .PHONY: test-runtime-bins
 test-runtime-bins: $(STAMPS)/tofu-$(OPENTOFU_VERSION) ## Both binaries the tests run: bin/tofu (built from source, once) and terraform (PATH, else built from source into bin/).
@@ -85,7 +86,7 @@ test-runtime-bins: $(STAMPS)/tofu-$(OPENTOFU_VERSION) ## Both binaries the tests
 	  echo "test-runtime-bins: $$b ($$("$$b" version 2>/dev/null | head -1))"; done
 
 .PHONY: kubectl-bin
-kubectl-bin: $(STAMPS)/kubectl-$(KUBERNETES_VERSION) ## Build kubectl from source (once): the webhook tests run it against envtest.
+kubectl-bin: $(STAMPS)/kubernetes-$(KUBERNETES_VERSION) ## Build kubectl from source (once): the webhook tests run it against envtest.
 
 .PHONY: runtime-bin
 runtime-bin: ## Make sure the runner's integration tests have terraform or tofu: build bin/tofu only if none exists.
@@ -170,7 +171,7 @@ MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guar
   identity-audience-accepted-is-refused, identity-audience-wellknown-filter, \
   plans-waiting-plan-is-false, plans-waiting-plan-keeps-ready, \
   abandon-set-before-the-deletion-does-not-skip-the-destroy, stateid-move-may-drop-the-record, \
-  refresh-plan-is-no-apply-plan, refresh-answers-only-its-request
+  refresh-plan-is-no-apply-plan, refresh-answers-only-its-request, lease-orphaned-pod-of-the-owner-is-live
 
 .PHONY: mutate
 mutate: test-bins ## Run every mutation proof of hack/mutations/*.txt (well over an hour); fails unless each is KILLED by a named test. MUTATIONS=<globs> for a subset.
@@ -200,7 +201,7 @@ run-manager: build ## Run the manager against the cluster KUBECONFIG points at (
 	$(BIN)/manager --metrics-bind-address=0 --enable-webhooks=false $(MANAGER_ARGS)
 
 .PHONY: sandbox-bins
-sandbox-bins: $(STAMPS)/etcd-$(ETCD_VERSION) $(STAMPS)/kube-apiserver-$(KUBERNETES_VERSION) $(STAMPS)/kubectl-$(KUBERNETES_VERSION) $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) runtime-bin ## What the sandbox needs: the control plane, kubectl, kustomize (renders config/webhook), terraform or tofu.
+sandbox-bins: $(STAMPS)/etcd-$(ETCD_VERSION) $(STAMPS)/kubernetes-$(KUBERNETES_VERSION) $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) runtime-bin ## What the sandbox needs: the control plane, kubectl, kustomize (renders config/webhook), terraform or tofu.
 
 .PHONY: test-e2e
 test-e2e: sandbox-bins test-runtime-bins $(STAMPS)/clusterctl-$(CLUSTER_API_VERSION) ## End-to-end tests: sandboxes, real terraform/tofu, kubectl, clusterctl move (about 3 minutes; part of make test too).
@@ -212,19 +213,15 @@ test-bins: sandbox-bins $(STAMPS)/clusterctl-$(CLUSTER_API_VERSION)
 ##@ Tools (built from source into bin/)
 
 $(STAMPS)/controller-gen-$(CONTROLLER_TOOLS_VERSION):
-	GOBIN=$(BIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
+	hack/build-bin.sh controller-gen
 	@mkdir -p $(STAMPS) && touch $@
 
 $(STAMPS)/etcd-$(ETCD_VERSION):
 	hack/build-bin.sh etcd
 	@mkdir -p $(STAMPS) && touch $@
 
-$(STAMPS)/kube-apiserver-$(KUBERNETES_VERSION):
-	hack/build-bin.sh kube-apiserver
-	@mkdir -p $(STAMPS) && touch $@
-
-$(STAMPS)/kubectl-$(KUBERNETES_VERSION):
-	hack/build-bin.sh kubectl
+$(STAMPS)/kubernetes-$(KUBERNETES_VERSION):
+	hack/build-bin.sh kubernetes
 	@mkdir -p $(STAMPS) && touch $@
 
 $(STAMPS)/clusterctl-$(CLUSTER_API_VERSION):
@@ -244,7 +241,7 @@ $(STAMPS)/promtool-$(PROMETHEUS_VERSION):
 	@mkdir -p $(STAMPS) && touch $@
 
 $(STAMPS)/golangci-lint-$(GOLANGCI_LINT_VERSION):
-	GOBIN=$(BIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	hack/build-bin.sh golangci-lint
 	@mkdir -p $(STAMPS) && touch $@
 
 ##@ Release
@@ -273,7 +270,7 @@ clusterctl: $(STAMPS)/clusterctl-$(CLUSTER_API_VERSION) ## Build clusterctl from
 test-bins: $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) $(STAMPS)/clusterctl-$(CLUSTER_API_VERSION)
 
 $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION):
-	GOBIN=$(BIN) go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+	hack/build-bin.sh kustomize
 	@mkdir -p $(STAMPS) && touch $@
 
 .PHONY: help

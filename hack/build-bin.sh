@@ -1,17 +1,53 @@
 #!/usr/bin/env bash
-# Builds one binary from source through the Go module proxy into $BIN_DIR (default bin/).
+# Builds one tool from source through the Go module proxy into a per-user cache keyed by tool and
+# version, outside the clone, and links its binaries into $BIN_DIR (default bin/). A second clone,
+# or a CI clone on the same machine, finds the tool in the cache and only links it.
 # Modules with replace directives (etcd, kubernetes, opentofu, cluster-api) cannot be built with
 # `go install pkg@version`, so each is built from a throwaway module created in a temp folder.
-# Usage: hack/build-bin.sh etcd|kube-apiserver|kubectl|clusterctl|tofu|terraform|promtool
+# Every Kubernetes binary (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) comes
+# from one `go build` of several packages, so the packages they share compile once.
+# Usage: hack/build-bin.sh etcd|kubernetes|clusterctl|tofu|terraform|promtool|controller-gen|golangci-lint|kustomize
+# The cache is $CAPTF_TOOLS_CACHE, else $XDG_CACHE_HOME/captf-tools, else ~/.cache/captf-tools:
+# <cache>/<tool>/<version>/<binary>. Remove a folder there to rebuild that tool.
 set -euo pipefail
 tool=${1:?tool name}
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin_dir=${BIN_DIR:-$root/bin}
-mkdir -p "$bin_dir"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
+cache_root=${CAPTF_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/captf-tools}
+mkdir -p "$bin_dir" "$cache_root"
 export GOFLAGS=-mod=mod GOWORK=off CGO_ENABLED=0
+
+# binaries and version of each tool.
+case "$tool" in
+etcd) version=${ETCD_VERSION:?}; binaries="etcd" ;;
+kubernetes) version=${KUBERNETES_VERSION:?}; binaries="kube-apiserver kube-controller-manager kube-scheduler kubectl" ;;
+clusterctl) version=${CLUSTER_API_VERSION:?}; binaries="clusterctl" ;;
+tofu) version=${OPENTOFU_VERSION:?}; binaries="tofu" ;;
+terraform) version=${TERRAFORM_VERSION:?}; binaries="terraform" ;;
+promtool) version=${PROMETHEUS_VERSION:?}; binaries="promtool" ;;
+controller-gen) version=${CONTROLLER_TOOLS_VERSION:?}; binaries="controller-gen" ;;
+golangci-lint) version=${GOLANGCI_LINT_VERSION:?}; binaries="golangci-lint" ;;
+kustomize) version=${KUSTOMIZE_VERSION:?}; binaries="kustomize" ;;
+*) echo "unknown tool: $tool" >&2; exit 2 ;;
+esac
+cached=$cache_root/$tool/$version
+
+link_all() {
+  for b in $binaries; do ln -sfn "$cached/$b" "$bin_dir/$b"; done
+  echo "$tool $version: linked $binaries into $bin_dir from $cached"
+}
+
+have_all=yes
+for b in $binaries; do [ -x "$cached/$b" ] || have_all=no; done
+if [ "$have_all" = yes ]; then link_all; exit 0; fi
+
+# Build into a private folder and move it into place at the end, so a build that fails or
+# runs beside another one never leaves a half-written tool in the cache.
+out=$(mktemp -d "$cache_root/.build-$tool-XXXXXX")
+work=$(mktemp -d)
+trap 'rm -rf "$work" "$out"' EXIT
+cd "$work"
+began=$(date +%s)
 
 staging_replaces() {
   # Every k8s.io/<staging> module that k8s.io/kubernetes replaces locally is pinned to the
@@ -26,7 +62,7 @@ staging_replaces() {
 
 case "$tool" in
 etcd)
-  v=${ETCD_VERSION:?}
+  v=$version
   cat > go.mod <<MOD
 module captf.local/build-etcd
 go 1.26
@@ -40,36 +76,40 @@ require (
 MOD
   printf '//go:build tools\n\npackage tools\nimport _ "go.etcd.io/etcd/server/v3"\n' > tools.go
   go mod tidy >/dev/null
-  go build -o "$bin_dir/etcd" go.etcd.io/etcd/server/v3
+  go build -o "$out/etcd" go.etcd.io/etcd/server/v3
   ;;
-kube-apiserver|kubectl)
-  v=${KUBERNETES_VERSION:?}
+kubernetes)
+  v=$version
   { echo "module captf.local/build-kube"; echo "go 1.26"; echo "require k8s.io/kubernetes $v"; staging_replaces "$v"; } > go.mod
-  pkg=k8s.io/kubernetes/cmd/$tool
-  printf '//go:build tools\n\npackage tools\nimport _ "%s"\n' "$pkg" > tools.go
+  pkgs=""
+  for b in $binaries; do pkgs="$pkgs k8s.io/kubernetes/cmd/$b"; done
+  { printf '//go:build tools\n\npackage tools\nimport (\n'; for p in $pkgs; do printf '\t_ "%s"\n' "$p"; done; printf ')\n'; } > tools.go
   go mod tidy >/dev/null
   # Stamp the version the way release builds do, so `--version` and discovery report it.
   ldflags="-X k8s.io/component-base/version.gitVersion=$v -X k8s.io/component-base/version.gitMajor=1"
   ldflags="$ldflags -X k8s.io/component-base/version.gitMinor=$(echo "$v" | cut -d. -f2)"
   ldflags="$ldflags -X k8s.io/client-go/pkg/version.gitVersion=$v"
-  go build -ldflags "$ldflags" -o "$bin_dir/$tool" "$pkg"
+  # One build of every package: with -o naming a folder, go build writes one binary per main
+  # package and compiles what they share once.
+  # shellcheck disable=SC2086
+  go build -ldflags "$ldflags" -o "$out/" $pkgs
   ;;
 clusterctl)
-  v=${CLUSTER_API_VERSION:?}
+  v=$version
   printf 'module captf.local/build-clusterctl\ngo 1.26\nrequire (\n\tsigs.k8s.io/cluster-api %s\n\tsigs.k8s.io/cluster-api/api %s\n)\n' "$v" "$v" > go.mod
   printf '//go:build tools\n\npackage tools\nimport _ "sigs.k8s.io/cluster-api/cmd/clusterctl"\n' > tools.go
   go mod tidy >/dev/null
-  go build -o "$bin_dir/clusterctl" sigs.k8s.io/cluster-api/cmd/clusterctl
+  go build -o "$out/clusterctl" sigs.k8s.io/cluster-api/cmd/clusterctl
   ;;
 tofu)
-  v=${OPENTOFU_VERSION:?}
+  v=$version
   modfile=$(go mod download -json "github.com/opentofu/opentofu@$v" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
   { echo "module captf.local/build-tofu"; echo "go 1.26"; echo "require github.com/opentofu/opentofu $v";
     grep -E '^replace .*hcl' "$modfile" || true; } > go.mod
   printf '//go:build tools\n\npackage tools\nimport _ "github.com/opentofu/opentofu/cmd/tofu"\n' > tools.go
   go mod tidy >/dev/null
   # Stamp a release build the way OpenTofu's own releases do; otherwise it reports "-dev".
-  go build -trimpath -ldflags "-s -w -X github.com/opentofu/opentofu/version.dev=no" -o "$bin_dir/tofu" github.com/opentofu/opentofu/cmd/tofu
+  go build -trimpath -ldflags "-s -w -X github.com/opentofu/opentofu/version.dev=no" -o "$out/tofu" github.com/opentofu/opentofu/cmd/tofu
   ;;
 terraform)
   # hashicorp/terraform's go.mod requires nine of its own nested modules (the remote-state
@@ -77,7 +117,7 @@ terraform)
   # Those folders are not in the published module zip, but the proxy serves each nested module at
   # the pseudo-version of the release commit (TERRAFORM_NESTED_VERSION), so the throwaway module
   # replaces every one of them with that version.
-  v=${TERRAFORM_VERSION:?} nested=${TERRAFORM_NESTED_VERSION:?}
+  v=$version nested=${TERRAFORM_NESTED_VERSION:?}
   modfile=$(go mod download -json "github.com/hashicorp/terraform@$v" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
   { echo "module captf.local/build-terraform"; echo "go 1.26"; echo "require github.com/hashicorp/terraform $v";
     sed -n 's#^replace \(github.com/hashicorp/terraform/[^ ]*\) => \./.*#\1#p' "$modfile" | while read -r m; do
@@ -90,13 +130,13 @@ terraform)
   go mod tidy >/dev/null
   # The version comes from the module's embedded version/VERSION file; stamp a release build the
   # way HashiCorp's releases do, otherwise it reports "-dev".
-  go build -trimpath -ldflags "-s -w -X github.com/hashicorp/terraform/version.dev=no" -o "$bin_dir/terraform" github.com/hashicorp/terraform
+  go build -trimpath -ldflags "-s -w -X github.com/hashicorp/terraform/version.dev=no" -o "$out/terraform" github.com/hashicorp/terraform
   ;;
 promtool)
   # Prometheus publishes its Go module as v0.<major><minor>.<patch> (v0.316.0 is Prometheus
   # 3.16.0). Its go.mod has no replace directive today; fail loudly if a later one adds some,
   # since a plain require would then build something other than the release.
-  v=${PROMETHEUS_VERSION:?}
+  v=$version
   modfile=$(go mod download -json "github.com/prometheus/prometheus@$v" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
   if grep -qE '^[[:space:]]*replace' "$modfile"; then
     echo "prometheus $v: its go.mod has replace directives; update hack/build-bin.sh promtool" >&2; exit 1
@@ -106,9 +146,20 @@ promtool)
   go mod tidy >/dev/null
   # Stamp the release version the way Prometheus's own builds (promu) do, so --version reports it.
   ldflags="-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_RELEASE:-$v}"
-  go build -trimpath -tags netgo,builtinassets -ldflags "$ldflags" -o "$bin_dir/promtool" github.com/prometheus/prometheus/cmd/promtool
+  go build -trimpath -tags netgo,builtinassets -ldflags "$ldflags" -o "$out/promtool" github.com/prometheus/prometheus/cmd/promtool
   ;;
-*)
-  echo "unknown tool: $tool" >&2; exit 2 ;;
+controller-gen)
+  GOFLAGS= GOBIN=$out go install "sigs.k8s.io/controller-tools/cmd/controller-gen@$version" ;;
+golangci-lint)
+  GOFLAGS= GOBIN=$out go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$version" ;;
+kustomize)
+  GOFLAGS= GOBIN=$out go install "sigs.k8s.io/kustomize/kustomize/v5@$version" ;;
 esac
-echo "built $bin_dir/$tool"
+for b in $binaries; do
+  if [ ! -x "$out/$b" ]; then echo "$tool $version: the build wrote no $b" >&2; exit 1; fi
+done
+mkdir -p "$(dirname "$cached")"
+# Another build of the same tool may have finished first: keep the first, drop this one.
+if ! mv -T "$out" "$cached" 2>/dev/null; then rm -rf "$out"; fi
+echo "$tool $version: built $binaries in $(( $(date +%s) - began ))s into $cached"
+link_all
