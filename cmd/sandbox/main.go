@@ -87,11 +87,15 @@ func run() error {
 	if f.quietJobs {
 		jobsOut = io.Discard
 	}
+	kubeOut := io.Discard
+	if f.verbose {
+		kubeOut = out
+	}
 	sb, err := sandbox.Start(ctx, sandbox.Options{
 		RepoRoot: f.repo, BinDir: f.binDir, ManagerBinary: f.managerBin, RunnerBinary: f.runnerBin, TerraformBinary: f.terraform,
 		WorkDir: f.workDir, KeepWorkDir: f.keep, KubeconfigPath: f.kubeconfig,
 		ManagerArgs: f.managerArgs, ManagerOutput: out, JobOutput: jobsOut, Log: logger.WithName("sandbox"),
-		Verbose: f.verbose,
+		KubeControllersOutput: kubeOut, Verbose: f.verbose,
 	})
 	if err != nil {
 		return err
@@ -131,7 +135,7 @@ func parseFlags(args []string) (f flags, zo *zap.Options, help bool, err error) 
 	fs.StringVar(&f.repo, "repo", "", "repository root holding config/ (default: found from the working folder or this binary)")
 	fs.BoolVar(&f.quietJobs, "quiet-jobs", false, "do not copy the Jobs' output to the console (each Pod's folder keeps a log)")
 	fs.Var(&f.managerArgs, "manager-arg", "extra flag for the manager (repeatable)")
-	fs.BoolVar(&f.verbose, "verbose", false, "also log what the sandbox's own controllers (the Job executor, the Cluster API stand-in) do; by default only their errors show")
+	fs.BoolVar(&f.verbose, "verbose", false, "also log what the sandbox's own controllers (the node, the Cluster API stand-in) do, and kube-controller-manager's and kube-scheduler's output; by default only the former's errors show")
 	zo = &zap.Options{Development: true, Level: zapcore.InfoLevel}
 	zo.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -224,8 +228,9 @@ func printHelp(w io.Writer, sb *sandbox.Sandbox, f flags) {
 		apply = "# config/samples is being applied to namespace " + ns + " (SAMPLES=1)"
 	}
 	fmt.Fprintf(w, `
-CAPTF sandbox: a local control plane, the manager with its webhooks, and a Job executor
-running the real runner with %s.
+CAPTF sandbox: a local control plane with the real kube-controller-manager and
+kube-scheduler, the manager with its webhooks, and a node running each Job's pod (the real
+runner with %s) as local processes.
 
   export KUBECONFIG=%s
   %[4]s

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -113,7 +112,7 @@ func (s *Sandbox) managerProcess() (*ManagerProcess, error) {
 	}
 	env = append(env, "KUBECONFIG="+s.managerKubeconfig())
 	return &ManagerProcess{binary: s.opts.ManagerBinary, args: args, env: env,
-		out: prefixed(s.opts.ManagerOutput, "["+s.opts.Name+" manager] "), probe: "127.0.0.1:" + strconv.Itoa(probe),
+		out: proc.Prefixed(s.opts.ManagerOutput, "["+s.opts.Name+" manager] "), probe: "127.0.0.1:" + strconv.Itoa(probe),
 		webhookPort: s.WebhookPort, movePort: s.repointWebhooks}, nil
 }
 
@@ -278,18 +277,4 @@ func (m *ManagerProcess) current() (*exec.Cmd, chan struct{}) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.cmd, m.exited
-}
-
-// prefixed writes each line to out with a prefix.
-func prefixed(out io.Writer, prefix string) io.Writer {
-	pr, pw := io.Pipe()
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 64*1024), 1024*1024)
-		for sc.Scan() {
-			_, _ = io.WriteString(out, prefix+sc.Text()+"\n")
-		}
-		_ = pr.CloseWithError(sc.Err())
-	}()
-	return pw
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/capi"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/executor"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/internal/proc"
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox/kubecontrollers"
 )
 
 // Options configure a sandbox. RepoRoot and BinDir are required.
@@ -37,8 +38,8 @@ type Options struct {
 	Name string
 	// RepoRoot is the repository: config/ (CRDs, RBAC, webhooks, samples) is read from it.
 	RepoRoot string
-	// BinDir holds etcd, kube-apiserver and kustomize (or kubectl), and by default the
-	// manager and runner binaries.
+	// BinDir holds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+	// kustomize (or kubectl), and by default the manager and runner binaries.
 	BinDir string
 	// ManagerBinary and RunnerBinary default to BinDir/manager and BinDir/runner.
 	ManagerBinary string
@@ -60,6 +61,9 @@ type Options struct {
 	// by line with a prefix. Nil discards it.
 	ManagerOutput io.Writer
 	JobOutput     io.Writer
+	// KubeControllersOutput receives kube-controller-manager's and kube-scheduler's output,
+	// line by line with a prefix. Nil discards it.
+	KubeControllersOutput io.Writer
 	// Log is the sandbox's own logger.
 	Log logr.Logger
 	// Verbose makes the executor and the Cluster API stand-in (and controller-runtime under
@@ -75,6 +79,7 @@ type Sandbox struct {
 	client client.Client
 	scheme *runtime.Scheme
 	exec   *executor.Executor
+	kube   *kubecontrollers.Running
 	mgrPro *ManagerProcess
 	cancel context.CancelFunc
 	done   chan error
@@ -125,7 +130,7 @@ func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 		}
 		opts.TerraformBinary = tf
 	}
-	for _, b := range []string{"etcd", "kube-apiserver"} {
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 		if _, err := os.Stat(filepath.Join(opts.BinDir, b)); err != nil {
 			return nil, fmt.Errorf("start sandbox: %s not found in %s: run 'make test-bins' to build it from source: %w", b, opts.BinDir, err)
 		}
@@ -177,6 +182,10 @@ func (s *Sandbox) start(ctx context.Context) error {
 	if err := s.install(ctx); err != nil {
 		return err
 	}
+	if err := s.startKubeControllers(ctx); err != nil {
+		return err
+	}
+	log.Info("kube-controller-manager and kube-scheduler up", "took", time.Since(began).Round(time.Millisecond))
 	if err := s.startLocalControllers(); err != nil {
 		return err
 	}
@@ -195,7 +204,27 @@ func (s *Sandbox) start(ctx context.Context) error {
 	return nil
 }
 
-// startLocalControllers runs the executor and the Cluster API stand-in in this process.
+// startKubeControllers runs the real kube-controller-manager and kube-scheduler against the
+// sandbox's API server.
+func (s *Sandbox) startKubeControllers(ctx context.Context) error {
+	out := s.opts.KubeControllersOutput
+	if out == nil {
+		out = io.Discard
+	}
+	kube, err := kubecontrollers.Start(ctx, kubecontrollers.Options{
+		BinDir: s.opts.BinDir, Config: s.cfg, WorkDir: filepath.Join(s.controlPlaneDir(), "kube-controllers"),
+		ServiceAccountKeyFile: filepath.Join(s.env.ControlPlane.APIServer.CertDir, "sa-signer.key"),
+		Output:                out,
+	})
+	if err != nil {
+		return err
+	}
+	s.kube = kube
+	return nil
+}
+
+// startLocalControllers runs the executor (the node) and the Cluster API stand-in in this
+// process.
 func (s *Sandbox) startLocalControllers() error {
 	ex, err := executor.New(s.cfg, executor.Options{
 		RunnerBinary: s.opts.RunnerBinary, TerraformBinary: s.opts.TerraformBinary,
@@ -214,7 +243,7 @@ func (s *Sandbox) startLocalControllers() error {
 		local = local.V(1)
 	}
 	mgr, err := manager.New(s.cfg, manager.Options{
-		Scheme: s.scheme, Cache: executor.CacheOptions(), Logger: local,
+		Scheme: s.scheme, Cache: executor.CacheOptions(ex.NodeName()), Logger: local,
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		GracefulShutdownTimeout: &grace,
 	})
@@ -252,6 +281,9 @@ func (s *Sandbox) Stop() error {
 			if err := <-s.done; err != nil {
 				errs = append(errs, fmt.Errorf("sandbox controllers: %w", err))
 			}
+		}
+		if s.kube != nil {
+			errs = append(errs, s.kube.Stop())
 		}
 		if s.env != nil {
 			if err := s.env.Stop(); err != nil {

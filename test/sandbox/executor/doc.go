@@ -1,15 +1,20 @@
-// Package executor plays the node, the Job controller, the garbage collector and the root CA
-// publisher of a cluster for CAPTF's Jobs only, so the sandbox (cmd/sandbox) and the end-to-end
-// tests run real Jobs without a kubelet or a container runtime.
+// Package executor is the sandbox's node: it plays the kubelet, and nothing else, so the
+// sandbox (cmd/sandbox) and the tests run real Jobs without a kubelet or a container runtime.
+// The Job controller, the garbage collector, the root CA publisher and the ServiceAccount
+// controllers are the real ones of kube-controller-manager, and Pods are bound by the real
+// kube-scheduler (package kubecontrollers starts both).
 //
-// For every Job labelled captf.io/managed=true it creates a Pod bound to the sandbox node, runs
-// the Pod's containers as local processes (the real runner, the real terraform or tofu), and
-// writes what a cluster would write: the Pod's phase and container states (the main container's
-// termination message is the runner's result file) and the Job's start and completion times,
-// active/ready/terminating counts and its terminal conditions (SuccessCriteriaMet+Complete, or
-// FailureTarget+Failed). It honours activeDeadlineSeconds and deletion the way the Job
-// controller and the kubelet do: SIGTERM to the container's first process, then SIGKILL of
-// every process of the container after the grace period.
+// It registers a Node (capacity, addresses, node info, a Ready condition) and keeps it alive as
+// a kubelet does: the node's Lease in kube-node-lease renewed every HeartbeatInterval (10 s),
+// its status written every minute. PauseHeartbeat stops both, as a node that lost its network: the node lifecycle
+// controller then marks it not ready, taints it and evicts its Pods.
+//
+// It watches the Pods bound to its node (a field selector on spec.nodeName, as a kubelet does),
+// runs their containers as local processes (the real runner, the real terraform or tofu), and
+// writes what a kubelet writes: the Pod's phase and container states (the main container's
+// termination message is the runner's result file). A deleted Pod's containers get SIGTERM to
+// their first process, then SIGKILL of every process after the grace period; once they ended,
+// the node deletes the Pod with no grace period, as a kubelet's last word.
 //
 // Containers run as a kubelet runs them: init containers in order; an init container with
 // restartPolicy Always is a native sidecar, which counts as started once its process runs (or
@@ -33,23 +38,16 @@
 // KUBE_CONFIG_PATH, a kubeconfig with a token of the Pod's ServiceAccount bound to the Pod;
 // with it, only projected volumes give tokens, to the containers that mount them.
 //
-// The garbage collector's part follows the deletion's propagation policy, which the API
-// server records as a finalizer on the Job: orphan (the batch/v1 default) leaves the Pods and
-// the per-run Secret without their owner reference and running; foreground deletes them and
-// lets the Job go once its Pods are gone; background deletes them once the Job is gone. A Job
-// whose owner is gone is deleted in the background. The root CA publisher keeps a
-// kube-root-ca.crt ConfigMap with the API server's CA in every namespace.
-//
 // Invariants:
 //   - only Pods bound to this executor's node are ever run, and a Pod runs at most once;
 //   - a Pod is reported Succeeded or Failed only after every process of every one of its
 //     containers (each whole session, sidecars included) has exited; while it stops, it stays
 //     Running with a deletion timestamp;
-//   - a Job gets Complete or Failed only after its Pod is terminal; FailureTarget (deadline)
-//     comes first, while the Pod still terminates, as the Job controller does;
 //   - a Pod that opts out of the automatic token gets no token, kubeconfig or KUBE_CONFIG_PATH
 //     from the executor in any container;
-//   - a Pod orphaned by its Job's deletion is never stopped by the executor's garbage collector;
+//   - a Pod is stopped only when it is deleted (or the executor stops): a Pod the garbage
+//     collector orphaned runs on;
+//   - the node's heartbeat stops only when asked (PauseHeartbeat) or when the executor stops;
 //   - a container that needs what the host cannot give (an image module, an unknown volume
 //     type, a probe kind) fails with a message saying so rather than running something else.
 package executor

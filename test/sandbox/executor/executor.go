@@ -13,18 +13,14 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-
-	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 )
 
 // DefaultNodeName is the node the executor's Pods are bound to.
@@ -52,7 +48,13 @@ type Options struct {
 	// ShutdownGrace is how long running containers get after SIGTERM when the executor
 	// stops. Default DefaultShutdownGrace.
 	ShutdownGrace time.Duration
+	// HeartbeatInterval is how often the node's Lease is renewed. Default
+	// DefaultHeartbeatInterval, a kubelet's default.
+	HeartbeatInterval time.Duration
 }
+
+// DefaultHeartbeatInterval is a kubelet's node Lease renewal interval.
+const DefaultHeartbeatInterval = 10 * time.Second
 
 // Run is the record of one Pod the executor ran.
 type Run struct {
@@ -83,9 +85,15 @@ type Executor struct {
 	restCfg   *rest.Config
 	history   io.Writer
 
+	// kubeletVersion is what the node reports: the API server's version.
+	kubeletVersion string
+
 	mu      sync.Mutex
 	workers map[string]*worker
 	runs    []Run
+	// paused stops the node's heartbeat (PauseHeartbeat); wasPaused remembers a pause until
+	// the heartbeat saw the resume.
+	paused, wasPaused bool
 	// refreshFraction of a projected token's life passes before it is replaced (0: 0.8).
 	refreshFraction float64
 	// workCtx outlives the manager's context so containers can stop gracefully and report
@@ -95,15 +103,14 @@ type Executor struct {
 	wg         sync.WaitGroup
 }
 
-// CacheOptions restricts the manager's cache to what the executor watches: CAPTF's Jobs and
-// their Pods (the Pods copy the Job template's captf.io/managed label), and the root CA
-// ConfigMaps it publishes.
-func CacheOptions() cache.Options {
-	managed := labels.SelectorFromSet(labels.Set{infrav1.ManagedLabel: "true"})
+// CacheOptions restricts the manager's cache to what the node watches, as a kubelet does: the
+// Pods the scheduler bound to nodeName (empty: DefaultNodeName).
+func CacheOptions(nodeName string) cache.Options {
+	if nodeName == "" {
+		nodeName = DefaultNodeName
+	}
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&batchv1.Job{}:      {Label: managed},
-		&corev1.Pod{}:       {Label: managed},
-		&corev1.ConfigMap{}: {Field: fields.OneTermEqualSelector("metadata.name", RootCAConfigMap)},
+		&corev1.Pod{}: {Field: fields.OneTermEqualSelector("spec.nodeName", nodeName)},
 	}}
 }
 
@@ -124,6 +131,9 @@ func New(cfg *rest.Config, opts Options) (*Executor, error) {
 	if opts.ShutdownGrace <= 0 {
 		opts.ShutdownGrace = DefaultShutdownGrace
 	}
+	if opts.HeartbeatInterval <= 0 {
+		opts.HeartbeatInterval = DefaultHeartbeatInterval
+	}
 	if opts.Output == nil {
 		opts.Output = io.Discard
 	}
@@ -134,7 +144,11 @@ func New(cfg *rest.Config, opts Options) (*Executor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new executor: clientset: %w", err)
 	}
-	e := &Executor{opts: opts, clientset: cs, restCfg: rest.CopyConfig(cfg), workers: map[string]*worker{}, history: io.Discard}
+	v, err := cs.Discovery().ServerVersion()
+	if err != nil {
+		return nil, fmt.Errorf("new executor: server version: %w", err)
+	}
+	e := &Executor{opts: opts, clientset: cs, restCfg: rest.CopyConfig(cfg), workers: map[string]*worker{}, history: io.Discard, kubeletVersion: v.GitVersion}
 	if opts.HistoryFile != "" {
 		f, err := os.OpenFile(opts.HistoryFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
@@ -152,22 +166,17 @@ func (e *Executor) GracefulShutdownTimeout() time.Duration {
 	return e.opts.ShutdownGrace + 20*time.Second
 }
 
-// SetupWithManager registers the Job controller, the node (Pods) and the shutdown hook. The
-// manager's GracefulShutdownTimeout must be at least GracefulShutdownTimeout().
+// SetupWithManager registers the node: its registration and heartbeat, the Pods bound to it,
+// and the shutdown hook. The manager's cache must come from CacheOptions with this node's name,
+// and its GracefulShutdownTimeout must be at least GracefulShutdownTimeout().
 func (e *Executor) SetupWithManager(mgr manager.Manager) error {
 	e.client = mgr.GetClient()
 	e.apiReader = mgr.GetAPIReader()
-	if err := e.setupJobController(mgr); err != nil {
-		return err
-	}
-	if err := e.setupSecretCollector(mgr); err != nil {
-		return err
-	}
 	if err := e.setupNode(mgr); err != nil {
 		return err
 	}
-	if err := e.setupRootCAPublisher(mgr); err != nil {
-		return err
+	if err := mgr.Add(manager.RunnableFunc(e.heartbeat)); err != nil {
+		return fmt.Errorf("add node heartbeat: %w", err)
 	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		<-ctx.Done()

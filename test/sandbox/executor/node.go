@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"time"
 
@@ -17,9 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
-// LogAnnotation on a Pod names the file holding its containers' output.
-const LogAnnotation = "sandbox.captf.io/log"
-
+// logFileName, in a Pod's folder, holds its containers' output.
 const logFileName = "containers.log"
 
 // stopPoll is how often a stopping Pod is looked at until its containers ended.
@@ -221,3 +220,18 @@ func podConditions(t metav1.Time, ready corev1.ConditionStatus, reason string) [
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+func terminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// randomString is n characters of the alphabet the API server uses for generated names.
+func randomString(n int) string {
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}

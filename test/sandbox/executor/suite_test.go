@@ -16,6 +16,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,7 +30,23 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox/kubecontrollers"
 )
+
+// rootCAConfigMap is what kube-controller-manager's root CA publisher keeps in every namespace.
+const (
+	rootCAConfigMap = "kube-root-ca.crt"
+	rootCAKey       = "ca.crt"
+)
+
+func condition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
+	for i := range job.Status.Conditions {
+		if c := &job.Status.Conditions[i]; c.Type == t && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}
 
 var (
 	env   *envtest.Env
@@ -40,12 +57,16 @@ var (
 	nsSeq int
 )
 
+// nodeMonitorGrace is how long the node lifecycle controller waits for a heartbeat here (a
+// cluster's default is 50 s): the node beats every 2 s.
+const nodeMonitorGrace = 16 * time.Second
+
 // tokenRefreshFraction makes a projected token of 7200 s be replaced after about 3.6 s.
 const tokenRefreshFraction = 0.0005
 
 func TestExecutor(t *testing.T) {
 	RegisterFailHandler(Fail)
-	RunSpecs(t, "Job executor (envtest): native sidecars, projected volumes, garbage collection")
+	RunSpecs(t, "Job executor (envtest, real kube-controller-manager and kube-scheduler): the node's sidecars, projected volumes, deletions")
 }
 
 var _ = envtest.RegisterSuite(envtest.SuiteOptions{Log: true,
@@ -56,11 +77,19 @@ var _ = envtest.RegisterSuite(envtest.SuiteOptions{Log: true,
 	work, err = os.MkdirTemp("", "executor-test-")
 	Expect(err).NotTo(HaveOccurred())
 	s.Defer(func() { _ = os.RemoveAll(work) }) // runs after the manager stopped: it is deferred first
-	ex, err = New(env.Config, Options{RunnerBinary: self, TerraformBinary: self, WorkDir: work, Output: GinkgoWriter, ShutdownGrace: 5 * time.Second})
+	// The real kube-controller-manager and kube-scheduler drive the Jobs; the executor is the node.
+	kube, err := kubecontrollers.Start(ctx, kubecontrollers.Options{BinDir: env.BinaryAssetsDirectory, Config: env.Config,
+		ServiceAccountKeyFile: filepath.Join(env.ControlPlane.APIServer.CertDir, "sa-signer.key"),
+		WorkDir:               filepath.Join(work, "kube-controllers"), Output: GinkgoWriter,
+		NodeMonitorGracePeriod: nodeMonitorGrace})
+	Expect(err).NotTo(HaveOccurred())
+	s.Defer(func() { Expect(kube.Stop()).To(Succeed()) })
+	ex, err = New(env.Config, Options{RunnerBinary: self, TerraformBinary: self, WorkDir: work, Output: GinkgoWriter, ShutdownGrace: 5 * time.Second,
+		HeartbeatInterval: 2 * time.Second})
 	Expect(err).NotTo(HaveOccurred())
 	ex.refreshFraction = tokenRefreshFraction
 	grace := ex.GracefulShutdownTimeout()
-	mgr, err := manager.New(env.Config, manager.Options{Scheme: env.Scheme, Cache: CacheOptions(),
+	mgr, err := manager.New(env.Config, manager.Options{Scheme: env.Scheme, Cache: CacheOptions(ex.NodeName()),
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", GracefulShutdownTimeout: &grace})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(ex.SetupWithManager(mgr)).To(Succeed())
@@ -149,8 +178,8 @@ func channelPodSpec(sidecar corev1.Container) corev1.PodSpec {
 			{Name: "captf-token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
 				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}},
 				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "vault-token", Audience: "vault", ExpirationSeconds: ptr.To[int64](7200)}},
-				{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: RootCAConfigMap},
-					Items: []corev1.KeyToPath{{Key: RootCAKey, Path: "ca.crt"}}}},
+				{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: rootCAConfigMap},
+					Items: []corev1.KeyToPath{{Key: rootCAKey, Path: "ca.crt"}}}},
 				{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{
 					{Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}}},
 			}}}},
@@ -384,19 +413,19 @@ var _ = Describe("native sidecars and projected volumes", func() {
 		Expect(fileContent(kubeconfig)).To(ContainSubstring("token:"))
 	})
 
-	It("publishes the API server's CA as kube-root-ca.crt in every namespace, and keeps it so", func() {
+	It("finds the API server's CA as kube-root-ca.crt in every namespace, kept so by the real root CA publisher", func() {
 		ns := newNamespace()
 		cm := &corev1.ConfigMap{}
-		key := types.NamespacedName{Namespace: ns, Name: RootCAConfigMap}
+		key := types.NamespacedName{Namespace: ns, Name: rootCAConfigMap}
 		Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, key, cm)).To(Succeed())
-			g.Expect(cm.Data).To(Equal(map[string]string{RootCAKey: string(env.Config.CAData)}))
+			g.Expect(cm.Data).To(Equal(map[string]string{rootCAKey: string(env.Config.CAData)}))
 		}).Should(Succeed())
-		cm.Data[RootCAKey] = "forged"
+		cm.Data[rootCAKey] = "forged"
 		Expect(k8s.Update(ctx, cm)).To(Succeed())
 		Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, key, cm)).To(Succeed())
-			g.Expect(cm.Data[RootCAKey]).To(Equal(string(env.Config.CAData)))
+			g.Expect(cm.Data[rootCAKey]).To(Equal(string(env.Config.CAData)))
 		}).Should(Succeed())
 	})
 })
@@ -437,7 +466,7 @@ func gone(o client.Object) func() bool {
 	}
 }
 
-var _ = Describe("deleting a Job, as the garbage collector would", func() {
+var _ = Describe("deleting a Job: the real garbage collector and Job controller, and the node", func() {
 	for _, tc := range []struct {
 		name string
 		opts []client.DeleteOption
@@ -514,3 +543,54 @@ func runOf(pod *corev1.Pod) Run {
 	}).ShouldNot(BeNil())
 	return *run
 }
+
+// nodeState is the node's Ready condition status and whether it carries taint key.
+func nodeState(g Gomega, taint string) (corev1.ConditionStatus, bool) {
+	n := &corev1.Node{}
+	g.Expect(k8s.Get(ctx, types.NamespacedName{Name: ex.NodeName()}, n)).To(Succeed())
+	var ready corev1.ConditionStatus
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			ready = c.Status
+		}
+	}
+	tainted := false
+	for _, t := range n.Spec.Taints {
+		if t.Key == taint {
+			tainted = true
+		}
+	}
+	return ready, tainted
+}
+
+var _ = Describe("the node and the real node lifecycle controller", func() {
+	It("registers a Ready node with a fresh Lease; a node whose heartbeat stops is marked unreachable and tainted, and is Ready again once it beats", func() {
+		const unreachable = "node.kubernetes.io/unreachable"
+		Eventually(func(g Gomega) {
+			ready, tainted := nodeState(g, unreachable)
+			g.Expect(ready).To(Equal(corev1.ConditionTrue))
+			g.Expect(tainted).To(BeFalse())
+			l := &coordinationv1.Lease{}
+			g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: NodeLeaseNamespace, Name: ex.NodeName()}, l)).To(Succeed())
+			g.Expect(l.Spec.RenewTime).NotTo(BeNil())
+			g.Expect(time.Since(l.Spec.RenewTime.Time)).To(BeNumerically("<", nodeMonitorGrace))
+		}).Should(Succeed())
+
+		By("the heartbeat stops, as a node that lost its network")
+		ex.PauseHeartbeat(true)
+		DeferCleanup(ex.PauseHeartbeat, false)
+		Eventually(func(g Gomega) {
+			ready, tainted := nodeState(g, unreachable)
+			g.Expect(ready).To(Equal(corev1.ConditionUnknown))
+			g.Expect(tainted).To(BeTrue())
+		}, 2*time.Minute).Should(Succeed())
+
+		By("it beats again")
+		ex.PauseHeartbeat(false)
+		Eventually(func(g Gomega) {
+			ready, tainted := nodeState(g, unreachable)
+			g.Expect(ready).To(Equal(corev1.ConditionTrue))
+			g.Expect(tainted).To(BeFalse())
+		}, 2*time.Minute).Should(Succeed())
+	})
+})

@@ -1,0 +1,186 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// NodeLeaseNamespace holds every node's heartbeat Lease, as in a cluster.
+const NodeLeaseNamespace = "kube-node-lease"
+
+// The node Lease lasts 40 s, as a kubelet's; the node's status (its Ready condition's
+// heartbeat) is written at least every minute. The Lease is renewed every HeartbeatInterval.
+const (
+	leaseDurationSecond = 40
+	statusInterval      = time.Minute
+)
+
+// nodeCapacity is what the node offers the scheduler: room for every Pod a soak starts at once.
+func nodeCapacity() corev1.ResourceList {
+	return corev1.ResourceList{
+		corev1.ResourceCPU:              resource.MustParse("64"),
+		corev1.ResourceMemory:           resource.MustParse("256Gi"),
+		corev1.ResourceEphemeralStorage: resource.MustParse("1Ti"),
+		corev1.ResourcePods:             resource.MustParse("1000"),
+	}
+}
+
+// registerNode creates the Node (or takes over one of its name left by an earlier executor) and
+// writes a ready status, as a kubelet registers itself.
+func (e *Executor) registerNode(ctx context.Context) error {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: e.opts.NodeName, Labels: map[string]string{
+		corev1.LabelHostname: e.opts.NodeName, corev1.LabelOSStable: "linux", corev1.LabelArchStable: runtime.GOARCH,
+	}}}
+	if err := e.client.Create(ctx, n); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("register node %s: %w", e.opts.NodeName, err)
+	}
+	return e.writeNodeStatus(ctx)
+}
+
+// writeNodeStatus writes the node's capacity, addresses and conditions with a fresh heartbeat.
+func (e *Executor) writeNodeStatus(ctx context.Context) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n := &corev1.Node{}
+		if err := e.apiReader.Get(ctx, types.NamespacedName{Name: e.opts.NodeName}, n); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		n.Status.Capacity, n.Status.Allocatable = nodeCapacity(), nodeCapacity()
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: e.opts.NodeName}}
+		n.Status.NodeInfo = corev1.NodeSystemInfo{OperatingSystem: "linux", Architecture: runtime.GOARCH,
+			KubeletVersion: e.kubeletVersion, ContainerRuntimeVersion: "captf-sandbox://local-processes"}
+		n.Status.Conditions = nodeConditions(n.Status.Conditions, now)
+		return e.client.Status().Update(ctx, n)
+	})
+	if err != nil {
+		return fmt.Errorf("write status of node %s: %w", e.opts.NodeName, err)
+	}
+	return nil
+}
+
+// nodeConditions are a healthy kubelet's conditions, each with heartbeat now and its
+// transition time kept while its status stays.
+func nodeConditions(old []corev1.NodeCondition, now metav1.Time) []corev1.NodeCondition {
+	want := []corev1.NodeCondition{
+		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory", Message: "the sandbox node runs its pods as local processes"},
+		{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", Message: "the sandbox node runs its pods as local processes"},
+		{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientPID", Message: "the sandbox node runs its pods as local processes"},
+		{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "the sandbox node is posting ready status"},
+	}
+	for i := range want {
+		want[i].LastHeartbeatTime, want[i].LastTransitionTime = now, now
+		for _, o := range old {
+			if o.Type == want[i].Type && o.Status == want[i].Status {
+				want[i].LastTransitionTime = o.LastTransitionTime
+			}
+		}
+	}
+	return want
+}
+
+// renewLease creates or renews the node's heartbeat Lease.
+func (e *Executor) renewLease(ctx context.Context) error {
+	now := metav1.NowMicro()
+	l := &coordinationv1.Lease{}
+	err := e.apiReader.Get(ctx, types.NamespacedName{Namespace: NodeLeaseNamespace, Name: e.opts.NodeName}, l)
+	if apierrors.IsNotFound(err) {
+		n := &corev1.Node{}
+		if err := e.apiReader.Get(ctx, types.NamespacedName{Name: e.opts.NodeName}, n); err != nil {
+			return fmt.Errorf("get node %s: %w", e.opts.NodeName, err)
+		}
+		l = &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: NodeLeaseNamespace, Name: e.opts.NodeName, OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID,
+			}}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(e.opts.NodeName), LeaseDurationSeconds: ptr.To[int32](leaseDurationSecond), RenewTime: &now},
+		}
+		if err := e.client.Create(ctx, l); err != nil {
+			return fmt.Errorf("create node lease: %w", err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get node lease: %w", err)
+	}
+	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = ptr.To(e.opts.NodeName), ptr.To[int32](leaseDurationSecond), &now
+	if err := e.client.Update(ctx, l); err != nil {
+		return fmt.Errorf("renew node lease: %w", err)
+	}
+	return nil
+}
+
+// heartbeat registers the node, then keeps its Lease and status fresh until ctx ends or the
+// heartbeat is paused (PauseHeartbeat): the node lifecycle controller then sees a node that
+// stopped answering.
+func (e *Executor) heartbeat(ctx context.Context) error {
+	logger := log.FromContext(ctx).WithValues("node", e.opts.NodeName)
+	if err := retry.OnError(retry.DefaultBackoff, func(error) bool { return ctx.Err() == nil }, func() error {
+		return e.registerNode(ctx)
+	}); err != nil {
+		return err
+	}
+	lastStatus := time.Now()
+	for {
+		if !e.heartbeatPaused() {
+			if err := e.renewLease(ctx); err != nil && ctx.Err() == nil {
+				logger.Error(err, "node heartbeat")
+			}
+			if time.Since(lastStatus) >= statusInterval || e.resumed() {
+				if err := e.writeNodeStatus(ctx); err != nil && ctx.Err() == nil {
+					logger.Error(err, "node status")
+				} else {
+					lastStatus = time.Now()
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(e.opts.HeartbeatInterval):
+		}
+	}
+}
+
+// PauseHeartbeat stops (true) or resumes (false) the node's Lease renewals and status writes,
+// as a node that lost its network would; its Pods keep running.
+func (e *Executor) PauseHeartbeat(paused bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.paused = paused
+	if paused {
+		e.wasPaused = true
+	}
+}
+
+func (e *Executor) heartbeatPaused() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.paused
+}
+
+// resumed reports, once, that the heartbeat was resumed: the node then writes its status at
+// once, as a kubelet that got its network back does.
+func (e *Executor) resumed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := e.wasPaused && !e.paused
+	if r {
+		e.wasPaused = false
+	}
+	return r
+}
+
+// NodeName is the node this executor plays.
+func (e *Executor) NodeName() string { return e.opts.NodeName }
