@@ -9,6 +9,7 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 )
 
 // Pod labels that name a pod's Job (aliases of jobstatus's, kept for callers and tests).
@@ -70,14 +71,18 @@ type Verdict struct {
 //
 // The rules, in order:
 //  1. no holder: free;
-//  2. older than the backstop: free, whatever the holder. The backstop is leaseDurationSeconds
+//  2. no Job of the holder's name, but a non-terminal pod of that name labelled for this
+//     owner (the garbage collector orphaned it when the Job was deleted with propagation
+//     Orphan): live, past the backstop too. No Job deadline ends that pod any more, so the
+//     lease follows the pod's own life and frees once the pod is terminal or gone (rule 5);
+//  3. older than the backstop: free, whatever the holder. The backstop is leaseDurationSeconds
 //     but never less than BackstopFloor: the backstop of the holder Job's own deadline when a
 //     Job of this owner holds the lease, else that of the shortest deadline the API accepts;
 //     and when a Job of this owner holds it, the age is never more than that Job's own age;
-//  3. a Job of this owner (jobstatus.SameObject: its owner labels, or its controller owner
+//  4. a Job of this owner (jobstatus.SameObject: its owner labels, or its controller owner
 //     reference) holds it: live while it has not finished; once Complete or Failed, free
 //     unless one of its pods is still non-terminal;
-//  4. otherwise (no Job of that name, or a Job of another object, which is a lease nothing of
+//  5. otherwise (no Job of that name, or a Job of another object, which is a lease nothing of
 //     this owner backs): live inside the grace; past it, live while a pod of that name is still
 //     non-terminal (a Job deleted without waiting for its pods), else free.
 //
@@ -94,8 +99,13 @@ func Assess(lease *coordinationv1.Lease, owner Owner, holder *batchv1.Job, pods 
 		v.Free, v.Reason = true, FreeNoHolder
 		return v
 	}
+	if holder == nil && orphanOfOwnerRuns(pods, name, owner) {
+		v.Reason = LivePodsRunning
+		return v
+	}
 	if backstopAge(v.Age, holder, own, now) > v.Backstop {
-		v.Free, v.Reason = true, FreePastBackstop
+		// A pod orphaned by its Job's deletion (rule 2) would overturn this.
+		v.Free, v.Reason, v.needPods = true, FreePastBackstop, holder == nil
 		return v
 	}
 	if own {
@@ -203,6 +213,18 @@ func trustedBackstop(l *coordinationv1.Lease, holder *batchv1.Job, own bool, opt
 }
 
 // podsRunning reports a non-terminal pod of the Job jobName among pods (jobstatus's rule).
+// orphanOfOwnerRuns reports a non-terminal pod of Job jobName that carries owner's labels: a pod
+// of the owner's own Job whose Job is gone.
+func orphanOfOwnerRuns(pods []corev1.Pod, jobName string, owner Owner) bool {
+	for i := range pods {
+		p := &pods[i]
+		if jobstatus.PodOfJobNamed(p, jobName) && !jobstatus.PodTerminal(p) && naming.OwnedBy(p.Labels, owner.Kind, owner.Name) {
+			return true
+		}
+	}
+	return false
+}
+
 func podsRunning(pods []corev1.Pod, jobName string) bool {
 	for i := range pods {
 		if jobstatus.PodOfJobNamed(&pods[i], jobName) && !jobstatus.PodTerminal(&pods[i]) {

@@ -56,6 +56,16 @@ func TestAssess(t *testing.T) {
 			Labels: map[string]string{label: holder}}, Status: corev1.PodStatus{Phase: phase}}
 	}
 	pods := func(ps ...corev1.Pod) []corev1.Pod { return ps }
+	// labelledFor gives a pod the owner labels of kind/name, as the Job template gives them.
+	labelledFor := func(p corev1.Pod, kind, name string) corev1.Pod {
+		for k, v := range naming.OwnerLabels(kind, name, "c1") {
+			p.Labels[k] = v
+		}
+		return p
+	}
+	orphan := func(phase corev1.PodPhase) corev1.Pod {
+		return labelledFor(pod(runlease.JobNameLabel, phase), owner.Kind, owner.Name)
+	}
 	withDeadline := func(j *batchv1.Job, secs int64) *batchv1.Job {
 		j.Spec.ActiveDeadlineSeconds = ptr.To(secs)
 		return j
@@ -111,7 +121,19 @@ func TestAssess(t *testing.T) {
 		{"duration below its own Job's deadline", lease(holder, ptr.To(int32(1200))), withDeadline(own(), 3600), nil, 2000 * time.Second, false, runlease.LiveHolderRunning},
 		{"duration of a 300 s deadline, Job's deadline 300 s, past it", lease(holder, ptr.To(int32(1200))), withDeadline(own(), 300), nil, 1201 * time.Second, true, runlease.FreePastBackstop},
 		{"forged duration 1, holder gone, orphaned pod running, below the floor", lease(holder, ptr.To(int32(1))), nil, pods(pod(runlease.JobNameLabel, running)), floor, false, runlease.LivePodsRunning},
-		{"forged duration 1, holder gone, orphaned pod running, past the floor", lease(holder, ptr.To(int32(1))), nil, pods(pod(runlease.JobNameLabel, running)), floor + time.Second, true, runlease.FreePastBackstop},
+		{"forged duration 1, holder gone, unlabelled pod running, past the floor", lease(holder, ptr.To(int32(1))), nil, pods(pod(runlease.JobNameLabel, running)), floor + time.Second, true, runlease.FreePastBackstop},
+		// A Job deleted with propagation Orphan: the garbage collector leaves its pod running
+		// without an owner reference and no deadline ends it. The lease follows the pod.
+		{"holder gone, orphaned pod of the owner running, past the floor", lease(holder, ptr.To(int32(1))), nil, pods(orphan(running)), floor + time.Second, false, runlease.LivePodsRunning},
+		{"holder gone, orphaned pod of the owner running, a day past the backstop", lease(holder, nil), nil, pods(orphan(running)), backstop + day, false, runlease.LivePodsRunning},
+		{"holder gone, orphaned pod of the owner pending, past the backstop", lease(holder, nil), nil, pods(orphan(corev1.PodPending)), backstop + time.Second, false, runlease.LivePodsRunning},
+		{"holder gone, orphaned pod of the owner succeeded, past the backstop", lease(holder, nil), nil, pods(orphan(corev1.PodSucceeded)), backstop + time.Second, true, runlease.FreePastBackstop},
+		{"holder gone, orphaned pod of the owner failed, past the grace", lease(holder, nil), nil, pods(orphan(corev1.PodFailed)), 2 * time.Minute, true, runlease.FreeHolderGone},
+		{"holder gone, pod of another object running, past the backstop", lease(holder, nil), nil,
+			pods(labelledFor(pod(runlease.JobNameLabel, running), owner.Kind, "m2")), backstop + time.Second, true, runlease.FreePastBackstop},
+		{"holder gone, orphaned pod of the owner under another Job's name, past the backstop", lease(holder, nil), nil,
+			pods(labelledFor(corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "x", Labels: map[string]string{runlease.JobNameLabel: "captf-other-1"}},
+				Status: corev1.PodStatus{Phase: running}}, owner.Kind, owner.Name)), backstop + time.Second, true, runlease.FreePastBackstop},
 		{"times moved a day into the past, own Job created 10 min ago", lease(holder, nil), createdAt(own(), t0.Add(day-10*time.Minute)), nil, day, false, runlease.LiveHolderRunning},
 		{"times moved into the past and duration 1, own Job created 10 min ago", lease(holder, ptr.To(int32(1))), createdAt(own(), t0.Add(day-10*time.Minute)), nil, day, false, runlease.LiveHolderRunning},
 		{"times moved into the past, own Job older than its backstop", lease(holder, nil), createdAt(own(), t0.Add(day-backstop-time.Second)), nil, day, true, runlease.FreePastBackstop},

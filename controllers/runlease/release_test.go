@@ -6,8 +6,10 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -235,6 +237,43 @@ var _ = Describe("RunEvidence", func() {
 		e = evidence()
 		Expect(e.Live()).To(BeFalse())
 		Expect(e.Verdict.Reason).To(Equal(runlease.FreeHolderFinished))
+	})
+
+	It("keeps a lease whose Job was deleted with propagation Orphan live while the orphaned pod runs, past the backstop, and frees it once the pod ended", func() {
+		ns := newNamespace()
+		clk := fakeClock()
+		m := newManager(clk, true)
+		owner := machineOwner(ns, "m1")
+		Expect(m.Acquire(ctx, request(owner, 1, infrav1.OperationApply))).To(HaveField("Acquired", true))
+		j := createJob(owner, jobName(owner, 1))
+		startJob(j)
+		// The pod as the Job controller makes it: the template's owner labels and the Job's name.
+		pod := createPod(ns, j.Name, runlease.JobNameLabel, corev1.PodRunning)
+		Expect(admin.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+		for k, v := range naming.OwnerLabels(owner.Kind, owner.Name, owner.Cluster) {
+			pod.Labels[k] = v
+		}
+		Expect(admin.Update(ctx, pod)).To(Succeed())
+		// No garbage collector runs here, so a background deletion leaves the pod as the real
+		// one leaves an orphan: running, its Job gone (test/e2e shows it with the real one).
+		Expect(admin.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground))).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(j), &batchv1.Job{}))
+		}).Should(BeTrue())
+
+		clk.Step(m.Options().Backstop(0) + 24*time.Hour)
+		e, err := m.RunEvidence(ctx, owner)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(e.Verdict.Reason).To(Equal(runlease.LivePodsRunning), "no deadline ends an orphaned pod: the lease follows it")
+		Expect(e.HolderRuns()).To(BeTrue())
+		Expect(m.Acquire(ctx, request(owner, 2, infrav1.OperationApply))).To(HaveField("Acquired", false))
+
+		setPodPhase(pod, corev1.PodSucceeded)
+		e, err = m.RunEvidence(ctx, owner)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(e.Live()).To(BeFalse())
+		Expect(e.Verdict.Reason).To(Equal(runlease.FreePastBackstop))
+		Expect(m.Acquire(ctx, request(owner, 2, infrav1.OperationApply))).To(HaveField("Acquired", true))
 	})
 
 	It("judges a lease by the object asked about, not by the labels the lease claims", func() {
