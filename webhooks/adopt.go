@@ -14,7 +14,8 @@ import (
 // never wrote holds (RetainedStateFound) until captf.io/adopt-state names that state's lineage:
 // adopting someone else's infrastructure is an audited act, so only members of the override
 // groups may set that annotation. The lineage the object wrote (captf.io/object-state-lineage,
-// and the note captf.io/state-lineage-seen) is the controller's record: changing it would adopt
+// the note captf.io/state-lineage-seen, and the mark of its first run captf.io/state-first-run)
+// is the controller's record: changing it would adopt
 // another state as silently, so only the manager itself and the override groups may change it.
 
 // IdentityChange is what one UPDATE does to the state identity annotations.
@@ -35,7 +36,7 @@ func DiffIdentity(oldM, newM *Marks) IdentityChange {
 	adopt := newM.Annotations[infrav1.AdoptStateAnnotation]
 	ch := IdentityChange{AdoptSet: adopt != "" && adopt != oldM.Annotations[infrav1.AdoptStateAnnotation]}
 	_, moving := newM.Annotations[infrav1.DeleteForMoveAnnotation]
-	for _, k := range []string{infrav1.StateLineageAnnotation, infrav1.StateLineageSeenAnnotation} {
+	for _, k := range []string{infrav1.StateLineageAnnotation, infrav1.StateLineageSeenAnnotation, infrav1.StateFirstRunAnnotation} {
 		was, had := oldM.Annotations[k]
 		is, has := newM.Annotations[k]
 		if had == has && was == is {
@@ -69,7 +70,7 @@ func (g *Guard) judgeIdentity(ctx context.Context, req admission.Request, ch Ide
 	if ch.RecordChanged && !member && !g.Identities.IsManager(req.UserInfo) {
 		logger.Info("denied a change of the state lineage record by a user other than the manager")
 		return admission.Denied(fmt.Sprintf("CAPTF guard: this request changes %s or %s on %s, the controller's record of the state lineage the object wrote; "+
-			"changing it would let the object run against another state. Only the manager and members of the override groups (%s) may change it; "+
+			"changing it (or captf.io/state-first-run) would let the object run against another state. Only the manager and members of the override groups (%s) may change it; "+
 			"to bring the object's own state back, restore a backup with %s (see docs/state.md).",
 			infrav1.StateLineageAnnotation, infrav1.StateLineageSeenAnnotation, ref, g.Override.Who(), infrav1.RestoreStateAnnotation)), true
 	}

@@ -22,6 +22,7 @@ func TestDiffIdentityLetsClusterctlMoveReplaceTheSourceAnnotations(t *testing.T)
 		return m
 	}
 	const rec, seen, move = infrav1.StateLineageAnnotation, infrav1.StateLineageSeenAnnotation, infrav1.DeleteForMoveAnnotation
+	const first = infrav1.StateFirstRunAnnotation
 	for _, c := range []struct {
 		name     string
 		old, new *webhooks.Marks
@@ -33,6 +34,10 @@ func TestDiffIdentityLetsClusterctlMoveReplaceTheSourceAnnotations(t *testing.T)
 		{"setting the record during a move", marks(), marks(move, "", rec, "b"), true},
 		{"changing the record", marks(rec, "a"), marks(rec, "b"), true},
 		{"leaving it as it is", marks(rec, "a"), marks(rec, "a", infrav1.PausedAnnotation, ""), false},
+		// The first-run mark claims the state found after it (docs/state.md): part of the record.
+		{"setting the first-run mark", marks(), marks(first, "uid/job-1"), true},
+		{"changing the first-run mark", marks(first, "u0/job-1"), marks(first, "u1/job-1"), true},
+		{"clusterctl move's patch drops the first-run mark", marks(first, "u0/job-1"), marks(move, ""), false},
 	} {
 		if got := webhooks.DiffIdentity(c.old, c.new).RecordChanged; got != c.changed {
 			t.Errorf("%s: RecordChanged = %v, want %v", c.name, got, c.changed)

@@ -81,6 +81,15 @@ const (
 	// whose state was replaced is held (StateLineageChanged) at once, not at its next Job.
 	StateLineageSeenAnnotation = "captf.io/state-lineage-seen"
 
+	// StateFirstRunAnnotation is set by the controller, as "<object UID>/<Job>", when it starts
+	// the object's first mutating Job while no state exists: whatever state exists afterwards
+	// was written by that Job, even when the Job's result is never counted (the Job deleted
+	// with --cascade=orphan while its pod runs on). The object then records that state's
+	// lineage as its own instead of holding with RetainedStateFound. It counts only for the
+	// incarnation whose UID it names, and it goes once the lineage is recorded. Only the manager
+	// and the override groups may set or change it.
+	StateFirstRunAnnotation = "captf.io/state-first-run"
+
 	// StateProtectionFinalizer keeps the state Secret, its backups and the durable inputs
 	// Secret until the controller lets them go: after a successful destroy, a Retain deletion
 	// or an audited abandon. A `kubectl delete secret` of a protected Secret waits.

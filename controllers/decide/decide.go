@@ -190,6 +190,10 @@ type StateEvidence struct {
 	// override group member lets it take over.
 	OwnLineage   string
 	AdoptLineage string
+	// FirstRun: the object's first mutating Job started while no state existed (annotation
+	// captf.io/state-first-run naming this incarnation), and no lineage is recorded yet: the
+	// state present now is the one that Job wrote (ClaimedLineage).
+	FirstRun bool
 	// LineageSuspect: a Job left a state of another lineage than OwnLineage (annotation
 	// captf.io/state-lineage-seen), so the state is read live until that is settled.
 	LineageSuspect bool
@@ -682,7 +686,8 @@ func stateHold(ev Evidence) *Wait {
 // annotation does not name the state's lineage. Nothing runs against it: a live object holds
 // (RetainedStateFound), a deleting one goes without touching it.
 func RetainedState(ev Evidence) bool {
-	return ev.State.Read == StatePresent && ev.State.OwnLineage == "" && !ev.State.AppliedBefore && !ev.Object.Destroyed && ev.State.Lineage != ev.State.AdoptLineage
+	return ev.State.Read == StatePresent && ev.State.OwnLineage == "" && !ev.State.FirstRun && !ev.State.AppliedBefore && !ev.Object.Destroyed &&
+		ev.State.Lineage != ev.State.AdoptLineage
 }
 
 // LineageChanged reports a state whose lineage is not the one the object wrote, adopted or

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 )
 
@@ -360,6 +362,9 @@ func TestDecideTable(t *testing.T) {
 		{"a new object that finds a state it never wrote holds (RetainedStateFound) and starts nothing",
 			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1"}, State: StateEvidence{Read: StatePresent, Lineage: "R"}}),
 			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.RetainedStateFoundReason}}},
+		{"a state found after the object's own first run started against no state is its own, though that run was never counted",
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1"}, State: StateEvidence{Read: StatePresent, Lineage: "R", FirstRun: true}}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationApply}},
 		{"the adopt opt-in naming the state's lineage lets a new object apply on top of it",
 			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1"}, State: StateEvidence{Read: StatePresent, Lineage: "R", AdoptLineage: "R"}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationApply}},
@@ -868,5 +873,58 @@ func TestExpectedLineage(t *testing.T) {
 		if got := ExpectedLineage(ev, c.op); got != c.want {
 			t.Errorf("state %v, %s: lineage %q, want %q", c.state, c.op, got, c.want)
 		}
+	}
+}
+
+// The first mutating Job started against no state marks the object; the state found after it is
+// claimed as the object's own, and only by the incarnation the mark names.
+func TestFirstRunMarkAndClaim(t *testing.T) {
+	obj := func(ann map[string]string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{UID: "u1", Annotations: ann}}
+	}
+	absent := Evidence{State: StateEvidence{Read: StateAbsent}}
+	for _, c := range []struct {
+		name string
+		ev   Evidence
+		op   infrav1.Operation
+		ann  map[string]string
+		want string
+	}{
+		{"first apply against no state", absent, infrav1.OperationApply, nil, "u1/job-1"},
+		{"a plan mutates nothing", absent, infrav1.OperationPlan, nil, ""},
+		{"a state exists", Evidence{State: StateEvidence{Read: StatePresent, Lineage: "R"}}, infrav1.OperationApply, nil, ""},
+		{"the state was not read", Evidence{}, infrav1.OperationApply, nil, ""},
+		{"a lineage is recorded", Evidence{State: StateEvidence{Read: StateAbsent, OwnLineage: "L"}}, infrav1.OperationApply, nil, ""},
+		{"an earlier mark of this incarnation is kept", absent, infrav1.OperationApply, map[string]string{infrav1.StateFirstRunAnnotation: "u1/job-0"}, "u1/job-0"},
+		{"a mark of another incarnation is replaced", absent, infrav1.OperationApply, map[string]string{infrav1.StateFirstRunAnnotation: "u0/job-0"}, "u1/job-1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := obj(c.ann)
+			NoteFirstRun(o, c.ev, c.op, "job-1")
+			if got := o.GetAnnotations()[infrav1.StateFirstRunAnnotation]; got != c.want {
+				t.Fatalf("mark %q, want %q", got, c.want)
+			}
+		})
+	}
+	if !IsFirstRunMark("u1/job-1", "u1") || IsFirstRunMark("u0/job-1", "u1") || IsFirstRunMark("/job-1", "") {
+		t.Fatal("a mark counts for the incarnation it names only")
+	}
+	claim := Evidence{State: StateEvidence{Read: StatePresent, Lineage: "R", FirstRun: true}}
+	if got := ClaimedLineage(claim); got != "R" {
+		t.Fatalf("claimed %q, want R", got)
+	}
+	for name, ev := range map[string]Evidence{
+		"no mark":          {State: StateEvidence{Read: StatePresent, Lineage: "R"}},
+		"a recorded one":   {State: StateEvidence{Read: StatePresent, Lineage: "R", FirstRun: true, OwnLineage: "L"}},
+		"no state present": {State: StateEvidence{Read: StateAbsent, FirstRun: true}},
+	} {
+		if got := ClaimedLineage(ev); got != "" {
+			t.Errorf("%s: claimed %q, want nothing", name, got)
+		}
+	}
+	o := obj(map[string]string{infrav1.StateFirstRunAnnotation: "u1/job-1"})
+	RecordLineage(o, "R", "R")
+	if a := o.GetAnnotations(); a[infrav1.StateLineageAnnotation] != "R" || a[infrav1.StateFirstRunAnnotation] != "" {
+		t.Fatalf("recording the claimed lineage writes it and drops the mark: %v", a)
 	}
 }

@@ -1,7 +1,10 @@
 package decide
 
 import (
+	"strings"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 )
@@ -18,6 +21,13 @@ import (
 //     restore of a backup of the object's own lineage.
 // The recorded lineage is written once and never changed by the controller: a restore brings
 // that lineage back (decideRestore refuses a backup of another lineage).
+//
+// The lineage is recorded when a Job that wrote the state is counted. A first Job whose result
+// is never counted (deleted with --cascade=orphan, its pod running on) would leave a state the
+// object seems never to have written, and RetainedState would hold the object's own state. So
+// the start of the first mutating Job against no state is marked (NoteFirstRun,
+// captf.io/state-first-run with the object's UID), and the state found after it is the
+// object's own (ClaimedLineage).
 
 // RecordLineage writes what a Job's state says of the object's identity onto o. The first
 // lineage the object's Jobs leave is its own (an adopt opt-in has then done its work and
@@ -34,9 +44,11 @@ func RecordLineage(o metav1.Object, own, after string) {
 		RemoveAnnotation(o, infrav1.AdoptStateAnnotation)
 		own = after
 	} else if o.GetAnnotations()[infrav1.StateLineageAnnotation] == "" {
-		// Known from the newest backup (an object that wrote states before the annotation).
+		// Known from the newest backup (an object that wrote states before the annotation), or
+		// claimed after a first run (ClaimedLineage).
 		SetAnnotation(o, infrav1.StateLineageAnnotation, own)
 	}
+	RemoveAnnotation(o, infrav1.StateFirstRunAnnotation)
 	if after != own {
 		SetAnnotation(o, infrav1.StateLineageSeenAnnotation, after)
 	} else {
@@ -51,6 +63,37 @@ func RecordLineage(o metav1.Object, own, after string) {
 // which replaces the state.
 func ExpectedLineage(ev Evidence, op infrav1.Operation) string {
 	if ev.State.Read != StatePresent || op == infrav1.OperationRestore {
+		return ""
+	}
+	return ev.State.Lineage
+}
+
+// FirstRunMark is the value of captf.io/state-first-run for the object of uid and its Job.
+func FirstRunMark(uid types.UID, job string) string { return string(uid) + "/" + job }
+
+// IsFirstRunMark reports whether v is a first-run mark of the object of uid.
+func IsFirstRunMark(v string, uid types.UID) bool {
+	return uid != "" && strings.HasPrefix(v, string(uid)+"/")
+}
+
+// NoteFirstRun marks o when the Job about to start (op, job) is the object's first mutating
+// Job and no state exists: the state found after it is the one it wrote. An existing mark is
+// kept.
+func NoteFirstRun(o metav1.Object, ev Evidence, op infrav1.Operation, job string) {
+	if !op.Mutating() || ev.State.Read != StateAbsent || ev.State.OwnLineage != "" {
+		return
+	}
+	if IsFirstRunMark(o.GetAnnotations()[infrav1.StateFirstRunAnnotation], o.GetUID()) {
+		return
+	}
+	SetAnnotation(o, infrav1.StateFirstRunAnnotation, FirstRunMark(o.GetUID(), job))
+}
+
+// ClaimedLineage is the lineage the object owns without a record: the state's, when the
+// object's first mutating Job started against no state (FirstRun) and the state is present
+// now; "" otherwise. The engine takes it as OwnLineage, and the next counted Job records it.
+func ClaimedLineage(ev Evidence) string {
+	if ev.State.OwnLineage != "" || !ev.State.FirstRun || ev.State.Read != StatePresent {
 		return ""
 	}
 	return ev.State.Lineage

@@ -1,6 +1,8 @@
 package engine_test
 
 import (
+	"time"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
@@ -15,6 +17,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
 
@@ -115,6 +118,43 @@ var _ = Describe("The state's identity", func() {
 			g.Expect(again.Annotations).NotTo(HaveKey(infrav1.AdoptStateAnnotation), "the opt-in has done its work")
 		}).Should(Succeed())
 		Expect(stateReadable(again)()).To(HaveField("Status", metav1.ConditionTrue))
+	})
+
+	It("an object whose first apply wrote the state but was never counted (its Job deleted) takes that state as its own, not as retained", func() {
+		f := newFixture()
+		tc := f.createCluster()
+		suffix := suffixOf(tc, infrav1.TerraformClusterKind)
+		job := waitForJob(tc, infrav1.TerraformClusterKind, 1)
+		Expect(get(tc).Annotations).To(HaveKeyWithValue(infrav1.StateFirstRunAnnotation, string(tc.UID)+"/"+job.Name),
+			"the first apply started against no state is marked")
+
+		By("the Job writes the state, then goes before it was counted (as kubectl delete job --cascade=orphan does)")
+		st := clusterState(1, "10.9.2.1")
+		st.Lineage = ownLineage
+		Expect(statetest.Write(ctx, k8s, f.ns, suffix, *st)).To(Succeed())
+		Expect(k8s.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground))).To(Succeed())
+		Eventually(func() bool { return jobExists(f.ns, job.Name) }).Should(BeFalse())
+		clk.Step(2 * time.Minute) // past the run lease's grace: nothing of that Job is left
+		kit.Poke(tc)
+
+		By("the run, never counted, runs again on that state, pinned to its lineage, and the lineage is recorded as the object's own")
+		// The run sequence moves on only when a run is counted: run 1 runs again, a new Job.
+		apply := &batchv1.Job{}
+		Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(job), apply)).To(Succeed())
+			g.Expect(apply.UID).NotTo(Equal(job.UID))
+		}).Should(Succeed())
+		Expect(jobs.StateLineageOf(apply)).To(Equal(ownLineage))
+		next := clusterState(2, "10.9.2.1")
+		next.Lineage = ownLineage
+		completeJob(apply, next, true, "")
+		Eventually(func(g Gomega) {
+			get(tc)
+			g.Expect(tc.Status.IsProvisioned()).To(BeTrue())
+			g.Expect(tc.Annotations).To(HaveKeyWithValue(infrav1.StateLineageAnnotation, ownLineage))
+			g.Expect(tc.Annotations).NotTo(HaveKey(infrav1.StateFirstRunAnnotation), "the mark has done its work")
+		}).Should(Succeed())
+		Expect(warningEvents(f.ns, tc.Name, infrav1.RetainedStateFoundReason)).To(BeZero())
 	})
 
 	It("a deleting new object that finds a retained state lets go without a destroy and leaves that state as it is", func() {

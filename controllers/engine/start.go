@@ -117,6 +117,7 @@ func (p *pass) markAndRecheck(ctx context.Context, s *startRun) (ctrl.Result, bo
 	if err := p.patchMeta(ctx, func(o Object) {
 		decide.SetAnnotation(o, infrav1.BlockMoveAnnotation, "")
 		decide.SetAnnotation(o, infrav1.RunSeqAnnotation, strconv.FormatInt(p.ev.Jobs.RunSeq, 10))
+		decide.NoteFirstRun(o, p.ev, s.op, name)
 	}); err != nil {
 		res, err := p.conflictOr(ctx, err, "write block-move before the Job")
 		return res, false, err

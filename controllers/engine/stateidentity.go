@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
 
@@ -27,8 +28,17 @@ func (p *pass) gatherIdentity() {
 		p.ev.State.OwnLineage = p.ev.State.Backups[0].Lineage
 	}
 	p.ev.State.AdoptLineage = ann[infrav1.AdoptStateAnnotation]
+	p.ev.State.FirstRun = p.ev.State.OwnLineage == "" && decide.IsFirstRunMark(ann[infrav1.StateFirstRunAnnotation], p.obj.GetUID())
 	seen := ann[infrav1.StateLineageSeenAnnotation]
 	p.ev.State.LineageSuspect = seen != "" && seen != p.ev.State.OwnLineage
+}
+
+// claimLineage takes the state read live as the object's own when its first mutating Job
+// started against no state (decide.ClaimedLineage); the next counted Job records it.
+func (p *pass) claimLineage() {
+	if l := decide.ClaimedLineage(p.ev); l != "" {
+		p.ev.State.OwnLineage = l
+	}
 }
 
 // lineageAfter reads the lineage of the state a Job of op left: "" when the Job cannot have
