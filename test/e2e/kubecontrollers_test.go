@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"path/filepath"
 	"sort"
 	"time"
 
@@ -10,12 +11,14 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/executor"
 )
 
@@ -88,6 +91,123 @@ var _ = Describe("the real garbage collector and Job controller under CAPTF's Jo
 		}).Should(BeTrue())
 	})
 })
+
+var _ = Describe("the real node lifecycle and taint eviction controllers under CAPTF's Jobs", func() {
+	It("a node that stops answering mid-apply: its pod is evicted but may still write, so nothing else runs until the node confirms it stopped", func() {
+		// A sandbox of its own: the node is lost after 20 s without a heartbeat (a cluster waits
+		// 50 s), and the pods of a lost node are evicted 10 s later (a cluster waits 300 s).
+		sb := startSandboxWithManager("lossy", tf, filepath.Join(built, "manager"), func(o *sandbox.Options) {
+			o.NodeMonitorGracePeriod = 20 * time.Second
+			o.UnreachableTolerationSeconds = 10
+		})
+		DeferCleanup(func() { Expect(sb.Stop()).To(Succeed()) })
+		const ns, name = "lost", "lost"
+		createNamespace(sb, ns)
+		c := sb.Client()
+		applyFixture(sb, ns, "cluster.yaml", name, 150)
+		job := eventuallyRunning(sb, infrav1.TerraformClusterKind, ns, name, infrav1.OperationApply)
+		var pods corev1.PodList
+		Expect(c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{batchv1.JobNameLabel: job.Name})).To(Succeed())
+		Expect(pods.Items).To(HaveLen(1))
+		pod := pods.Items[0]
+
+		// With every node of a zone lost, the node lifecycle controller takes it for a control
+		// plane problem and evicts nothing (full disruption): another, healthy node (which takes
+		// no pod) keeps the zone in its normal state, as in a cluster of more than one node.
+		keepSpareNode(sb, "captf-spare")
+
+		By("the node is cut off the API server; its containers run on")
+		ex := sb.Executor()
+		ex.Partition(true)
+		DeferCleanup(ex.Partition, false)
+		cut := time.Now()
+		Eventually(func(g Gomega) {
+			n := &corev1.Node{}
+			g.Expect(c.Get(ctx, types.NamespacedName{Name: ex.NodeName()}, n)).To(Succeed())
+			g.Expect(n.Spec.Taints).To(ContainElement(HaveField("Key", corev1.TaintNodeUnreachable)))
+		}, 2*time.Minute).Should(Succeed(), "the node lifecycle controller taints the lost node")
+		Eventually(func(g Gomega) {
+			live := &corev1.Pod{}
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(&pod), live)).To(Succeed())
+			g.Expect(live.DeletionTimestamp).NotTo(BeNil())
+		}, 2*time.Minute).Should(Succeed(), "the taint eviction controller deletes the pod of the lost node")
+		AddReportEntry("node cut off to its pod evicted", since(cut))
+
+		By("while the lost node may still run the pod, the Job stays active, its lease held, and no other Job of the object exists")
+		lease := types.NamespacedName{Namespace: ns, Name: naming.RunLeaseName(naming.StateSuffix(ns, infrav1.TerraformClusterKind, name))}
+		Consistently(func(g Gomega) {
+			jobsNow := jobsOf(sb, infrav1.TerraformClusterKind, ns, name, "")
+			g.Expect(jobsNow).To(HaveLen(1))
+			g.Expect(jobsNow[0].UID).To(Equal(job.UID))
+			g.Expect(condition(&jobsNow[0], batchv1.JobFailed)).To(BeNil(), "the Job controller waits for the evicted pod (podReplacementPolicy Failed)")
+			l := &coordinationv1.Lease{}
+			g.Expect(c.Get(ctx, lease, l)).To(Succeed())
+			g.Expect(ptr.Deref(l.Spec.HolderIdentity, "")).To(Equal(job.Name))
+			g.Expect(c.Get(ctx, client.ObjectKeyFromObject(&pod), &corev1.Pod{})).To(Succeed(), "the pod stays until its node confirms it stopped")
+		}, 20*time.Second, time.Second).Should(Succeed())
+		Expect(runsOf(ex.Runs(), infrav1.TerraformClusterKind, ns, name, "")).To(BeEmpty(), "the container still runs on the lost node")
+
+		By("the next apply should be quick: the slow resource sleeps 1 s")
+		kubectl(sb, "patch", "-n", ns, "terraformcluster", name, "--type=merge", "-p", `{"spec":{"variables":{"sleep_seconds":1}}}`)
+
+		By("healed: the node stops the evicted pod (SIGTERM), the Job fails, and CAPTF applies again; no two runs of the object overlapped (I1)")
+		ex.Partition(false)
+		Eventually(func() bool {
+			return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(&pod), &corev1.Pod{}))
+		}).Should(BeTrue())
+		failed := eventuallyFinished(sb, job)
+		Expect(condition(failed, batchv1.JobFailed)).NotTo(BeNil())
+		Eventually(func(g Gomega) {
+			r := readyCondition(sb, tc(ns, name))
+			g.Expect(r).NotTo(BeNil())
+			g.Expect(r.Status).To(Equal(metav1.ConditionTrue))
+		}, 5*time.Minute).Should(Succeed(), "the failed apply is retried and converges")
+		runs := runsOf(ex.Runs(), infrav1.TerraformClusterKind, ns, name, "")
+		Expect(len(runs)).To(BeNumerically(">=", 2))
+		Expect(overlapping(runs)).To(BeEmpty())
+		for _, r := range runs {
+			if r.Pod == pod.Name {
+				Expect(r.Reason).To(Equal("Terminated"), "the evicted run was stopped by SIGTERM once its node heard of the eviction")
+			}
+		}
+	})
+})
+
+// keepSpareNode registers a Ready node that takes no pod (tainted NoSchedule) and keeps its node
+// Lease fresh until the spec ends.
+func keepSpareNode(sb target, name string) {
+	GinkgoHelper()
+	c := sb.Client()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "captf.io/spare", Effect: corev1.TaintEffectNoSchedule}}}}
+	Expect(c.Create(ctx, n)).To(Succeed())
+	now := metav1.Now()
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+		LastHeartbeatTime: now, LastTransitionTime: now}}
+	Expect(c.Status().Update(ctx, n)).To(Succeed())
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: executor.NodeLeaseNamespace, Name: name},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: ptr.To(metav1.NowMicro())}}
+	Expect(c.Create(ctx, l)).To(Succeed())
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Second):
+			}
+			cur := &coordinationv1.Lease{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(l), cur); err == nil {
+				cur.Spec.RenewTime = ptr.To(metav1.NowMicro())
+				_ = c.Update(ctx, cur)
+			}
+		}
+	}()
+	DeferCleanup(func() { close(stop); <-done })
+}
 
 // overlapping returns each pair of runs (as "podA/podB") whose lifetimes overlap.
 func overlapping(runs []executor.Run) []string {

@@ -90,16 +90,20 @@ func startSandboxWith(name, terraformBinary string) *sandbox.Sandbox {
 }
 
 // startSandboxWithManager is startSandboxWith with another manager binary (the runner is still
-// this checkout's).
-func startSandboxWithManager(name, terraformBinary, managerBinary string) *sandbox.Sandbox {
+// this checkout's); each of more changes the sandbox's options before it starts.
+func startSandboxWithManager(name, terraformBinary, managerBinary string, more ...func(*sandbox.Options)) *sandbox.Sandbox {
 	GinkgoHelper()
 	out := GinkgoWriter
-	sb, err := sandbox.Start(ctx, sandbox.Options{
+	opts := sandbox.Options{
 		Name: name, RepoRoot: repo, BinDir: binDir,
 		ManagerBinary: managerBinary, RunnerBinary: filepath.Join(built, "runner"),
 		TerraformBinary: terraformBinary, WorkDir: filepath.Join(GinkgoT().TempDir(), name),
 		ManagerOutput: out, JobOutput: out, Log: ctrl.Log.WithName(name),
-	})
+	}
+	for _, m := range more {
+		m(&opts)
+	}
+	sb, err := sandbox.Start(ctx, opts)
 	Expect(err).NotTo(HaveOccurred())
 	return sb
 }

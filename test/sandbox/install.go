@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -92,6 +93,11 @@ func (s *Sandbox) startControlPlane() error {
 	}
 	s.env.ControlPlane.Etcd = &envtest.Etcd{DataDir: etcdDir}
 	s.env.ControlPlane.APIServer = &envtest.APIServer{CertDir: apiDir}
+	if t := s.opts.UnreachableTolerationSeconds; t > 0 {
+		args := s.env.ControlPlane.APIServer.Configure()
+		args.Set("default-unreachable-toleration-seconds", strconv.Itoa(t))
+		args.Set("default-not-ready-toleration-seconds", strconv.Itoa(t))
+	}
 	cfg, err := s.env.Start()
 	// envtest starts etcd and kube-apiserver in process groups of their own, without a
 	// parent-death signal: the guard must know them before anything else happens.

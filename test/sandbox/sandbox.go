@@ -64,6 +64,14 @@ type Options struct {
 	// KubeControllersOutput receives kube-controller-manager's and kube-scheduler's output,
 	// line by line with a prefix. Nil discards it.
 	KubeControllersOutput io.Writer
+	// NodeMonitorGracePeriod is how long the node may go without a heartbeat before the node
+	// lifecycle controller marks it not ready. Default: kubecontrollers'
+	// (DefaultNodeMonitorGracePeriod, a cluster's default).
+	NodeMonitorGracePeriod time.Duration
+	// UnreachableTolerationSeconds is the toleration the API server gives every Pod for a
+	// node that is not ready or unreachable: how long the Pods of a lost node stay before the
+	// taint eviction controller deletes them. 0: the API server's default (300).
+	UnreachableTolerationSeconds int
 	// Log is the sandbox's own logger.
 	Log logr.Logger
 	// Verbose makes the executor and the Cluster API stand-in (and controller-runtime under
@@ -213,8 +221,9 @@ func (s *Sandbox) startKubeControllers(ctx context.Context) error {
 	}
 	kube, err := kubecontrollers.Start(ctx, kubecontrollers.Options{
 		BinDir: s.opts.BinDir, Config: s.cfg, WorkDir: filepath.Join(s.controlPlaneDir(), "kube-controllers"),
-		ServiceAccountKeyFile: filepath.Join(s.env.ControlPlane.APIServer.CertDir, "sa-signer.key"),
-		Output:                out,
+		ServiceAccountKeyFile:  filepath.Join(s.env.ControlPlane.APIServer.CertDir, "sa-signer.key"),
+		Output:                 out,
+		NodeMonitorGracePeriod: s.opts.NodeMonitorGracePeriod,
 	})
 	if err != nil {
 		return err

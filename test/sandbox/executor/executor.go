@@ -94,6 +94,8 @@ type Executor struct {
 	// paused stops the node's heartbeat (PauseHeartbeat); wasPaused remembers a pause until
 	// the heartbeat saw the resume.
 	paused, wasPaused bool
+	// partitioned cuts the node off the API server (Partition).
+	partitioned bool
 	// refreshFraction of a projected token's life passes before it is replaced (0: 0.8).
 	refreshFraction float64
 	// workCtx outlives the manager's context so containers can stop gracefully and report

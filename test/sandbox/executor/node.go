@@ -48,6 +48,10 @@ func (e *Executor) setupNode(mgr manager.Manager) error {
 // deleted Pod once its containers stopped (the kubelet's final delete).
 func (n *node) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	e := n.e
+	if e.isPartitioned() {
+		// Cut off: the node learns nothing now; it looks again once healed.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
 	pod := &corev1.Pod{}
 	err := e.client.Get(ctx, req.NamespacedName, pod)
 	if apierrors.IsNotFound(err) {
@@ -133,6 +137,9 @@ func (e *Executor) removePod(ctx context.Context, pod *corev1.Pod) error {
 // updatePodStatus applies mutate to a fresh copy of the Pod's status and writes it. A Pod that
 // is already terminal is never changed again.
 func (e *Executor) updatePodStatus(ctx context.Context, pod *corev1.Pod, mutate func(*corev1.PodStatus)) error {
+	if err := e.waitConnected(ctx); err != nil {
+		return fmt.Errorf("update status of pod %s: %w", pod.Name, err)
+	}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		fresh := &corev1.Pod{}
 		if err := e.apiReader.Get(ctx, client.ObjectKeyFromObject(pod), fresh); err != nil {

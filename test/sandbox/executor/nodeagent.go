@@ -153,8 +153,8 @@ func (e *Executor) heartbeat(ctx context.Context) error {
 	}
 }
 
-// PauseHeartbeat stops (true) or resumes (false) the node's Lease renewals and status writes,
-// as a node that lost its network would; its Pods keep running.
+// PauseHeartbeat stops (true) or resumes (false) the node's Lease renewals and status writes;
+// the node still watches its Pods and writes their status.
 func (e *Executor) PauseHeartbeat(paused bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -162,6 +162,35 @@ func (e *Executor) PauseHeartbeat(paused bool) {
 	if paused {
 		e.wasPaused = true
 	}
+}
+
+// Partition cuts the node off the API server (true), as a node whose network is gone: no
+// heartbeat, no Pod status written, no deletion seen, no new Pod started, while the containers
+// already running go on. Partition(false) heals it: the node beats again, writes what its Pods
+// did meanwhile, and acts on what happened to them (a Pod deleted meanwhile is stopped then).
+func (e *Executor) Partition(cut bool) {
+	e.mu.Lock()
+	e.partitioned = cut
+	e.mu.Unlock()
+	e.PauseHeartbeat(cut)
+}
+
+func (e *Executor) isPartitioned() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.partitioned
+}
+
+// waitConnected returns once the node is not partitioned, or ctx ended.
+func (e *Executor) waitConnected(ctx context.Context) error {
+	for e.isPartitioned() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 func (e *Executor) heartbeatPaused() bool {
