@@ -28,8 +28,9 @@ import (
 )
 
 // Jobs built by jobs.Build, as the controller builds them, but created by the test: the
-// deadline is below what the CRD allows, and nothing but the executor acts on them.
-var _ = Describe("the executor, playing the Job controller and the kubelet", func() {
+// deadline is below what the CRD allows, and only the real Job controller, the garbage collector
+// and the node act on them.
+var _ = Describe("the real Job controller and the node", func() {
 	It("stops a Job at its deadline and a deleted Job at once, through SIGTERM the runner forwards to terraform", func() {
 		const ns = "executor"
 		createNamespace(shared, ns)
