@@ -7,14 +7,26 @@
 # Every Kubernetes binary (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) comes
 # from one `go build` of several packages, so the packages they share compile once.
 # Usage: hack/build-bin.sh etcd|kubernetes|clusterctl|tofu|terraform|promtool|controller-gen|golangci-lint|kustomize
-# The cache is $CAPTF_TOOLS_CACHE, else $XDG_CACHE_HOME/captf-tools, else ~/.cache/captf-tools:
-# <cache>/<tool>/<version>/<binary>. Remove a folder there to rebuild that tool.
+# The cache is $CAPTF_TOOLS_CACHE, else $XDG_CACHE_HOME/captf-tools, else ~/.cache/captf-tools
+# (bin/.tool-cache when none of those can be written): <cache>/<tool>/<version>/<binary>.
+# Remove a folder there to rebuild that tool.
 set -euo pipefail
 tool=${1:?tool name}
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin_dir=${BIN_DIR:-$root/bin}
-cache_root=${CAPTF_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/captf-tools}
-mkdir -p "$bin_dir" "$cache_root"
+cache_root=${CAPTF_TOOLS_CACHE:-}
+if [ -z "$cache_root" ]; then
+  if [ -n "${XDG_CACHE_HOME:-}" ]; then cache_root=$XDG_CACHE_HOME/captf-tools
+  elif [ -n "${HOME:-}" ]; then cache_root=$HOME/.cache/captf-tools
+  fi
+fi
+mkdir -p "$bin_dir"
+# Without a home (or one that cannot be written), the cache lives in bin/: nothing is shared,
+# but the build still works.
+if [ -z "$cache_root" ] || ! mkdir -p "$cache_root" 2>/dev/null || [ ! -w "$cache_root" ]; then
+  cache_root=$bin_dir/.tool-cache
+  mkdir -p "$cache_root"
+fi
 export GOFLAGS=-mod=mod GOWORK=off CGO_ENABLED=0
 
 # binaries and version of each tool.
