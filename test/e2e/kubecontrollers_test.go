@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -181,10 +182,17 @@ func keepSpareNode(sb target, name string) {
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "captf.io/spare", Effect: corev1.TaintEffectNoSchedule}}}}
 	Expect(c.Create(ctx, n)).To(Succeed())
-	now := metav1.Now()
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-		LastHeartbeatTime: now, LastTransitionTime: now}}
-	Expect(c.Status().Update(ctx, n)).To(Succeed())
+	// The node lifecycle controller taints a new node that reports no Ready condition yet, so
+	// the status write may meet a newer version: read it again and retry.
+	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(n), n); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+			LastHeartbeatTime: now, LastTransitionTime: now}}
+		return c.Status().Update(ctx, n)
+	})).To(Succeed())
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: executor.NodeLeaseNamespace, Name: name},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: ptr.To(metav1.NowMicro())}}
 	Expect(c.Create(ctx, l)).To(Succeed())
