@@ -192,7 +192,7 @@ type StateEvidence struct {
 	AdoptLineage string
 	// FirstRun: the object's first mutating Job started while no state existed (annotation
 	// captf.io/state-first-run naming this incarnation), and no lineage is recorded yet: the
-	// state present now is the one that Job wrote (ClaimedLineage).
+	// state present now is the one that Job wrote, not a retained one (RetainedState).
 	FirstRun bool
 	// LineageSuspect: a Job left a state of another lineage than OwnLineage (annotation
 	// captf.io/state-lineage-seen), so the state is read live until that is settled.

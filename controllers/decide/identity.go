@@ -26,8 +26,9 @@ import (
 // is never counted (deleted with --cascade=orphan, its pod running on) would leave a state the
 // object seems never to have written, and RetainedState would hold the object's own state. So
 // the start of the first mutating Job against no state is marked (NoteFirstRun,
-// captf.io/state-first-run with the object's UID), and the state found after it is the
-// object's own (ClaimedLineage).
+// captf.io/state-first-run with the object's UID), and the state found after it is not held as
+// retained (RetainedState): the next Job runs on it, pinned to its lineage (ExpectedLineage),
+// and counting that Job records the lineage and drops the mark.
 
 // RecordLineage writes what a Job's state says of the object's identity onto o. The first
 // lineage the object's Jobs leave is its own (an adopt opt-in has then done its work and
@@ -44,8 +45,7 @@ func RecordLineage(o metav1.Object, own, after string) {
 		RemoveAnnotation(o, infrav1.AdoptStateAnnotation)
 		own = after
 	} else if o.GetAnnotations()[infrav1.StateLineageAnnotation] == "" {
-		// Known from the newest backup (an object that wrote states before the annotation), or
-		// claimed after a first run (ClaimedLineage).
+		// Known from the newest backup (an object that wrote states before the annotation).
 		SetAnnotation(o, infrav1.StateLineageAnnotation, own)
 	}
 	RemoveAnnotation(o, infrav1.StateFirstRunAnnotation)
@@ -87,14 +87,4 @@ func NoteFirstRun(o metav1.Object, ev Evidence, op infrav1.Operation, job string
 		return
 	}
 	SetAnnotation(o, infrav1.StateFirstRunAnnotation, FirstRunMark(o.GetUID(), job))
-}
-
-// ClaimedLineage is the lineage the object owns without a record: the state's, when the
-// object's first mutating Job started against no state (FirstRun) and the state is present
-// now; "" otherwise. The engine takes it as OwnLineage, and the next counted Job records it.
-func ClaimedLineage(ev Evidence) string {
-	if ev.State.OwnLineage != "" || !ev.State.FirstRun || ev.State.Read != StatePresent {
-		return ""
-	}
-	return ev.State.Lineage
 }

@@ -127,7 +127,6 @@ func (p *pass) gatherState(ctx context.Context) error {
 		p.ev.State.Read, p.ev.State.Lineage, p.ev.State.Empty = decide.StatePresent, st.Lineage, state.StateEmpty(st)
 		p.ev.State.Serial = int64(st.Serial)
 		p.state = st
-		p.claimLineage()
 	case errors.Is(err, state.ErrNoState):
 		p.ev.State.Read = decide.StateAbsent
 	default:

@@ -33,14 +33,6 @@ func (p *pass) gatherIdentity() {
 	p.ev.State.LineageSuspect = seen != "" && seen != p.ev.State.OwnLineage
 }
 
-// claimLineage takes the state read live as the object's own when its first mutating Job
-// started against no state (decide.ClaimedLineage); the next counted Job records it.
-func (p *pass) claimLineage() {
-	if l := decide.ClaimedLineage(p.ev); l != "" {
-		p.ev.State.OwnLineage = l
-	}
-}
-
 // lineageAfter reads the lineage of the state a Job of op left: "" when the Job cannot have
 // written a state (it does not mutate), or left none that reads.
 func (p *pass) lineageAfter(ctx context.Context, op infrav1.Operation) (string, error) {
