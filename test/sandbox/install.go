@@ -145,7 +145,7 @@ func (s *Sandbox) install(ctx context.Context) error {
 	if err := s.installManagerRBAC(ctx); err != nil {
 		return err
 	}
-	port, err := freePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		return err
 	}

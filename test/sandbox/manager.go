@@ -82,7 +82,7 @@ type ManagerProcess struct {
 }
 
 func (s *Sandbox) managerProcess() (*ManagerProcess, error) {
-	probe, err := freePort()
+	probe, err := proc.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -146,14 +146,14 @@ var errExitedEarly = errors.New("manager exited before it was ready (its output 
 func (m *ManagerProcess) replaceTakenPorts(ctx context.Context) (bool, error) {
 	moved := false
 	if taken(m.probe) {
-		p, err := freePort()
+		p, err := proc.FreePort()
 		if err != nil {
 			return false, err
 		}
 		m.probe, moved = "127.0.0.1:"+strconv.Itoa(p), true
 	}
 	if taken(":" + strconv.Itoa(m.webhookPort)) {
-		p, err := freePort()
+		p, err := proc.FreePort()
 		if err != nil {
 			return false, err
 		}

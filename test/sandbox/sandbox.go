@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -362,20 +360,6 @@ func FindTerraform(binDir string) (string, error) {
 		return p, nil
 	}
 	return "", fmt.Errorf("no terraform or tofu: none on PATH and no %s; run 'make runtime-bin'", p)
-}
-
-// freePort asks the kernel for a free TCP port on the loopback interface.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer func() { _ = l.Close() }()
-	_, port, err := net.SplitHostPort(l.Addr().String())
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	return strconv.Atoi(port)
 }
 
 // writeCertificates writes the webhook serving certificate and returns its CA.

@@ -6,8 +6,10 @@
 //
 // It registers a Node (capacity, addresses, node info, a Ready condition) and keeps it alive as
 // a kubelet does: the node's Lease in kube-node-lease renewed every HeartbeatInterval (10 s),
-// its status written every minute. PauseHeartbeat stops both, as a node that lost its network: the node lifecycle
-// controller then marks it not ready, taints it and evicts its Pods.
+// its status written every minute. PauseHeartbeat stops both; Partition also cuts the node off
+// the API server (no Pod status written, no deletion seen) while its containers run on. The node
+// lifecycle controller then marks the node not ready and taints it; it evicts the node's Pods
+// only while another node of the zone is healthy (with every node lost it evicts nothing).
 //
 // It watches the Pods bound to its node (a field selector on spec.nodeName, as a kubelet does),
 // runs their containers as local processes (the real runner, the real terraform or tofu), and
@@ -47,7 +49,8 @@
 //     from the executor in any container;
 //   - a Pod is stopped only when it is deleted (or the executor stops): a Pod the garbage
 //     collector orphaned runs on;
-//   - the node's heartbeat stops only when asked (PauseHeartbeat) or when the executor stops;
+//   - the node's heartbeat stops only when asked (PauseHeartbeat, Partition) or when the
+//     executor stops;
 //   - a container that needs what the host cannot give (an image module, an unknown volume
 //     type, a probe kind) fails with a message saying so rather than running something else.
 package executor

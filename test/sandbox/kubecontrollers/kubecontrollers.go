@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -162,7 +161,7 @@ func writeAccess(cfg *rest.Config, dir string) (string, string, error) {
 }
 
 func start(opts Options, name, kubeconfig string, extra []string) (*process, error) {
-	port, err := freePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -268,14 +267,4 @@ func (r *Running) Stop() error {
 		r.stopErr = errors.Join(errs...)
 	})
 	return r.stopErr
-}
-
-// freePort asks the kernel for a free TCP port on the loopback interface.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
