@@ -1,10 +1,12 @@
 package webhooks_test
 
-// The plan-approval policy of config/policy, rendered through config/default (so it carries
-// the names and the namespace it ships with) and installed into the suite's control plane.
+// The policies of config/policy (plan approval, namespace deletion), rendered through
+// config/default (so they carry the names and the namespace they ship with) and installed into
+// the suite's control plane.
 
 import (
 	"fmt"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -19,11 +21,20 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
-// renderedPolicy is what config/default installs for the plan approvers.
+// renderedPolicy is what config/default installs for the plan approvers, and the
+// namespace-deletion policies and bindings (one of each per kind).
 type renderedPolicy struct {
 	Policy    *admissionregistrationv1.ValidatingAdmissionPolicy
 	Binding   *admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	ConfigMap *corev1.ConfigMap
+
+	NamespaceDeletion []client.Object
+}
+
+// namespaceDeletionPolicy says whether a rendered policy or binding is one of the
+// namespace-deletion rule's.
+func namespaceDeletionPolicy(name string) bool {
+	return strings.Contains(name, "namespace-deletion-")
 }
 
 // renderPolicy runs `kubectl kustomize config/default` and picks the policy, its binding and
@@ -44,6 +55,14 @@ func renderPolicy(kubectl string) (*renderedPolicy, error) {
 		}
 		var into any
 		switch {
+		case head.Kind == "ValidatingAdmissionPolicy" && namespaceDeletionPolicy(head.Name):
+			p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+			r.NamespaceDeletion = append(r.NamespaceDeletion, p)
+			into = p
+		case head.Kind == "ValidatingAdmissionPolicyBinding" && namespaceDeletionPolicy(head.Name):
+			b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+			r.NamespaceDeletion = append(r.NamespaceDeletion, b)
+			into = b
 		case head.Kind == "ValidatingAdmissionPolicy":
 			r.Policy = &admissionregistrationv1.ValidatingAdmissionPolicy{}
 			into = r.Policy
@@ -63,6 +82,9 @@ func renderPolicy(kubectl string) (*renderedPolicy, error) {
 	if r.Policy == nil || r.Binding == nil || r.ConfigMap == nil {
 		return nil, fmt.Errorf("config/default renders no plan-approval policy, binding or ConfigMap %s", webhooks.PlanApproversConfigMap)
 	}
+	if len(r.NamespaceDeletion) != 6 {
+		return nil, fmt.Errorf("config/default renders %d namespace-deletion policies and bindings, want one of each per kind (6)", len(r.NamespaceDeletion))
+	}
 	return r, nil
 }
 
@@ -73,7 +95,11 @@ func installPolicy(r *renderedPolicy, groups []string) error {
 	if err := admin.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
 		return fmt.Errorf("create namespace %s: %w", ns.Name, err)
 	}
-	for _, o := range []client.Object{r.ConfigMap.DeepCopy(), r.Policy.DeepCopy(), r.Binding.DeepCopy()} {
+	objs := []client.Object{r.ConfigMap.DeepCopy(), r.Policy.DeepCopy(), r.Binding.DeepCopy()}
+	for _, o := range r.NamespaceDeletion {
+		objs = append(objs, o.DeepCopyObject().(client.Object))
+	}
+	for _, o := range objs {
 		if err := admin.Create(ctx, o); err != nil {
 			return fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
 		}

@@ -123,6 +123,17 @@ func (o objects) find(kind, namespace, name string) *unstructured.Unstructured {
 	return nil
 }
 
+// named returns the object of kind and name in any namespace (clusterctl gives cluster-scoped
+// kinds it does not know, such as admission policies, the provider's namespace), or nil.
+func (o objects) named(kind, name string) *unstructured.Unstructured {
+	for _, u := range o {
+		if u.GetKind() == kind && u.GetName() == name {
+			return u
+		}
+	}
+	return nil
+}
+
 // one returns the only object of kind, or an error.
 func (o objects) one(kind string) (*unstructured.Unstructured, error) {
 	all := o.ofKind(kind)

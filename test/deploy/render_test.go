@@ -364,6 +364,10 @@ var _ = Describe("config/default rendered by kustomize", func() {
 		checkPlanPolicy(all)
 	})
 
+	It("refuses deleting a namespace that holds a CAPTF object with its finalizer, for each kind", func() {
+		checkNamespacePolicy(all)
+	})
+
 	It("issues the serving certificate from a CA, so a renewal keeps the caBundle", func() {
 		certs := all.ofKind("Certificate")
 		issuers := all.ofKind("Issuer")
@@ -401,12 +405,12 @@ var _ = Describe("config/default rendered by kustomize", func() {
 // groups from the ConfigMap the manager writes (webhooks.PlanApproversConfigMap) in the
 // manager's namespace, which ships so that the parameter is never missing.
 func checkPlanPolicy(all objects) {
-	pu, err := all.one("ValidatingAdmissionPolicy")
-	Expect(err).NotTo(HaveOccurred())
+	pu := all.named("ValidatingAdmissionPolicy", "captf-plan-approvers")
+	Expect(pu).NotTo(BeNil())
 	policy, err := as[admissionregistrationv1.ValidatingAdmissionPolicy](pu)
 	Expect(err).NotTo(HaveOccurred())
-	bu, err := all.one("ValidatingAdmissionPolicyBinding")
-	Expect(err).NotTo(HaveOccurred())
+	bu := all.named("ValidatingAdmissionPolicyBinding", "captf-plan-approvers")
+	Expect(bu).NotTo(BeNil())
 	binding, err := as[admissionregistrationv1.ValidatingAdmissionPolicyBinding](bu)
 	Expect(err).NotTo(HaveOccurred())
 	d, _, err := managerDeployment(all)
@@ -435,4 +439,53 @@ func checkPlanPolicy(all objects) {
 		expr.WriteString(mc.Expression)
 	}
 	Expect(expr.String()).To(ContainSubstring(infrav1.ApprovePlanAnnotation), "the policy matches only approvals")
+}
+
+// checkNamespacePolicy: the namespace-deletion policies of config/policy/namespace-deletion,
+// one per kind with that kind as its parameter, judge only namespace DELETEs, deny, fail
+// closed, and look their parameters up in the namespace being deleted (no paramRef namespace),
+// allowing a namespace with none. Their rule is the same text for the three kinds.
+func checkNamespacePolicy(all objects) {
+	var rules []string
+	for _, kind := range []string{infrav1.TerraformClusterKind, infrav1.TerraformMachineKind, infrav1.TerraformMachinePoolKind} {
+		name := "captf-namespace-deletion-" + strings.ToLower(kind) + "s"
+		pu := all.named("ValidatingAdmissionPolicy", name)
+		Expect(pu).NotTo(BeNil(), "policy %s", name)
+		policy, err := as[admissionregistrationv1.ValidatingAdmissionPolicy](pu)
+		Expect(err).NotTo(HaveOccurred())
+		bu := all.named("ValidatingAdmissionPolicyBinding", name)
+		Expect(bu).NotTo(BeNil(), "binding %s", name)
+		binding, err := as[admissionregistrationv1.ValidatingAdmissionPolicyBinding](bu)
+		Expect(err).NotTo(HaveOccurred())
+
+		Expect(binding.Spec.PolicyName).To(Equal(policy.Name))
+		Expect(binding.Spec.ValidationActions).To(ConsistOf(admissionregistrationv1.Deny))
+		Expect(policy.Spec.FailurePolicy).To(HaveValue(Equal(admissionregistrationv1.Fail)))
+		Expect(policy.Spec.ParamKind).NotTo(BeNil())
+		Expect(policy.Spec.ParamKind.APIVersion).To(Equal(infrav1.GroupVersion.String()))
+		Expect(policy.Spec.ParamKind.Kind).To(Equal(kind))
+		ref := binding.Spec.ParamRef
+		Expect(ref).NotTo(BeNil())
+		Expect(ref.Name).To(BeEmpty())
+		Expect(ref.Namespace).To(BeEmpty(), "the parameters are the objects of the namespace being deleted")
+		Expect(ref.Selector).NotTo(BeNil())
+		Expect(ref.Selector.MatchLabels).To(BeEmpty())
+		Expect(ref.Selector.MatchExpressions).To(BeEmpty())
+		Expect(ref.ParameterNotFoundAction).To(HaveValue(Equal(admissionregistrationv1.AllowAction)))
+
+		Expect(policy.Spec.MatchConstraints).NotTo(BeNil())
+		Expect(policy.Spec.MatchConstraints.ResourceRules).To(HaveLen(1))
+		r := policy.Spec.MatchConstraints.ResourceRules[0]
+		Expect(r.Operations).To(ConsistOf(admissionregistrationv1.Delete))
+		Expect(r.APIGroups).To(ConsistOf(""))
+		Expect(r.Resources).To(ConsistOf("namespaces"))
+		Expect(policy.Spec.Validations).To(HaveLen(1))
+		v := policy.Spec.Validations[0]
+		Expect(v.Expression).To(ContainSubstring(infrav1.Finalizer))
+		rules = append(rules, v.Expression+"\n"+v.MessageExpression)
+	}
+	Expect(rules[1]).To(Equal(rules[0]))
+	Expect(rules[2]).To(Equal(rules[0]))
+	Expect(all.ofKind("ValidatingAdmissionPolicy")).To(HaveLen(4), "the plan-approval policy and three namespace-deletion policies")
+	Expect(all.ofKind("ValidatingAdmissionPolicyBinding")).To(HaveLen(4))
 }

@@ -93,6 +93,48 @@ var _ = Describe("the real garbage collector and Job controller under CAPTF's Jo
 	})
 })
 
+var _ = Describe("the real namespace controller under CAPTF's objects", func() {
+	It("kubectl delete namespace during an apply: refused, naming the object and what to do; once the Cluster and its destroy are gone, the namespace deletes", func() {
+		const ns, name = "doomed", "doomed"
+		createNamespace(shared, ns)
+		c := shared.Client()
+		applyFixture(shared, ns, "cluster.yaml", name, 20)
+		job := eventuallyRunning(shared, infrav1.TerraformClusterKind, ns, name, infrav1.OperationApply)
+
+		By("the API server refuses the deletion and says what to do; nothing in the namespace changes")
+		out, err := run(shared.Kubeconfig(), "kubectl", "delete", "namespace", ns)
+		Expect(err).To(HaveOccurred(), "the deletion was let through: %s", out)
+		Expect(out).To(ContainSubstring("namespace " + ns + " holds TerraformCluster " + name))
+		Expect(out).To(ContainSubstring("kubectl delete clusters.cluster.x-k8s.io --all -n " + ns))
+		n := &corev1.Namespace{}
+		Expect(c.Get(ctx, types.NamespacedName{Name: ns}, n)).To(Succeed())
+		Expect(n.DeletionTimestamp).To(BeNil(), "the namespace is not terminating")
+		live := &batchv1.Job{}
+		Expect(c.Get(ctx, client.ObjectKeyFromObject(job), live)).To(Succeed(), "the running apply was left alone")
+		Expect(live.DeletionTimestamp).To(BeNil())
+
+		By("the apply runs to its end")
+		eventuallyReady(shared, tc(ns, name))
+		applies := runsOf(shared.Executor().Runs(), infrav1.TerraformClusterKind, ns, name, infrav1.OperationApply)
+		Expect(applies).To(HaveLen(1))
+		Expect(applies[0].Phase).To(Equal(corev1.PodSucceeded), "the apply was not stopped by the deletion attempt")
+
+		By("as the message says: delete the Cluster, wait until the CAPTF objects are gone, then the namespace")
+		kubectl(shared, "delete", "clusters.cluster.x-k8s.io", "--all", "-n", ns)
+		Eventually(func() string {
+			return kubectl(shared, "get", "terraformclusters,terraformmachines,terraformmachinepools", "-n", ns, "-o", "name")
+		}, 3*time.Minute).Should(BeEmpty(), "the destroy ran and the objects went")
+		destroys := runsOf(shared.Executor().Runs(), infrav1.TerraformClusterKind, ns, name, infrav1.OperationDestroy)
+		Expect(destroys).To(HaveLen(1))
+		Expect(destroys[0].Phase).To(Equal(corev1.PodSucceeded))
+		kubectl(shared, "delete", "namespace", ns, "--timeout=2m")
+
+		By("the namespace controller finished: the namespace is gone, nothing held it, and no two runs overlapped (I1)")
+		Expect(apierrors.IsNotFound(c.Get(ctx, types.NamespacedName{Name: ns}, &corev1.Namespace{}))).To(BeTrue())
+		Expect(overlapping(runsOf(shared.Executor().Runs(), infrav1.TerraformClusterKind, ns, name, ""))).To(BeEmpty())
+	})
+})
+
 var _ = Describe("the real node lifecycle and taint eviction controllers under CAPTF's Jobs", func() {
 	It("a node that stops answering mid-apply: its pod is evicted but may still write, so nothing else runs until the node confirms it stopped", func() {
 		// A sandbox of its own: the node is lost after 20 s without a heartbeat (a cluster waits

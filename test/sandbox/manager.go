@@ -30,9 +30,10 @@ const PlanApproverGroups = "system:masters"
 
 // installManagerNamespace installs, as config/default renders them, the manager's Role and
 // RoleBinding in its own namespace (leader election, and the plan approvers ConfigMap the
-// manager writes) and the plan-approval policy: the ValidatingAdmissionPolicy, its binding and
-// its ConfigMap. The manager then writes its --plan-approver-groups into that ConfigMap, as it
-// does in a cluster.
+// manager writes), the plan-approval policy (the ValidatingAdmissionPolicy, its binding and its
+// ConfigMap) and the namespace-deletion policies with their bindings (one of each per kind).
+// The manager then writes its --plan-approver-groups into that ConfigMap, as it does in a
+// cluster.
 func (s *Sandbox) installManagerNamespace(ctx context.Context) error {
 	objs, err := s.Kustomize(filepath.Join(s.opts.RepoRoot, "config", "default"))
 	if err != nil {
@@ -55,8 +56,8 @@ func (s *Sandbox) installManagerNamespace(ctx context.Context) error {
 		}
 		n++
 	}
-	if n != 5 {
-		return fmt.Errorf("config/default renders %d of the manager's Role, RoleBinding, plan-approval policy, binding and ConfigMap, want 5", n)
+	if n != 11 {
+		return fmt.Errorf("config/default renders %d of the manager's Role, RoleBinding, plan-approval policy, binding and ConfigMap and the six namespace-deletion policies and bindings, want 11", n)
 	}
 	return nil
 }
