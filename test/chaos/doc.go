@@ -1,8 +1,8 @@
 // Package chaos holds the tests that stop managers mid-write, race two managers without
 // leader election, starve a manager's cache, and soak many seeded object lifecycles under
-// injected faults, each against a real API server with an invariant monitor that replays what
-// the API server recorded (I1-I5 and I7 of ARCHITECTURE.md, checked at every version in etcd
-// revision order).
+// injected faults, each against a real API server with the invariant monitor of test/monitor,
+// which replays what the API server recorded (I1-I5 and I7 of ARCHITECTURE.md, checked at
+// every version in etcd revision order; monitor_test.go wraps it for the specs).
 //
 // The soak (soak_test.go, `make soak`; a fixed slice of 8 schedules in `make test`) runs
 // schedules: one object's lifecycle (create, input change, pause, state loss and restore,

@@ -26,6 +26,7 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/test/monitor"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/executor"
 )
@@ -351,3 +352,25 @@ func processesUnder(dir string) []string {
 
 // since formats a duration for the report.
 func since(t time.Time) string { return time.Since(t).Round(100 * time.Millisecond).String() }
+
+// watchInvariants starts the chaos monitor (test/monitor) on sb for namespace ns, which must not
+// exist yet, and returns the check: it replays everything recorded in ns and fails the spec on
+// any violation of I1-I5 or I7, counting a run until its Job ended and its pods stopped.
+// The fence objects the check writes carry no owner, so the running manager starts nothing
+// for them (an ownerless object waits for its Cluster).
+func watchInvariants(sb target, ns string) func() {
+	GinkgoHelper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", sb.Kubeconfig())
+	Expect(err).NotTo(HaveOccurred())
+	m, err := monitor.Start(ctx, cfg, nil, func(n string) bool { return n == ns })
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(m.Stop)
+	return func() {
+		GinkgoHelper()
+		res, err := m.Check(ctx, map[string]bool{ns: true})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Violations).To(BeEmpty(), "invariants broken in %s", ns)
+		Expect(res.Jobs).To(BeNumerically(">", 0), "the monitor saw the namespace's Jobs")
+		AddReportEntry("monitor: Jobs seen in "+ns+" by operation, no violation", res.ByOp)
+	}
+}

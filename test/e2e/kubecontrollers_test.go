@@ -28,6 +28,7 @@ import (
 var _ = Describe("the real garbage collector and Job controller under CAPTF's Jobs", func() {
 	It("a Job deleted with kubectl delete --cascade=orphan mid-apply: the orphaned pod keeps the run lease while it runs, and no second apply runs beside it", func() {
 		const ns, name = "orphan", "orphan"
+		checkInvariants := watchInvariants(shared, ns)
 		createNamespace(shared, ns)
 		c := shared.Client()
 		applyFixture(shared, ns, "cluster.yaml", name, 20)
@@ -90,12 +91,14 @@ var _ = Describe("the real garbage collector and Job controller under CAPTF's Jo
 		Eventually(func() bool {
 			return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(&pod), &corev1.Pod{}))
 		}).Should(BeTrue())
+		checkInvariants()
 	})
 })
 
 var _ = Describe("the real namespace controller under CAPTF's objects", func() {
 	It("kubectl delete namespace during an apply: refused, naming the object and what to do; once the Cluster and its destroy are gone, the namespace deletes", func() {
 		const ns, name = "doomed", "doomed"
+		checkInvariants := watchInvariants(shared, ns)
 		createNamespace(shared, ns)
 		c := shared.Client()
 		applyFixture(shared, ns, "cluster.yaml", name, 20)
@@ -132,6 +135,7 @@ var _ = Describe("the real namespace controller under CAPTF's objects", func() {
 		By("the namespace controller finished: the namespace is gone, nothing held it, and no two runs overlapped (I1)")
 		Expect(apierrors.IsNotFound(c.Get(ctx, types.NamespacedName{Name: ns}, &corev1.Namespace{}))).To(BeTrue())
 		Expect(overlapping(runsOf(shared.Executor().Runs(), infrav1.TerraformClusterKind, ns, name, ""))).To(BeEmpty())
+		checkInvariants()
 	})
 })
 
@@ -145,6 +149,7 @@ var _ = Describe("the real node lifecycle and taint eviction controllers under C
 		})
 		DeferCleanup(func() { Expect(sb.Stop()).To(Succeed()) })
 		const ns, name = "lost", "lost"
+		checkInvariants := watchInvariants(sb, ns)
 		createNamespace(sb, ns)
 		c := sb.Client()
 		applyFixture(sb, ns, "cluster.yaml", name, 150)
@@ -213,6 +218,7 @@ var _ = Describe("the real node lifecycle and taint eviction controllers under C
 				Expect(r.Reason).To(Equal("Terminated"), "the evicted run was stopped by SIGTERM once its node heard of the eviction")
 			}
 		}
+		checkInvariants()
 	})
 })
 
