@@ -165,7 +165,7 @@ MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guar
   engine-cleanup-waits-for-a-live-lease, drift-prune-never-a-running-job, \
   state-never-adopts-an-earlier-incarnations-job, plans-engine-supersede, plans-engine-applied-once, \
   runner-restore-refuses-another-lineage, decide-running-job-wins, decide-statelost-hold, \
-  drift-monitor-checks-i7, drift-monitor-counts-drift-jobs, state-monitor-refusal-needs-a-lineage, \
+  drift-monitor-checks-i7, drift-monitor-counts-drift-jobs, state-monitor-refusal-needs-a-lineage, monitor-counts-the-pods-of-a-run, \
   drift-jitter-spreads-the-checks, drift-overdue-checks-spread-after-a-restart, slots-read-the-cache-under-the-lock, \
   slots-unknown-create-keeps-its-slot, drift-prune-waits-for-the-pods, \
   identity-audience-accepted-is-refused, identity-audience-wellknown-filter, \
