@@ -7,8 +7,9 @@
 //     provisioned object send 0 API requests. Every object reads a variablesFrom ConfigMap, so a
 //     pass that reassembles its inputs instead of reusing the memoised hash is caught.
 //   - TestManagerHeapWithForeignJobsGate: the manager's heap with 2,000 foreign Jobs (not
-//     CAPTF's, 100 KB annotation each) is at most 1.10x its heap with none (median of three
-//     rounds each), which holds only while the Job cache is scoped to captf.io/managed=true.
+//     CAPTF's, 100 KB annotation each, suspended, each marked so by the Job controller) is at
+//     most 1.10x its heap with none (median of three rounds each), which holds only while the
+//     Job cache is scoped to captf.io/managed=true.
 //   - TestFleetColdStartGate: a manager that starts cold on 50 applied objects (clusters,
 //     machines and pools with everything a completed apply leaves) reconciles each once,
 //     writes nothing, fills its cache with a fixed number of lists and watches, and reads live
@@ -18,9 +19,9 @@
 //     cap in the way), having looked at every object: overdue checks are spread, not started
 //     at once (decide.DriftDueAt).
 //   - TestJobSlotsBurstGate: 200 applied machines and pools get new inputs at once under
-//     --max-active-jobs 20 with no executor: a watch of the Jobs sees never more than 20
-//     running, 20 start, the other 180 report WaitingForJobSlot, and when 5 Jobs end exactly 5
-//     more start.
+//     --max-active-jobs 20, their pods running until told: a watch of the Jobs sees never more
+//     than 20 running, 20 start, the other 180 report WaitingForJobSlot, and when 5 Jobs end
+//     (their pods fail) exactly 5 more start.
 //
 // Benchmarks (`make bench`, which runs no tests) print the same scenarios as tables: requests
 // per pass of each kind while its Job runs, the passes that count a Job that just finished,
@@ -29,6 +30,14 @@
 // on 2,000 applied objects (time until all were reconciled, requests by purpose, peak heap);
 // and BenchmarkJobSlotsBurst, the burst of TestJobSlotsBurstGate as a table.
 //
-// One control plane serves the whole package (started by the first test or benchmark, stopped
-// by TestMain). The foreign Jobs are created once and stay for the rest of the package's run.
+// One cluster serves the whole package (started by the first test or benchmark, stopped by
+// TestMain): envtest's control plane, the real kube-controller-manager and kube-scheduler
+// (package test/sandbox/kubecontrollers: the Job controller, the garbage collector, the
+// namespace and ServiceAccount controllers and the rest act on the bench's objects as in a
+// cluster), and one Node the bench plays the kubelet of (node_test.go): the scheduler binds the
+// Jobs' pods to it, it writes their status through pods/status (running at once, ended when a
+// test says how), and the Job controller completes or fails the Jobs. Nothing writes a Job's
+// status but the Job controller. The request counts are the manager's own client's only (its
+// transport is wrapped); the controllers', the node's and the fixtures' requests are not in
+// them. The foreign Jobs are created once and stay for the rest of the package's run.
 package bench

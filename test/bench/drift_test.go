@@ -18,7 +18,6 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/cmd/manager/setup"
 	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
-	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
 
 // jobWatch follows the managed Jobs of a set of namespaces through one watch (every event,
@@ -280,10 +279,11 @@ type slotBurst struct {
 
 // runSlotBurst gives slotGateBurst applied machines and pools new inputs at once while a
 // manager with --max-active-jobs slotGateMax (--max-background-jobs slotGateMaxBackground)
-// runs and no executor ends the Jobs, waits until slotGateMax Jobs were created and every
-// other object reports WaitingForJobSlot (or the cap was exceeded), ends slotGateFinish of the
-// running Jobs (failed: their objects back off and start nothing more) and waits until as many
-// more were created.
+// runs and nothing ends the Jobs (the bench's node runs their pods until told), waits until
+// slotGateMax Jobs were created and every other object reports WaitingForJobSlot (or the cap
+// was exceeded), ends slotGateFinish of the running Jobs (their pods fail, the Job controller
+// fails the Jobs: their objects back off and start nothing more) and waits until as many more
+// were created.
 func runSlotBurst(tb testing.TB) slotBurst {
 	tb.Helper()
 	f := &fleet{prefix: "slotgate"}
@@ -347,7 +347,8 @@ func runSlotBurst(tb testing.TB) slotBurst {
 		for i := range jobList.Items {
 			j := &jobList.Items[i]
 			if ended < slotGateFinish && !jobstatus.Finished(j) && j.Labels[infrav1.OperationLabel] == string(infrav1.OperationApply) {
-				if err := envtest.FinishJob(ctx, k8s, j, nil, false, ""); err != nil {
+				// Its pod fails on the bench's node; the Job controller fails the Job.
+				if err := node.end(j.Namespace, j.Name, false, ""); err != nil {
 					tb.Fatal(err)
 				}
 				ended++

@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/captf/cluster-api-provider-terraform/cmd/manager/setup"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox/kubecontrollers"
 )
 
 var (
@@ -35,20 +38,40 @@ var (
 )
 
 // TestMain sets the managers' logger (errors only, to stderr: the tables and gate lines are the
-// output) and stops the control plane that start started, if any.
+// output) and stops what start started, if anything: the node, kube-controller-manager and
+// kube-scheduler, then the control plane.
 func TestMain(m *testing.M) {
 	logf.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	code := m.Run()
-	if err := controlPlane.Stop(); err != nil {
+	if err := stopCluster(code != 0); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		code = 1
 	}
 	os.Exit(code)
 }
 
-// start starts the package's control plane once (the first caller) for every test and
-// benchmark; the gates of `make test` and the benchmarks of `make bench` share it. k8s is a
-// client of its own with a high rate limit: the fleets are created through it.
+// The cluster around the control plane, started once by start: the real kube-controller-manager
+// and kube-scheduler (package kubecontrollers: the Job controller, the garbage collector, the
+// namespace and ServiceAccount controllers and the rest act on the bench's objects as in a
+// cluster), the bench's node (benchNode) and the folder of their files and log.
+var (
+	kube    *kubecontrollers.Running
+	node    *benchNode
+	kubeDir string
+	kubeLog *os.File
+)
+
+// kubeControllerManagerArgs raise kube-controller-manager's client rate limit (20 requests a
+// second by default, per controller): the fleets' fixtures run thousands of Jobs through the
+// Job controller before anything is measured, and the Job controller and the garbage collector
+// would otherwise take minutes to catch up with them. What the bench measures is the manager's
+// own client, never theirs.
+var kubeControllerManagerArgs = []string{"--kube-api-qps=200", "--kube-api-burst=400"}
+
+// start starts the package's control plane, the real kube-controller-manager and
+// kube-scheduler and the bench's node once (the first caller) for every test and benchmark;
+// the gates of `make test` and the benchmarks of `make bench` share them. k8s is a client of
+// its own with a high rate limit: the fleets are created through it.
 func start(tb testing.TB) {
 	tb.Helper()
 	if k8s != nil {
@@ -57,11 +80,76 @@ func start(tb testing.TB) {
 	env, _ = controlPlane.Get(tb)
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = 500, 1000
+	if err := startCluster(cfg); err != nil {
+		tb.Fatal(err)
+	}
 	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
 	if err != nil {
 		tb.Fatalf("client for the fleets: %v", err)
 	}
 	k8s = c
+}
+
+// startCluster starts kube-controller-manager, kube-scheduler and the bench's node beside the
+// control plane, their files and output in a folder of their own (kube-controllers.log).
+func startCluster(cfg *rest.Config) error {
+	if node != nil {
+		return nil
+	}
+	if kubeDir == "" {
+		dir, err := os.MkdirTemp("", "captf-bench-")
+		if err != nil {
+			return fmt.Errorf("kube controllers folder: %w", err)
+		}
+		kubeDir = dir
+		if kubeLog, err = os.Create(filepath.Join(dir, "kube-controllers.log")); err != nil {
+			return fmt.Errorf("kube controllers log: %w", err)
+		}
+	}
+	if kube == nil {
+		k, err := kubecontrollers.Start(ctx, kubecontrollers.Options{BinDir: env.BinaryAssetsDirectory, Config: env.Config,
+			ServiceAccountKeyFile: filepath.Join(env.ControlPlane.APIServer.CertDir, "sa-signer.key"),
+			WorkDir:               filepath.Join(kubeDir, "kube-controllers"), Output: kubeLog,
+			ExtraControllerManagerArgs: kubeControllerManagerArgs})
+		if err != nil {
+			return fmt.Errorf("start kube-controller-manager and kube-scheduler (log %s): %w", kubeLog.Name(), err)
+		}
+		kube = k
+	}
+	n, err := startNode(ctx, cfg, env.Scheme)
+	if err != nil {
+		return fmt.Errorf("start the bench's node: %w", err)
+	}
+	node = n
+	return nil
+}
+
+// stopCluster stops the node, kube-controller-manager and kube-scheduler, then the control
+// plane. Their folder is removed unless keep (a failed run), whose log it then names.
+func stopCluster(keep bool) error {
+	var errs []error
+	if node != nil {
+		node.stop()
+	}
+	if kube != nil {
+		if err := kube.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("stop kube controllers: %w", err))
+		}
+	}
+	if err := controlPlane.Stop(); err != nil {
+		errs = append(errs, err)
+	}
+	if kubeLog != nil {
+		_ = kubeLog.Close()
+	}
+	if kubeDir != "" {
+		if keep {
+			fmt.Fprintf(os.Stderr, "kube-controller-manager's and kube-scheduler's log: %s\n", kubeLog.Name())
+		} else if err := os.RemoveAll(kubeDir); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", kubeDir, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func namespace(tb testing.TB, prefix string) string {

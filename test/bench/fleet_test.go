@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
 	"github.com/captf/cluster-api-provider-terraform/controllers/inputs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 	captfmetrics "github.com/captf/cluster-api-provider-terraform/controllers/metrics"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
@@ -40,7 +42,6 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/terraformmachine"
 	"github.com/captf/cluster-api-provider-terraform/controllers/terraformmachinepool"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
-	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
 
 // One namespace of the fleet (a cell) holds a Cluster with its TerraformCluster, fleetMachines
@@ -88,6 +89,36 @@ func (f *fleet) grow(tb testing.TB, n int) {
 	}); err != nil {
 		tb.Fatal(err)
 	}
+	waitJobsComplete(tb, added)
+}
+
+// fixtureTimeout bounds how long the Job controller, the scheduler and the node may take to
+// run a fixture's Jobs to completion, or the garbage collector to remove a fleet's pods.
+const fixtureTimeout = 10 * time.Minute
+
+// waitJobsComplete waits until every managed Job in namespaces is Complete: the fixture's
+// apply Jobs ran through their pods, so the fleet is what a completed apply leaves before any
+// manager sees it. Each poll reads the namespaces in order up to the first one not done.
+func waitJobsComplete(tb testing.TB, namespaces []string) {
+	tb.Helper()
+	pending := slices.Clone(namespaces)
+	waitUntil(tb, fixtureTimeout, func() (bool, string) {
+		for len(pending) > 0 {
+			ns := pending[0]
+			jobList := &batchv1.JobList{}
+			if err := k8s.List(ctx, jobList, client.InNamespace(ns), client.MatchingLabels{infrav1.ManagedLabel: "true"}); err != nil {
+				return false, fmt.Sprintf("list jobs of %s: %v", ns, err)
+			}
+			for i := range jobList.Items {
+				if !jobstatus.Succeeded(&jobList.Items[i]) {
+					return false, fmt.Sprintf("%d of %d namespaces have an apply Job that is not Complete yet (%s/%s first)",
+						len(pending), len(namespaces), ns, jobList.Items[i].Name)
+				}
+			}
+			pending = pending[1:]
+		}
+		return true, ""
+	})
 }
 
 // inParallel runs fn on every item, fleetWorkers at a time, and joins the errors.
@@ -197,7 +228,8 @@ func bootstrap(ns, name string) (string, error) {
 //     finalizer the bookkeeping adds), the durable inputs (inputs.DurableSecret), the outputs
 //     Secret (state.OutputsSecret), the plan Secret, the runner's ServiceAccount, Role and
 //     RoleBinding, the state lock Lease;
-//   - the apply Job of run 1 (jobs.Build), Complete.
+//   - the apply Job of run 1 (jobs.Build), run to completion by the Job controller through its
+//     pod, which the bench's node ends succeeded (grow waits until every Job is Complete).
 //
 // Nothing else: the run lease and the cluster lease were released and the per-run Secret
 // deleted by the bookkeeping. Conditions are left to the first manager that sees the object.
@@ -279,10 +311,16 @@ func applied(obj engine.Object, kind engine.Kind, cluster string, st statetest.S
 	if err != nil {
 		return fmt.Errorf("build job: %w", err)
 	}
+	// The Job runs as in a cluster: the Job controller creates its pod, the scheduler binds it,
+	// the bench's node runs it and ends it at once (succeeded), the Job controller completes the
+	// Job; grow waits for that.
+	if err := node.end(ns, job.Name, true, ""); err != nil {
+		return err
+	}
 	if err := k8s.Create(ctx, job); err != nil {
 		return fmt.Errorf("create job: %w", err)
 	}
-	return envtest.FinishJob(ctx, k8s, job, nil, true, "")
+	return nil
 }
 
 // appliedSecrets are the object's state, durable inputs, outputs and plan Secrets as the
@@ -318,8 +356,9 @@ func appliedSecrets(obj engine.Object, gvk schema.GroupVersionKind, suffix, clus
 }
 
 // remove deletes the fleet (no manager runs): finalizers off the objects and the protected
-// Secrets, then everything the cells hold, so later tests and benchmarks of the package start
-// from the same control plane without it.
+// Secrets, then everything the cells hold, and waits until the garbage collector and the node
+// removed the Jobs' pods, so later tests and benchmarks of the package start from the same
+// control plane without it.
 func (f *fleet) remove(tb testing.TB) {
 	tb.Helper()
 	if err := inParallel(f.namespaces, func(ns string) error {
@@ -330,6 +369,24 @@ func (f *fleet) remove(tb testing.TB) {
 	}); err != nil {
 		tb.Fatal(err)
 	}
+	// The garbage collector deletes the pods of the deleted Jobs and the node removes them:
+	// wait, so no later measurement sees the node or the Job controller still at work. Each
+	// poll reads the namespaces in order up to the first one that still has a pod.
+	pending := slices.Clone(f.namespaces)
+	waitUntil(tb, fixtureTimeout, func() (bool, string) {
+		for len(pending) > 0 {
+			pods := &metav1.PartialObjectMetadataList{}
+			pods.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+			if err := k8s.List(ctx, pods, client.InNamespace(pending[0])); err != nil {
+				return false, fmt.Sprintf("list pods of %s: %v", pending[0], err)
+			}
+			if n := len(pods.Items); n > 0 {
+				return false, fmt.Sprintf("%d of %d namespaces of the removed fleet still have pods (%s: %d)", len(pending), len(f.namespaces), pending[0], n)
+			}
+			pending = pending[1:]
+		}
+		return true, ""
+	})
 	f.namespaces = nil
 }
 

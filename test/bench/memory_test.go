@@ -13,6 +13,9 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
@@ -113,13 +116,17 @@ func steadyHeap(tb testing.TB, settle func() runtime.MemStats) runtime.MemStats 
 var foreignNamespace string
 
 // ensureForeignJobs creates foreignJobs Jobs that are not CAPTF's (no captf.io/managed label,
-// a 100 KB annotation each) in their own namespace, once for the package.
+// a 100 KB annotation each) in their own namespace, once for the package. They are suspended
+// (held by whoever owns them), so the real Job controller creates no pods for them; it still
+// takes every one in hand (the Suspended condition), and ensureForeignJobs waits for that, so
+// the heap is measured with the foreign Jobs as they stay, not while they change.
 func ensureForeignJobs(tb testing.TB) {
 	tb.Helper()
 	if foreignNamespace != "" {
 		return
 	}
 	ns := namespace(tb, "foreign")
+	suspended := watchSuspended(tb, ns)
 	big := strings.Repeat("x", foreignAnnotSize)
 	var wg sync.WaitGroup
 	errs := make(chan error, foreignJobs)
@@ -132,7 +139,7 @@ func ensureForeignJobs(tb testing.TB) {
 				j := &batchv1.Job{
 					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("foreign-%04d", i),
 						Annotations: map[string]string{"example.com/payload": big}},
-					Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+					Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 						RestartPolicy: corev1.RestartPolicyNever,
 						Containers:    []corev1.Container{{Name: "c", Image: "busybox"}},
 					}}},
@@ -152,7 +159,86 @@ func ensureForeignJobs(tb testing.TB) {
 	for err := range errs {
 		tb.Fatal(err)
 	}
+	if err := suspended(); err != nil {
+		tb.Fatal(err)
+	}
 	foreignNamespace = ns
+}
+
+// foreignJobsTimeout bounds how long the Job controller may take to mark every foreign Job
+// suspended.
+const foreignJobsTimeout = 5 * time.Minute
+
+// watchSuspended starts following the Jobs of ns (empty yet) and returns a function that waits
+// until foreignJobs of them carry the Suspended condition the Job controller sets. A watch
+// (in protobuf), not polls: each list of the foreign Jobs would carry their 200 MB again.
+func watchSuspended(tb testing.TB, ns string) func() error {
+	tb.Helper()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	wc, err := client.NewWithWatch(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	empty := &batchv1.JobList{}
+	if err := k8s.List(ctx, empty, client.InNamespace(ns)); err != nil {
+		tb.Fatalf("list jobs: %v", err)
+	}
+	w, err := wc.Watch(ctx, &batchv1.JobList{}, client.InNamespace(ns),
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: empty.ResourceVersion}})
+	if err != nil {
+		tb.Fatalf("watch jobs: %v", err)
+	}
+	// Read from the start: a watcher that falls behind is closed by the API server.
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	all := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		for ev := range w.ResultChan() {
+			j, isJob := ev.Object.(*batchv1.Job)
+			if !isJob || !jobSuspended(j) {
+				continue
+			}
+			mu.Lock()
+			seen[j.Name] = true
+			if len(seen) == foreignJobs {
+				close(all)
+			}
+			mu.Unlock()
+		}
+	}()
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen)
+	}
+	return func() error {
+		defer func() {
+			w.Stop()
+			<-ended
+		}()
+		select {
+		case <-all:
+			return nil
+		case <-ended:
+			return fmt.Errorf("the watch of the foreign Jobs ended with %d of %d suspended", count(), foreignJobs)
+		case <-time.After(foreignJobsTimeout):
+			return fmt.Errorf("after %s the Job controller has marked %d of %d foreign Jobs suspended", foreignJobsTimeout, count(), foreignJobs)
+		}
+	}
+}
+
+// jobSuspended reports whether the Job carries the Suspended condition, True.
+func jobSuspended(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobSuspended && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }
 
 func mb(v uint64) float64 { return float64(v) / (1 << 20) }

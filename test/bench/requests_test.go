@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -21,7 +22,6 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/inputs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
-	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
 
 // pokes is how many passes each scenario provokes.
@@ -214,20 +214,19 @@ func newPool(tb testing.TB, ns string) subject {
 }
 
 // provisionAndMeasure waits for the subject's first apply Job and measures three scenarios:
-// passes while the Job runs (its pod running), the passes that count the Job once it finished,
+// passes while the Job runs (the Job controller created its pod, the scheduler bound it to the
+// bench's node and the node runs it, and the Job counts it active and ready), the passes that
+// count the Job once it finished (the node ends the pod, the Job controller completes the Job),
 // and idle passes once the object is provisioned.
 func provisionAndMeasure(tb testing.TB, c *counter, s subject) []row {
 	tb.Helper()
 	ns, name := s.obj.GetNamespace(), s.obj.GetName()
 	suffix := naming.StateSuffix(ns, s.kind, name)
 	job := &batchv1.Job{}
-	waitFor(tb, s.kind+" apply Job", func() bool {
-		return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: naming.JobName(suffix, 1)}, job) == nil
+	key := client.ObjectKey{Namespace: ns, Name: naming.JobName(suffix, 1)}
+	waitFor(tb, s.kind+" apply Job running on the bench's node", func() bool {
+		return k8s.Get(ctx, key, job) == nil && job.Status.Active == 1 && ptr.Deref(job.Status.Ready, 0) == 1
 	})
-	pod, err := envtest.StartJob(ctx, k8s, job)
-	if err != nil {
-		tb.Fatal(err)
-	}
 	var rows []row
 	rows = append(rows, measure(c, s.kind+" Job running", s.kind, func() {
 		for p := 0; p < pokes; p++ {
@@ -238,7 +237,7 @@ func provisionAndMeasure(tb testing.TB, c *counter, s subject) []row {
 		if err := statetest.Write(ctx, k8s, ns, suffix, s.state); err != nil {
 			tb.Fatal(err)
 		}
-		if err := envtest.FinishJob(ctx, k8s, job, pod, true, ""); err != nil {
+		if err := node.end(ns, job.Name, true, ""); err != nil {
 			tb.Fatal(err)
 		}
 		waitFor(tb, s.kind+" provisioned", func() bool {

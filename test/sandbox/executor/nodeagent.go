@@ -6,26 +6,24 @@ import (
 	"runtime"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox/nodes"
 )
 
 // NodeLeaseNamespace holds every node's heartbeat Lease, as in a cluster.
-const NodeLeaseNamespace = "kube-node-lease"
+const NodeLeaseNamespace = nodes.LeaseNamespace
 
-// The node Lease lasts 40 s, as a kubelet's; the node's status (its Ready condition's
-// heartbeat) is written at least every minute. The Lease is renewed every HeartbeatInterval.
-const (
-	leaseDurationSecond = 40
-	statusInterval      = time.Minute
-)
+// The node Lease lasts nodes.LeaseDurationSeconds (40 s), as a kubelet's; the node's status
+// (its Ready condition's heartbeat) is written at least every minute. The Lease is renewed every
+// HeartbeatInterval.
+const statusInterval = time.Minute
 
 // nodeCapacity is what the node offers the scheduler: room for every Pod a soak starts at once.
 func nodeCapacity() corev1.ResourceList {
@@ -61,7 +59,7 @@ func (e *Executor) writeNodeStatus(ctx context.Context) error {
 		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: e.opts.NodeName}}
 		n.Status.NodeInfo = corev1.NodeSystemInfo{OperatingSystem: "linux", Architecture: runtime.GOARCH,
 			KubeletVersion: e.kubeletVersion, ContainerRuntimeVersion: "captf-sandbox://local-processes"}
-		n.Status.Conditions = nodeConditions(n.Status.Conditions, now)
+		n.Status.Conditions = nodes.ReadyConditions(n.Status.Conditions, now, "the sandbox node is posting ready status; it runs its pods as local processes")
 		return e.client.Status().Update(ctx, n)
 	})
 	if err != nil {
@@ -70,55 +68,9 @@ func (e *Executor) writeNodeStatus(ctx context.Context) error {
 	return nil
 }
 
-// nodeConditions are a healthy kubelet's conditions, each with heartbeat now and its
-// transition time kept while its status stays.
-func nodeConditions(old []corev1.NodeCondition, now metav1.Time) []corev1.NodeCondition {
-	want := []corev1.NodeCondition{
-		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory", Message: "the sandbox node runs its pods as local processes"},
-		{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", Message: "the sandbox node runs its pods as local processes"},
-		{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientPID", Message: "the sandbox node runs its pods as local processes"},
-		{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "the sandbox node is posting ready status"},
-	}
-	for i := range want {
-		want[i].LastHeartbeatTime, want[i].LastTransitionTime = now, now
-		for _, o := range old {
-			if o.Type == want[i].Type && o.Status == want[i].Status {
-				want[i].LastTransitionTime = o.LastTransitionTime
-			}
-		}
-	}
-	return want
-}
-
 // renewLease creates or renews the node's heartbeat Lease.
 func (e *Executor) renewLease(ctx context.Context) error {
-	now := metav1.NowMicro()
-	l := &coordinationv1.Lease{}
-	err := e.apiReader.Get(ctx, types.NamespacedName{Namespace: NodeLeaseNamespace, Name: e.opts.NodeName}, l)
-	if apierrors.IsNotFound(err) {
-		n := &corev1.Node{}
-		if err := e.apiReader.Get(ctx, types.NamespacedName{Name: e.opts.NodeName}, n); err != nil {
-			return fmt.Errorf("get node %s: %w", e.opts.NodeName, err)
-		}
-		l = &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: NodeLeaseNamespace, Name: e.opts.NodeName, OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID,
-			}}},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(e.opts.NodeName), LeaseDurationSeconds: ptr.To[int32](leaseDurationSecond), RenewTime: &now},
-		}
-		if err := e.client.Create(ctx, l); err != nil {
-			return fmt.Errorf("create node lease: %w", err)
-		}
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("get node lease: %w", err)
-	}
-	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = ptr.To(e.opts.NodeName), ptr.To[int32](leaseDurationSecond), &now
-	if err := e.client.Update(ctx, l); err != nil {
-		return fmt.Errorf("renew node lease: %w", err)
-	}
-	return nil
+	return nodes.RenewLease(ctx, e.client, e.apiReader, e.opts.NodeName)
 }
 
 // heartbeat registers the node, then keeps its Lease and status fresh until ctx ends or the
