@@ -202,14 +202,14 @@ run-manager: build ## Run the manager against the cluster KUBECONFIG points at (
 	$(BIN)/manager --metrics-bind-address=0 --enable-webhooks=false $(MANAGER_ARGS)
 
 .PHONY: sandbox-bins
-sandbox-bins: $(STAMPS)/etcd-$(ETCD_VERSION) $(STAMPS)/kubernetes-$(KUBERNETES_VERSION) $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) runtime-bin ## What the sandbox needs: the control plane, kubectl, kustomize (renders config/webhook), terraform or tofu.
+sandbox-bins: $(STAMPS)/etcd-$(ETCD_VERSION) $(STAMPS)/kubernetes-$(KUBERNETES_VERSION) $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) $(STAMPS)/cluster-api-$(CLUSTER_API_VERSION) runtime-bin ## What the sandbox needs: the control plane, kubectl, kustomize (renders config/webhook), the Cluster API core manager, terraform or tofu.
 
 .PHONY: test-e2e
-test-e2e: sandbox-bins test-runtime-bins $(STAMPS)/clusterctl-$(CLUSTER_API_VERSION) ## End-to-end tests: sandboxes, real terraform/tofu, kubectl, clusterctl move (about 3 minutes; part of make test too).
+test-e2e: sandbox-bins test-runtime-bins $(STAMPS)/cluster-api-$(CLUSTER_API_VERSION) ## End-to-end tests: sandboxes, real terraform/tofu, kubectl, clusterctl move (about 3 minutes; part of make test too).
 	go test -v -timeout 20m ./test/e2e/... -ginkgo.v 2>&1 | hack/test-summary.sh
 
 # make test runs ./... and so the end-to-end suite: it needs what the sandbox needs.
-test-bins: sandbox-bins $(STAMPS)/clusterctl-$(CLUSTER_API_VERSION)
+test-bins: sandbox-bins $(STAMPS)/cluster-api-$(CLUSTER_API_VERSION)
 
 ##@ Tools (built from source into bin/)
 
@@ -225,8 +225,8 @@ $(STAMPS)/kubernetes-$(KUBERNETES_VERSION):
 	hack/build-bin.sh kubernetes
 	@mkdir -p $(STAMPS) && touch $@
 
-$(STAMPS)/clusterctl-$(CLUSTER_API_VERSION):
-	hack/build-bin.sh clusterctl
+$(STAMPS)/cluster-api-$(CLUSTER_API_VERSION):
+	hack/build-bin.sh cluster-api
 	@mkdir -p $(STAMPS) && touch $@
 
 $(STAMPS)/tofu-$(OPENTOFU_VERSION):
@@ -264,11 +264,11 @@ release-manifests: $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) ## Write the cluster
 kustomize: $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) ## Build kustomize into bin/.
 
 .PHONY: clusterctl
-clusterctl: $(STAMPS)/clusterctl-$(CLUSTER_API_VERSION) ## Build clusterctl from source into bin/.
+clusterctl: $(STAMPS)/cluster-api-$(CLUSTER_API_VERSION) ## Build clusterctl and the Cluster API core manager (bin/capi-manager) from source into bin/.
 
 # The deployment tests (test/deploy) render config/ with kustomize and install the release
 # manifest through a real clusterctl.
-test-bins: $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) $(STAMPS)/clusterctl-$(CLUSTER_API_VERSION)
+test-bins: $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) $(STAMPS)/cluster-api-$(CLUSTER_API_VERSION)
 
 $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION):
 	hack/build-bin.sh kustomize

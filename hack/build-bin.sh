@@ -6,7 +6,7 @@
 # `go install pkg@version`, so each is built from a throwaway module created in a temp folder.
 # Every Kubernetes binary (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) comes
 # from one `go build` of several packages, so the packages they share compile once.
-# Usage: hack/build-bin.sh etcd|kubernetes|clusterctl|tofu|terraform|promtool|controller-gen|golangci-lint|kustomize
+# Usage: hack/build-bin.sh etcd|kubernetes|cluster-api|tofu|terraform|promtool|controller-gen|golangci-lint|kustomize
 # The cache is $CAPTF_TOOLS_CACHE, else $XDG_CACHE_HOME/captf-tools, else ~/.cache/captf-tools
 # (bin/.tool-cache when none of those can be written): <cache>/<tool>/<version>/<binary>.
 # Remove a folder there to rebuild that tool.
@@ -33,7 +33,7 @@ export GOFLAGS=-mod=mod GOWORK=off CGO_ENABLED=0
 case "$tool" in
 etcd) version=${ETCD_VERSION:?}; binaries="etcd" ;;
 kubernetes) version=${KUBERNETES_VERSION:?}; binaries="kube-apiserver kube-controller-manager kube-scheduler kubectl" ;;
-clusterctl) version=${CLUSTER_API_VERSION:?}; binaries="clusterctl" ;;
+cluster-api) version=${CLUSTER_API_VERSION:?}; binaries="clusterctl capi-manager" ;;
 tofu) version=${OPENTOFU_VERSION:?}; binaries="tofu" ;;
 terraform) version=${TERRAFORM_VERSION:?}; binaries="terraform" ;;
 promtool) version=${PROMETHEUS_VERSION:?}; binaries="promtool" ;;
@@ -106,12 +106,17 @@ kubernetes)
   # shellcheck disable=SC2086
   go build -ldflags "$ldflags" -o "$out/" $pkgs
   ;;
-clusterctl)
+cluster-api)
+  # clusterctl and the Cluster API core manager (the module's core package, which Cluster API
+  # ships as its manager image) in one go build, so the packages they share compile once.
   v=$version
-  printf 'module captf.local/build-clusterctl\ngo 1.26\nrequire (\n\tsigs.k8s.io/cluster-api %s\n\tsigs.k8s.io/cluster-api/api %s\n)\n' "$v" "$v" > go.mod
-  printf '//go:build tools\n\npackage tools\nimport _ "sigs.k8s.io/cluster-api/cmd/clusterctl"\n' > tools.go
+  printf 'module captf.local/build-cluster-api\ngo 1.26\nrequire (\n\tsigs.k8s.io/cluster-api %s\n\tsigs.k8s.io/cluster-api/api %s\n)\n' "$v" "$v" > go.mod
+  printf '//go:build tools\n\npackage tools\nimport (\n\t_ "sigs.k8s.io/cluster-api/cmd/clusterctl"\n\t_ "sigs.k8s.io/cluster-api/core"\n)\n' > tools.go
   go mod tidy >/dev/null
-  go build -o "$out/clusterctl" sigs.k8s.io/cluster-api/cmd/clusterctl
+  mkdir -p "$work/out"
+  go build -o "$work/out/" sigs.k8s.io/cluster-api/cmd/clusterctl sigs.k8s.io/cluster-api/core
+  mv "$work/out/clusterctl" "$out/clusterctl"
+  mv "$work/out/core" "$out/capi-manager"
   ;;
 tofu)
   v=$version

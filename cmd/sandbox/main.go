@@ -135,7 +135,7 @@ func parseFlags(args []string) (f flags, zo *zap.Options, help bool, err error) 
 	fs.StringVar(&f.repo, "repo", "", "repository root holding config/ (default: found from the working folder or this binary)")
 	fs.BoolVar(&f.quietJobs, "quiet-jobs", false, "do not copy the Jobs' output to the console (each Pod's folder keeps a log)")
 	fs.Var(&f.managerArgs, "manager-arg", "extra flag for the manager (repeatable)")
-	fs.BoolVar(&f.verbose, "verbose", false, "also log what the sandbox's own controllers (the node, the Cluster API stand-in) do, and kube-controller-manager's and kube-scheduler's output; by default only the former's errors show")
+	fs.BoolVar(&f.verbose, "verbose", false, "also log what the sandbox's own controllers (the node, the workload clusters' Nodes) do, and the output of kube-controller-manager, kube-scheduler and the Cluster API core manager; by default only the former's errors show")
 	zo = &zap.Options{Development: true, Level: zapcore.InfoLevel}
 	zo.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -228,9 +228,9 @@ func printHelp(w io.Writer, sb *sandbox.Sandbox, f flags) {
 		apply = "# config/samples is being applied to namespace " + ns + " (SAMPLES=1)"
 	}
 	fmt.Fprintf(w, `
-CAPTF sandbox: a local control plane with the real kube-controller-manager and
-kube-scheduler, the manager with its webhooks, and a node running each Job's pod (the real
-runner with %s) as local processes.
+CAPTF sandbox: a local control plane with the real kube-controller-manager,
+kube-scheduler and Cluster API core manager, the manager with its webhooks, and a node
+running each Job's pod (the real runner with %s) as local processes.
 
   export KUBECONFIG=%s
   %[4]s

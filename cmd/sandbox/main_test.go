@@ -373,7 +373,7 @@ func TestASandboxKilledWithSIGKILLLeavesNoProcess(t *testing.T) {
 	// The console shows the Job's output; the sandbox's own controllers keep quiet without --verbose.
 	g.Eventually(console.String).Should(ContainSubstring("[killed/work] container output line 19"))
 	g.Expect(r.stderr.String()).To(ContainSubstring("manager ready"), "the sandbox's own progress lines show")
-	g.Expect(r.stderr.String()).NotTo(ContainSubstring("sandbox.local"), "the executor's and the stand-in's lines are debug lines")
+	g.Expect(r.stderr.String()).NotTo(ContainSubstring("sandbox.local"), "the executor's and the workload controller's lines are debug lines")
 
 	g.Expect(r.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
 	g.Expect(<-r.exited).To(HaveOccurred())
@@ -402,7 +402,7 @@ func TestASandboxWhoseConsoleWentAwayStopsCleanlyOnCtrlC(t *testing.T) {
 	var exitErr error
 	g.Eventually(r.exited).WithTimeout(2 * time.Minute).Should(Receive(&exitErr))
 	g.Expect(exitErr).NotTo(HaveOccurred(), "a clean exit after Ctrl-C")
-	g.Expect(r.stderr.String()).To(ContainSubstring("sandbox.local"), "--verbose shows what the executor and the stand-in do")
+	g.Expect(r.stderr.String()).To(ContainSubstring("sandbox.local"), "--verbose shows what the executor and the workload controller do")
 	g.Expect(survivors(recorded, r.work)).To(BeEmpty(), "nothing of the sandbox is left once it returned")
 	_, err = os.Stat(r.kubeconfig)
 	g.Expect(os.IsNotExist(err)).To(BeTrue(), "the kubeconfig is removed")

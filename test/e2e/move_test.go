@@ -12,7 +12,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -37,22 +36,16 @@ var _ = Describe("clusterctl move from one sandbox to another", func() {
 		applyFixture(source, ns, "machine.yaml", name, 0)
 		eventuallyReady(source, tc(ns, name), tm(ns, machine))
 
-		By("what no core controller runs here to set: the node of the Machine, an initialized control plane")
+		By("the real Cluster API core manager finds the Machine's node in the workload cluster the sandbox plays, and marks the control plane initialized")
 		m := &clusterv1.Machine{}
-		Expect(source.Client().Get(ctx, types.NamespacedName{Namespace: ns, Name: machine}, m)).To(Succeed())
-		patch := client.MergeFrom(m.DeepCopy())
-		m.Status.NodeRef = clusterv1.MachineNodeReference{Name: machine}
-		Expect(source.Client().Status().Patch(ctx, m, patch)).To(Succeed())
 		c := &clusterv1.Cluster{}
-		Expect(source.Client().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, c)).To(Succeed())
-		patch = client.MergeFrom(c.DeepCopy())
-		meta.SetStatusCondition(&c.Status.Conditions, metav1.Condition{Type: clusterv1.ClusterControlPlaneInitializedCondition,
-			Status: metav1.ConditionTrue, Reason: "SetByTest", ObservedGeneration: c.Generation})
-		Expect(source.Client().Status().Patch(ctx, c, patch)).To(Succeed())
 		Eventually(func(g Gomega) {
-			g.Expect(source.Client().Get(ctx, client.ObjectKeyFromObject(c), c)).To(Succeed())
+			g.Expect(source.Client().Get(ctx, types.NamespacedName{Namespace: ns, Name: machine}, m)).To(Succeed())
+			g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "the Machine has no nodeRef yet")
+			g.Expect(source.Client().Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, c)).To(Succeed())
 			g.Expect(c.Status.Initialization.InfrastructureProvisioned).To(HaveValue(BeTrue()))
-		}).Should(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1.ClusterControlPlaneInitializedCondition)).To(BeTrue(), "the control plane is not initialized yet")
+		}, 2*time.Minute).Should(Succeed())
 
 		By("a slow apply starts in the source")
 		kubectl(source, "patch", "-n", ns, "terraformcluster", name, "--type=merge", "-p", `{"spec":{"variables":{"sleep_seconds":20,"generation":2}}}`)

@@ -11,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -72,6 +73,11 @@ var _ = Describe("A retained state, with real Terraform", Ordered, func() {
 		kubectl(sb, "patch", "-n", ns, "terraformcluster", name, "--type=merge", "-p", `{"spec":{"deletionPolicy":"Retain"}}`)
 		kubectl(sb, "delete", "-n", ns, "cluster", name, "--wait=false")
 		Eventually(func() error { return sb.Client().Get(ctx, client.ObjectKeyFromObject(o), &infrav1.TerraformCluster{}) }).Should(Satisfy(apierrors.IsNotFound))
+		// Cluster API removes the Cluster's finalizer after its infrastructure object went: a
+		// Cluster applied again before that would be the one being deleted.
+		Eventually(func() error {
+			return sb.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &clusterv1.Cluster{})
+		}).Should(Satisfy(apierrors.IsNotFound))
 
 		By("re-created with the same name: it holds with RetainedStateFound and runs nothing")
 		applyFixture(sb, ns, "cluster.yaml", name, 0)

@@ -115,7 +115,7 @@ var _ = Describe("make run with the samples", Ordered, func() {
 		Expect(strings.Fields(kc("get", "terraformmachinepool", "-n", ns, "sample-pool", "-o", "jsonpath={.spec.providerIDList[*]}"))).To(HaveLen(2))
 		Expect(kc("get", "terraformmachinepool", "-n", ns, "sample-pool", "-o", "jsonpath={.status.replicas}")).To(Equal("2"))
 
-		By("the Cluster API stand-in copied them where Cluster API would")
+		By("the real Cluster API core manager copied them into the Cluster and the Machine")
 		Expect(kc("get", "cluster", "-n", ns, "sample", "-o", "jsonpath={.status.initialization.infrastructureProvisioned} {.spec.controlPlaneEndpoint.host}")).
 			To(Equal("true sample.default.example.internal"))
 		Expect(kc("get", "machine", "-n", ns, "sample-machine-0", "-o", "jsonpath={.spec.providerID}")).

@@ -4,24 +4,26 @@
 // for, clusterctl's provider inventory, the manager binary as a child process serving its
 // admission webhooks (the configurations rendered from config/webhook, pointed at the child
 // and given the CA of a self-signed certificate), the real kube-controller-manager and
-// kube-scheduler (package kubecontrollers), the node that runs the scheduled pods as local
-// processes (package executor) and the Cluster API stand-in (package capi). cmd/sandbox
-// (`make run`) and test/e2e use it.
+// kube-scheduler (package kubecontrollers), the real Cluster API core manager with its webhooks
+// (package capimanager), the node that runs the scheduled pods as local processes (package
+// executor), and the workload clusters' side of Cluster API (package workload: each Cluster's
+// kubeconfig Secret names the sandbox's own API server, where a Node is registered for each
+// providerID a Machine or MachinePool reports). cmd/sandbox (`make run`) and test/e2e use it.
 //
 // The manager runs under the ClusterRole of config/rbac as the ServiceAccount the Deployment
 // uses, and every Job's runner under the runner's ServiceAccount (a token bound to its Pod), so
 // RBAC in the sandbox is the RBAC of a cluster; kube-controller-manager's controllers each use
-// their own ServiceAccount, as in a cluster. The sandbox itself, the executor and the stand-in
-// use an administrator's credentials.
+// their own ServiceAccount, as in a cluster. The sandbox itself, the executor, the workload
+// controller and the Cluster API manager use an administrator's credentials.
 //
-// The executor and the stand-in log through Options.Log at V(1) (debug) unless
+// The executor and the workload controller log through Options.Log at V(1) (debug) unless
 // Options.Verbose: a user sees the Jobs' output, the manager's and the sandbox's own lines.
 //
-// Invariants: Stop leaves no process behind (the manager, every container, the kube
-// controllers and the control plane are stopped, SIGKILL after a grace period); children started by a sandbox die with it
+// Invariants: Stop leaves no process behind (the manager, every container, the Cluster API
+// manager, the kube controllers and the control plane are stopped, SIGKILL after a grace period); children started by a sandbox die with it
 // on every exit path, SIGKILL included: Start enables the guard of package proc, which kills
 // what a process that ended without stopping left (etcd, kube-apiserver, kube-controller-manager,
-// kube-scheduler, the manager, every container's session) and removes its kubeconfig and temporary work folder; a binary calls
+// kube-scheduler, the Cluster API manager, the manager, every container's session) and removes its kubeconfig and temporary work folder; a binary calls
 // StopGuard last. Nothing is applied to the control plane beyond what Start documents unless
 // the caller asks (ApplySamples).
 package sandbox

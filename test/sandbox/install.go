@@ -50,6 +50,10 @@ const (
 	// configurations, as config/default names them.
 	ValidatingWebhookConfiguration = "captf-validating-webhook-configuration"
 	MutatingWebhookConfiguration   = "captf-mutating-webhook-configuration"
+	// CAPIValidatingWebhookConfiguration and CAPIMutatingWebhookConfiguration are the names of
+	// Cluster API's configurations, as clusterctl init names them.
+	CAPIValidatingWebhookConfiguration = "capi-validating-webhook-configuration"
+	CAPIMutatingWebhookConfiguration   = "capi-mutating-webhook-configuration"
 )
 
 // Labels clusterctl reads on CRDs and inventory entries.
@@ -64,8 +68,10 @@ func (s *Sandbox) startControlPlane() error {
 	if err != nil {
 		return err
 	}
-	// capiCRDs is <module>/core/config/crd/bases; clusterctl's inventory CRD is in the same module.
-	module := filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(capiCRDs))))
+	module, err := capiModule()
+	if err != nil {
+		return err
+	}
 	inventory := filepath.Join(module, "cmd", "clusterctl", "config", "manifest", "clusterctl-api.yaml")
 	// The control plane's folders live in the work folder (a fresh one each start), so what
 	// etcd and kube-apiserver run with names this sandbox, and a killed sandbox's guard
@@ -150,8 +156,14 @@ func (s *Sandbox) install(ctx context.Context) error {
 		return err
 	}
 	s.WebhookPort = port
+	if s.CAPIWebhookPort, err = proc.FreePort(); err != nil {
+		return err
+	}
 	_, ca, err := s.writeCertificates()
 	if err != nil {
+		return err
+	}
+	if err := s.installCAPIWebhooks(ctx, ca); err != nil {
 		return err
 	}
 	return s.installWebhooks(ctx, ca)
@@ -272,7 +284,34 @@ func (s *Sandbox) installWebhooks(ctx context.Context, ca *certs.CA) error {
 	if err != nil {
 		return err
 	}
-	base := fmt.Sprintf("https://127.0.0.1:%d", s.WebhookPort)
+	return s.installWebhookConfigurations(ctx, ca, objs, s.WebhookPort, ValidatingWebhookConfiguration, MutatingWebhookConfiguration)
+}
+
+// installCAPIWebhooks installs Cluster API's webhook configurations, as its module ships them
+// (core/config/webhook/manifests.yaml), pointed at the Cluster API manager's local webhook
+// server, with the CA injected.
+func (s *Sandbox) installCAPIWebhooks(ctx context.Context, ca *certs.CA) error {
+	module, err := capiModule()
+	if err != nil {
+		return err
+	}
+	raw, err := os.ReadFile(filepath.Join(module, "core", "config", "webhook", "manifests.yaml"))
+	if err != nil {
+		return fmt.Errorf("read Cluster API's webhook configurations: %w", err)
+	}
+	objs, err := decodeYAML(raw)
+	if err != nil {
+		return fmt.Errorf("decode Cluster API's webhook configurations: %w", err)
+	}
+	return s.installWebhookConfigurations(ctx, ca, objs, s.CAPIWebhookPort, CAPIValidatingWebhookConfiguration, CAPIMutatingWebhookConfiguration)
+}
+
+// installWebhookConfigurations creates the validating and the mutating webhook configuration
+// of objs under the given names, every webhook pointed at the local webhook server on port
+// instead of its Service, and injects the CA (what cert-manager's cainjector does in a
+// cluster).
+func (s *Sandbox) installWebhookConfigurations(ctx context.Context, ca *certs.CA, objs []*unstructured.Unstructured, port int, validatingName, mutatingName string) error {
+	base := fmt.Sprintf("https://127.0.0.1:%d", port)
 	var validating, mutating []string
 	for _, u := range objs {
 		switch u.GetKind() {
@@ -281,7 +320,7 @@ func (s *Sandbox) installWebhooks(ctx context.Context, ca *certs.CA) error {
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, cfg); err != nil {
 				return fmt.Errorf("decode %s: %w", u.GetName(), err)
 			}
-			cfg.Name = ValidatingWebhookConfiguration
+			cfg.Name = validatingName
 			for i := range cfg.Webhooks {
 				if err := pointAt(&cfg.Webhooks[i].ClientConfig, base); err != nil {
 					return fmt.Errorf("webhook %s: %w", cfg.Webhooks[i].Name, err)
@@ -296,7 +335,7 @@ func (s *Sandbox) installWebhooks(ctx context.Context, ca *certs.CA) error {
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, cfg); err != nil {
 				return fmt.Errorf("decode %s: %w", u.GetName(), err)
 			}
-			cfg.Name = MutatingWebhookConfiguration
+			cfg.Name = mutatingName
 			for i := range cfg.Webhooks {
 				if err := pointAt(&cfg.Webhooks[i].ClientConfig, base); err != nil {
 					return fmt.Errorf("webhook %s: %w", cfg.Webhooks[i].Name, err)
@@ -309,9 +348,8 @@ func (s *Sandbox) installWebhooks(ctx context.Context, ca *certs.CA) error {
 		}
 	}
 	if len(validating) == 0 || len(mutating) == 0 {
-		return errors.New("config/webhook rendered no validating or no mutating webhook configuration")
+		return fmt.Errorf("no validating or no mutating webhook configuration to install as %s, %s", validatingName, mutatingName)
 	}
-	// What cert-manager's cainjector does in a cluster.
 	return certs.InjectCABundle(ctx, s.client, ca.CertPEM, validating, mutating)
 }
 
@@ -358,6 +396,17 @@ func (s *Sandbox) repointWebhooks(ctx context.Context, port int) error {
 	}
 	s.WebhookPort = port
 	return nil
+}
+
+// capiModule is the folder of the sigs.k8s.io/cluster-api module at the pinned version (its CRDs
+// are in core/config/crd/bases, its webhook configurations in core/config/webhook, clusterctl's
+// inventory CRD in cmd/clusterctl/config/manifest).
+func capiModule() (string, error) {
+	crds, err := testenv.ClusterAPICRDs()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(crds)))), nil
 }
 
 // pointAt replaces a Service reference with the URL of the local webhook server.

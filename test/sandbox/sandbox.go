@@ -24,10 +24,11 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/certs"
-	"github.com/captf/cluster-api-provider-terraform/test/sandbox/capi"
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox/capimanager"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/executor"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/internal/proc"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/kubecontrollers"
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox/workload"
 )
 
 // Options configure a sandbox. RepoRoot and BinDir are required.
@@ -59,8 +60,8 @@ type Options struct {
 	// by line with a prefix. Nil discards it.
 	ManagerOutput io.Writer
 	JobOutput     io.Writer
-	// KubeControllersOutput receives kube-controller-manager's and kube-scheduler's output,
-	// line by line with a prefix. Nil discards it.
+	// KubeControllersOutput receives kube-controller-manager's, kube-scheduler's and the
+	// Cluster API core manager's output, line by line with a prefix. Nil discards it.
 	KubeControllersOutput io.Writer
 	// NodeMonitorGracePeriod is how long the node may go without a heartbeat before the node
 	// lifecycle controller marks it not ready. Default: kubecontrollers'
@@ -72,8 +73,8 @@ type Options struct {
 	UnreachableTolerationSeconds int
 	// Log is the sandbox's own logger.
 	Log logr.Logger
-	// Verbose makes the executor and the Cluster API stand-in (and controller-runtime under
-	// them) log at info level. By default they log at V(1), so only their errors show.
+	// Verbose makes the executor and the workload clusters' controller (and controller-runtime
+	// under them) log at info level. By default they log at V(1), so only their errors show.
 	Verbose bool
 }
 
@@ -86,14 +87,17 @@ type Sandbox struct {
 	scheme *runtime.Scheme
 	exec   *executor.Executor
 	kube   *kubecontrollers.Running
+	capi   *capimanager.Running
 	mgrPro *ManagerProcess
 	cancel context.CancelFunc
 	done   chan error
-	// WebhookPort serves the manager's admission webhooks.
-	WebhookPort int
-	tmpWork     bool
-	stopOnce    sync.Once
-	stopErr     error
+	// WebhookPort serves the manager's admission webhooks, CAPIWebhookPort the Cluster API
+	// core manager's.
+	WebhookPort     int
+	CAPIWebhookPort int
+	tmpWork         bool
+	stopOnce        sync.Once
+	stopErr         error
 }
 
 // NewScheme knows the core, CRD, Cluster API and CAPTF types.
@@ -108,7 +112,8 @@ func NewScheme() (*runtime.Scheme, error) {
 }
 
 // Start brings a sandbox up: control plane, CRDs, inventory, RBAC, certificates and webhook
-// configurations, the executor and the stand-in, and (unless NoManager) the manager, waiting
+// configurations, the kube controllers, the Cluster API core manager, the executor and the
+// workload controller, and (unless NoManager) the manager, waiting
 // until it is ready to serve admission requests. On error everything started is stopped.
 func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 	if opts.RepoRoot == "" || opts.BinDir == "" {
@@ -192,6 +197,10 @@ func (s *Sandbox) start(ctx context.Context) error {
 		return err
 	}
 	log.Info("kube-controller-manager and kube-scheduler up", "took", time.Since(began).Round(time.Millisecond))
+	if err := s.startCAPIManager(ctx); err != nil {
+		return err
+	}
+	log.Info("Cluster API core manager up", "took", time.Since(began).Round(time.Millisecond))
 	if err := s.startLocalControllers(); err != nil {
 		return err
 	}
@@ -230,8 +239,26 @@ func (s *Sandbox) startKubeControllers(ctx context.Context) error {
 	return nil
 }
 
-// startLocalControllers runs the executor (the node) and the Cluster API stand-in in this
-// process.
+// startCAPIManager runs the real Cluster API core manager against the sandbox's API server,
+// its webhooks served on CAPIWebhookPort with the sandbox's serving certificate.
+func (s *Sandbox) startCAPIManager(ctx context.Context) error {
+	out := s.opts.KubeControllersOutput
+	if out == nil {
+		out = io.Discard
+	}
+	capi, err := capimanager.Start(ctx, capimanager.Options{
+		BinDir: s.opts.BinDir, Config: s.cfg, WorkDir: filepath.Join(s.controlPlaneDir(), "capi-manager"),
+		CertDir: s.certDir(), WebhookPort: s.CAPIWebhookPort, Output: out,
+	})
+	if err != nil {
+		return err
+	}
+	s.capi = capi
+	return nil
+}
+
+// startLocalControllers runs the executor (the node) and the workload clusters' controller (the
+// kubeconfig Secrets and the Nodes Cluster API looks for) in this process.
 func (s *Sandbox) startLocalControllers() error {
 	ex, err := executor.New(s.cfg, executor.Options{
 		RunnerBinary: s.opts.RunnerBinary, TerraformBinary: s.opts.TerraformBinary,
@@ -260,7 +287,11 @@ func (s *Sandbox) startLocalControllers() error {
 	if err := ex.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&capi.StandIn{}).SetupWithManager(mgr); err != nil {
+	kc, err := os.ReadFile(s.opts.KubeconfigPath)
+	if err != nil {
+		return fmt.Errorf("read the administrator kubeconfig: %w", err)
+	}
+	if err := (&workload.Controller{Kubeconfig: kc}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -288,6 +319,9 @@ func (s *Sandbox) Stop() error {
 			if err := <-s.done; err != nil {
 				errs = append(errs, fmt.Errorf("sandbox controllers: %w", err))
 			}
+		}
+		if s.capi != nil {
+			errs = append(errs, s.capi.Stop())
 		}
 		if s.kube != nil {
 			errs = append(errs, s.kube.Stop())

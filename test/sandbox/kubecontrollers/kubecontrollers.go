@@ -19,8 +19,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/internal/proc"
@@ -105,7 +103,7 @@ func Start(ctx context.Context, opts Options) (*Running, error) {
 	if err := os.MkdirAll(opts.WorkDir, 0o700); err != nil {
 		return nil, fmt.Errorf("start kube controllers: work folder: %w", err)
 	}
-	kubeconfig, caFile, err := writeAccess(opts.Config, opts.WorkDir)
+	kubeconfig, caFile, err := proc.WriteAccess(opts.Config, opts.WorkDir)
 	if err != nil {
 		return nil, err
 	}
@@ -137,27 +135,6 @@ func Start(ctx context.Context, opts Options) (*Running, error) {
 		return nil, errors.Join(err, r.Stop())
 	}
 	return r, nil
-}
-
-// writeAccess writes the administrator's kubeconfig and the API server's CA for the processes.
-func writeAccess(cfg *rest.Config, dir string) (string, string, error) {
-	caFile := filepath.Join(dir, "ca.crt")
-	if err := os.WriteFile(caFile, cfg.CAData, 0o600); err != nil {
-		return "", "", fmt.Errorf("write the API server's CA: %w", err)
-	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["sandbox"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{
-		ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken,
-		Username: cfg.Username, Password: cfg.Password,
-	}
-	kc.Contexts["sandbox"] = &clientcmdapi.Context{Cluster: "sandbox", AuthInfo: "admin"}
-	kc.CurrentContext = "sandbox"
-	path := filepath.Join(dir, "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		return "", "", fmt.Errorf("write the kube controllers' kubeconfig: %w", err)
-	}
-	return path, caFile, nil
 }
 
 func start(opts Options, name, kubeconfig string, extra []string) (*process, error) {

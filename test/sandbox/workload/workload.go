@@ -1,0 +1,270 @@
+package workload
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox/nodes"
+)
+
+const (
+	// NodeLabel marks the Nodes registered here, with the providerID's owner as value
+	// (<namespace>.<Machine or MachinePool name>).
+	NodeLabel = "captf.io/workload-node"
+	// NodeTaint keeps runner pods off the workload clusters' Nodes.
+	NodeTaint = "captf.io/workload-node"
+	// DefaultHeartbeatInterval is how often the Nodes' Leases are renewed.
+	DefaultHeartbeatInterval = 10 * time.Second
+)
+
+// Controller registers the kubeconfig Secrets and the Nodes.
+type Controller struct {
+	// Kubeconfig is the administrator kubeconfig of the sandbox, written into each Cluster's
+	// kubeconfig Secret. Its current context's server is this sandbox's API server.
+	Kubeconfig []byte
+	// HeartbeatInterval defaults to DefaultHeartbeatInterval.
+	HeartbeatInterval time.Duration
+
+	client client.Client
+	reader client.Reader
+	server string
+}
+
+// SetupWithManager registers the controllers of Clusters, Machines and MachinePools and the
+// heartbeat of the Nodes.
+func (c *Controller) SetupWithManager(mgr manager.Manager) error {
+	server, err := serverOf(c.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	c.server = server
+	c.client, c.reader = mgr.GetClient(), mgr.GetAPIReader()
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	// Several sandboxes run in one test process, each with controllers of these names.
+	opts := controller.Options{SkipNameValidation: ptr.To(true)}
+	if err := builder.ControllerManagedBy(mgr).Named("workload-kubeconfig").For(&clusterv1.Cluster{}).WithOptions(opts).
+		Complete(reconcile.Func(c.reconcileCluster)); err != nil {
+		return fmt.Errorf("workload: cluster controller: %w", err)
+	}
+	providerIDs := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		switch o := o.(type) {
+		case *clusterv1.Machine:
+			return o.Spec.ProviderID != ""
+		case *clusterv1.MachinePool:
+			return len(o.Spec.ProviderIDList) > 0
+		}
+		return false
+	})
+	if err := builder.ControllerManagedBy(mgr).Named("workload-machine-nodes").For(&clusterv1.Machine{}, builder.WithPredicates(providerIDs)).WithOptions(opts).
+		Complete(reconcile.Func(c.reconcileMachine)); err != nil {
+		return fmt.Errorf("workload: machine controller: %w", err)
+	}
+	if err := builder.ControllerManagedBy(mgr).Named("workload-machinepool-nodes").For(&clusterv1.MachinePool{}, builder.WithPredicates(providerIDs)).WithOptions(opts).
+		Complete(reconcile.Func(c.reconcileMachinePool)); err != nil {
+		return fmt.Errorf("workload: machine pool controller: %w", err)
+	}
+	return mgr.Add(manager.RunnableFunc(c.heartbeat))
+}
+
+// serverOf is the server of a kubeconfig's current context.
+func serverOf(raw []byte) (string, error) {
+	kc, err := clientcmd.Load(raw)
+	if err != nil {
+		return "", fmt.Errorf("workload: read a kubeconfig: %w", err)
+	}
+	ctx, ok := kc.Contexts[kc.CurrentContext]
+	if !ok {
+		return "", fmt.Errorf("workload: the kubeconfig has no current context %q", kc.CurrentContext)
+	}
+	cl, ok := kc.Clusters[ctx.Cluster]
+	if !ok {
+		return "", fmt.Errorf("workload: the kubeconfig has no cluster %q", ctx.Cluster)
+	}
+	return cl.Server, nil
+}
+
+// paused reports whether Cluster API treats the Cluster as paused.
+func paused(c *clusterv1.Cluster) bool {
+	_, annotated := c.Annotations[clusterv1.PausedAnnotation]
+	return annotated || (c.Spec.Paused != nil && *c.Spec.Paused)
+}
+
+// kubeconfigName is Cluster API's name of a Cluster's kubeconfig Secret.
+func kubeconfigName(cluster string) string { return cluster + "-kubeconfig" }
+
+// reconcileCluster creates the Cluster's kubeconfig Secret unless it exists.
+func (c *Controller) reconcileCluster(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	cl := &clusterv1.Cluster{}
+	if err := c.client.Get(ctx, req.NamespacedName, cl); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if paused(cl) || !cl.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, nil
+	}
+	s := &corev1.Secret{}
+	err := c.reader.Get(ctx, types.NamespacedName{Namespace: cl.Namespace, Name: kubeconfigName(cl.Name)}, s)
+	if err == nil || !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	s = &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: cl.Namespace, Name: kubeconfigName(cl.Name),
+			Labels: map[string]string{clusterv1.ClusterNameLabel: cl.Name}},
+		Type: clusterv1.ClusterSecretType,
+		Data: map[string][]byte{"value": c.Kubeconfig},
+	}
+	if err := controllerutil.SetControllerReference(cl, s, c.client.Scheme()); err != nil {
+		return reconcile.Result{}, fmt.Errorf("own the kubeconfig secret by its cluster: %w", err)
+	}
+	if err := c.client.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+		return reconcile.Result{}, fmt.Errorf("create the kubeconfig secret of cluster %s: %w", cl.Name, err)
+	}
+	log.FromContext(ctx).Info("the sandbox is the cluster's workload cluster", "secret", s.Name)
+	return reconcile.Result{}, nil
+}
+
+// reconcileMachine registers the Node of a Machine's providerID.
+func (c *Controller) reconcileMachine(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	m := &clusterv1.Machine{}
+	if err := c.client.Get(ctx, req.NamespacedName, m); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if m.Spec.ProviderID == "" {
+		return reconcile.Result{}, nil
+	}
+	return c.registerAll(ctx, m.Namespace, m.Spec.ClusterName, m.Name, []string{m.Spec.ProviderID})
+}
+
+// reconcileMachinePool registers a Node for each providerID of a MachinePool.
+func (c *Controller) reconcileMachinePool(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	p := &clusterv1.MachinePool{}
+	if err := c.client.Get(ctx, req.NamespacedName, p); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	return c.registerAll(ctx, p.Namespace, p.Spec.ClusterName, p.Name, p.Spec.ProviderIDList)
+}
+
+// registerAll registers the Nodes of providerIDs, reported by owner of cluster, when this
+// sandbox is that cluster's workload cluster.
+func (c *Controller) registerAll(ctx context.Context, ns, cluster, owner string, providerIDs []string) (reconcile.Result, error) {
+	s := &corev1.Secret{}
+	if err := c.reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: kubeconfigName(cluster)}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			// The Cluster's controller writes it; the Machine is seen again on its next change.
+			return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
+		}
+		return reconcile.Result{}, fmt.Errorf("get the kubeconfig secret of cluster %s: %w", cluster, err)
+	}
+	server, err := serverOf(s.Data["value"])
+	if err != nil || server != c.server {
+		// Another sandbox's workload cluster (moved here), or not a kubeconfig this sandbox reads.
+		return reconcile.Result{}, nil
+	}
+	for _, id := range providerIDs {
+		if err := c.register(ctx, NodeName(id), id, ns+"."+owner); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	return reconcile.Result{}, nil
+}
+
+var notName = regexp.MustCompile(`[^a-z0-9.-]+`)
+
+// NodeName is the Node name of a providerID: the providerID made a DNS subdomain, with a hash
+// of it when the name had to be shortened.
+func NodeName(providerID string) string {
+	n := strings.Trim(notName.ReplaceAllString(strings.ToLower(providerID), "-"), "-.")
+	if len(n) <= 63 {
+		return n
+	}
+	sum := sha256.Sum256([]byte(providerID))
+	return strings.Trim(n[:50], "-.") + "-" + hex.EncodeToString(sum[:])[:12]
+}
+
+// register creates the Node unless it exists and writes a ready status.
+func (c *Controller) register(ctx context.Context, name, providerID, owner string) error {
+	n := &corev1.Node{}
+	err := c.reader.Get(ctx, types.NamespacedName{Name: name}, n)
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("get node %s: %w", name, err)
+	}
+	n = &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{NodeLabel: owner, corev1.LabelHostname: name}},
+		Spec: corev1.NodeSpec{ProviderID: providerID,
+			Taints: []corev1.Taint{{Key: NodeTaint, Effect: corev1.TaintEffectNoSchedule}}},
+	}
+	if err := c.client.Create(ctx, n); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("register node %s: %w", name, err)
+	}
+	// The node lifecycle controller may taint a new Node that reports no Ready condition yet:
+	// read it again on a conflict.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &corev1.Node{}
+		if err := c.reader.Get(ctx, types.NamespacedName{Name: name}, cur); err != nil {
+			return err
+		}
+		cur.Status.Conditions = nodes.ReadyConditions(cur.Status.Conditions, metav1.Now(), "a node of a workload cluster the sandbox plays")
+		cur.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}}
+		return c.client.Status().Update(ctx, cur)
+	})
+	if err != nil {
+		return fmt.Errorf("write the status of node %s: %w", name, err)
+	}
+	if err := nodes.RenewLease(ctx, c.client, c.reader, name); err != nil {
+		return err
+	}
+	log.FromContext(ctx).Info("registered the node of a providerID", "node", name, "providerID", providerID)
+	return nil
+}
+
+// heartbeat renews the Lease of every Node registered here until ctx ends.
+func (c *Controller) heartbeat(ctx context.Context) error {
+	logger := log.FromContext(ctx).WithName("workload-heartbeat")
+	t := time.NewTicker(c.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		var list corev1.NodeList
+		if err := c.reader.List(ctx, &list, client.HasLabels{NodeLabel}); err != nil {
+			if ctx.Err() == nil {
+				logger.Error(err, "list the workload nodes")
+			}
+			continue
+		}
+		for i := range list.Items {
+			if err := nodes.RenewLease(ctx, c.client, c.reader, list.Items[i].Name); err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) {
+				logger.Error(err, "renew a workload node's lease", "node", list.Items[i].Name)
+			}
+		}
+	}
+}
