@@ -71,8 +71,11 @@ type TerraformClusterTemplateResource struct {
 	// metadata added to the stamped object.
 	// +optional
 	ObjectMeta clusterv1.ObjectMeta `json:"metadata,omitempty,omitzero"`
-	// spec of the stamped object.
+	// spec of the stamped object. Immutable, as Cluster API expects of templates: an update
+	// that changes it is refused with what to do instead (api/v1alpha1/schema_test.go,
+	// "a template's spec is immutable").
 	// +required
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.template.spec of a TerraformClusterTemplate is immutable: Cluster API stamps TerraformClusters out of a template and never updates them from it. Create a new TerraformClusterTemplate with the change and point the ClusterClass at it; Cluster API rolls the change out"
 	Spec TerraformClusterSpec `json:"spec"`
 }
 

@@ -1,0 +1,140 @@
+package e2e_test
+
+import (
+	"sort"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox/executor"
+)
+
+// What the real Cluster API core manager does with CAPTF's objects (the sandbox runs it).
+var _ = Describe("a MachineDeployment of TerraformMachines under the real Cluster API", func() {
+	It("comes up from its template, scales to 5 and to 2 (the removed machines destroyed), rolls out a new template (new machines applied before old ones go), and goes with its Cluster", func() {
+		const ns, name = "workers", "wk"
+		const md = name + "-workers"
+		checkInvariants := watchInvariants(shared, ns)
+		createNamespace(shared, ns)
+		applyFixture(shared, ns, "cluster.yaml", name, 0)
+		applyFixture(shared, ns, "machine.yaml", name, 0)
+		eventuallyReady(shared, tc(ns, name), tm(ns, name+"-m0"))
+		applyFixture(shared, ns, "workers.yaml", name, 0)
+
+		By("3 Machines, each with a TerraformMachine cloned from the template, applied, its node found")
+		first := eventuallyWorkers(ns, md, 3, "")
+		for _, w := range first {
+			Expect(w.infra.Annotations).To(HaveKeyWithValue(clusterv1.TemplateClonedFromNameAnnotation, name+"-workers-v1"))
+		}
+
+		By("kubectl scale to 5: two more machines applied")
+		kubectl(shared, "scale", "-n", ns, "machinedeployment", md, "--replicas=5")
+		five := eventuallyWorkers(ns, md, 5, "")
+
+		By("kubectl scale to 2: the three removed machines' infrastructure destroyed, their state gone")
+		kubectl(shared, "scale", "-n", ns, "machinedeployment", md, "--replicas=2")
+		two := eventuallyWorkers(ns, md, 2, "")
+		kept := map[string]bool{}
+		for _, w := range two {
+			kept[w.infra.Name] = true
+		}
+		Expect(kept).To(HaveLen(2))
+		removed := 0
+		for _, w := range five {
+			if kept[w.infra.Name] {
+				continue
+			}
+			removed++
+			Eventually(func() []executor.Run {
+				return runsOf(shared.Executor().Runs(), infrav1.TerraformMachineKind, ns, w.infra.Name, infrav1.OperationDestroy)
+			}, 2*time.Minute).Should(ContainElement(HaveField("Phase", BeEquivalentTo("Succeeded"))), "%s was destroyed", w.infra.Name)
+			Eventually(func() *tfState { return stateOf(shared, infrav1.TerraformMachineKind, ns, w.infra.Name) }).Should(BeNil(), "%s's state went with it", w.infra.Name)
+		}
+		Expect(removed).To(Equal(3))
+
+		By("a new template: Cluster API rolls the machines out, each new one applied before an old one goes")
+		kubectl(shared, "patch", "-n", ns, "machinedeployment", md, "--type=merge", "-p",
+			`{"spec":{"template":{"spec":{"infrastructureRef":{"name":"`+name+`-workers-v2"}}}}}`)
+		rolled := eventuallyWorkers(ns, md, 2, name+"-workers-v2")
+		runs := shared.Executor().Runs()
+		var newApplied, oldDestroyed []time.Time
+		for _, w := range rolled {
+			for _, r := range runsOf(runs, infrav1.TerraformMachineKind, ns, w.infra.Name, infrav1.OperationApply) {
+				newApplied = append(newApplied, r.Finished)
+			}
+		}
+		for _, w := range two {
+			rs := runsOf(runs, infrav1.TerraformMachineKind, ns, w.infra.Name, infrav1.OperationDestroy)
+			Expect(rs).To(HaveLen(1), "the old machine %s was destroyed once", w.infra.Name)
+			oldDestroyed = append(oldDestroyed, rs[0].Started)
+		}
+		sortTimes(newApplied)
+		sortTimes(oldDestroyed)
+		Expect(newApplied).To(HaveLen(2))
+		for i := range oldDestroyed {
+			Expect(oldDestroyed[i].After(newApplied[i])).To(BeTrue(),
+				"old machine destroy %d started at %s, before the %d. new machine's apply ended (%s)", i+1, oldDestroyed[i], i+1, newApplied[i])
+		}
+
+		By("deleting the Cluster destroys everything: the workers, the control plane machine, then the cluster")
+		kubectl(shared, "delete", "cluster", "-n", ns, name, "--timeout=5m")
+		Expect(kubectl(shared, "get", "terraformclusters,terraformmachines,machines,machinedeployments", "-n", ns, "-o", "name")).To(BeEmpty())
+		runs = shared.Executor().Runs()
+		clusterDestroy := runsOf(runs, infrav1.TerraformClusterKind, ns, name, infrav1.OperationDestroy)
+		Expect(clusterDestroy).To(HaveLen(1))
+		for _, w := range append(rolled, worker{infra: tm(ns, name+"-m0")}) {
+			rs := runsOf(runs, infrav1.TerraformMachineKind, ns, w.infra.Name, infrav1.OperationDestroy)
+			Expect(rs).To(HaveLen(1), "%s destroyed once", w.infra.Name)
+			Expect(rs[0].Finished.Before(clusterDestroy[0].Started)).To(BeTrue(), "%s went before the cluster's infrastructure", w.infra.Name)
+		}
+		Expect(overlapping(runsOf(runs, infrav1.TerraformClusterKind, ns, name, ""))).To(BeEmpty())
+		checkInvariants()
+	})
+})
+
+// worker is a Machine of a MachineDeployment and its TerraformMachine.
+type worker struct {
+	machine *clusterv1.Machine
+	infra   *infrav1.TerraformMachine
+}
+
+// eventuallyWorkers waits until the MachineDeployment md has exactly n Machines, none being
+// deleted, each with a node reference and a Ready TerraformMachine (cloned from template when
+// it is set), and returns them.
+func eventuallyWorkers(ns, md string, n int, template string) []worker {
+	GinkgoHelper()
+	var out []worker
+	Eventually(func(g Gomega) {
+		out = nil
+		var ms clusterv1.MachineList
+		g.Expect(shared.Client().List(ctx, &ms, client.InNamespace(ns), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: md})).To(Succeed())
+		g.Expect(ms.Items).To(HaveLen(n), "machines of %s", md)
+		for i := range ms.Items {
+			m := &ms.Items[i]
+			g.Expect(m.DeletionTimestamp).To(BeNil(), "%s is being deleted", m.Name)
+			g.Expect(m.Status.NodeRef.IsDefined()).To(BeTrue(), "%s has no node yet", m.Name)
+			infra := tm(ns, m.Spec.InfrastructureRef.Name)
+			g.Expect(shared.Client().Get(ctx, client.ObjectKeyFromObject(infra), infra)).To(Succeed())
+			if template != "" {
+				g.Expect(infra.Annotations).To(HaveKeyWithValue(clusterv1.TemplateClonedFromNameAnnotation, template))
+			}
+			ready := readyCondition(shared, infra)
+			g.Expect(ready).NotTo(BeNil())
+			g.Expect(ready.Status).To(Equal(metav1.ConditionTrue), "%s: %s", infra.Name, ready.Message)
+			out = append(out, worker{machine: m, infra: infra})
+		}
+	}, 4*time.Minute).Should(Succeed())
+	sort.Slice(out, func(i, j int) bool { return strings.Compare(out[i].infra.Name, out[j].infra.Name) < 0 })
+	return out
+}
+
+// sortTimes sorts ts in place, earliest first.
+func sortTimes(ts []time.Time) {
+	sort.Slice(ts, func(i, j int) bool { return ts[i].Before(ts[j]) })
+}
