@@ -254,11 +254,12 @@ RELEASE_IMAGE ?= ghcr.io/captf/cluster-api-provider-terraform:$(RELEASE_TAG)
 RELEASE_DIR ?= out
 
 .PHONY: release-manifests
-release-manifests: $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) ## Write the clusterctl provider files into out/ (infrastructure-components.yaml, metadata.yaml).
+release-manifests: $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) ## Write the clusterctl provider files into out/ (infrastructure-components.yaml, metadata.yaml, cluster-template.yaml).
 	@mkdir -p $(RELEASE_DIR)
 	$(KUSTOMIZE) build config/clusterctl | sed 's|CAPTF_RELEASE_IMAGE|$(RELEASE_IMAGE)|g' > $(RELEASE_DIR)/infrastructure-components.yaml
 	cp metadata.yaml $(RELEASE_DIR)/metadata.yaml
-	@echo "wrote $(RELEASE_DIR)/infrastructure-components.yaml and $(RELEASE_DIR)/metadata.yaml ($(RELEASE_IMAGE))"
+	cp templates/cluster-template.yaml $(RELEASE_DIR)/cluster-template.yaml
+	@echo "wrote $(RELEASE_DIR)/infrastructure-components.yaml, metadata.yaml and cluster-template.yaml ($(RELEASE_IMAGE))"
 
 .PHONY: kustomize
 kustomize: $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) ## Build kustomize into bin/.

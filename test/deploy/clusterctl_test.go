@@ -62,7 +62,7 @@ func clusterctlRepository(dir string) (configFile string) {
 	Expect(err).NotTo(HaveOccurred())
 	version := filepath.Join(dir, "repository", "infrastructure-terraform", releaseTag)
 	Expect(os.MkdirAll(version, 0o755)).To(Succeed())
-	for _, f := range []string{"infrastructure-components.yaml", "metadata.yaml"} {
+	for _, f := range []string{"infrastructure-components.yaml", "metadata.yaml", "cluster-template.yaml"} {
 		b, err := os.ReadFile(filepath.Join(out, f))
 		Expect(err).NotTo(HaveOccurred(), "make release-manifests did not write %s", f)
 		Expect(os.WriteFile(filepath.Join(version, f), b, 0o644)).To(Succeed())
@@ -218,6 +218,31 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 		if stopManager != nil {
 			stopManager()
 		}
+	})
+
+	It("renders the plain cluster flavor from the release with clusterctl generate cluster", func() {
+		out, err := clusterctl(home, nil, "generate", "cluster", "fl", "--infrastructure", "terraform:"+releaseTag, "--config", configFile,
+			"--target-namespace", "flavor", "--kubernetes-version", "v1.36.0", "--worker-machine-count", "2")
+		Expect(err).NotTo(HaveOccurred(), "%s", out)
+		Expect(string(out)).NotTo(ContainSubstring("${"), "a variable was left unsubstituted")
+		decoded, err := decode(out)
+		Expect(err).NotTo(HaveOccurred())
+		objs := objects(decoded)
+		kinds := map[string]int{}
+		for _, u := range objs {
+			kinds[u.GetKind()]++
+			Expect(u.GetNamespace()).To(Equal("flavor"), "%s %s", u.GetKind(), u.GetName())
+		}
+		Expect(kinds).To(Equal(map[string]int{"Cluster": 1, "TerraformCluster": 1, "Secret": 1, "Machine": 1, "TerraformMachine": 1,
+			"TerraformMachineTemplate": 1, "MachineDeployment": 1}))
+		md := objs.find("MachineDeployment", "flavor", "fl-md-0")
+		Expect(md).NotTo(BeNil())
+		replicas, _, err := unstructured.NestedFieldNoCopy(md.Object, "spec", "replicas")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(replicas).To(BeNumerically("==", 2))
+		cp := objs.find("Machine", "flavor", "fl-control-plane-0")
+		Expect(cp).NotTo(BeNil())
+		Expect(cp.GetLabels()).To(HaveKey("cluster.x-k8s.io/control-plane"))
 	})
 
 	It("renders the components with their variables substituted", func() {

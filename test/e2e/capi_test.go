@@ -1,12 +1,15 @@
 package e2e_test
 
 import (
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -94,6 +97,41 @@ var _ = Describe("a MachineDeployment of TerraformMachines under the real Cluste
 			Expect(rs[0].Finished.Before(clusterDestroy[0].Started)).To(BeTrue(), "%s went before the cluster's infrastructure", w.infra.Name)
 		}
 		Expect(overlapping(runsOf(runs, infrav1.TerraformClusterKind, ns, name, ""))).To(BeEmpty())
+		checkInvariants()
+	})
+})
+
+var _ = Describe("the plain cluster flavor (templates/cluster-template.yaml)", func() {
+	It("clusterctl generate cluster, then kubectl apply, as docs/flavors.md says: the cluster, its control plane machine and 2 workers come up Ready, and go with the Cluster", func() {
+		const ns, name = "flavor", "fl"
+		checkInvariants := watchInvariants(shared, ns)
+		createNamespace(shared, ns)
+		kubectl(shared, "apply", "-n", ns, "-f", filepath.Join(repo, "config", "samples", "modules.yaml"))
+		out, err := run(shared.Kubeconfig(), "clusterctl", "generate", "cluster", name, "--from", filepath.Join(repo, "templates", "cluster-template.yaml"),
+			"--target-namespace", ns, "--kubernetes-version", "v1.36.0", "--worker-machine-count", "2")
+		Expect(err).NotTo(HaveOccurred(), "%s", out)
+		Expect(out).NotTo(ContainSubstring("${"))
+		generated := filepath.Join(GinkgoT().TempDir(), "cluster.yaml")
+		Expect(os.WriteFile(generated, []byte(out), 0o600)).To(Succeed())
+		kubectl(shared, "apply", "-f", generated)
+
+		eventuallyReady(shared, tc(ns, name), tm(ns, name+"-control-plane-0"))
+		eventuallyWorkers(ns, name+"-md-0", 2, name+"-md-0")
+		Eventually(func(g Gomega) {
+			c := &clusterv1.Cluster{}
+			g.Expect(shared.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, c)).To(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1.ClusterControlPlaneInitializedCondition)).To(BeTrue())
+		}, 2*time.Minute).Should(Succeed(), "the control plane machine's node initializes the control plane")
+
+		kubectl(shared, "delete", "cluster", "-n", ns, name, "--timeout=5m")
+		Expect(kubectl(shared, "get", "terraformclusters,terraformmachines,machines", "-n", ns, "-o", "name")).To(BeEmpty())
+		destroyed := 0
+		for _, r := range shared.Executor().Runs() {
+			if r.Namespace == ns && r.OwnerKind == infrav1.TerraformMachineKind && r.Operation == string(infrav1.OperationDestroy) && r.Phase == "Succeeded" {
+				destroyed++
+			}
+		}
+		Expect(destroyed).To(Equal(3), "the control plane machine and the 2 workers were destroyed")
 		checkInvariants()
 	})
 })
