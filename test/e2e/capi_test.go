@@ -101,6 +101,44 @@ var _ = Describe("a MachineDeployment of TerraformMachines under the real Cluste
 	})
 })
 
+var _ = Describe("a MachineHealthCheck over TerraformMachines under the real Cluster API", func() {
+	It("a worker whose node turns NotReady is remediated: its Machine deleted, its infrastructure destroyed, a new one applied in its place", func() {
+		const ns, name = "health", "hc"
+		const md = name + "-workers"
+		checkInvariants := watchInvariants(shared, ns)
+		createNamespace(shared, ns)
+		applyFixture(shared, ns, "cluster.yaml", name, 0)
+		applyFixture(shared, ns, "machine.yaml", name, 0)
+		eventuallyReady(shared, tc(ns, name), tm(ns, name+"-m0"))
+		applyFixture(shared, ns, "workers.yaml", name, 0)
+		before := eventuallyWorkers(ns, md, 3, "")
+		applyFixture(shared, ns, "healthcheck.yaml", name, 0)
+
+		By("the node of one worker reports Ready=False, as a kubelet would (kubectl patch of the node's status)")
+		sick := before[0]
+		kubectl(shared, "patch", "node", sick.machine.Status.NodeRef.Name, "--subresource=status", "--type=strategic", "-p",
+			`{"status":{"conditions":[{"type":"Ready","status":"False","reason":"KubeletNotReady","message":"set by the test"}]}}`)
+
+		By("Cluster API remediates it: the Machine goes, CAPTF destroys its infrastructure, the MachineSet makes a new worker")
+		Eventually(func() []executor.Run {
+			return runsOf(shared.Executor().Runs(), infrav1.TerraformMachineKind, ns, sick.infra.Name, infrav1.OperationDestroy)
+		}, 3*time.Minute).Should(ContainElement(HaveField("Phase", BeEquivalentTo("Succeeded"))), "the sick worker's infrastructure was destroyed")
+		Eventually(func() *tfState { return stateOf(shared, infrav1.TerraformMachineKind, ns, sick.infra.Name) }).Should(BeNil())
+		after := eventuallyWorkers(ns, md, 3, "")
+		names := map[string]bool{}
+		for _, w := range after {
+			names[w.infra.Name] = true
+		}
+		Expect(names).NotTo(HaveKey(sick.infra.Name))
+		for _, w := range before[1:] {
+			Expect(names).To(HaveKey(w.infra.Name), "the healthy workers stay")
+		}
+
+		kubectl(shared, "delete", "cluster", "-n", ns, name, "--timeout=5m")
+		checkInvariants()
+	})
+})
+
 var _ = Describe("the plain cluster flavor (templates/cluster-template.yaml)", func() {
 	It("clusterctl generate cluster, then kubectl apply, as docs/flavors.md says: the cluster, its control plane machine and 2 workers come up Ready, and go with the Cluster", func() {
 		const ns, name = "flavor", "fl"

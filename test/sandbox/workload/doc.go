@@ -15,6 +15,9 @@
 //     captf.io/workload-node, so the scheduler never binds a runner pod to them (only the
 //     executor's node runs pods).
 //
+// A Node's status is written once, when it is registered: a person may then report it NotReady
+// (kubectl patch of its status), as its kubelet would, and a MachineHealthCheck acts on it.
+//
 // Invariants: nothing is done for a paused Cluster or a Cluster being deleted; a Node is
 // registered only for a Cluster whose kubeconfig Secret names this sandbox's API server; Nodes
 // are never deleted here (Cluster API's Machine controller deletes a deleted Machine's Node, as
