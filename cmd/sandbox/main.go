@@ -239,7 +239,7 @@ running each Job's pod (the real runner with %s) as local processes.
   kubectl wait -n %[3]s --for=condition=Ready --timeout=5m \
       terraformcluster/sample terraformmachine/sample-machine-0 terraformmachinepool/sample-pool
   kubectl get terraformmachine -n %[3]s sample-machine-0 -o jsonpath='{.spec.providerID}{"\n"}'
-  kubectl patch terraformmachinepool -n %[3]s sample-pool --type=merge -p '{"spec":{"variables":{"replicas":3}}}'
+  kubectl scale machinepool -n %[3]s sample-pool --replicas=3
   kubectl delete cluster -n %[3]s sample              # destroys through destroy Jobs
 
 Each Pod's folder (volumes, kubeconfig, log): %[5]s

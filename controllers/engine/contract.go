@@ -151,8 +151,20 @@ type Member struct {
 	Kind, OwnerKind string
 	// NewOwner returns an empty owner to read into.
 	NewOwner func() client.Object
-	// Details returns the owner's bootstrap data Secret name, failure domain and version.
-	Details func(owner client.Object) (bootstrapSecret *string, failureDomain, version string)
+	// Details returns what the module is told of the owner.
+	Details func(owner client.Object) MemberDetails
+}
+
+// MemberDetails is what a machine's or pool's Cluster API owner tells its module.
+type MemberDetails struct {
+	// BootstrapSecret names the bootstrap data Secret (nil until the bootstrap provider made it).
+	BootstrapSecret *string
+	// FailureDomain is the Machine's failure domain (machines only).
+	FailureDomain string
+	// Version is the Kubernetes version of the Machine or MachinePool.
+	Version string
+	// Replicas is the MachinePool's desired replica count (pools only; nil otherwise).
+	Replicas *int32
 }
 
 // MemberContract gathers a machine's or pool's contract inputs: it waits for the Cluster's
@@ -181,8 +193,8 @@ func MemberContract(ctx context.Context, env Env, obj Object, m Member) (Contrac
 		}
 		return in, nil, fmt.Errorf("get %s %s: %w", m.OwnerKind, ownerName, err)
 	}
-	secret, failureDomain, version := m.Details(owner)
-	data, wait, err := BootstrapData(ctx, env, obj.GetNamespace(), secret, m.OwnerKind+" "+ownerName)
+	details := m.Details(owner)
+	data, wait, err := BootstrapData(ctx, env, obj.GetNamespace(), details.BootstrapSecret, m.OwnerKind+" "+ownerName)
 	if err != nil || wait != nil {
 		return in, wait, err
 	}
@@ -196,7 +208,8 @@ func MemberContract(ctx context.Context, env Env, obj Object, m Member) (Contrac
 	}
 	in.ControlPlaneEndpoint = &ep
 	in.ClusterNetwork = &cluster.Spec.ClusterNetwork
-	in.BootstrapData, in.FailureDomain, in.Version, in.ClusterOutputs = data, failureDomain, version, outs
+	in.BootstrapData, in.FailureDomain, in.Version, in.ClusterOutputs = data, details.FailureDomain, details.Version, outs
+	in.Replicas = details.Replicas
 	return in, nil, nil
 }
 

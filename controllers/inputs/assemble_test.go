@@ -428,6 +428,37 @@ func TestCaptfObject(t *testing.T) {
 			t.Errorf("cluster_outputs = %v, want {}", captf[FieldClusterOutputs])
 		}
 	})
+	t.Run("a pool's replicas, which only pools have", func(t *testing.T) {
+		three := int32(3)
+		for _, c := range []struct {
+			in   ContractInputs
+			want any // absent: the key is missing
+		}{
+			{ContractInputs{Kind: infrav1.TerraformMachinePoolKind, Name: "p", Namespace: ns, Replicas: &three}, json.Number("3")},
+			{ContractInputs{Kind: infrav1.TerraformMachinePoolKind, Name: "p", Namespace: ns}, nil},
+			{ContractInputs{Kind: infrav1.TerraformMachineKind, Name: "m", Namespace: ns, Replicas: &three}, "absent"},
+			{ContractInputs{Kind: infrav1.TerraformClusterKind, Name: "c", Namespace: ns}, "absent"},
+		} {
+			in := mustAssemble(t, fakeReader(t), infrav1.TerraformSpec{}, c.in)
+			captf := decodeVars(t, in)[CaptfVariable].(map[string]any)
+			got, ok := captf[FieldReplicas]
+			switch {
+			case c.want == "absent" && ok:
+				t.Errorf("%s: captf has replicas = %v, want no such field", c.in.Kind, got)
+			case c.want != "absent" && !ok:
+				t.Errorf("%s: captf lacks replicas", c.in.Kind)
+			case c.want != "absent" && fmt.Sprint(got) != fmt.Sprint(c.want):
+				t.Errorf("%s: replicas = %v, want %v", c.in.Kind, got, c.want)
+			}
+			fields := ContractFields()
+			if c.in.Kind == infrav1.TerraformMachinePoolKind {
+				fields = PoolContractFields()
+			}
+			if len(captf) != len(fields) {
+				t.Errorf("%s: captf has %d fields, want %d", c.in.Kind, len(captf), len(fields))
+			}
+		}
+	})
 	t.Run("machine fields", func(t *testing.T) {
 		c := ContractInputs{
 			Kind: infrav1.TerraformMachineKind, Name: "m", Namespace: ns, ClusterName: "c1",

@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 )
 
 // ContractInputs is what CAPTF itself tells a module: who it runs for and, for machines, what
@@ -34,6 +36,8 @@ type ContractInputs struct {
 	// ClusterOutputs are the TerraformCluster module's non-sensitive outputs (see
 	// state.ClusterOutputsForMachines), for machines and pools.
 	ClusterOutputs map[string]json.RawMessage
+	// Replicas is the owning MachinePool's spec.replicas (pools only).
+	Replicas *int32
 }
 
 // Field names of the captf object, as a module reads them (var.captf.<field>).
@@ -48,14 +52,24 @@ const (
 	FieldFailureDomain        = "failure_domain"
 	FieldVersion              = "version"
 	FieldClusterOutputs       = "cluster_outputs"
+	// FieldReplicas is a pool's only: the owning MachinePool's desired replicas.
+	FieldReplicas = "replicas"
 )
 
-// ContractFields lists every field of the captf object. Every field is always present, so a
-// module can read any of them without try(): unset scalars and objects are null, and
-// cluster_outputs is an empty object when there are none.
+// ContractFields lists the fields of the captf object every kind has. Every one is always
+// present, so a module can read any of them without try(): unset scalars and objects are null,
+// and cluster_outputs is an empty object when there are none. A pool's captf object has one
+// more, FieldReplicas (PoolContractFields), which clusters and machines lack: it came after
+// the others, and leaving it out of theirs keeps their inputs hash, so an upgrade runs none of
+// their modules again.
 func ContractFields() []string {
 	return []string{FieldKind, FieldName, FieldNamespace, FieldClusterName, FieldControlPlaneEndpoint,
 		FieldClusterNetwork, FieldBootstrapData, FieldFailureDomain, FieldVersion, FieldClusterOutputs}
+}
+
+// PoolContractFields lists the fields of a TerraformMachinePool's captf object.
+func PoolContractFields() []string {
+	return append(ContractFields(), FieldReplicas)
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
@@ -114,7 +128,7 @@ func (c ContractInputs) object() (map[string]any, error) {
 		}
 		outputs[n] = v
 	}
-	return map[string]any{
+	obj := map[string]any{
 		FieldKind:                 c.Kind,
 		FieldName:                 c.Name,
 		FieldNamespace:            c.Namespace,
@@ -125,5 +139,13 @@ func (c ContractInputs) object() (map[string]any, error) {
 		FieldFailureDomain:        nullIfEmpty(c.FailureDomain),
 		FieldVersion:              nullIfEmpty(c.Version),
 		FieldClusterOutputs:       outputs,
-	}, nil
+	}
+	if c.Kind == infrav1.TerraformMachinePoolKind {
+		var replicas any
+		if c.Replicas != nil {
+			replicas = json.Number(itoa(int64(*c.Replicas)))
+		}
+		obj[FieldReplicas] = replicas
+	}
+	return obj, nil
 }

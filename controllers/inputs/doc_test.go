@@ -18,7 +18,7 @@ func TestModuleContractDocCoversInputs(t *testing.T) {
 	}
 	doc := string(b)
 	var want []string
-	for _, f := range ContractFields() {
+	for _, f := range PoolContractFields() {
 		want = append(want, "`"+f+"`")
 	}
 	for _, n := range ReservedVariableNames() {

@@ -21,9 +21,9 @@ func Kind() engine.Kind {
 		Member: engine.Member{
 			Kind: infrav1.TerraformMachineKind, OwnerKind: "Machine",
 			NewOwner: func() client.Object { return &clusterv1.Machine{} },
-			Details: func(o client.Object) (*string, string, string) {
+			Details: func(o client.Object) engine.MemberDetails {
 				m := o.(*clusterv1.Machine)
-				return m.Spec.Bootstrap.DataSecretName, m.Spec.FailureDomain, m.Spec.Version
+				return engine.MemberDetails{BootstrapSecret: m.Spec.Bootstrap.DataSecretName, FailureDomain: m.Spec.FailureDomain, Version: m.Spec.Version}
 			},
 		},
 		NewObject:     func() engine.Object { return &infrav1.TerraformMachine{} },

@@ -20,9 +20,10 @@ func Kind() engine.Kind {
 		Member: engine.Member{
 			Kind: infrav1.TerraformMachinePoolKind, OwnerKind: "MachinePool",
 			NewOwner: func() client.Object { return &clusterv1.MachinePool{} },
-			Details: func(o client.Object) (*string, string, string) {
-				spec := o.(*clusterv1.MachinePool).Spec.Template.Spec
-				return spec.Bootstrap.DataSecretName, "", spec.Version
+			Details: func(o client.Object) engine.MemberDetails {
+				mp := o.(*clusterv1.MachinePool)
+				spec := mp.Spec.Template.Spec
+				return engine.MemberDetails{BootstrapSecret: spec.Bootstrap.DataSecretName, Version: spec.Version, Replicas: mp.Spec.Replicas}
 			},
 		},
 		NewObject:     func() engine.Object { return &infrav1.TerraformMachinePool{} },

@@ -134,8 +134,8 @@ var _ = Describe("make run with the samples", Ordered, func() {
 	It("applies an input change once more", func() {
 		kc := func(args ...string) string { GinkgoHelper(); return kubectl(sb, args...) }
 		began := time.Now()
-		kc("patch", "machinepool", "-n", ns, "sample-pool", "--type=merge", "-p", `{"spec":{"replicas":3}}`)
-		kc("patch", "terraformmachinepool", "-n", ns, "sample-pool", "--type=merge", "-p", `{"spec":{"variables":{"replicas":3}}}`)
+		// The MachinePool's replicas reach the pool's module (var.captf.replicas): one command.
+		kc("scale", "machinepool", "-n", ns, "sample-pool", "--replicas=3")
 		Eventually(func(g Gomega) {
 			g.Expect(strings.Fields(kc("get", "terraformmachinepool", "-n", ns, "sample-pool", "-o", "jsonpath={.spec.providerIDList[*]}"))).To(HaveLen(3))
 			g.Expect(kc("get", "terraformmachinepool", "-n", ns, "sample-pool", "-o", "jsonpath={.status.replicas}")).To(Equal("3"))
