@@ -51,6 +51,7 @@ type flags struct {
 	repo         string
 	quietJobs    bool
 	verbose      bool
+	managerLog   string
 	managerArgs  stringList
 }
 
@@ -91,10 +92,21 @@ func run() error {
 	if f.verbose {
 		kubeOut = out
 	}
+	// The manager's whole log goes to a file; the console shows its warnings and errors only
+	// (all of it with --verbose), so the banner is not pushed off the first screen.
+	managerLog, err := os.Create(f.managerLog)
+	if err != nil {
+		return fmt.Errorf("manager log: %w", err)
+	}
+	defer func() { _ = managerLog.Close() }()
+	managerOut := io.MultiWriter(managerLog, &warningsOnly{out: out})
+	if f.verbose {
+		managerOut = io.MultiWriter(managerLog, out)
+	}
 	sb, err := sandbox.Start(ctx, sandbox.Options{
 		RepoRoot: f.repo, BinDir: f.binDir, ManagerBinary: f.managerBin, RunnerBinary: f.runnerBin, TerraformBinary: f.terraform,
 		WorkDir: f.workDir, KeepWorkDir: f.keep, KubeconfigPath: f.kubeconfig,
-		ManagerArgs: f.managerArgs, ManagerOutput: out, JobOutput: jobsOut, Log: logger.WithName("sandbox"),
+		ManagerArgs: f.managerArgs, ManagerOutput: managerOut, JobOutput: jobsOut, Log: logger.WithName("sandbox"),
 		KubeControllersOutput: kubeOut, Verbose: f.verbose,
 	})
 	if err != nil {
@@ -135,7 +147,8 @@ func parseFlags(args []string) (f flags, zo *zap.Options, help bool, err error) 
 	fs.StringVar(&f.repo, "repo", "", "repository root holding config/ (default: found from the working folder or this binary)")
 	fs.BoolVar(&f.quietJobs, "quiet-jobs", false, "do not copy the Jobs' output to the console (each Pod's folder keeps a log)")
 	fs.Var(&f.managerArgs, "manager-arg", "extra flag for the manager (repeatable)")
-	fs.BoolVar(&f.verbose, "verbose", false, "also log what the sandbox's own controllers (the node, the workload clusters' Nodes) do, and the output of kube-controller-manager, kube-scheduler and the Cluster API core manager; by default only the former's errors show")
+	fs.StringVar(&f.managerLog, "manager-log", "", "file that receives the manager's whole log, truncated at start (default: sandbox-manager.log beside the kubeconfig); the console shows its warnings and errors only, unless --verbose")
+	fs.BoolVar(&f.verbose, "verbose", false, "also log what the sandbox's own controllers (the node, the workload clusters' Nodes) do, the manager's whole log, and the output of kube-controller-manager, kube-scheduler and the Cluster API core manager; by default only the former's errors and the manager's warnings and errors show")
 	zo = &zap.Options{Development: true, Level: zapcore.InfoLevel}
 	zo.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -199,6 +212,12 @@ func (f *flags) defaults() error {
 		return fmt.Errorf("kubeconfig path: %w", err)
 	}
 	f.kubeconfig = abs
+	if f.managerLog == "" {
+		f.managerLog = filepath.Join(filepath.Dir(f.kubeconfig), "sandbox-manager.log")
+	}
+	if f.managerLog, err = filepath.Abs(f.managerLog); err != nil {
+		return fmt.Errorf("manager log path: %w", err)
+	}
 	return nil
 }
 
@@ -244,8 +263,9 @@ running each Job's pod (the real runner with %s) as local processes.
 
 Each Pod's folder (volumes, kubeconfig, log): %[5]s
 Runs so far (one JSON line per Pod):        %[6]s
+The manager's log (its warnings and errors also show here): %[7]s
 Ctrl-C stops everything.
-`, filepath.Base(sb.TerraformBinary()), sb.Kubeconfig(), ns, apply, filepath.Join(sb.WorkDir(), "pods"), sb.HistoryFile())
+`, filepath.Base(sb.TerraformBinary()), sb.Kubeconfig(), ns, apply, filepath.Join(sb.WorkDir(), "pods"), sb.HistoryFile(), f.managerLog)
 }
 
 // reportSamples prints when the samples are Ready, measured from the start of the sandbox.

@@ -121,6 +121,8 @@ type running struct {
 	stderr     *syncBuffer
 	work       string
 	kubeconfig string
+	// beforeReady is the console (stdout) up to and with the ready line.
+	beforeReady *syncBuffer
 	exited     chan error
 	client     client.Client
 }
@@ -136,7 +138,8 @@ func startSandbox(t *testing.T, stdoutR *os.File, stdoutW *os.File, args ...stri
 	self, err := os.Executable()
 	g.Expect(err).NotTo(HaveOccurred())
 	dir := t.TempDir()
-	r := &running{work: filepath.Join(dir, "work"), kubeconfig: filepath.Join(dir, "kubeconfig"), exited: make(chan error, 1)}
+	r := &running{work: filepath.Join(dir, "work"), kubeconfig: filepath.Join(dir, "kubeconfig"), exited: make(chan error, 1),
+		beforeReady: &syncBuffer{}}
 	r.cmd = exec.Command(filepath.Join(bin, "sandbox"), "--kubeconfig="+r.kubeconfig, "--work-dir="+r.work,
 		"--bin-dir="+filepath.Join(repo, "bin"), "--repo="+repo, "--manager-binary="+filepath.Join(bin, "manager"),
 		"--runner-binary="+self, "--terraform="+self)
@@ -159,6 +162,7 @@ func startSandbox(t *testing.T, stdoutR *os.File, stdoutW *os.File, args ...stri
 	ready := make(chan bool, 1)
 	go func() {
 		for sc.Scan() {
+			_, _ = r.beforeReady.Write([]byte(sc.Text() + "\n"))
 			if strings.HasPrefix(sc.Text(), ReadyLine) {
 				ready <- true
 				return
@@ -372,6 +376,14 @@ func TestASandboxKilledWithSIGKILLLeavesNoProcess(t *testing.T) {
 
 	// The console shows the Job's output; the sandbox's own controllers keep quiet without --verbose.
 	g.Eventually(console.String).Should(ContainSubstring("[killed/work] container output line 19"))
+	// The manager's info lines (its start-up) go to its log file, which the banner names, and
+	// not to the console.
+	managerLog := filepath.Join(filepath.Dir(r.kubeconfig), "sandbox-manager.log")
+	g.Expect(console.String()).To(ContainSubstring("The manager's log (its warnings and errors also show here): " + managerLog))
+	logged, err := os.ReadFile(managerLog)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(string(logged)).To(ContainSubstring("Registering webhook"))
+	g.Expect(r.beforeReady.String() + console.String()).NotTo(ContainSubstring("Registering webhook"), "the manager's info lines stay off the console")
 	g.Expect(r.stderr.String()).To(ContainSubstring("manager ready"), "the sandbox's own progress lines show")
 	g.Expect(r.stderr.String()).NotTo(ContainSubstring("sandbox.local"), "the executor's and the workload controller's lines are debug lines")
 
