@@ -13,6 +13,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -185,27 +186,66 @@ func watchSuspended(tb testing.TB, ns string) func() error {
 	if err := k8s.List(ctx, empty, client.InNamespace(ns)); err != nil {
 		tb.Fatalf("list jobs: %v", err)
 	}
-	w, err := wc.Watch(ctx, &batchv1.JobList{}, client.InNamespace(ns),
-		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: empty.ResourceVersion}})
+	// Read from the start. A watcher that falls behind (each event carries a Job's 100 KB) is
+	// closed by the API server: the watch is then resumed from the last version it delivered,
+	// as a reflector would.
+	watchFrom := func(rv string) (watch.Interface, error) {
+		return wc.Watch(ctx, &batchv1.JobList{}, client.InNamespace(ns),
+			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})
+	}
+	w, err := watchFrom(empty.ResourceVersion)
 	if err != nil {
 		tb.Fatalf("watch jobs: %v", err)
 	}
-	// Read from the start: a watcher that falls behind is closed by the API server.
 	var mu sync.Mutex
 	seen := map[string]bool{}
+	current := w
+	stopped := false
 	all := make(chan struct{})
 	ended := make(chan struct{})
+	var endErr error
 	go func() {
 		defer close(ended)
-		for ev := range w.ResultChan() {
-			j, isJob := ev.Object.(*batchv1.Job)
-			if !isJob || !jobSuspended(j) {
-				continue
+		last := empty.ResourceVersion
+		for resumes := 0; ; resumes++ {
+			for ev := range current.ResultChan() {
+				if ev.Type == watch.Error {
+					endErr = fmt.Errorf("watch error: %v", ev.Object)
+					return
+				}
+				if o, ok := ev.Object.(client.Object); ok && o.GetResourceVersion() != "" {
+					last = o.GetResourceVersion()
+				}
+				j, isJob := ev.Object.(*batchv1.Job)
+				if !isJob || !jobSuspended(j) {
+					continue
+				}
+				mu.Lock()
+				seen[j.Name] = true
+				if len(seen) == foreignJobs {
+					close(all)
+				}
+				mu.Unlock()
 			}
 			mu.Lock()
-			seen[j.Name] = true
-			if len(seen) == foreignJobs {
-				close(all)
+			done := stopped || len(seen) == foreignJobs
+			mu.Unlock()
+			if done {
+				return
+			}
+			if resumes == maxWatchResumes {
+				endErr = fmt.Errorf("the watch ended %d times", resumes+1)
+				return
+			}
+			next, err := watchFrom(last)
+			if err != nil {
+				endErr = fmt.Errorf("resume the watch from %s: %w", last, err)
+				return
+			}
+			mu.Lock()
+			current = next
+			if stopped {
+				next.Stop()
 			}
 			mu.Unlock()
 		}
@@ -217,19 +257,25 @@ func watchSuspended(tb testing.TB, ns string) func() error {
 	}
 	return func() error {
 		defer func() {
-			w.Stop()
+			mu.Lock()
+			stopped = true
+			current.Stop()
+			mu.Unlock()
 			<-ended
 		}()
 		select {
 		case <-all:
 			return nil
 		case <-ended:
-			return fmt.Errorf("the watch of the foreign Jobs ended with %d of %d suspended", count(), foreignJobs)
+			return fmt.Errorf("the watch of the foreign Jobs ended with %d of %d suspended: %w", count(), foreignJobs, endErr)
 		case <-time.After(foreignJobsTimeout):
 			return fmt.Errorf("after %s the Job controller has marked %d of %d foreign Jobs suspended", foreignJobsTimeout, count(), foreignJobs)
 		}
 	}
 }
+
+// maxWatchResumes bounds how often the watch of the foreign Jobs is resumed.
+const maxWatchResumes = 20
 
 // jobSuspended reports whether the Job carries the Suspended condition, True.
 func jobSuspended(j *batchv1.Job) bool {
