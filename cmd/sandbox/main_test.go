@@ -123,8 +123,8 @@ type running struct {
 	kubeconfig string
 	// beforeReady is the console (stdout) up to and with the ready line.
 	beforeReady *syncBuffer
-	exited     chan error
-	client     client.Client
+	exited      chan error
+	client      client.Client
 }
 
 // startSandbox starts the sandbox binary with stdout into the given pipe's write end and waits
@@ -383,7 +383,7 @@ func TestASandboxKilledWithSIGKILLLeavesNoProcess(t *testing.T) {
 	logged, err := os.ReadFile(managerLog)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(string(logged)).To(ContainSubstring("Registering webhook"))
-	g.Expect(r.beforeReady.String() + console.String()).NotTo(ContainSubstring("Registering webhook"), "the manager's info lines stay off the console")
+	g.Expect(r.beforeReady.String()+console.String()).NotTo(ContainSubstring("Registering webhook"), "the manager's info lines stay off the console")
 	g.Expect(r.stderr.String()).To(ContainSubstring("manager ready"), "the sandbox's own progress lines show")
 	g.Expect(r.stderr.String()).NotTo(ContainSubstring("sandbox.local"), "the executor's and the workload controller's lines are debug lines")
 
