@@ -148,11 +148,13 @@ var _ = Describe("config/samples", func() {
 		Expect(mo.ProviderID).To(HavePrefix("captf://"))
 		Expect(mo.Addresses).NotTo(BeEmpty())
 
-		main, vars, u = module("TerraformMachinePool")
-		vars["captf"] = forMachines(u)
-		po, err := state.MachinePool(runModule(tf, filepath.Join(dir, "pool"), main, vars))
-		Expect(err).NotTo(HaveOccurred())
 		mp, err := as[clusterv1.MachinePool](all.ofKind("MachinePool")[0])
+		Expect(err).NotTo(HaveOccurred())
+		main, vars, u = module("TerraformMachinePool")
+		pool := forMachines(u)
+		pool["replicas"] = *mp.Spec.Replicas // a pool's captf object has the MachinePool's replicas
+		vars["captf"] = pool
+		po, err := state.MachinePool(runModule(tf, filepath.Join(dir, "pool"), main, vars))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(po.Replicas).To(Equal(*mp.Spec.Replicas), "the pool module's replicas differ from the MachinePool's")
 		Expect(po.ProviderIDList).To(HaveLen(int(*mp.Spec.Replicas)))
