@@ -5,7 +5,6 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 
-	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 	"github.com/captf/cluster-api-provider-terraform/test/monitor"
 )
@@ -15,25 +14,6 @@ import (
 // an error of its own. envtest's Jobs get their pods from the executor (envtest.StartJob); a
 // run lasts until its Job has ended and its pod is terminal or gone.
 type recorder struct{ mon *monitor.Monitor }
-
-// violation is one broken invariant: the object (or "ns/cluster" for I5) and what broke.
-type violation struct {
-	owner, namespace string
-	text             string
-}
-
-func (v violation) String() string { return v.text }
-
-// replay is the outcome of a check: the violations, and the Jobs seen by operation.
-type replay struct {
-	violations []violation
-	jobs       int
-	byOp       map[infrav1.Operation]int
-	failed     int
-	// refused counts the Jobs created against a state that was lost or replaced after the
-	// controller read it, whose state channel refuses that state (I7 kept at the point of use).
-	refused int
-}
 
 // startMonitor records every namespace (check filters).
 func startMonitor() *recorder {
@@ -58,22 +38,18 @@ func startMonitorFor(keep func(string) bool) *recorder {
 func (r *recorder) check(namespaces map[string]bool) (violations []string, jobs int) {
 	GinkgoHelper()
 	out := r.replayAll(namespaces)
-	for _, v := range out.violations {
+	for _, v := range out.Violations {
 		violations = append(violations, v.String())
 	}
-	return violations, out.jobs
+	return violations, out.Jobs
 }
 
 // replayAll is check with the whole outcome.
-func (r *recorder) replayAll(namespaces map[string]bool) replay {
+func (r *recorder) replayAll(namespaces map[string]bool) monitor.Result {
 	GinkgoHelper()
 	res, err := r.mon.Check(ctx, namespaces)
 	Expect(err).NotTo(HaveOccurred(), "the monitor could not check")
-	out := replay{jobs: res.Jobs, byOp: res.ByOp, failed: res.Failed, refused: res.Refused}
-	for _, v := range res.Violations {
-		out.violations = append(out.violations, violation{owner: v.Owner, namespace: v.Namespace, text: v.Text})
-	}
-	return out
+	return res
 }
 
 // terminal reports whether a Job carries a Complete or Failed condition.

@@ -37,6 +37,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/monitor"
 )
 
 // The soak (`make soak`, and a fixed slice of it in `make test`): many seeded schedules at
@@ -979,7 +980,7 @@ func (s *soak) execute() {
 
 // report is the outcome of a run, printed by summary.
 type report struct {
-	replay
+	monitor.Result
 	duration time.Duration
 	lags     float64
 	stuck    []*schedule
@@ -993,11 +994,11 @@ func (s *soak) summary(r report) string {
 		s.cfg.seed, len(s.schedules), r.byKind[infrav1.TerraformClusterKind], r.byKind[infrav1.TerraformMachineKind], r.byKind[infrav1.TerraformMachinePoolKind],
 		len(s.cells), s.cfg.cell, s.cfg.parallel, r.duration.Round(time.Second), rate)
 	var ops []string
-	for op, n := range r.byOp {
+	for op, n := range r.ByOp {
 		ops = append(ops, fmt.Sprintf("%s %d", op, n))
 	}
 	sort.Strings(ops)
-	fmt.Fprintf(&b, "soak: Jobs %d (%s), failed %d\n", r.jobs, strings.Join(ops, ", "), r.failed)
+	fmt.Fprintf(&b, "soak: Jobs %d (%s), failed %d\n", r.Jobs, strings.Join(ops, ", "), r.Failed)
 	var faults []string
 	total := int64(0)
 	for _, f := range faultTypes {
@@ -1023,9 +1024,9 @@ func (s *soak) summary(r report) string {
 		modes[infrav1.DriftModeReport]+modes[infrav1.DriftModeRemediate], modes[infrav1.DriftModeReport], modes[infrav1.DriftModeRemediate], drifts, found, remediations,
 		s.reportNewInputs.Load())
 	fmt.Fprintf(&b, "soak: Jobs created against a state lost or replaced after the controller read it %d (the monitor), refused by the state channel %d (the executor)\n",
-		r.refused, s.refusedRuns.Load())
+		r.Refused, s.refusedRuns.Load())
 	fmt.Fprintf(&b, "soak: lags detected %.0f (passes that waited for the cache)\n", r.lags)
-	fmt.Fprintf(&b, "soak: violations %d, schedules that did not converge %d\n", len(r.violations), len(r.stuck))
+	fmt.Fprintf(&b, "soak: violations %d, schedules that did not converge %d\n", len(r.Violations), len(r.stuck))
 	return b.String()
 }
 
@@ -1037,13 +1038,13 @@ func (s *soak) failures(r report) string {
 		fmt.Fprintf(&b, "soak FAILED: schedule %d, seed %d (%s %s/%s): %s\n  plan: %s\n  replay: %s\n  with its cell: %s\n",
 			sc.idx, sc.seed, sc.plan.kind, sc.ns, sc.name, what, sc.plan, sc.replay(), sc.replayCell())
 	}
-	for _, v := range r.violations {
+	for _, v := range r.Violations {
 		s.mu.RLock()
-		sc := s.byObject[v.owner]
+		sc := s.byObject[v.Owner]
 		s.mu.RUnlock()
 		if sc == nil {
 			for _, c := range s.cells {
-				if c.ns == v.namespace && len(c.schedules) > 0 {
+				if c.ns == v.Namespace && len(c.schedules) > 0 {
 					sc = c.schedules[0]
 				}
 			}
@@ -1118,7 +1119,7 @@ var _ = Describe("Soak: seeded schedules of the three kinds under stale caches, 
 		for _, c := range s.cells {
 			namespaces[c.ns] = true
 		}
-		r := report{replay: mon.replayAll(namespaces), duration: duration, lags: cachelag.Detected() - lagBefore, byKind: map[string]int{}}
+		r := report{Result: mon.replayAll(namespaces), duration: duration, lags: cachelag.Detected() - lagBefore, byKind: map[string]int{}}
 		for _, sc := range s.schedules {
 			r.byKind[sc.plan.kind]++
 			if sc.err != nil {
@@ -1126,13 +1127,13 @@ var _ = Describe("Soak: seeded schedules of the three kinds under stale caches, 
 			}
 		}
 		fmt.Print(s.summary(r))
-		if len(r.violations) > 0 || len(r.stuck) > 0 {
+		if len(r.Violations) > 0 || len(r.stuck) > 0 {
 			fmt.Print(s.failures(r))
 		}
 		Expect(errors.Join(s.execErrs...)).NotTo(HaveOccurred(), "the executor could not play every Job")
-		Expect(r.violations).To(BeEmpty(), "invariants broken; see the replay commands above")
+		Expect(r.Violations).To(BeEmpty(), "invariants broken; see the replay commands above")
 		Expect(r.stuck).To(BeEmpty(), "schedules that did not converge (L1); see the replay commands above")
-		Expect(r.jobs).To(BeNumerically(">=", 5*len(s.schedules)), "every schedule applies, applies again, destroys, applies and destroys")
+		Expect(r.Jobs).To(BeNumerically(">=", 5*len(s.schedules)), "every schedule applies, applies again, destroys, applies and destroys")
 		if cfg.slice {
 			// The slice's seed must plan every fault type; which planned write faults are
 			// carried out depends on which manager makes the write, so only their sum is
@@ -1165,7 +1166,7 @@ var _ = Describe("Soak: seeded schedules of the three kinds under stale caches, 
 			}
 			Expect(modes).To(HaveKey(infrav1.DriftModeReport), "the slice's seed must plan drift checks in mode Report")
 			Expect(modes).To(HaveKey(infrav1.DriftModeRemediate), "the slice's seed must plan drift checks in mode Remediate")
-			Expect(r.byOp[infrav1.OperationDrift]).To(BeNumerically(">=", 2), "the monitor must see the slice's drift Jobs")
+			Expect(r.ByOp[infrav1.OperationDrift]).To(BeNumerically(">=", 2), "the monitor must see the slice's drift Jobs")
 			Expect(remediations).To(BeNumerically(">", 0), "drift found under Remediate must have applied")
 		}
 	})

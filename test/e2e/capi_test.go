@@ -23,12 +23,7 @@ var _ = Describe("a MachineDeployment of TerraformMachines under the real Cluste
 	It("comes up from its template, scales to 5 and to 2 (the removed machines destroyed), rolls out a new template (new machines applied before old ones go), and goes with its Cluster", func() {
 		const ns, name = "workers", "wk"
 		const md = name + "-workers"
-		checkInvariants := watchInvariants(shared, ns)
-		createNamespace(shared, ns)
-		applyFixture(shared, ns, "cluster.yaml", name, 0)
-		applyFixture(shared, ns, "machine.yaml", name, 0)
-		eventuallyReady(shared, tc(ns, name), tm(ns, name+"-m0"))
-		applyFixture(shared, ns, "workers.yaml", name, 0)
+		checkInvariants := clusterWithWorkers(ns, name)
 
 		By("3 Machines, each with a TerraformMachine cloned from the template, applied, its node found")
 		first := eventuallyWorkers(ns, md, 3, "")
@@ -105,12 +100,7 @@ var _ = Describe("a MachineHealthCheck over TerraformMachines under the real Clu
 	It("a worker whose node turns NotReady is remediated: its Machine deleted, its infrastructure destroyed, a new one applied in its place", func() {
 		const ns, name = "health", "hc"
 		const md = name + "-workers"
-		checkInvariants := watchInvariants(shared, ns)
-		createNamespace(shared, ns)
-		applyFixture(shared, ns, "cluster.yaml", name, 0)
-		applyFixture(shared, ns, "machine.yaml", name, 0)
-		eventuallyReady(shared, tc(ns, name), tm(ns, name+"-m0"))
-		applyFixture(shared, ns, "workers.yaml", name, 0)
+		checkInvariants := clusterWithWorkers(ns, name)
 		before := eventuallyWorkers(ns, md, 3, "")
 		applyFixture(shared, ns, "healthcheck.yaml", name, 0)
 
@@ -173,6 +163,20 @@ var _ = Describe("the plain cluster flavor (templates/cluster-template.yaml)", f
 		checkInvariants()
 	})
 })
+
+// clusterWithWorkers creates namespace ns, watched by the chaos monitor, with the Cluster of
+// cluster.yaml, its control plane machine (machine.yaml) once Ready, and the MachineDeployment
+// of workers.yaml; it returns the monitor's check.
+func clusterWithWorkers(ns, name string) func() {
+	GinkgoHelper()
+	checkInvariants := watchInvariants(shared, ns)
+	createNamespace(shared, ns)
+	applyFixture(shared, ns, "cluster.yaml", name, 0)
+	applyFixture(shared, ns, "machine.yaml", name, 0)
+	eventuallyReady(shared, tc(ns, name), tm(ns, name+"-m0"))
+	applyFixture(shared, ns, "workers.yaml", name, 0)
+	return checkInvariants
+}
 
 // worker is a Machine of a MachineDeployment and its TerraformMachine.
 type worker struct {
