@@ -1,0 +1,88 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+)
+
+func TestApprovalProblem(t *testing.T) {
+	rec := &infrav1.PlanRecord{ID: "p2", Create: 2, Replace: 1}
+	plan := &infrav1.ActiveJob{Name: "captf-x-5", Operation: infrav1.OperationPlan}
+	apply := &infrav1.ActiveJob{Name: "captf-x-5", Operation: infrav1.OperationApply}
+	for _, tc := range []struct {
+		name       string
+		rec        *infrav1.PlanRecord
+		ann        map[string]string
+		active     *infrav1.ActiveJob
+		secretID   string
+		consumedBy string
+		wanted     string
+		want       string // a substring; "" for none
+	}{
+		{name: "the pending plan, stored and not handed out", rec: rec, secretID: "p2"},
+		{name: "the pending plan named by the caller", rec: rec, secretID: "p2", wanted: "p2"},
+		{name: "no plan", want: "no plan waits for approval"},
+		{name: "no plan, an ID named", wanted: "p1", want: "plan p1 does not wait for approval"},
+		{name: "an older ID", rec: rec, secretID: "p2", wanted: "p1",
+			want: "plan p1 is not the one that waits: the plan that waits for approval is p2 (create 2, update 0, replace 1, delete 0)"},
+		{name: "already applied", rec: rec, secretID: "p2", ann: map[string]string{infrav1.AppliedPlanAnnotation: "p2"}, want: "already applied (" + infrav1.AppliedPlanAnnotation + ")"},
+		{name: "a Plan Job makes a newer plan", rec: rec, secretID: "p2", active: plan, want: "Plan Job captf-x-5 is making a new plan, which supersedes p2"},
+		{name: "an apply runs: not judged here", rec: rec, secretID: "p2", active: apply},
+		{name: "the Secret holds a newer plan", rec: rec, secretID: "p3", want: "the plan Secret holds plan p3, not p2"},
+		{name: "the Secret holds none", rec: rec, want: "the plan Secret holds no plan"},
+		{name: "handed out", rec: rec, secretID: "p2", consumedBy: "captf-x-4", want: "already handed to Job captf-x-4"},
+	} {
+		got := approvalProblem(tc.rec, tc.ann, tc.active, tc.secretID, tc.consumedBy, tc.wanted)
+		switch {
+		case tc.want == "" && got != "":
+			t.Errorf("%s: refused: %s", tc.name, got)
+		case tc.want != "" && !strings.Contains(got, tc.want):
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestJudgeLockNeverOffersToBreakALockItCannotProveStale(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		v        LockView
+		verdict  string
+		commands bool
+	}{
+		{name: "free", v: LockView{}, verdict: LockFree},
+		{name: "a person's terraform", v: LockView{LockID: "id", Info: map[string]any{"Who": "ops@laptop"}}, verdict: LockHeldOutsideCAPTF, commands: true},
+		{name: "a Job whose pod runs", v: LockView{LockID: "id", Pod: "p", Job: "j", PodPhase: "Running"}, verdict: LockHeldByRunningJob},
+		{name: "a Job whose pod phase is unknown", v: LockView{LockID: "id", Pod: "p", Job: "j"}, verdict: LockHeldByRunningJob},
+		{name: "a Job whose pod failed", v: LockView{LockID: "id", Pod: "p", Job: "j", PodPhase: "Failed"}, verdict: LockStaleJob},
+		{name: "a Job whose pod is gone", v: LockView{LockID: "id", Pod: "p", Job: "j", PodGone: true}, verdict: LockStaleJob},
+	} {
+		v := tc.v
+		v.Kind, v.Namespace, v.Name, v.Lease = infrav1.TerraformClusterKind, "ns", "n", "lock-tfstate-default-s"
+		judgeLock(&v, "s")
+		if v.Verdict != tc.verdict || (len(v.Commands) > 0) != tc.commands {
+			t.Errorf("%s: %s %v", tc.name, v.Verdict, v.Commands)
+		}
+	}
+}
+
+func TestNewestJobIsTheHighestRunSequence(t *testing.T) {
+	const suffix = "0123456789abcdef"
+	items := []batchv1.Job{
+		{ObjectMeta: metav1.ObjectMeta{Name: naming.JobName(suffix, 10)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: naming.JobName(suffix, 9)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "not-a-captf-job"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: naming.JobName(suffix, 2)}},
+	}
+	if got := newestJob(items, suffix); got == nil || got.Name != naming.JobName(suffix, 10) {
+		t.Fatalf("newest: %v", got)
+	}
+	if newestJob(nil, suffix) != nil {
+		t.Fatal("no Job: nil")
+	}
+}

@@ -1,0 +1,22 @@
+// Command kubectl-captf is the kubectl plugin for CAPTF's day-2 work (`kubectl captf`): it
+// shows an object's or a Cluster's state as a tree (status), reads the pending plan (plan
+// show), and writes the requests the docs and runbooks describe (approve, refresh, retry,
+// restore, abandon), and shows a held state lock with the runbook's commands (unlock).
+//
+// It owns the plugin's command line, its reads and its output formats; docs/cli.md describes
+// every verb.
+//
+// Invariants:
+//   - it writes only what a person could write with kubectl: one merge patch of one annotation
+//     on a TerraformCluster, TerraformMachine or TerraformMachinePool, under the caller's own
+//     credentials, so the admission webhook and the ValidatingAdmissionPolicy judge it exactly
+//     as they judge kubectl annotate. It never writes status, Jobs, Leases or Secrets;
+//   - every annotation it reads or writes is named by its constant in api/v1alpha1 (and the
+//     plan Secret's keys and the lock Lease's annotations by runnerapi), never spelled here;
+//   - approve names the ID of the plan that waits (the durable record the controller keeps),
+//     never one the caller typed unless it is that plan, and refuses a plan that is already
+//     applied, handed to a Job, or being superseded;
+//   - unlock never releases a lock: the state channel alone breaks a stale lock (I8), and a
+//     person's release is a decision the runbook leaves to the person; it shows the evidence
+//     and prints the runbook's commands.
+package main

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
+)
+
+// PlanView is what plan show prints: the pending plan's record, what the plan Secret holds,
+// and the plan text. It is the JSON and YAML output of plan show.
+type PlanView struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Pending is the controller's record of the plan that waits (annotation
+	// captf.io/pending-plan): the ID an approval names.
+	Pending *infrav1.PlanRecord `json:"pending"`
+	// Secret is the plan Secret; SecretPlanID the plan it holds; ConsumedBy the Job it was
+	// handed to, if any.
+	Secret       string `json:"secret"`
+	SecretPlanID string `json:"secretPlanID,omitempty"`
+	ConsumedBy   string `json:"consumedBy,omitempty"`
+	// Record is the runner's record of the stored plan (key summary.json): the plan file's
+	// SHA-256 and the state it was made against.
+	Record *runnerapi.PlanRecord `json:"record,omitempty"`
+	// Problem says why approving the pending plan now would not apply it ("" when it would).
+	Problem string `json:"problem,omitempty"`
+	// Text is terraform's plan text (key plan.txt), sensitive values masked.
+	Text string `json:"text,omitempty"`
+}
+
+func newPlanCommand(o *options) *cobra.Command {
+	plan := &cobra.Command{Use: "plan", Short: "Read saved plans"}
+	show := &cobra.Command{
+		Use:   "show KIND/NAME",
+		Short: "Show the plan that waits for approval: its ID, counts, addresses and terraform's plan text",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.checkOutput(); err != nil {
+				return err
+			}
+			c, err := o.newClient()
+			if err != nil {
+				return err
+			}
+			t, err := o.getTarget(cmd.Context(), c, args[0])
+			if err != nil {
+				return err
+			}
+			v, err := readPlan(cmd.Context(), c, t)
+			if err != nil {
+				return err
+			}
+			if v.Pending == nil {
+				return &exitError{code: exitFailed, msg: "no plan waits for approval on " + t.ref()}
+			}
+			if printed, err := o.printData(v); printed || err != nil {
+				return err
+			}
+			return renderPlan(&printer{w: o.streams.Out}, v)
+		},
+	}
+	o.addOutputFlag(show)
+	plan.AddCommand(show)
+	return plan
+}
+
+// readPlan reads the pending plan's record from the object and the plan Secret beside it.
+func readPlan(ctx context.Context, c client.Client, t target) (PlanView, error) {
+	v := PlanView{Kind: t.kind.Kind, Namespace: t.obj.GetNamespace(), Name: t.obj.GetName(),
+		Pending: infrav1.ParsePlanRecord(t.obj.GetAnnotations()[infrav1.PendingPlanAnnotation])}
+	v.Secret = naming.PlanSecretName(naming.StateSuffix(v.Namespace, v.Kind, v.Name))
+	if v.Pending != nil && v.Pending.Secret != "" {
+		v.Secret = v.Pending.Secret
+	}
+	if v.Pending == nil {
+		return v, nil
+	}
+	s := &corev1.Secret{}
+	err := c.Get(ctx, types.NamespacedName{Namespace: v.Namespace, Name: v.Secret}, s)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return v, fmt.Errorf("get the plan Secret %s/%s: %w", v.Namespace, v.Secret, err)
+	default:
+		v.SecretPlanID = s.Annotations[runnerapi.PlanIDAnnotation]
+		v.ConsumedBy = s.Annotations[runnerapi.PlanConsumedByAnnotation]
+		v.Text = string(s.Data[runnerapi.PlanTextKey])
+		if raw := s.Data[runnerapi.PlanRecordKey]; len(raw) > 0 {
+			rec := &runnerapi.PlanRecord{}
+			if err := json.Unmarshal(raw, rec); err == nil {
+				v.Record = rec
+			}
+		}
+	}
+	v.Problem = approvalProblem(v.Pending, t.obj.GetAnnotations(), t.obj.GetTerraformStatus().ActiveJob, v.SecretPlanID, v.ConsumedBy, "")
+	return v, nil
+}
+
+func renderPlan(p *printer, v PlanView) error {
+	pp := v.Pending
+	kind := "plan"
+	if pp.RefreshOnly {
+		kind = "refresh-only plan (approved, a Refresh Job records it in the state; no infrastructure changes)"
+	}
+	p.line("", "%s %s/%s: %s %s", v.Kind, v.Namespace, v.Name, kind, pp.ID)
+	p.line("", "  waits because: %s", pp.Reason)
+	p.line("", "  changes:       %s", pp.Counts())
+	p.line("", "  made by Job %s against state serial %d, lineage %s, inputs %s", pp.Job, pp.Serial, pp.Lineage, pp.InputsHash)
+	if !pp.Created.IsZero() {
+		p.line("", "  made at:       %s", pp.Created.UTC().Format("2006-01-02T15:04:05Z"))
+	}
+	if v.Record != nil {
+		p.line("", "  plan file:     sha256 %s (Secret %s)", v.Record.FileSHA256, v.Secret)
+	}
+	for _, a := range pp.Addresses {
+		p.line("", "    %s", a)
+	}
+	if v.Problem != "" {
+		p.line("", "  NOT APPROVABLE NOW: %s", v.Problem)
+	} else {
+		p.line("", "  approve:       kubectl captf approve %s/%s", strings.ToLower(v.Kind), v.Name)
+	}
+	p.line("", "")
+	switch {
+	case v.SecretPlanID != pp.ID:
+		p.line("", "(the plan Secret holds another plan; its text is not shown)")
+	case v.Text == "":
+		p.line("", "(the plan Secret holds no plan text)")
+	default:
+		p.line("", "%s", strings.TrimRight(v.Text, "\n"))
+	}
+	return p.err
+}
+
+// approvalProblem says why approving the pending plan now would not apply it, or why wanted
+// (an ID the caller named; "" for none) is not the plan that waits; "" when the approval
+// would be admitted and acted on. It reads only the durable records: the object's
+// annotations, its active Job, and the plan Secret's annotations (docs/plans.md, "What
+// supersedes a plan" and "At most once").
+func approvalProblem(rec *infrav1.PlanRecord, ann map[string]string, active *infrav1.ActiveJob, secretPlanID, consumedBy, wanted string) string {
+	switch {
+	case rec == nil && wanted != "":
+		return fmt.Sprintf("plan %s does not wait for approval: no plan waits", wanted)
+	case rec == nil:
+		return "no plan waits for approval"
+	case wanted != "" && wanted != rec.ID:
+		return fmt.Sprintf("plan %s is not the one that waits: the plan that waits for approval is %s (%s)", wanted, rec.ID, rec.Counts())
+	case ann[infrav1.AppliedPlanAnnotation] == rec.ID:
+		return fmt.Sprintf("plan %s was already applied (%s): a plan is applied at most once", rec.ID, infrav1.AppliedPlanAnnotation)
+	case active != nil && active.Operation == infrav1.OperationPlan:
+		return fmt.Sprintf("Plan Job %s is making a new plan, which supersedes %s: approve the new plan once it waits", active.Name, rec.ID)
+	case secretPlanID == "":
+		return fmt.Sprintf("the plan Secret holds no plan, so plan %s can no longer be applied; a new plan follows", rec.ID)
+	case secretPlanID != rec.ID:
+		return fmt.Sprintf("the plan Secret holds plan %s, not %s: the pending plan was superseded", secretPlanID, rec.ID)
+	case consumedBy != "":
+		return fmt.Sprintf("plan %s was already handed to Job %s: a plan is applied at most once", rec.ID, consumedBy)
+	}
+	return ""
+}
+
+func newApproveCommand(o *options) *cobra.Command {
+	var yes bool
+	var planID string
+	cmd := &cobra.Command{
+		Use:   "approve KIND/NAME",
+		Short: "Approve the plan that waits: names its ID (annotation captf.io/approve-plan), after a confirmation unless --yes",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, err := o.newClient()
+			if err != nil {
+				return err
+			}
+			t, err := o.getTarget(ctx, c, args[0])
+			if err != nil {
+				return err
+			}
+			v, err := readPlan(ctx, c, t)
+			if err != nil {
+				return err
+			}
+			ann := t.obj.GetAnnotations()
+			if problem := approvalProblem(v.Pending, ann, t.obj.GetTerraformStatus().ActiveJob, v.SecretPlanID, v.ConsumedBy, planID); problem != "" {
+				return refused("%s on %s", problem, t.ref())
+			}
+			rec := v.Pending
+			if ann[infrav1.ApprovePlanAnnotation] == rec.ID {
+				_, err := fmt.Fprintf(o.streams.Out, "plan %s on %s is already approved\n", rec.ID, t.ref())
+				return err
+			}
+			p := &printer{w: o.streams.Out}
+			p.line("", "plan %s on %s (%s; waits because: %s):", rec.ID, t.ref(), rec.Counts(), rec.Reason)
+			for _, a := range rec.Addresses {
+				p.line("", "  %s", a)
+			}
+			if p.err != nil {
+				return p.err
+			}
+			if !yes {
+				ok, err := confirm(o.streams.In, o.streams.Out, "Approve plan "+rec.ID+"?")
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return declined()
+				}
+			}
+			if err := setAnnotation(ctx, c, t, infrav1.ApprovePlanAnnotation, rec.ID); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(o.streams.Out, "approved plan %s on %s: the next pass applies exactly this plan, once\n", rec.ID, t.ref())
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&yes, "yes", false, "approve without asking")
+	cmd.Flags().StringVar(&planID, "plan-id", "", "approve only if this is the ID of the plan that waits (the ID plan show printed)")
+	return cmd
+}

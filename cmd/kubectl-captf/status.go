@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/spf13/cobra"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+)
+
+func newStatusCommand(o *options) *cobra.Command {
+	var cluster string
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "status [KIND/NAME | --cluster NAME]",
+		Short: "Show a Cluster's CAPTF objects (or one object, or every object of the namespace) as a tree; exit 2 when one is not Ready, 3 when a plan waits or drift was found",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.checkOutput(); err != nil {
+				return err
+			}
+			if cluster != "" && len(args) == 1 {
+				return errors.New("name either KIND/NAME or --cluster, not both")
+			}
+			c, err := o.newClient()
+			if err != nil {
+				return err
+			}
+			r, err := o.gatherReport(cmd.Context(), c, args, cluster)
+			if err != nil {
+				return err
+			}
+			r.ExitCode = exitCode(r)
+			printed, err := o.printData(r)
+			if err != nil {
+				return err
+			}
+			if !printed {
+				if err := renderTree(o.streams.Out, r, time.Now(), all); err != nil {
+					return fmt.Errorf("print: %w", err)
+				}
+			}
+			if r.ExitCode != exitOK {
+				return &exitError{code: r.ExitCode}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&cluster, "cluster", "", "show the Cluster API Cluster of this name and every CAPTF object labelled with it")
+	cmd.Flags().BoolVar(&all, "all-conditions", false, "list every condition, not only those that need a look")
+	o.addOutputFlag(cmd)
+	return cmd
+}
+
+// gatherReport reads what status shows: one object, a Cluster and its objects, or every
+// object of the namespace.
+func (o *options) gatherReport(ctx context.Context, c client.Client, args []string, cluster string) (Report, error) {
+	ns, err := o.namespace()
+	if err != nil {
+		return Report{}, err
+	}
+	var objs []target
+	switch {
+	case len(args) == 1:
+		t, err := o.getTarget(ctx, c, args[0])
+		if err != nil {
+			return Report{}, err
+		}
+		objs = []target{t}
+	default:
+		var sel []client.ListOption
+		sel = append(sel, client.InNamespace(ns))
+		if cluster != "" {
+			sel = append(sel, client.MatchingLabels{infrav1.ClusterNameLabel: cluster})
+		}
+		for _, k := range kinds {
+			list, items := k.newList()
+			if err := c.List(ctx, list, sel...); err != nil {
+				return Report{}, fmt.Errorf("list %s: %w", k.Kind, err)
+			}
+			for _, obj := range items() {
+				objs = append(objs, target{kind: k, obj: obj})
+			}
+		}
+	}
+	r := Report{Objects: []ObjectNode{}}
+	if cluster != "" {
+		cn, err := clusterNode(ctx, c, ns, cluster)
+		if err != nil {
+			return Report{}, err
+		}
+		r.Cluster = cn
+	}
+	for _, t := range objs {
+		holder, err := runLeaseHolder(ctx, c, t)
+		if err != nil {
+			return Report{}, err
+		}
+		r.Objects = append(r.Objects, objectNode(t.kind.Kind, t.obj, holder))
+	}
+	sortObjects(r.Objects)
+	return r, nil
+}
+
+// sortObjects orders the tree: by Cluster, then TerraformCluster before machines and pools,
+// then by name.
+func sortObjects(objs []ObjectNode) {
+	rank := map[string]int{infrav1.TerraformClusterKind: 0, infrav1.TerraformMachinePoolKind: 1, infrav1.TerraformMachineKind: 2}
+	sort.SliceStable(objs, func(i, j int) bool {
+		a, b := objs[i], objs[j]
+		if a.Cluster != b.Cluster {
+			return a.Cluster < b.Cluster
+		}
+		if rank[a.Kind] != rank[b.Kind] {
+			return rank[a.Kind] < rank[b.Kind]
+		}
+		return a.Name < b.Name
+	})
+}
+
+func clusterNode(ctx context.Context, c client.Client, ns, name string) (*ClusterNode, error) {
+	cl := &clusterv1.Cluster{}
+	err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, cl)
+	switch {
+	case apierrors.IsNotFound(err):
+		return &ClusterNode{Namespace: ns, Name: name, Missing: true}, nil
+	case err != nil:
+		return nil, fmt.Errorf("get Cluster %s/%s: %w", ns, name, err)
+	}
+	return &ClusterNode{Namespace: ns, Name: name, Phase: cl.Status.Phase, Paused: cl.Spec.Paused != nil && *cl.Spec.Paused,
+		Available: meta.FindStatusCondition(cl.Status.Conditions, clusterv1.ClusterAvailableCondition)}, nil
+}
+
+// runLeaseHolder is the holder of the object's run lease, "" when it is free or absent.
+func runLeaseHolder(ctx context.Context, c client.Client, t target) (string, error) {
+	suffix := naming.StateSuffix(t.obj.GetNamespace(), t.kind.Kind, t.obj.GetName())
+	l := &coordinationv1.Lease{}
+	err := c.Get(ctx, types.NamespacedName{Namespace: t.obj.GetNamespace(), Name: naming.RunLeaseName(suffix)}, l)
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("get the run lease of %s: %w", t.ref(), err)
+	}
+	if l.Spec.HolderIdentity == nil {
+		return "", nil
+	}
+	return *l.Spec.HolderIdentity, nil
+}
