@@ -1,0 +1,334 @@
+package e2e_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
+)
+
+// pluginDir holds kubectl-captf built from this checkout; built once, by the first spec that
+// runs it, so a run that does not focus on the plugin pays nothing.
+var pluginDir string
+
+func buildPlugin() string {
+	GinkgoHelper()
+	if pluginDir != "" {
+		return pluginDir
+	}
+	began := time.Now()
+	dir, err := os.MkdirTemp("", "captf-plugin-")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { pluginDir = ""; _ = os.RemoveAll(dir) })
+	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./cmd/kubectl-captf")
+	cmd.Dir = repo
+	out, err := cmd.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "build kubectl-captf: %s", out)
+	AddReportEntry("kubectl-captf build", time.Since(began).Round(time.Millisecond).String())
+	pluginDir = dir
+	return dir
+}
+
+// pluginRun is one run of the plugin binary.
+type pluginRun struct {
+	stdout, stderr string
+	code           int
+}
+
+// captf runs kubectl-captf against a sandbox with stdin, in namespace ns, and returns its
+// output and exit code (it does not fail the spec on a non-zero code: the specs check it).
+func captf(sb target, ns, stdin string, args ...string) pluginRun {
+	GinkgoHelper()
+	full := append([]string{"--kubeconfig", sb.Kubeconfig(), "-n", ns}, args...)
+	cmd := exec.Command(filepath.Join(buildPlugin(), "kubectl-captf"), full...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := pluginRun{stdout: stdout.String(), stderr: stderr.String()}
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		r.code = exit.ExitCode()
+	default:
+		Expect(err).NotTo(HaveOccurred(), "run kubectl-captf %s", strings.Join(args, " "))
+	}
+	fmt.Fprintf(GinkgoWriter, "$ kubectl captf -n %s %s  (exit %d)\n%s%s", ns, strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	return r
+}
+
+// captfOK runs the plugin and expects exit code 0.
+func captfOK(sb target, ns string, args ...string) string {
+	GinkgoHelper()
+	r := captf(sb, ns, "", args...)
+	Expect(r.code).To(Equal(0), "kubectl captf %s: %s%s", strings.Join(args, " "), r.stdout, r.stderr)
+	return r.stdout
+}
+
+// The plugin's verbs as binaries against the sandbox, with real terraform (docs/cli.md): what
+// they print (text and JSON), their exit codes, and that each writes only the annotation a
+// person would write with kubectl, judged by the same admission.
+var _ = Describe("kubectl captf, with real Terraform", func() {
+	It("shows status and plans, approves exactly the pending plan once, refuses a stale one, and runs refresh, restore, unlock, retry and abandon", func() {
+		const ns, name = "cli", "cl"
+		sb := shared
+		createNamespace(sb, ns)
+		planFixture(sb, ns, name, "applyPolicy: Manual", "job: {lockTimeoutSeconds: 0}")
+		o := tc(ns, name)
+		eventuallyReady(sb, o)
+		kind := infrav1.TerraformClusterKind
+		ref := "terraformcluster/" + name
+		suffix := naming.StateSuffix(ns, kind, name)
+		first := stateOf(sb, kind, ns, name)
+		// The backup of the first apply is listed once bookkeeping took it.
+		Eventually(func() []infrav1.StateBackup {
+			Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+			return o.Status.StateBackups
+		}).ShouldNot(BeEmpty())
+
+		By("status of a Ready object: a tree, exit 0; JSON says the same, with the state's lineage and newest backup serial")
+		text := captfOK(sb, ns, "status", ref)
+		Expect(text).To(MatchRegexp(`(?m)^TerraformCluster/` + name + `  Ready \S+ ago provisioned$`))
+		Expect(text).To(MatchRegexp(`last run:  Apply \S+ Succeeded`))
+		Expect(text).To(ContainSubstring("state:     lineage " + first.Lineage + ", newest backup serial " + strconv.FormatInt(first.Serial, 10)))
+		var rep struct {
+			Objects []struct {
+				Kind, Name, UID string
+				Ready           *metav1.Condition
+				PendingPlan     *infrav1.PlanRecord
+				State           struct {
+					Lineage            string
+					NewestBackupSerial *int64
+				}
+			}
+			ExitCode int
+		}
+		Expect(json.Unmarshal([]byte(captfOK(sb, ns, "status", ref, "-o", "json")), &rep)).To(Succeed())
+		Expect(rep.ExitCode).To(Equal(0))
+		Expect(rep.Objects).To(HaveLen(1))
+		Expect(rep.Objects[0].Kind).To(Equal(kind))
+		Expect(rep.Objects[0].UID).To(Equal(string(o.UID)))
+		Expect(rep.Objects[0].Ready.Status).To(Equal(metav1.ConditionTrue))
+		Expect(rep.Objects[0].State.Lineage).To(Equal(first.Lineage))
+		Expect(*rep.Objects[0].State.NewestBackupSerial).To(Equal(first.Serial))
+		Expect(captfOK(sb, ns, "status", "-o", "yaml")).To(ContainSubstring("exitCode: 0"))
+
+		By("status --cluster puts the Cluster at the root; kubectl finds the plugin on PATH as `kubectl captf`")
+		tree := captfOK(sb, ns, "status", "--cluster", name)
+		Expect(tree).To(HavePrefix("Cluster " + ns + "/" + name + "  "))
+		Expect(tree).To(ContainSubstring("└─ TerraformCluster/" + name + "  Ready"))
+		viaKubectl := exec.Command(filepath.Join(binDir, "kubectl"), "captf", "-n", ns, "status", "--cluster", name)
+		viaKubectl.Env = append(os.Environ(), "KUBECONFIG="+sb.Kubeconfig(), "PATH="+buildPlugin()+string(os.PathListSeparator)+os.Getenv("PATH"))
+		out, err := viaKubectl.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "kubectl captf: %s", out)
+		Expect(string(out)).To(ContainSubstring("└─ TerraformCluster/" + name + "  Ready"))
+		missing := captf(sb, ns, "", "status", "--cluster", "no-such-cluster")
+		Expect(missing.code).To(Equal(2), "a named Cluster that does not exist")
+		Expect(missing.stdout).To(ContainSubstring("Cluster " + ns + "/no-such-cluster: not found"))
+
+		By("restore without --serial lists the backups (text and JSON)")
+		Expect(captfOK(sb, ns, "restore", ref)).To(MatchRegexp(`(?m)^%d\tcaptf-state-backup-%s-%d\t`, first.Serial, suffix, first.Serial))
+		var backups struct{ Backups []infrav1.StateBackup }
+		Expect(json.Unmarshal([]byte(captfOK(sb, ns, "restore", ref, "-o", "json")), &backups)).To(Succeed())
+		Expect(backups.Backups).NotTo(BeEmpty())
+		Expect(backups.Backups[0].Serial).To(Equal(first.Serial))
+
+		By("changed inputs: a plan waits; status exits 3 and names it; plan show prints it (text and JSON)")
+		applies := countRuns(sb, ns, name, infrav1.OperationApply)
+		setVariables(sb, ns, name, `{"generation":2,"extra":1}`)
+		p1 := eventuallyWaiting(sb, o, "")
+		waiting := captf(sb, ns, "", "status", ref)
+		Expect(waiting.code).To(Equal(3), "Ready, but a plan waits for approval")
+		Expect(waiting.stdout).To(ContainSubstring("plan:      plan " + p1.ID + " waits for approval (Manual; create 1, update 0, replace 1, delete 0)"))
+		Expect(waiting.stdout).To(ContainSubstring("! ApplyJobSucceeded=False PlanAwaitingApproval"))
+		show := captfOK(sb, ns, "plan", "show", ref)
+		Expect(show).To(HavePrefix(kind + " " + ns + "/" + name + ": plan " + p1.ID + "\n"))
+		Expect(show).To(ContainSubstring("changes:       create 1, update 0, replace 1, delete 0"))
+		Expect(show).To(ContainSubstring("terraform_data.node must be replaced"))
+		Expect(show).To(ContainSubstring("terraform_data.extra[0] will be created"))
+		Expect(show).To(ContainSubstring("approve:       kubectl captf approve " + ref))
+		rec1 := planRecordIn(sb, ns, p1.Secret)
+		var view struct {
+			Pending      *infrav1.PlanRecord
+			Secret       string
+			SecretPlanID string
+			Record       *runnerapi.PlanRecord
+			Problem      string
+			Text         string
+		}
+		Expect(json.Unmarshal([]byte(captfOK(sb, ns, "plan", "show", ref, "-o", "json")), &view)).To(Succeed())
+		Expect(view.Pending.ID).To(Equal(p1.ID))
+		Expect(view.Pending.Serial).To(Equal(first.Serial))
+		Expect(view.Secret).To(Equal(p1.Secret))
+		Expect(view.SecretPlanID).To(Equal(p1.ID))
+		Expect(view.Record.FileSHA256).To(Equal(rec1.FileSHA256))
+		Expect(view.Problem).To(BeEmpty())
+		Expect(view.Text).To(ContainSubstring("Plan: 2 to add, 0 to change, 1 to destroy."))
+
+		By("the inputs change again: the plugin refuses an approval of the old ID with the reason, and writes nothing")
+		setVariables(sb, ns, name, `{"generation":2,"extra":2}`)
+		p2 := eventuallyWaiting(sb, o, p1.ID)
+		stale := captf(sb, ns, "", "approve", ref, "--plan-id", p1.ID, "--yes")
+		Expect(stale.code).To(Equal(1))
+		Expect(stale.stderr).To(ContainSubstring("refused: plan " + p1.ID + " is not the one that waits: the plan that waits for approval is " + p2.ID))
+		AddReportEntry("kubectl captf approve of a superseded plan", strings.TrimSpace(stale.stderr))
+		Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+		Expect(o.Annotations).NotTo(HaveKey(infrav1.ApprovePlanAnnotation))
+
+		By("approve asks first: answered no, nothing is written")
+		no := captf(sb, ns, "n\n", "approve", ref)
+		Expect(no.code).To(Equal(1))
+		Expect(no.stdout).To(ContainSubstring("plan " + p2.ID + " on " + kind + " " + ns + "/" + name + " (create 2, update 0, replace 1, delete 0; waits because: Manual):"))
+		Expect(no.stdout).To(ContainSubstring("Approve plan " + p2.ID + "? [y/N]"))
+		Expect(no.stderr).To(ContainSubstring("not confirmed: nothing was written"))
+		Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+		Expect(o.Annotations).NotTo(HaveKey(infrav1.ApprovePlanAnnotation))
+		Expect(countRuns(sb, ns, name, infrav1.OperationApply)).To(Equal(applies), "nothing applied")
+
+		By("answered yes: the plugin names the pending plan's ID, and exactly that plan file is applied, once")
+		rec2 := planRecordIn(sb, ns, p2.Secret)
+		yes := captf(sb, ns, "y\n", "approve", ref)
+		Expect(yes.code).To(Equal(0), yes.stderr)
+		Expect(yes.stdout).To(ContainSubstring("approved plan " + p2.ID + " on " + kind + " " + ns + "/" + name))
+		job := applyJobOf(sb, ns, name, p2.ID)
+		Expect(eventuallyFinished(sb, job).Status.Succeeded).To(Equal(int32(1)))
+		result := resultOf(sb, runOf(sb, job.Name))
+		Expect(result.AppliedPlan).To(Equal(&runnerapi.PlanRef{ID: p2.ID, FileSHA256: rec2.FileSHA256}), "the result names the approved plan file")
+		Eventually(func(g Gomega) {
+			g.Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+			g.Expect(o.Annotations).To(HaveKeyWithValue(infrav1.AppliedPlanAnnotation, p2.ID))
+			g.Expect(o.Annotations).NotTo(HaveKey(infrav1.ApprovePlanAnnotation))
+			g.Expect(o.Status.PendingPlan).To(BeNil())
+		}).Should(Succeed())
+		eventuallyReady(sb, o)
+		applied := stateOf(sb, kind, ns, name)
+		Expect(addresses(applied)).To(Equal([]string{"terraform_data.extra[0]", "terraform_data.extra[1]", "terraform_data.network", "terraform_data.node"}))
+		Consistently(func() int { return countRuns(sb, ns, name, infrav1.OperationApply) }, 5*time.Second).Should(Equal(applies+1), "one apply: the approved plan's")
+		again := captf(sb, ns, "", "approve", ref, "--yes")
+		Expect(again.code).To(Equal(1))
+		Expect(again.stderr).To(ContainSubstring("refused: no plan waits for approval on " + kind + " " + ns + "/" + name))
+
+		By("refresh asks for one refresh-only run with the request's value; under Manual a refresh-only plan that finds nothing answers it")
+		Expect(captfOK(sb, ns, "refresh", ref, "--value", "cli-e2e-1")).To(ContainSubstring("refresh cli-e2e-1 requested on " + kind))
+		Eventually(func(g Gomega) {
+			g.Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+			g.Expect(o.Annotations).NotTo(HaveKey(infrav1.RefreshAnnotation), "the request is answered")
+		}).Should(Succeed())
+		var refreshJobs []string
+		for _, j := range jobsOf(sb, kind, ns, name, "") {
+			if j.Annotations[infrav1.RefreshAnnotation] == "cli-e2e-1" {
+				refreshJobs = append(refreshJobs, j.Name)
+			}
+		}
+		Expect(refreshJobs).NotTo(BeEmpty(), "a Job recorded the request's value")
+
+		By("restore refuses a serial that is no backup, and restores one that is")
+		Eventually(func() []infrav1.StateBackup {
+			Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+			return o.Status.StateBackups
+		}).Should(ContainElement(HaveField("Serial", applied.Serial)))
+		bad := captf(sb, ns, "", "restore", ref, "--serial", "999", "--yes")
+		Expect(bad.code).To(Equal(1))
+		Expect(bad.stderr).To(ContainSubstring("refused: serial 999 is no backup of " + kind + " " + ns + "/" + name + " (backups: "))
+		before := jobsOf(sb, kind, ns, name, infrav1.OperationRestore)
+		Expect(captfOK(sb, ns, "restore", ref, "--serial", strconv.FormatInt(first.Serial, 10), "--yes")).To(ContainSubstring(fmt.Sprintf("restore of serial %d requested", first.Serial)))
+		restore := eventuallyNew(sb, kind, ns, name, infrav1.OperationRestore, before)
+		Expect(eventuallyFinished(sb, restore).Status.Succeeded).To(Equal(int32(1)))
+		Eventually(func(g Gomega) {
+			g.Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+			g.Expect(o.Annotations).NotTo(HaveKey(infrav1.RestoreStateAnnotation))
+		}).Should(Succeed())
+		restored := stateOf(sb, kind, ns, name)
+		Expect(addresses(restored)).To(Equal(addresses(first)), "the first apply's resources, restored")
+		Expect(restored.Serial).To(BeNumerically(">", applied.Serial), "pushed as the newest state")
+		eventuallyReady(sb, o)
+
+		By("a person's terraform holds the state lock: unlock shows the holder and the runbook's commands, and releases nothing")
+		lockID := "ops-laptop-cli-e2e"
+		holdStateLock(sb, ns, naming.StateLockLeaseName(suffix), lockID)
+		lock := captfOK(sb, ns, "unlock", ref)
+		Expect(lock).To(ContainSubstring("lock ID:   " + lockID))
+		Expect(lock).To(ContainSubstring("Who:       ops@laptop"))
+		Expect(lock).To(ContainSubstring("verdict:   HeldOutsideCAPTF"))
+		Expect(lock).To(ContainSubstring("$ terraform force-unlock -force " + lockID))
+		var lv struct {
+			LockID, Verdict string
+			Commands        []string
+		}
+		Expect(json.Unmarshal([]byte(captfOK(sb, ns, "unlock", ref, "-o", "json")), &lv)).To(Succeed())
+		Expect(lv.LockID).To(Equal(lockID))
+		Expect(lv.Verdict).To(Equal("HeldOutsideCAPTF"))
+		Expect(lv.Commands).To(HaveLen(2))
+		Expect(kubectl(sb, "-n", ns, "get", "lease", naming.StateLockLeaseName(suffix), "-o", "jsonpath={.spec.holderIdentity}")).To(Equal(lockID), "unlock wrote nothing")
+
+		By("a plan fails on the lock: status exits 2 and says why")
+		setVariables(sb, ns, name, `{"generation":3,"extra":0}`)
+		Eventually(func(g Gomega) {
+			c := readyCondition(sb, o)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(infrav1.StateLockedReason))
+			g.Expect(o.Annotations).To(HaveKey(infrav1.RetryAtAnnotation))
+		}).Should(Succeed())
+		locked := captf(sb, ns, "", "status", ref)
+		Expect(locked.code).To(Equal(2))
+		Expect(locked.stdout).To(ContainSubstring("NotReady (StateLocked)"))
+		Expect(locked.stdout).To(ContainSubstring("retry at:  "))
+
+		By("logs --result reads the failed Job's result document (text and JSON); the log itself needs a kubelet, which the sandbox has not")
+		res := captfOK(sb, ns, "logs", ref, "--result")
+		Expect(res).To(MatchRegexp(`^Job \S+, pod \S+:\n  operation Plan, outcome Failed, binary terraform\n`))
+		Expect(res).To(ContainSubstring("Error acquiring the state lock"))
+		var rv struct {
+			Job    string
+			Result *runnerapi.Result
+		}
+		Expect(json.Unmarshal([]byte(captfOK(sb, ns, "logs", ref, "--operation", "Plan", "--result", "-o", "json")), &rv)).To(Succeed())
+		Expect(rv.Result.Outcome).To(Equal(runnerapi.OutcomeFailed))
+		Expect(rv.Result.LockHolder).NotTo(BeNil())
+		Expect(rv.Result.LockHolder.Who).To(Equal("ops@laptop"))
+		Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+		Expect(rv.Job).To(Equal(o.Status.LastRun.Job), "the last Plan Job is the last run")
+		restoreLog := captf(sb, ns, "", "logs", ref, "--operation", "Restore", "--request-timeout", "20s")
+		Expect(restoreLog.stderr).To(HavePrefix("Job " + restore.Name + " (Restore), pod "))
+		Expect(restoreLog.code).To(Equal(1), "the sandbox serves no pod log (docs/sandbox.md)")
+		Expect(restoreLog.stderr).To(ContainSubstring("logs of pod " + ns + "/"))
+
+		By("the person releases the lock with the command unlock printed; retry runs the plan now instead of after the backoff")
+		shell(sb, lv.Commands[1])
+		Expect(captfOK(sb, ns, "unlock", ref)).To(ContainSubstring("verdict:   Free"))
+		retried := captfOK(sb, ns, "retry", ref)
+		Expect(retried).To(ContainSubstring("retry now on " + kind + " " + ns + "/" + name))
+		Expect(retried).To(ContainSubstring("last failure: "))
+		p3 := eventuallyWaiting(sb, o, p2.ID)
+		Expect(p3.Replace).To(Equal(int32(1)))
+		Expect(captfOK(sb, ns, "retry", ref)).To(ContainSubstring("nothing waits for a retry"))
+
+		By("abandon prints what is let go and needs the UID; the guard judges it like kubectl annotate (a healthy object is refused)")
+		noUID := captf(sb, ns, "", "abandon", ref)
+		Expect(noUID.code).To(Equal(1))
+		Expect(noUID.stdout).To(ContainSubstring("Secret " + naming.StateSecretName(suffix) + " (state) is kept"))
+		Expect(noUID.stderr).To(ContainSubstring("is not the UID of " + kind))
+		guarded := captf(sb, ns, "", "abandon", ref, "--uid", string(o.UID))
+		Expect(guarded.code).To(Equal(1))
+		Expect(guarded.stderr).To(ContainSubstring(`admission webhook "guard.captf.io" denied the request`))
+		AddReportEntry("kubectl captf abandon of a healthy object", strings.TrimSpace(guarded.stderr))
+		Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+		Expect(o.Annotations).NotTo(HaveKey(infrav1.AbandonInfrastructureAnnotation))
+	})
+})
