@@ -65,7 +65,7 @@ vet: ## Run go vet and check gofmt.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: build
-build: ## Build the manager, the runner and the sandbox.
+build: ## Build the manager, the runner, the sandbox and the kubectl plugin (bin/kubectl-captf).
 	@mkdir -p $(BIN)
 	for c in $$(ls cmd); do go build -o $(BIN)/$$c ./cmd/$$c; done
 
@@ -252,6 +252,8 @@ KUSTOMIZE := $(BIN)/kustomize
 RELEASE_TAG ?= v0.1.0
 RELEASE_IMAGE ?= ghcr.io/captf/cluster-api-provider-terraform:$(RELEASE_TAG)
 RELEASE_DIR ?= out
+# The platforms release-plugin builds ("linux/amd64 ..."); empty: every platform of hack/krew/captf.yaml.
+PLUGIN_PLATFORMS ?=
 
 .PHONY: release-manifests
 release-manifests: $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) ## Write the clusterctl provider files into out/ (infrastructure-components.yaml, metadata.yaml, cluster-template.yaml).
@@ -260,6 +262,10 @@ release-manifests: $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) ## Write the cluster
 	cp metadata.yaml $(RELEASE_DIR)/metadata.yaml
 	cp templates/cluster-template.yaml $(RELEASE_DIR)/cluster-template.yaml
 	@echo "wrote $(RELEASE_DIR)/infrastructure-components.yaml, metadata.yaml and cluster-template.yaml ($(RELEASE_IMAGE))"
+
+.PHONY: release-plugin
+release-plugin: ## Build kubectl-captf for every krew platform into out/ and write out/captf.yaml (the krew manifest, hack/krew/captf.yaml, with the tag and SHA-256s).
+	hack/krew/release.sh $(RELEASE_DIR) $(RELEASE_TAG) $(PLUGIN_PLATFORMS)
 
 .PHONY: kustomize
 kustomize: $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) ## Build kustomize into bin/.
