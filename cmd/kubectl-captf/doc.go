@@ -1,7 +1,8 @@
 // Command kubectl-captf is the kubectl plugin for CAPTF's day-2 work (`kubectl captf`): it
 // shows an object's or a Cluster's state as a tree (status), reads the pending plan (plan
-// show), and writes the requests the docs and runbooks describe (approve, refresh, retry,
-// restore, abandon), and shows a held state lock with the runbook's commands (unlock).
+// show), writes the requests the docs and runbooks describe (approve, refresh, retry,
+// restore, abandon), shows a held state lock with the runbook's commands (unlock), and prints a
+// Job's log or the runner's result document (logs).
 //
 // It owns the plugin's command line, its reads and its output formats; docs/cli.md describes
 // every verb.
