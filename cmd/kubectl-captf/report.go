@@ -30,6 +30,9 @@ type ClusterNode struct {
 	Available *metav1.Condition `json:"available,omitempty"`
 	Paused    bool              `json:"paused,omitempty"`
 	Missing   bool              `json:"missing,omitempty"`
+	// ClusterLease is the holder of the cluster lease: the Job of the Cluster's objects that
+	// may change infrastructure now (docs/leases.md).
+	ClusterLease string `json:"clusterLeaseHolder,omitempty"`
 }
 
 // ObjectNode is one TerraformCluster, TerraformMachine or TerraformMachinePool.
@@ -172,6 +175,9 @@ func renderTree(w io.Writer, r Report, now time.Time, showAll bool) error {
 			p.line("", "Cluster %s/%s  %s%s", c.Namespace, c.Name, availableWord(c.Available), extra)
 			if c.Available != nil && c.Available.Status != metav1.ConditionTrue && c.Available.Message != "" {
 				p.line("  ", "  %s", oneLine(c.Available.Message))
+			}
+			if c.ClusterLease != "" {
+				p.line("  ", "cluster lease: held by %s", c.ClusterLease)
 			}
 		}
 		indent = "  "

@@ -107,7 +107,8 @@ func TestRenderTree(t *testing.T) {
 	machine.Status.ActiveJob = &infrav1.ActiveJob{Name: "captf-def-2", Operation: infrav1.OperationApply, StartTime: &started}
 	machine.Annotations = map[string]string{infrav1.RetryAtAnnotation: "2026-12-03T12:05:00Z"}
 	r := Report{
-		Cluster: &ClusterNode{Namespace: "prod", Name: "prod", Phase: "Provisioned", Available: &metav1.Condition{Status: metav1.ConditionFalse, Reason: "NotAvailable", Message: "* ControlPlaneAvailable: waiting"}},
+		Cluster: &ClusterNode{Namespace: "prod", Name: "prod", Phase: "Provisioned", Available: &metav1.Condition{Status: metav1.ConditionFalse, Reason: "NotAvailable", Message: "* ControlPlaneAvailable: waiting"},
+			ClusterLease: "captf-def-2"},
 		Objects: []ObjectNode{objectNode(infrav1.TerraformClusterKind, waitingCluster(), ""), objectNode(infrav1.TerraformMachineKind, machine, "captf-def-2")},
 	}
 	var b strings.Builder
@@ -116,6 +117,7 @@ func TestRenderTree(t *testing.T) {
 	}
 	want := `Cluster prod/prod  Available=False (NotAvailable) phase Provisioned
     * ControlPlaneAvailable: waiting
+  cluster lease: held by captf-def-2
   ├─ TerraformCluster/prod  Ready 3h ago provisioned
   │  last run:  Plan captf-abc-3 Succeeded 2m ago
   │  state:     lineage lin-1, newest backup serial 4, plan made at serial 4

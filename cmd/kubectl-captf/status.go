@@ -102,10 +102,18 @@ func (o *options) gatherReport(ctx context.Context, c client.Client, args []stri
 		}
 		r.Cluster = cn
 	}
-	for _, t := range objs {
-		holder, err := runLeaseHolder(ctx, c, t)
+	if r.Cluster != nil {
+		holder, err := leaseHolder(ctx, c, ns, naming.ClusterLeaseName(ns, cluster))
 		if err != nil {
-			return Report{}, err
+			return Report{}, fmt.Errorf("get the cluster lease of %s/%s: %w", ns, cluster, err)
+		}
+		r.Cluster.ClusterLease = holder
+	}
+	for _, t := range objs {
+		suffix := naming.StateSuffix(t.obj.GetNamespace(), t.kind.Kind, t.obj.GetName())
+		holder, err := leaseHolder(ctx, c, t.obj.GetNamespace(), naming.RunLeaseName(suffix))
+		if err != nil {
+			return Report{}, fmt.Errorf("get the run lease of %s: %w", t.ref(), err)
 		}
 		r.Objects = append(r.Objects, objectNode(t.kind.Kind, t.obj, holder))
 	}
@@ -142,16 +150,16 @@ func clusterNode(ctx context.Context, c client.Client, ns, name string) (*Cluste
 		Available: meta.FindStatusCondition(cl.Status.Conditions, clusterv1.ClusterAvailableCondition)}, nil
 }
 
-// runLeaseHolder is the holder of the object's run lease, "" when it is free or absent.
-func runLeaseHolder(ctx context.Context, c client.Client, t target) (string, error) {
-	suffix := naming.StateSuffix(t.obj.GetNamespace(), t.kind.Kind, t.obj.GetName())
+// leaseHolder is the holder of a CAPTF Lease, "" when it is free, absent or not readable by
+// the caller (status still shows the rest).
+func leaseHolder(ctx context.Context, c client.Client, ns, name string) (string, error) {
 	l := &coordinationv1.Lease{}
-	err := c.Get(ctx, types.NamespacedName{Namespace: t.obj.GetNamespace(), Name: naming.RunLeaseName(suffix)}, l)
+	err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, l)
 	switch {
 	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
 		return "", nil
 	case err != nil:
-		return "", fmt.Errorf("get the run lease of %s: %w", t.ref(), err)
+		return "", fmt.Errorf("get lease %s/%s: %w", ns, name, err)
 	}
 	if l.Spec.HolderIdentity == nil {
 		return "", nil
