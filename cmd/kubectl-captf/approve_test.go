@@ -22,6 +22,7 @@ func TestApprovalProblem(t *testing.T) {
 		active     *infrav1.ActiveJob
 		secretID   string
 		consumedBy string
+		unreadable bool
 		wanted     string
 		want       string // a substring; "" for none
 	}{
@@ -37,8 +38,15 @@ func TestApprovalProblem(t *testing.T) {
 		{name: "the Secret holds a newer plan", rec: rec, secretID: "p3", want: "the plan Secret holds plan p3, not p2"},
 		{name: "the Secret holds none", rec: rec, want: "the plan Secret holds no plan"},
 		{name: "handed out", rec: rec, secretID: "p2", consumedBy: "captf-x-4", want: "already handed to Job captf-x-4"},
+		{name: "the Secret unreadable: judged on the object's records", rec: rec, unreadable: true},
+		{name: "the Secret unreadable, an older ID", rec: rec, unreadable: true, wanted: "p1", want: "the plan that waits for approval is p2"},
+		{name: "the Secret unreadable, already applied", rec: rec, unreadable: true, ann: map[string]string{infrav1.AppliedPlanAnnotation: "p2"}, want: "already applied"},
 	} {
-		got := approvalProblem(tc.rec, tc.ann, tc.active, tc.secretID, tc.consumedBy, tc.wanted)
+		marks := &secretMarks{planID: tc.secretID, consumedBy: tc.consumedBy}
+		if tc.unreadable {
+			marks = nil
+		}
+		got := approvalProblem(tc.rec, tc.ann, tc.active, marks, tc.wanted)
 		switch {
 		case tc.want == "" && got != "":
 			t.Errorf("%s: refused: %s", tc.name, got)

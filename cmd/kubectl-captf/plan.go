@@ -31,6 +31,10 @@ type PlanView struct {
 	Secret       string `json:"secret"`
 	SecretPlanID string `json:"secretPlanID,omitempty"`
 	ConsumedBy   string `json:"consumedBy,omitempty"`
+	// SecretUnreadable says why the plan Secret could not be read (an approver needs no read
+	// access to it: it holds the state's secrets); the checks that need it are then left to
+	// the webhook and the controller.
+	SecretUnreadable string `json:"secretUnreadable,omitempty"`
 	// Record is the runner's record of the stored plan (key summary.json): the plan file's
 	// SHA-256 and the state it was made against.
 	Record *runnerapi.PlanRecord `json:"record,omitempty"`
@@ -91,6 +95,8 @@ func readPlan(ctx context.Context, c client.Client, t target) (PlanView, error) 
 	err := c.Get(ctx, types.NamespacedName{Namespace: v.Namespace, Name: v.Secret}, s)
 	switch {
 	case apierrors.IsNotFound(err):
+	case apierrors.IsForbidden(err):
+		v.SecretUnreadable = err.Error()
 	case err != nil:
 		return v, fmt.Errorf("get the plan Secret %s/%s: %w", v.Namespace, v.Secret, err)
 	default:
@@ -104,8 +110,20 @@ func readPlan(ctx context.Context, c client.Client, t target) (PlanView, error) 
 			}
 		}
 	}
-	v.Problem = approvalProblem(v.Pending, t.obj.GetAnnotations(), t.obj.GetTerraformStatus().ActiveJob, v.SecretPlanID, v.ConsumedBy, "")
+	v.Problem = approvalProblem(v.Pending, t.obj.GetAnnotations(), t.obj.GetTerraformStatus().ActiveJob, v.marks(), "")
 	return v, nil
+}
+
+// secretMarks is what the plan Secret's annotations say: the plan it holds ("" for none) and
+// the Job it was handed to.
+type secretMarks struct{ planID, consumedBy string }
+
+// marks are the plan Secret's marks; nil when the caller may not read the Secret.
+func (v PlanView) marks() *secretMarks {
+	if v.SecretUnreadable != "" {
+		return nil
+	}
+	return &secretMarks{planID: v.SecretPlanID, consumedBy: v.ConsumedBy}
 }
 
 func renderPlan(p *printer, v PlanView) error {
@@ -134,6 +152,8 @@ func renderPlan(p *printer, v PlanView) error {
 	}
 	p.line("", "")
 	switch {
+	case v.SecretUnreadable != "":
+		p.line("", "(the plan text is in Secret %s, which you may not read: %s)", v.Secret, v.SecretUnreadable)
 	case v.SecretPlanID != pp.ID:
 		p.line("", "(the plan Secret holds another plan; its text is not shown)")
 	case v.Text == "":
@@ -147,9 +167,10 @@ func renderPlan(p *printer, v PlanView) error {
 // approvalProblem says why approving the pending plan now would not apply it, or why wanted
 // (an ID the caller named; "" for none) is not the plan that waits; "" when the approval
 // would be admitted and acted on. It reads only the durable records: the object's
-// annotations, its active Job, and the plan Secret's annotations (docs/plans.md, "What
-// supersedes a plan" and "At most once").
-func approvalProblem(rec *infrav1.PlanRecord, ann map[string]string, active *infrav1.ActiveJob, secretPlanID, consumedBy, wanted string) string {
+// annotations, its active Job, and the plan Secret's marks (docs/plans.md, "What supersedes a
+// plan" and "At most once"); with no marks (the caller may not read the Secret) it judges
+// without them, and the controller still never applies a superseded or spent plan.
+func approvalProblem(rec *infrav1.PlanRecord, ann map[string]string, active *infrav1.ActiveJob, marks *secretMarks, wanted string) string {
 	switch {
 	case rec == nil && wanted != "":
 		return fmt.Sprintf("plan %s does not wait for approval: no plan waits", wanted)
@@ -161,12 +182,14 @@ func approvalProblem(rec *infrav1.PlanRecord, ann map[string]string, active *inf
 		return fmt.Sprintf("plan %s was already applied (%s): a plan is applied at most once", rec.ID, infrav1.AppliedPlanAnnotation)
 	case active != nil && active.Operation == infrav1.OperationPlan:
 		return fmt.Sprintf("Plan Job %s is making a new plan, which supersedes %s: approve the new plan once it waits", active.Name, rec.ID)
-	case secretPlanID == "":
+	case marks == nil:
+		return ""
+	case marks.planID == "":
 		return fmt.Sprintf("the plan Secret holds no plan, so plan %s can no longer be applied; a new plan follows", rec.ID)
-	case secretPlanID != rec.ID:
-		return fmt.Sprintf("the plan Secret holds plan %s, not %s: the pending plan was superseded", secretPlanID, rec.ID)
-	case consumedBy != "":
-		return fmt.Sprintf("plan %s was already handed to Job %s: a plan is applied at most once", rec.ID, consumedBy)
+	case marks.planID != rec.ID:
+		return fmt.Sprintf("the plan Secret holds plan %s, not %s: the pending plan was superseded", marks.planID, rec.ID)
+	case marks.consumedBy != "":
+		return fmt.Sprintf("plan %s was already handed to Job %s: a plan is applied at most once", rec.ID, marks.consumedBy)
 	}
 	return ""
 }
@@ -193,7 +216,7 @@ func newApproveCommand(o *options) *cobra.Command {
 				return err
 			}
 			ann := t.obj.GetAnnotations()
-			if problem := approvalProblem(v.Pending, ann, t.obj.GetTerraformStatus().ActiveJob, v.SecretPlanID, v.ConsumedBy, planID); problem != "" {
+			if problem := approvalProblem(v.Pending, ann, t.obj.GetTerraformStatus().ActiveJob, v.marks(), planID); problem != "" {
 				return refused("%s on %s", problem, t.ref())
 			}
 			rec := v.Pending
