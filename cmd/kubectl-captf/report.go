@@ -19,6 +19,9 @@ type Report struct {
 	Objects []ObjectNode `json:"objects"`
 	// ExitCode is the code status ends with (docs/cli.md, "Exit codes").
 	ExitCode int `json:"exitCode"`
+	// grouped: the objects of a whole namespace, which the tree groups by their Cluster
+	// (the objects are sorted by it).
+	grouped bool
 }
 
 // ClusterNode is the Cluster API Cluster at the root of the tree.
@@ -182,20 +185,42 @@ func renderTree(w io.Writer, r Report, now time.Time, showAll bool) error {
 		}
 		indent = "  "
 	}
-	if len(r.Objects) == 0 {
+	switch {
+	case len(r.Objects) == 0:
 		p.line(indent, "no TerraformCluster, TerraformMachine or TerraformMachinePool found")
-	}
-	for i, o := range r.Objects {
-		branch, cont := "├─ ", "│  "
-		if i == len(r.Objects)-1 {
-			branch, cont = "└─ ", "   "
+	case r.Cluster != nil:
+		renderBranches(p, indent, r.Objects, now, showAll)
+	case r.grouped:
+		for start := 0; start < len(r.Objects); {
+			end := start
+			for end < len(r.Objects) && r.Objects[end].Cluster == r.Objects[start].Cluster {
+				end++
+			}
+			if c := r.Objects[start].Cluster; c != "" {
+				p.line("", "Cluster %s/%s", r.Objects[start].Namespace, c)
+			} else {
+				p.line("", "(no %s label)", infrav1.ClusterNameLabel)
+			}
+			renderBranches(p, "  ", r.Objects[start:end], now, showAll)
+			start = end
 		}
-		if r.Cluster == nil {
-			branch, cont = "", "  "
+	default:
+		for _, o := range r.Objects {
+			renderObject(p, "", "  ", o, now, showAll)
+		}
+	}
+	return p.err
+}
+
+// renderBranches prints objects as the branches of one tree node.
+func renderBranches(p *printer, indent string, objs []ObjectNode, now time.Time, showAll bool) {
+	for i, o := range objs {
+		branch, cont := "├─ ", "│  "
+		if i == len(objs)-1 {
+			branch, cont = "└─ ", "   "
 		}
 		renderObject(p, indent+branch, indent+cont, o, now, showAll)
 	}
-	return p.err
 }
 
 func renderObject(p *printer, head, body string, o ObjectNode, now time.Time, showAll bool) {

@@ -154,3 +154,33 @@ func TestParseKindName(t *testing.T) {
 		}
 	}
 }
+
+func TestRenderTreeGroupsANamespaceByCluster(t *testing.T) {
+	node := func(kind, name, cluster string) ObjectNode {
+		return ObjectNode{Kind: kind, Namespace: "ns", Name: name, Cluster: cluster, Ready: &metav1.Condition{Status: metav1.ConditionTrue}}
+	}
+	objs := []ObjectNode{
+		node(infrav1.TerraformMachineKind, "m", "b"), node(infrav1.TerraformClusterKind, "a", "a"),
+		node(infrav1.TerraformClusterKind, "b", "b"), node(infrav1.TerraformMachineKind, "loose", ""),
+	}
+	sortObjects(objs)
+	var b strings.Builder
+	if err := renderTree(&b, Report{Objects: objs, grouped: true}, now, false); err != nil {
+		t.Fatal(err)
+	}
+	want := `(no cluster.x-k8s.io/cluster-name label)
+  └─ TerraformMachine/loose  Ready
+     state:     none recorded yet
+Cluster ns/a
+  └─ TerraformCluster/a  Ready
+     state:     none recorded yet
+Cluster ns/b
+  ├─ TerraformCluster/b  Ready
+  │  state:     none recorded yet
+  └─ TerraformMachine/m  Ready
+     state:     none recorded yet
+`
+	if b.String() != want {
+		t.Fatalf("tree:\n%s\nwant:\n%s", b.String(), want)
+	}
+}

@@ -94,7 +94,7 @@ func (o *options) gatherReport(ctx context.Context, c client.Client, args []stri
 			}
 		}
 	}
-	r := Report{Objects: []ObjectNode{}}
+	r := Report{Objects: []ObjectNode{}, grouped: len(args) == 0 && cluster == ""}
 	if cluster != "" {
 		cn, err := clusterNode(ctx, c, ns, cluster)
 		if err != nil {

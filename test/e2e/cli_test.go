@@ -127,6 +127,7 @@ var _ = Describe("kubectl captf, with real Terraform", func() {
 		Expect(rep.Objects[0].State.Lineage).To(Equal(first.Lineage))
 		Expect(*rep.Objects[0].State.NewestBackupSerial).To(Equal(first.Serial))
 		Expect(captfOK(sb, ns, "status", "-o", "yaml")).To(ContainSubstring("exitCode: 0"))
+		Expect(captfOK(sb, ns, "status")).To(HavePrefix("Cluster "+ns+"/"+name+"\n  └─ TerraformCluster/"+name+"  Ready"), "the namespace, grouped by Cluster")
 
 		By("status --cluster puts the Cluster at the root; kubectl finds the plugin on PATH as `kubectl captf`")
 		tree := captfOK(sb, ns, "status", "--cluster", name)
