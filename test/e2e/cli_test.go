@@ -347,3 +347,35 @@ var _ = Describe("kubectl captf, with real Terraform", func() {
 		Expect(o.Annotations).NotTo(HaveKey(infrav1.AbandonInfrastructureAnnotation))
 	})
 })
+
+// status of a Cluster with a machine: the Cluster at the root, its TerraformCluster and its
+// TerraformMachine as branches, in text and JSON.
+var _ = Describe("kubectl captf status of a Cluster and its machine, with real Terraform", func() {
+	It("shows the TerraformCluster and the TerraformMachine under their Cluster and exits 0 once both are Ready", func() {
+		const ns, name = "cli-tree", "ct"
+		sb := shared
+		createNamespace(sb, ns)
+		applyFixture(sb, ns, "cluster.yaml", name, 0)
+		applyFixture(sb, ns, "machine.yaml", name, 0)
+		eventuallyReady(sb, tc(ns, name), tm(ns, name+"-m0"))
+
+		tree := captfOK(sb, ns, "status", "--cluster", name)
+		Expect(tree).To(MatchRegexp(`(?s)^Cluster ` + ns + `/` + name + `  .*\n  ├─ TerraformCluster/` + name + `  Ready .*\n  └─ TerraformMachine/` + name + `-m0  Ready \S+ ago provisioned\n`))
+		var rep struct {
+			Cluster struct{ Name string }
+			Objects []struct {
+				Kind, Name, Cluster string
+				Provisioned         bool
+			}
+			ExitCode int
+		}
+		Expect(json.Unmarshal([]byte(captfOK(sb, ns, "status", "--cluster", name, "-o", "json")), &rep)).To(Succeed())
+		Expect(rep.Cluster.Name).To(Equal(name))
+		Expect(rep.ExitCode).To(Equal(0))
+		Expect(rep.Objects).To(HaveLen(2))
+		Expect(rep.Objects[0]).To(And(HaveField("Kind", infrav1.TerraformClusterKind), HaveField("Name", name), HaveField("Cluster", name), HaveField("Provisioned", true)))
+		Expect(rep.Objects[1]).To(And(HaveField("Kind", infrav1.TerraformMachineKind), HaveField("Name", name+"-m0"), HaveField("Cluster", name), HaveField("Provisioned", true)))
+		machine := captfOK(sb, ns, "status", "tfm/"+name+"-m0")
+		Expect(machine).To(HavePrefix("TerraformMachine/" + name + "-m0  Ready"))
+	})
+})
