@@ -616,6 +616,35 @@ type TerraformStatus struct {
 	// observedGeneration is the generation the controller last acted on.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// inputs records what the inputs hash was last computed from, so that a manager, a
+	// restarted one too, can tell from its caches alone that nothing changed since and read no
+	// Secret's content (docs/lifecycle.md, "Idle objects read nothing"). Absent while a source
+	// is out of the caches' sight (spec.variablesFrom, a bootstrap data Secret without the
+	// cluster-name label): the sources are then read again 10 minutes after the last reading
+	// at the latest.
+	// +optional
+	Inputs *InputsRecord `json:"inputs,omitempty"`
+}
+
+// InputsRecord pairs the sources of an inputs hash, as the manager's caches saw them, with the
+// hash computed from them.
+type InputsRecord struct {
+	// sources is a digest of the object's generation, its Cluster's name, the contract inputs
+	// taken from cached objects and the resourceVersions of the Secrets whose content goes
+	// into the hash (the bootstrap data, the cluster's state).
+	// +required
+	// +kubebuilder:validation:MaxLength=128
+	Sources string `json:"sources"`
+
+	// hash is the inputs hash computed from those sources.
+	// +required
+	// +kubebuilder:validation:MaxLength=128
+	Hash string `json:"hash"`
+
+	// generation is the object's generation the record was made at (sources covers it too).
+	// +optional
+	Generation int64 `json:"generation,omitempty"`
 }
 
 // PendingPlan is a saved plan that waits for an approver.

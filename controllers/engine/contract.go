@@ -5,8 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -79,8 +78,7 @@ func ClusterOutputs(ctx context.Context, env Env, tc *infrav1.TerraformCluster) 
 // Secret is a wait.
 func BootstrapData(ctx context.Context, env Env, namespace string, secretName *string, owner string) (string, *decide.Wait, error) {
 	if secretName == nil || *secretName == "" {
-		return "", &decide.Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForBootstrapDataReason,
-			Message: owner + " has no bootstrap data Secret yet", RequeueAfter: DependencyWaitRequeue}, nil
+		return "", noBootstrapSecret(owner), nil
 	}
 	s := &corev1.Secret{}
 	err := env.Live.Get(ctx, types.NamespacedName{Namespace: namespace, Name: *secretName}, s)
@@ -92,6 +90,28 @@ func BootstrapData(ctx context.Context, env Env, namespace string, secretName *s
 		return "", nil, fmt.Errorf("read bootstrap data: %w", err)
 	}
 	return string(s.Data["value"]), nil, nil
+}
+
+func noBootstrapSecret(owner string) *decide.Wait {
+	return &decide.Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForBootstrapDataReason,
+		Message: owner + " has no bootstrap data Secret yet", RequeueAfter: DependencyWaitRequeue}
+}
+
+// SecretVersion returns the resourceVersion of a Secret in a metadata cache, and false when the
+// cache does not show it (no cache, no such Secret, or one outside the cache's selector).
+func SecretVersion(ctx context.Context, meta client.Reader, namespace, name string) (string, bool, error) {
+	if meta == nil {
+		return "", false, nil
+	}
+	s := SecretMetadata()
+	err := meta.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, s)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", false, nil
+	case err != nil:
+		return "", false, fmt.Errorf("read the metadata of secret %s: %w", name, err)
+	}
+	return s.GetResourceVersion(), true, nil
 }
 
 // OwnerOfKind returns the name of the object's controller owner of the given Cluster API kind.
@@ -118,30 +138,18 @@ func ListOwned(ctx context.Context, r client.Reader, list client.ObjectList, nam
 	return r.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster})
 }
 
-// ResourceVersions fingerprints cached objects by kind, name and resourceVersion; a missing
-// object counts as "absent", so its appearance changes the fingerprint too.
-func ResourceVersions(ctx context.Context, r client.Reader, namespace string, objs map[string]client.Object) (string, error) {
-	keys := make([]string, 0, len(objs))
-	for name := range objs {
-		keys = append(keys, name)
+// ContractFingerprint fingerprints contract inputs gathered from cached reads: the inputs
+// themselves, or the wait that stopped their gathering. complete says whether everything they
+// hold was seen by a cache.
+func ContractFingerprint(in ContractInputs, wait *decide.Wait, complete bool) (Fingerprint, error) {
+	if wait != nil {
+		return Fingerprint{Key: "wait: " + wait.Reason + ": " + wait.Message}, nil
 	}
-	sort.Strings(keys)
-	out := ""
-	for _, name := range keys {
-		o := objs[name]
-		rv := "absent"
-		if objName := name[strings.Index(name, "/")+1:]; objName != "" && o != nil {
-			err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: objName}, o)
-			switch {
-			case err == nil:
-				rv = o.GetResourceVersion()
-			case !apierrors.IsNotFound(err):
-				return "", fmt.Errorf("fingerprint %s: %w", name, err)
-			}
-		}
-		out += name + "@" + rv + ";"
+	key, err := json.Marshal(in)
+	if err != nil {
+		return Fingerprint{}, fmt.Errorf("fingerprint contract inputs: %w", err)
 	}
-	return out, nil
+	return Fingerprint{Key: string(key), Complete: complete}, nil
 }
 
 // Member says what a machine-like object (TerraformMachine, TerraformMachinePool) takes from
@@ -171,6 +179,66 @@ type MemberDetails struct {
 // TerraformCluster to be provisioned, for an owner of OwnerKind and for its bootstrap data,
 // then adds the cluster's endpoint, network and non-sensitive outputs.
 func MemberContract(ctx context.Context, env Env, obj Object, m Member) (ContractInputs, *decide.Wait, error) {
+	return memberContract(ctx, env, obj, m, liveContent{})
+}
+
+// MemberFingerprint is MemberContract from the caches alone: the same inputs, with the two
+// values MemberContract reads live (the bootstrap data, the cluster's outputs) replaced by the
+// resourceVersions of their Secrets in the metadata caches. A wait, or a Secret the caches do
+// not show, makes it incomplete.
+func MemberFingerprint(ctx context.Context, env Env, obj Object, m Member) (Fingerprint, error) {
+	v := &versionContent{complete: true}
+	in, wait, err := memberContract(ctx, env, obj, m, v)
+	if err != nil {
+		return Fingerprint{}, err
+	}
+	return ContractFingerprint(in, wait, v.complete)
+}
+
+// memberContent supplies the two contract inputs of a member whose content lives in Secrets.
+type memberContent interface {
+	bootstrapData(ctx context.Context, env Env, namespace string, secretName *string, owner string) (string, *decide.Wait, error)
+	clusterOutputs(ctx context.Context, env Env, tc *infrav1.TerraformCluster) (map[string]json.RawMessage, error)
+}
+
+// liveContent reads the content (MemberContract).
+type liveContent struct{}
+
+func (liveContent) bootstrapData(ctx context.Context, env Env, namespace string, secretName *string, owner string) (string, *decide.Wait, error) {
+	return BootstrapData(ctx, env, namespace, secretName, owner)
+}
+
+func (liveContent) clusterOutputs(ctx context.Context, env Env, tc *infrav1.TerraformCluster) (map[string]json.RawMessage, error) {
+	return ClusterOutputs(ctx, env, tc)
+}
+
+// versionContent stands each content in with its Secret's resourceVersion from the metadata
+// caches (MemberFingerprint); complete turns false when a cache does not show the Secret.
+type versionContent struct{ complete bool }
+
+func (v *versionContent) bootstrapData(ctx context.Context, env Env, namespace string, secretName *string, owner string) (string, *decide.Wait, error) {
+	if secretName == nil || *secretName == "" {
+		return "", noBootstrapSecret(owner), nil
+	}
+	rv, ok, err := SecretVersion(ctx, env.BootstrapMeta, namespace, *secretName)
+	if err != nil || !ok {
+		v.complete = false
+		return "unseen", nil, err
+	}
+	return "resourceVersion " + rv, nil, nil
+}
+
+func (v *versionContent) clusterOutputs(ctx context.Context, env Env, tc *infrav1.TerraformCluster) (map[string]json.RawMessage, error) {
+	name := naming.StateSecretName(naming.StateSuffix(tc.Namespace, infrav1.TerraformClusterKind, tc.Name))
+	rv, ok, err := SecretVersion(ctx, env.SecretMeta, tc.Namespace, name)
+	if err != nil || !ok {
+		v.complete = false
+		return nil, err
+	}
+	return map[string]json.RawMessage{"resourceVersion": json.RawMessage(strconv.Quote(rv))}, nil
+}
+
+func memberContract(ctx context.Context, env Env, obj Object, m Member, content memberContent) (ContractInputs, *decide.Wait, error) {
 	in := ContractInputs{Kind: m.Kind, Name: obj.GetName(), Namespace: obj.GetNamespace(), ClusterName: env.ClusterName}
 	cluster, err := GetCluster(ctx, env, obj.GetNamespace())
 	if err != nil {
@@ -194,11 +262,11 @@ func MemberContract(ctx context.Context, env Env, obj Object, m Member) (Contrac
 		return in, nil, fmt.Errorf("get %s %s: %w", m.OwnerKind, ownerName, err)
 	}
 	details := m.Details(owner)
-	data, wait, err := BootstrapData(ctx, env, obj.GetNamespace(), details.BootstrapSecret, m.OwnerKind+" "+ownerName)
+	data, wait, err := content.bootstrapData(ctx, env, obj.GetNamespace(), details.BootstrapSecret, m.OwnerKind+" "+ownerName)
 	if err != nil || wait != nil {
 		return in, wait, err
 	}
-	outs, err := ClusterOutputs(ctx, env, tc)
+	outs, err := content.clusterOutputs(ctx, env, tc)
 	if err != nil {
 		return in, nil, err
 	}
@@ -211,21 +279,6 @@ func MemberContract(ctx context.Context, env Env, obj Object, m Member) (Contrac
 	in.BootstrapData, in.FailureDomain, in.Version, in.ClusterOutputs = data, details.FailureDomain, details.Version, outs
 	in.Replicas = details.Replicas
 	return in, nil, nil
-}
-
-// MemberFingerprint fingerprints what MemberContract reads from the cache: the Cluster, its
-// TerraformCluster (provisioning, endpoint, outputs) and the owner (bootstrap data name,
-// version).
-func MemberFingerprint(ctx context.Context, env Env, obj Object, m Member) (string, error) {
-	objs := map[string]client.Object{
-		"Cluster/" + env.ClusterName:                      &clusterv1.Cluster{},
-		m.OwnerKind + "/" + OwnerOfKind(obj, m.OwnerKind): m.NewOwner(),
-	}
-	cluster := &clusterv1.Cluster{}
-	if err := env.Cache.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: env.ClusterName}, cluster); err == nil {
-		objs["TerraformCluster/"+cluster.Spec.InfrastructureRef.Name] = &infrav1.TerraformCluster{}
-	}
-	return ResourceVersions(ctx, env.Cache, obj.GetNamespace(), objs)
 }
 
 // MemberKind is the one Kind adapter of machines and pools: they differ only in their Cluster
@@ -253,10 +306,10 @@ func (m MemberKind) New() Object { return m.NewObject() }
 // NewList implements Kind.
 func (m MemberKind) NewList() client.ObjectList { return m.NewObjectList() }
 
-// Watches implements Kind: the TerraformCluster (provisioning, endpoint, outputs) and the
-// owner (bootstrap data, version).
+// Watches implements Kind: the TerraformCluster (provisioning, endpoint, outputs), the owner
+// (bootstrap data name, version) and the bootstrap data Secrets of the Cluster (their content).
 func (m MemberKind) Watches() []Watch {
-	return []Watch{{Object: &infrav1.TerraformCluster{}}, {Object: m.NewOwner(), Map: m.OwnerMap}}
+	return []Watch{{Object: &infrav1.TerraformCluster{}}, {Object: m.NewOwner(), Map: m.OwnerMap}, {BootstrapData: true}}
 }
 
 // Contract implements Kind.
@@ -265,7 +318,7 @@ func (m MemberKind) Contract(ctx context.Context, env Env, obj Object) (Contract
 }
 
 // Fingerprint implements Kind.
-func (m MemberKind) Fingerprint(ctx context.Context, env Env, obj Object) (string, error) {
+func (m MemberKind) Fingerprint(ctx context.Context, env Env, obj Object) (Fingerprint, error) {
 	return MemberFingerprint(ctx, env, obj, m.Member)
 }
 

@@ -28,6 +28,8 @@ import (
 type fixture struct {
 	ns      string
 	cluster string
+	// unlabelledBootstrap leaves the cluster-name label off the bootstrap data Secrets.
+	unlabelledBootstrap bool
 }
 
 func newFixture() *fixture {
@@ -53,6 +55,15 @@ func (f *fixture) labels() map[string]string {
 	return map[string]string{clusterv1.ClusterNameLabel: f.cluster}
 }
 
+// bootstrapLabels are the labels of a bootstrap data Secret: the cluster-name label, as Cluster
+// API's bootstrap contract asks, unless the fixture leaves it off.
+func (f *fixture) bootstrapLabels() map[string]string {
+	if f.unlabelledBootstrap {
+		return nil
+	}
+	return f.labels()
+}
+
 func (f *fixture) createCluster() *infrav1.TerraformCluster {
 	tc := &infrav1.TerraformCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
@@ -64,7 +75,7 @@ func (f *fixture) createCluster() *infrav1.TerraformCluster {
 
 // createMachine creates a Machine with its bootstrap data and the TerraformMachine it owns.
 func (f *fixture) createMachine(name string) *infrav1.TerraformMachine {
-	boot := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name + "-bootstrap"},
+	boot := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name + "-bootstrap", Labels: f.bootstrapLabels()},
 		Data: map[string][]byte{"value": []byte("#cloud-config for " + name)}}
 	Expect(k8s.Create(ctx, boot)).To(Succeed())
 	m := &clusterv1.Machine{
@@ -88,7 +99,7 @@ func (f *fixture) createMachine(name string) *infrav1.TerraformMachine {
 
 // createPool creates a MachinePool with its bootstrap data and the TerraformMachinePool it owns.
 func (f *fixture) createPool(name string) *infrav1.TerraformMachinePool {
-	boot := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name + "-bootstrap"},
+	boot := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name + "-bootstrap", Labels: f.bootstrapLabels()},
 		Data: map[string][]byte{"value": []byte("#cloud-config for pool " + name)}}
 	Expect(k8s.Create(ctx, boot)).To(Succeed())
 	mp := &clusterv1.MachinePool{

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -21,6 +23,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/cachelag"
 	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
+	"github.com/captf/cluster-api-provider-terraform/controllers/inputs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
@@ -277,7 +280,7 @@ func (p *pass) viewOf(j *batchv1.Job) (decide.JobView, bool) {
 // gatherDecisionInputs reads what Decide needs to choose an operation: dependencies and the
 // inputs hash for a live object, children and state for a deleting one.
 func (p *pass) gatherDecisionInputs(ctx context.Context) error {
-	env := Env{Cache: p.r.Client, Live: p.r.APIReader, ClusterName: p.owner.Cluster}
+	env := Env{Cache: p.r.Client, Live: p.r.APIReader, SecretMeta: p.r.SecretMeta, BootstrapMeta: p.r.bootstrapMeta(), ClusterName: p.owner.Cluster}
 	if p.ev.Object.Deleting {
 		children, err := p.r.Kind.Children(ctx, env, p.obj)
 		if err != nil {
@@ -295,9 +298,19 @@ func (p *pass) gatherDecisionInputs(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("fingerprint inputs: %w", err)
 	}
-	key := memoKey{uid: p.obj.GetUID(), generation: p.obj.GetGeneration(), fingerprint: p.owner.Cluster + "|" + fp}
+	key := memoKey{uid: p.obj.GetUID(), generation: p.obj.GetGeneration(), fingerprint: p.owner.Cluster + "|" + fp.Key}
+	// The record in status.inputs stands for the memo across restarts, where the fingerprint
+	// covers every source. A record lost to a conflicting status patch is written again from
+	// the memo.
+	sources := inputsSources(p.obj, p.owner.Cluster, fp)
 	if hash, ok := p.r.memo.get(key, p.ev.Now); ok {
 		p.ev.Inputs.DesiredHash = hash
+		p.recordInputs(sources, hash)
+		return nil
+	}
+	if rec := p.obj.GetTerraformStatus().Inputs; sources != "" && rec != nil && rec.Sources == sources && rec.Hash != "" {
+		p.ev.Inputs.DesiredHash = rec.Hash
+		p.r.memo.put(key, rec.Hash, p.ev.Now.Add(p.r.inputsTTL()))
 		return nil
 	}
 	contract, wait, err := p.r.Kind.Contract(ctx, env, p.obj)
@@ -324,7 +337,36 @@ func (p *pass) gatherDecisionInputs(ctx context.Context) error {
 	}
 	p.ev.Inputs.DesiredHash = in.Hash
 	p.r.memo.put(key, in.Hash, p.ev.Now.Add(p.r.inputsTTL()))
+	p.recordInputs(sources, in.Hash)
 	return nil
+}
+
+// recordInputs sets status.inputs to the record of hash and its sources, or removes it when
+// the sources cannot be recorded (empty).
+func (p *pass) recordInputs(sources, hash string) {
+	st := p.obj.GetTerraformStatus()
+	if sources == "" {
+		st.Inputs = nil
+		return
+	}
+	want := infrav1.InputsRecord{Sources: sources, Hash: hash, Generation: p.obj.GetGeneration()}
+	if st.Inputs == nil || *st.Inputs != want {
+		st.Inputs = &want
+	}
+}
+
+// inputsSources digests what an inputs hash is computed from, as the caches see it: the
+// object's generation (its spec), its Cluster's name and the fingerprint of its contract
+// inputs, with the version of the hash (a manager that hashes differently trusts no record of
+// an older one; a new field of the contract inputs changes the fingerprint). It is empty when a source is out of the caches' sight: an incomplete fingerprint,
+// or variables read from Secrets and ConfigMaps (spec.variablesFrom), which no cache holds.
+func inputsSources(obj Object, cluster string, fp Fingerprint) string {
+	if !fp.Complete || len(obj.GetTerraformSpec().VariablesFrom) > 0 {
+		return ""
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "captf-inputs-sources/v1\x00%s\x00%d\x00%s\x00%s", inputs.HashVersion, obj.GetGeneration(), cluster, fp.Key)
+	return "v1-" + hex.EncodeToString(h.Sum(nil))
 }
 
 func runSeq(obj Object) int64 {

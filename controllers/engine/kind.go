@@ -36,14 +36,24 @@ type Kind interface {
 	// ApplyOutputs maps the module's outputs onto the object's contract fields (spec and
 	// status). A *state.OutputError means the module produced bad outputs.
 	ApplyOutputs(obj Object, st *state.State) error
-	// Fingerprint returns, from cached reads only, a string that changes whenever an object the
-	// contract inputs come from changes (resourceVersions of the Cluster, Machine, ...). The
-	// engine reuses an inputs hash while the fingerprint and the generation stay the same, so
-	// an idle pass costs no API request.
-	Fingerprint(ctx context.Context, env Env, obj Object) (string, error)
+	// Fingerprint says, from cached reads only, what the contract inputs are made of: it
+	// changes whenever they may have changed. The engine reuses an inputs hash while the
+	// fingerprint and the generation stay the same, so an idle pass costs no API request.
+	Fingerprint(ctx context.Context, env Env, obj Object) (Fingerprint, error)
 	// Children lists the objects whose deletion must come first (a cluster's machines and
 	// pools), as "Kind/name". Only clusters have children.
 	Children(ctx context.Context, env Env, obj Object) ([]string, error)
+}
+
+// Fingerprint is what the contract inputs of an object are made of, as the caches see them.
+type Fingerprint struct {
+	// Key changes whenever the contract inputs may have changed: the values taken from cached
+	// objects, and the resourceVersions of the Secrets whose content is read live.
+	Key string
+	// Complete says that Key covers every source of the contract inputs: no content is read
+	// from a Secret that the metadata caches do not show. Only a complete fingerprint is
+	// recorded in status.inputs and trusted across manager restarts.
+	Complete bool
 }
 
 // Watch is one dependency of a kind: events of Object are mapped to objects of the kind.
@@ -53,12 +63,19 @@ type Watch struct {
 	// Map maps an event to the objects to reconcile. Nil means SameCluster: every object of
 	// the kind that carries the same cluster-name label as the event's object.
 	Map handler.MapFunc
+	// BootstrapData watches the metadata of the bootstrap data Secrets (Reconciler.BootstrapMeta)
+	// instead of Object; nothing is watched when the reconciler has no such cache.
+	BootstrapData bool
 }
 
 // Env gives a Kind the readers it may use: Cache for watched types, Live for everything else.
 type Env struct {
 	Cache client.Reader
 	Live  client.Reader
+	// SecretMeta reads the metadata of CAPTF's Secrets (the state Secrets among them), and
+	// BootstrapMeta that of the Secrets labelled with a cluster name (bootstrap data). Nil
+	// readers see nothing: a fingerprint is then incomplete.
+	SecretMeta, BootstrapMeta client.Reader
 	// ClusterName is the owning Cluster's name (from the cluster-name label).
 	ClusterName string
 }

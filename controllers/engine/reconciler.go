@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -35,6 +36,12 @@ type Reconciler struct {
 	// manager's metadata informer (mgr.GetCache()): whether the state Secret is there, and the
 	// state backups. Nil reads nothing (the state is then read live when it matters).
 	SecretMeta client.Reader
+	// BootstrapMeta is a metadata informer cache of the Secrets labelled
+	// cluster.x-k8s.io/cluster-name (Cluster API's bootstrap contract labels bootstrap data so):
+	// a bootstrap data Secret's resourceVersion tells whether its content changed, and its
+	// events reach the machines and pools of its Cluster. Nil: the content is read live
+	// whenever the inputs are assembled.
+	BootstrapMeta cache.Cache
 	// StateBackups is how many state backups to keep per object; 0 takes none.
 	StateBackups int
 	// DriftInterval is the drift check interval of objects whose spec.drift.interval is unset
@@ -57,12 +64,21 @@ type Reconciler struct {
 	// ServiceAccount default/captf-audience-probe, created when missing.
 	Audiences jobs.AudienceProber
 	// InputsTTL is how long an inputs hash is reused while nothing the fingerprint covers
-	// changed. Sources the fingerprint cannot see (variablesFrom Secrets and ConfigMaps, the
-	// bootstrap data's content) are read again at the latest after it. Default 10 minutes.
+	// changed. Sources the fingerprint cannot see (variablesFrom Secrets and ConfigMaps, a
+	// Secret outside the metadata caches) are read again at the latest after it. Default 10
+	// minutes.
 	InputsTTL time.Duration
 
 	memo      inputsMemo
 	startOnce sync.Once
+}
+
+// bootstrapMeta is BootstrapMeta as a reader (a nil interface when unset).
+func (r *Reconciler) bootstrapMeta() client.Reader {
+	if r.BootstrapMeta == nil {
+		return nil
+	}
+	return r.BootstrapMeta
 }
 
 // started is when the manager started (the first pass's time when Started is unset).

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
@@ -60,7 +61,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 		if m == nil {
 			m = r.SameCluster
 		}
-		b = b.Watches(w.Object, handler.EnqueueRequestsFromMapFunc(m))
+		switch {
+		case !w.BootstrapData:
+			b = b.Watches(w.Object, handler.EnqueueRequestsFromMapFunc(m))
+		case r.BootstrapMeta != nil:
+			b = b.WatchesRawSource(source.Kind[client.Object](r.BootstrapMeta, SecretMetadata(), handler.EnqueueRequestsFromMapFunc(m)))
+		}
 	}
 	if err := b.Complete(r); err != nil {
 		return fmt.Errorf("build %s controller: %w", r.Kind.Name(), err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
@@ -77,11 +76,14 @@ func (Kind) ApplyOutputs(obj engine.Object, st *state.State) error {
 	return nil
 }
 
-// Fingerprint implements engine.Kind: the Cluster (network, endpoint).
-func (Kind) Fingerprint(ctx context.Context, env engine.Env, obj engine.Object) (string, error) {
-	return engine.ResourceVersions(ctx, env.Cache, obj.GetNamespace(), map[string]client.Object{
-		"Cluster/" + env.ClusterName: &clusterv1.Cluster{},
-	})
+// Fingerprint implements engine.Kind: the contract inputs themselves, which come from cached
+// objects only (the Cluster's network and endpoint, the object's own endpoint).
+func (k Kind) Fingerprint(ctx context.Context, env engine.Env, obj engine.Object) (engine.Fingerprint, error) {
+	in, wait, err := k.Contract(ctx, env, obj)
+	if err != nil {
+		return engine.Fingerprint{}, err
+	}
+	return engine.ContractFingerprint(in, wait, true)
 }
 
 // Children implements engine.Kind: the machines and pools of the same Cluster.

@@ -10,10 +10,12 @@
 //     CAPTF's, 100 KB annotation each, suspended, each marked so by the Job controller) is at
 //     most 1.10x its heap with none (median of three rounds each), which holds only while the
 //     Job cache is scoped to captf.io/managed=true.
-//   - TestFleetColdStartGate: a manager that starts cold on 50 applied objects (clusters,
-//     machines and pools with everything a completed apply leaves) reconciles each once,
-//     writes nothing, fills its cache with a fixed number of lists and watches, and reads live
-//     at most one bootstrap data Secret and one cluster state per member, nothing per cluster.
+//   - TestFleetColdStartGate: a manager that starts cold on 200 applied objects (clusters,
+//     machines and pools with everything a completed apply leaves, bootstrap data labelled
+//     with the cluster name as Cluster API's contract asks) reconciles each once, writes
+//     nothing, fills its cache with a fixed number of lists and watches, and reads nothing live
+//     for any object (status.inputs still matches what the caches show), only the manager's own
+//     start-up probe.
 //   - TestDriftRestartSpreadGate: a manager that restarts on 100 applied objects whose 1-minute
 //     drift checks are all overdue starts at most 10 drift Jobs in its first 6 seconds (no Job
 //     cap in the way), having looked at every object: overdue checks are spread, not started

@@ -11,6 +11,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -59,6 +60,33 @@ func CacheOptions(o Options) cache.Options {
 		co.DefaultNamespaces = map[string]cache.Config{o.WatchNamespace: {}}
 	}
 	return co
+}
+
+// BootstrapCacheOptions is the second cache of the manager: the metadata of the Secrets
+// labelled cluster.x-k8s.io/cluster-name, which Cluster API's bootstrap contract puts on
+// bootstrap data. A bootstrap data Secret's resourceVersion then tells a machine or pool whether
+// its content changed, with no read of the content (engine.Reconciler.BootstrapMeta). It is a
+// cache of its own because the manager's cache holds one selector per type, and CAPTF's own
+// Secrets (captf.io/managed=true) need not carry the label.
+func BootstrapCacheOptions(o Options, mgr manager.Manager) (cache.Options, error) {
+	hasCluster, err := labels.NewRequirement(infrav1.ClusterNameLabel, selection.Exists, nil)
+	if err != nil {
+		return cache.Options{}, fmt.Errorf("select labelled secrets: %w", err)
+	}
+	co := cache.Options{
+		HTTPClient:                  mgr.GetHTTPClient(),
+		Scheme:                      mgr.GetScheme(),
+		Mapper:                      mgr.GetRESTMapper(),
+		ReaderFailOnMissingInformer: true,
+		ByObject: map[client.Object]cache.ByObject{
+			engine.SecretMetadata(): {Label: labels.NewSelector().Add(*hasCluster)},
+		},
+		DefaultTransform: cache.TransformStripManagedFields(),
+	}
+	if o.WatchNamespace != "" {
+		co.DefaultNamespaces = map[string]cache.Config{o.WatchNamespace: {}}
+	}
+	return co, nil
 }
 
 // ClientOptions makes Pods, Leases, Secrets, ConfigMaps and RBAC objects always live.
@@ -183,12 +211,24 @@ func addAdmission(mgr manager.Manager, o Options, leases *runlease.Manager, prob
 // rules and the manager-wide Job slots.
 func addControllers(mgr manager.Manager, o Options, leases *runlease.Manager, probeAccount types.NamespacedName) error {
 	slots := &jobslots.Slots{Max: o.MaxActiveJobs, MaxBackground: o.MaxBackgroundJobs, Cache: mgr.GetClient()}
+	bo, err := BootstrapCacheOptions(o, mgr)
+	if err != nil {
+		return err
+	}
+	bootstrapMeta, err := cache.New(mgr.GetConfig(), bo)
+	if err != nil {
+		return fmt.Errorf("create the bootstrap data metadata cache: %w", err)
+	}
+	if err := mgr.Add(bootstrapMeta); err != nil {
+		return fmt.Errorf("add the bootstrap data metadata cache: %w", err)
+	}
 	started := o.Clock.Now()
 	for _, k := range []engine.Kind{terraformcluster.Kind{}, terraformmachine.Kind(), terraformmachinepool.Kind()} {
 		r := &engine.Reconciler{
 			Client:        mgr.GetClient(),
 			APIReader:     mgr.GetAPIReader(),
 			SecretMeta:    mgr.GetCache(),
+			BootstrapMeta: bootstrapMeta,
 			StateBackups:  o.StateBackups,
 			DriftInterval: o.DriftInterval,
 			Started:       started,
