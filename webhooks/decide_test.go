@@ -243,7 +243,7 @@ func TestDiffJob(t *testing.T) {
 	ref := metav1.OwnerReference{APIVersion: infrav1.GroupVersion.String(), Kind: infrav1.TerraformClusterKind, Name: "c", UID: "u1", Controller: ptr.To(true)}
 	other := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "u2"}
 	base := func() *batchv1.Job {
-		labels := naming.OwnerLabels(infrav1.TerraformClusterKind, "c", "c")
+		labels := naming.OwnerLabels(infrav1.TerraformClusterKind, "c", "c", "")
 		labels[infrav1.OperationLabel] = "Apply"
 		labels["team"] = "infra"
 		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Labels: labels, OwnerReferences: []metav1.OwnerReference{ref, other}}}

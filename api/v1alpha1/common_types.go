@@ -100,6 +100,11 @@ const (
 const (
 	// ManagedLabel ("true") marks everything CAPTF creates; the manager caches only Jobs with it.
 	ManagedLabel = "captf.io/managed"
+	// WatchFilterLabel is Cluster API's watch-filter label: a manager started with
+	// --watch-filter=<value> caches and reconciles only the objects (and their Jobs and Secrets)
+	// that carry it with that value. CAPTF copies an object's value onto the Jobs and Secrets it
+	// makes for it.
+	WatchFilterLabel = clusterv1.WatchLabel
 	// OwnerKindLabel and OwnerNameLabel name the TerraformCluster, TerraformMachine or
 	// TerraformMachinePool a Job, Lease or Secret belongs to. Names longer than a label value
 	// allows are shortened by a hash (see controllers/naming).

@@ -36,6 +36,7 @@ func run() error {
 	fs.BoolVar(&o.LeaderElection, "leader-elect", false, "elect a leader among replicas; only the leader reconciles")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")
 	fs.StringVar(&o.WatchNamespace, "watch-namespace", "", "reconcile objects of this namespace only (default: all)")
+	fs.StringVar(&o.WatchFilter, "watch-filter", "", "reconcile only objects labelled cluster.x-k8s.io/watch-filter=<value>, Cluster API's sharding label (default: all objects)")
 	fs.IntVar(&o.Concurrency, "concurrency", 4, "workers per controller")
 	fs.BoolVar(&gate, "cluster-operation-gate", true, "a cluster's and its machines' mutating Jobs wait for each other")
 	fs.StringVar(&o.RunnerImage, "runner-image", "", "image the runner is copied from into every Job (the manager's own image)")

@@ -501,7 +501,7 @@ func (o *stateObject) nextJob() (job, pod string) {
 	o.seq++
 	job = naming.JobName(o.suffix, o.seq)
 	Expect(o.h.k8s.Create(o.ctx, &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: job, Labels: naming.OwnerLabels("TerraformCluster", o.name, ""),
+		ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: job, Labels: naming.OwnerLabels("TerraformCluster", o.name, "", ""),
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: infrav1.GroupVersion.String(), Kind: "TerraformCluster", Name: o.name,
 				UID: types.UID(o.uid), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
 		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,

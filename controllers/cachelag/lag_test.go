@@ -106,7 +106,7 @@ func runLeaseAt(ns, suffix, holder string, t time.Time) {
 	GinkgoHelper()
 	now := metav1.NewMicroTime(t)
 	secs := int32(4500)
-	labels := naming.OwnerLabels(infrav1.TerraformClusterKind, "c1", "absent")
+	labels := naming.OwnerLabels(infrav1.TerraformClusterKind, "c1", "absent", "")
 	labels[infrav1.LeaseLabel] = infrav1.LeaseKindRun
 	Expect(k8s.Create(ctx, &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.RunLeaseName(suffix), Labels: labels,

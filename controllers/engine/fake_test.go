@@ -623,7 +623,7 @@ func TestCleanupWaitsForALiveLease(t *testing.T) {
 				name = naming.ClusterLeaseName(fakeNS, "c1")
 			}
 			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: fakeNS, Name: name,
-				Labels: naming.OwnerLabels(infrav1.TerraformClusterKind, "c1", "c1")},
+				Labels: naming.OwnerLabels(infrav1.TerraformClusterKind, "c1", "c1", "")},
 				Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &now, AcquireTime: &now}}
 			lease.Labels[infrav1.LeaseLabel] = kind
 			lease.Labels[infrav1.ManagedLabel] = "true"

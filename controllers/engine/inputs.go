@@ -131,7 +131,7 @@ func (p *pass) jobParams(seq int64, op infrav1.Operation, hash string) jobs.Para
 	gvk, _ := apiutil.GVKForObject(p.obj, p.r.Client.Scheme())
 	return jobs.Params{
 		Owner: jobs.Owner{APIVersion: gvk.GroupVersion().String(), Kind: p.r.Kind.Name(), Name: p.obj.GetName(),
-			Namespace: p.obj.GetNamespace(), UID: p.obj.GetUID(), Cluster: p.owner.Cluster},
+			Namespace: p.obj.GetNamespace(), UID: p.obj.GetUID(), Cluster: p.owner.Cluster, Shard: naming.ShardOf(p.obj)},
 		Suffix: p.suffix, Seq: seq, Operation: op, InputsHash: hash, PlanID: p.d.PlanID,
 		StateLineage:   decide.ExpectedLineage(p.ev, op),
 		RefreshOnly:    p.d.RefreshOnly || op == infrav1.OperationDrift && p.ev.Drift.Mode == infrav1.DriftModeAccept,

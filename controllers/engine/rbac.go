@@ -47,7 +47,7 @@ func (p *pass) ensureRunnerAccess(ctx context.Context) error {
 	}
 	ns, name := p.obj.GetNamespace(), naming.RunnerServiceAccountName(p.suffix)
 	owned := func() metav1.ObjectMeta {
-		return metav1.ObjectMeta{Namespace: ns, Name: name, Labels: naming.OwnerLabels(p.r.Kind.Name(), p.obj.GetName(), p.owner.Cluster),
+		return metav1.ObjectMeta{Namespace: ns, Name: name, Labels: naming.OwnerLabels(p.r.Kind.Name(), p.obj.GetName(), p.owner.Cluster, naming.ShardOf(p.obj)),
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(p.obj, gvk)}}
 	}
 	var objs []client.Object

@@ -62,7 +62,7 @@ func (p *pass) patchSecretMeta(ctx context.Context, s *metav1.PartialObjectMetad
 
 // ownerLabels are the labels that tie a Secret of the object to it, with its role.
 func (p *pass) ownerLabels(role string) map[string]string {
-	l := naming.OwnerLabels(p.r.Kind.Name(), p.obj.GetName(), p.owner.Cluster)
+	l := naming.OwnerLabels(p.r.Kind.Name(), p.obj.GetName(), p.owner.Cluster, naming.ShardOf(p.obj))
 	l[infrav1.SecretRoleLabel] = role
 	l[inputs.MoveLabel] = ""
 	return l

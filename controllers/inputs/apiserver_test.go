@@ -54,7 +54,7 @@ func TestSecretsAgainstAPIServer(t *testing.T) {
 	}
 
 	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: naming.JobName(suffix, 1), Namespace: ns, Labels: naming.OwnerLabels(infrav1.TerraformMachineKind, "m1", "c1")},
+		ObjectMeta: metav1.ObjectMeta{Name: naming.JobName(suffix, 1), Namespace: ns, Labels: naming.OwnerLabels(infrav1.TerraformMachineKind, "m1", "c1", "")},
 		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,
 			Containers:    []corev1.Container{{Name: "runner", Image: "runner:dev"}},

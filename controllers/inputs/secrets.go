@@ -112,7 +112,7 @@ func checkInputs(in *Inputs) error {
 
 // ownerLabels are the owner labels of a Secret of this object, plus the move label.
 func ownerLabels(owner metav1.Object, kind string) map[string]string {
-	l := naming.OwnerLabels(kind, owner.GetName(), owner.GetLabels()[infrav1.ClusterNameLabel])
+	l := naming.OwnerLabels(kind, owner.GetName(), owner.GetLabels()[infrav1.ClusterNameLabel], naming.ShardOf(owner))
 	l[MoveLabel] = ""
 	return l
 }
@@ -204,7 +204,7 @@ func RunSecret(job *batchv1.Job, namespace, suffix string, in *Inputs, restoreSt
 		return nil, tooLarge(size, in, len(restoreState))
 	}
 	labels := map[string]string{}
-	for _, k := range []string{infrav1.ManagedLabel, infrav1.OwnerKindLabel, infrav1.OwnerNameLabel, infrav1.ClusterNameLabel} {
+	for _, k := range []string{infrav1.ManagedLabel, infrav1.OwnerKindLabel, infrav1.OwnerNameLabel, infrav1.ClusterNameLabel, infrav1.WatchFilterLabel} {
 		if v, ok := job.Labels[k]; ok {
 			labels[k] = v
 		}

@@ -32,7 +32,7 @@ func testMachine() *infrav1.TerraformMachine {
 func testJob() *batchv1.Job {
 	return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{
 		Name: naming.JobName(suffix, 3), Namespace: ns, UID: types.UID("uid-job"),
-		Labels: naming.OwnerLabels(infrav1.TerraformMachineKind, "m1", "c1"),
+		Labels: naming.OwnerLabels(infrav1.TerraformMachineKind, "m1", "c1", "blue"),
 	}}
 }
 
@@ -65,7 +65,7 @@ func TestDurableSecret(t *testing.T) {
 	if v, ok := s.Labels[MoveLabel]; !ok || v != "" {
 		t.Errorf("the move label is missing: %v", s.Labels)
 	}
-	for k, v := range naming.OwnerLabels(infrav1.TerraformMachineKind, "m1", "c1") {
+	for k, v := range naming.OwnerLabels(infrav1.TerraformMachineKind, "m1", "c1", "") {
 		if s.Labels[k] != v {
 			t.Errorf("label %s = %q, want %q", k, s.Labels[k], v)
 		}
@@ -120,8 +120,8 @@ func TestRunSecret(t *testing.T) {
 	if _, ok := s.Labels[MoveLabel]; ok {
 		t.Errorf("a per-run Secret must not move: %v", s.Labels)
 	}
-	if s.Labels[infrav1.OwnerNameLabel] != "m1" || s.Labels[infrav1.ManagedLabel] != "true" {
-		t.Errorf("owner labels not copied from the Job: %v", s.Labels)
+	if s.Labels[infrav1.OwnerNameLabel] != "m1" || s.Labels[infrav1.ManagedLabel] != "true" || s.Labels[infrav1.WatchFilterLabel] != "blue" {
+		t.Errorf("owner labels (and the shard) not copied from the Job: %v", s.Labels)
 	}
 	if got := strings.Join(keys(s.Data), ","); got != "backend.json,redact.json,variables.tfvars.json" {
 		t.Errorf("keys %s", got)

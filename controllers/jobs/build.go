@@ -85,6 +85,8 @@ type Owner struct {
 	UID        types.UID
 	// Cluster is the owning Cluster API Cluster's name (may be empty).
 	Cluster string
+	// Shard is the owner's shard (naming.ShardOf), copied onto the Job (may be empty).
+	Shard string
 }
 
 // Params is everything a Job is built from. The same Params always build the same Job.
@@ -132,7 +134,7 @@ func Build(p Params) (*batchv1.Job, error) {
 		return nil, err
 	}
 	name := naming.JobName(p.Suffix, p.Seq)
-	labels := naming.OwnerLabels(p.Owner.Kind, p.Owner.Name, p.Owner.Cluster)
+	labels := naming.OwnerLabels(p.Owner.Kind, p.Owner.Name, p.Owner.Cluster, p.Owner.Shard)
 	labels[infrav1.OperationLabel] = string(p.Operation)
 	mod := moduleOf(p)
 	extra := specVolumes(p)

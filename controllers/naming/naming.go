@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
@@ -81,8 +83,10 @@ func LabelValue(name string) string {
 	return runnerapi.LabelValue(name)
 }
 
-// OwnerLabels are the labels that tie a Job, Lease or Secret to its owning object.
-func OwnerLabels(kind, name, cluster string) map[string]string {
+// OwnerLabels are the labels that tie a Job, Lease or Secret to its owning object. shard is the
+// owner's shard (ShardOf): the Jobs and Secrets of an object carry it, so a manager started with
+// --watch-filter caches them with the object; empty adds nothing.
+func OwnerLabels(kind, name, cluster, shard string) map[string]string {
 	l := map[string]string{
 		infrav1.ManagedLabel:   "true",
 		infrav1.OwnerKindLabel: kind,
@@ -91,7 +95,16 @@ func OwnerLabels(kind, name, cluster string) map[string]string {
 	if cluster != "" {
 		l[infrav1.ClusterNameLabel] = LabelValue(cluster)
 	}
+	if shard != "" {
+		l[infrav1.WatchFilterLabel] = shard
+	}
 	return l
+}
+
+// ShardOf is the shard of an object: the value of its watch-filter label (Cluster API's
+// cluster.x-k8s.io/watch-filter), empty when it has none.
+func ShardOf(o metav1.Object) string {
+	return o.GetLabels()[infrav1.WatchFilterLabel]
 }
 
 // OwnedBy reports whether labels carry the owner labels of kind/name.

@@ -55,10 +55,10 @@ func TestLongNamesGetDistinctLabelValues(t *testing.T) {
 	if LabelValue(a) == LabelValue(b) {
 		t.Fatal("two long names share a label value")
 	}
-	if !OwnedBy(OwnerLabels("TerraformMachine", a, ""), "TerraformMachine", a) {
+	if !OwnedBy(OwnerLabels("TerraformMachine", a, "", ""), "TerraformMachine", a) {
 		t.Fatal("OwnedBy does not recognise its own labels")
 	}
-	if OwnedBy(OwnerLabels("TerraformMachine", a, ""), "TerraformMachine", b) {
+	if OwnedBy(OwnerLabels("TerraformMachine", a, "", ""), "TerraformMachine", b) {
 		t.Fatal("OwnedBy confuses two long names")
 	}
 }

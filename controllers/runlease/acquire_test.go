@@ -195,7 +195,7 @@ var _ = Describe("Acquire", func() {
 		owner := machineOwner(ns, "m1")
 		forged := &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: owner.RunLeaseName(),
-				Labels: naming.OwnerLabels(owner.Kind, owner.Name, owner.Cluster)},
+				Labels: naming.OwnerLabels(owner.Kind, owner.Name, owner.Cluster, "")},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("captf-forged-1"),
 				RenewTime:            ptr.To(metav1.NewMicroTime(clk.Now())),
 				LeaseDurationSeconds: ptr.To(int32(1 << 30))},

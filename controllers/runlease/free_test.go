@@ -42,7 +42,7 @@ func TestAssess(t *testing.T) {
 	}
 	job := func(kind, name string, conds ...batchv1.JobConditionType) *batchv1.Job {
 		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: holder,
-			Labels: naming.OwnerLabels(kind, name, "c1")}}
+			Labels: naming.OwnerLabels(kind, name, "c1", "")}}
 		for _, c := range conds {
 			j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{Type: c, Status: corev1.ConditionTrue})
 		}
@@ -58,7 +58,7 @@ func TestAssess(t *testing.T) {
 	pods := func(ps ...corev1.Pod) []corev1.Pod { return ps }
 	// labelledFor gives a pod the owner labels of kind/name, as the Job template gives them.
 	labelledFor := func(p corev1.Pod, kind, name string) corev1.Pod {
-		for k, v := range naming.OwnerLabels(kind, name, "c1") {
+		for k, v := range naming.OwnerLabels(kind, name, "c1", "") {
 			p.Labels[k] = v
 		}
 		return p

@@ -508,7 +508,7 @@ var _ = Describe("The operation gate", func() {
 		startJob(createJob(m1, jobName(m1, 1)))
 		forged := &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster.ClusterLeaseName(),
-				Labels: naming.OwnerLabels(m1.Kind, m1.Name, m1.Cluster)},
+				Labels: naming.OwnerLabels(m1.Kind, m1.Name, m1.Cluster, "")},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(jobName(m1, 1)),
 				RenewTime: ptr.To(metav1.NewMicroTime(clk.Now()))},
 		}

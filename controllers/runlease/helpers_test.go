@@ -88,7 +88,7 @@ func createJob(o runlease.Owner, name string) *batchv1.Job {
 func jobSpec(o runlease.Owner, name string) *batchv1.Job {
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: name,
-			Labels: naming.OwnerLabels(o.Kind, o.Name, o.Cluster)},
+			Labels: naming.OwnerLabels(o.Kind, o.Name, o.Cluster, "")},
 		Spec: batchv1.JobSpec{
 			BackoffLimit:          ptr.To(int32(0)),
 			ActiveDeadlineSeconds: ptr.To(runlease.DefaultActiveDeadlineSeconds),

@@ -283,7 +283,8 @@ func (m *Manager) stamp(l *coordinationv1.Lease, req Request, kind string, now t
 	if l.Labels == nil {
 		l.Labels = map[string]string{}
 	}
-	for k, v := range naming.OwnerLabels(req.Owner.Kind, req.Owner.Name, req.Owner.Cluster) {
+	// Leases are read live, never cached: they need no shard label.
+	for k, v := range naming.OwnerLabels(req.Owner.Kind, req.Owner.Name, req.Owner.Cluster, "") {
 		l.Labels[k] = v
 	}
 	l.Labels[infrav1.LeaseLabel] = kind

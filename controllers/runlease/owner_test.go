@@ -37,7 +37,7 @@ var _ = Describe("A lease's owner, from its name", func() {
 	// lease creates a lease named name, labelled as the manager labels leases but with the
 	// owner labels given (a user may have edited them), held by holder.
 	lease := func(ns, name, kind, ownerName, holder string) *coordinationv1.Lease {
-		labels := naming.OwnerLabels(kind, ownerName, "c1")
+		labels := naming.OwnerLabels(kind, ownerName, "c1", "")
 		labels[infrav1.LeaseLabel] = runlease.LeaseKindOf(name)
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder)}}

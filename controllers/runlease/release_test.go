@@ -127,7 +127,7 @@ var _ = Describe("Cleanup", func() {
 		cluster, m1 := clusterOwner(ns), machineOwner(ns, "m1")
 		Expect(m.Acquire(ctx, request(cluster, 1, infrav1.OperationDestroy))).To(HaveField("Acquired", true))
 		Expect(m.Acquire(ctx, request(m1, 1, infrav1.OperationPlan))).To(HaveField("Acquired", true))
-		ownerLabels := naming.OwnerLabels(cluster.Kind, cluster.Name, cluster.Cluster)
+		ownerLabels := naming.OwnerLabels(cluster.Kind, cluster.Name, cluster.Cluster, "")
 		lock := func(name string, extra map[string]string) {
 			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{}}}
 			for k, v := range ownerLabels {
@@ -250,7 +250,7 @@ var _ = Describe("RunEvidence", func() {
 		// The pod as the Job controller makes it: the template's owner labels and the Job's name.
 		pod := createPod(ns, j.Name, runlease.JobNameLabel, corev1.PodRunning)
 		Expect(admin.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
-		for k, v := range naming.OwnerLabels(owner.Kind, owner.Name, owner.Cluster) {
+		for k, v := range naming.OwnerLabels(owner.Kind, owner.Name, owner.Cluster, "") {
 			pod.Labels[k] = v
 		}
 		Expect(admin.Update(ctx, pod)).To(Succeed())
@@ -286,7 +286,7 @@ var _ = Describe("RunEvidence", func() {
 		startJob(oj)
 		forged := &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: owner.RunLeaseName(),
-				Labels: naming.OwnerLabels(other.Kind, other.Name, other.Cluster)},
+				Labels: naming.OwnerLabels(other.Kind, other.Name, other.Cluster, "")},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(oj.Name),
 				RenewTime: ptr.To(metav1.NewMicroTime(clk.Now()))},
 		}

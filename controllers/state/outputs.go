@@ -68,7 +68,7 @@ func OutputsSecret(owner metav1.Object, gvk schema.GroupVersionKind, suffix stri
 		return nil, &OutputError{Reason: infrav1.OutputInvalidReason,
 			Message: fmt.Sprintf("the module's outputs take %d bytes, over the %d bytes a Secret can hold; output less data", size, maxSecretBytes)}
 	}
-	labels := naming.OwnerLabels(gvk.Kind, owner.GetName(), owner.GetLabels()[infrav1.ClusterNameLabel])
+	labels := naming.OwnerLabels(gvk.Kind, owner.GetName(), owner.GetLabels()[infrav1.ClusterNameLabel], naming.ShardOf(owner))
 	labels[MoveLabel] = ""
 	// Offered to other objects' variablesFrom (a machine module reading its cluster's outputs).
 	labels[infrav1.VariablesLabel] = "true"

@@ -306,7 +306,7 @@ func TestOutputsSecret(t *testing.T) {
 	if v, ok := sec.Labels[state.MoveLabel]; !ok || v != "" {
 		t.Errorf("move label missing: %v", sec.Labels)
 	}
-	for k, v := range naming.OwnerLabels(infrav1.TerraformClusterKind, "c", "capi-c") {
+	for k, v := range naming.OwnerLabels(infrav1.TerraformClusterKind, "c", "capi-c", "") {
 		if sec.Labels[k] != v {
 			t.Errorf("label %s = %q, want %q", k, sec.Labels[k], v)
 		}

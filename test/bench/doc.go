@@ -16,6 +16,11 @@
 //     nothing, fills its cache with a fixed number of lists and watches, and reads nothing live
 //     for any object (status.inputs still matches what the caches show), only the manager's own
 //     start-up probe.
+//   - TestShardsGate: the managers of two shards (--watch-filter=a, --watch-filter=b) over a
+//     fleet labelled a, one labelled b and an unlabelled one reconcile every object of their
+//     shard and none of the unlabelled fleet, and every request each sends is in a namespace
+//     of its shard or a list or watch that selects its shard's label; restarted, each reads
+//     nothing live and writes nothing.
 //   - TestDriftRestartSpreadGate: a manager that restarts on 100 applied objects whose 1-minute
 //     drift checks are all overdue starts at most 10 drift Jobs in its first 6 seconds (no Job
 //     cap in the way), having looked at every object: overdue checks are spread, not started
@@ -28,9 +33,10 @@
 // Benchmarks (`make bench`, which runs no tests) print the same scenarios as tables: requests
 // per pass of each kind while its Job runs, the passes that count a Job that just finished,
 // and idle; and the heap with and without the foreign Jobs, label-scoped cache against an
-// unscoped one, side by side in one run; and BenchmarkFleetColdStart, a cold start on 200 and
-// on 2,000 applied objects (time until all were reconciled, requests by purpose, peak heap);
-// and BenchmarkJobSlotsBurst, the burst of TestJobSlotsBurstGate as a table.
+// unscoped one, side by side in one run; and BenchmarkFleetColdStart, a cold start on 200,
+// 2,000 and 10,000 applied objects (time until all were reconciled, requests by purpose, peak
+// heap), by one manager and by the managers of two shards; and BenchmarkJobSlotsBurst, the
+// burst of TestJobSlotsBurstGate as a table.
 //
 // One cluster serves the whole package (started by the first test or benchmark, stopped by
 // TestMain): envtest's control plane, the real kube-controller-manager and kube-scheduler

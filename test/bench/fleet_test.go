@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/cmd/manager/setup"
 	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
 	"github.com/captf/cluster-api-provider-terraform/controllers/inputs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
@@ -60,6 +62,18 @@ const (
 type fleet struct {
 	namespaces []string
 	prefix     string
+	// shards label the fleet's cells cluster.x-k8s.io/watch-filter=<shard> in turn (cell i
+	// gets shards[i mod len(shards)]; none when empty), as a platform labels the clusters each
+	// manager of several is to reconcile.
+	shards []string
+}
+
+// shardOf is the shard of the fleet's i-th cell ("" when the fleet has none).
+func (f *fleet) shardOf(i int) string {
+	if len(f.shards) == 0 {
+		return ""
+	}
+	return f.shards[i%len(f.shards)]
 }
 
 func (f *fleet) objects() int { return len(f.namespaces) * fleetPerCell }
@@ -76,13 +90,15 @@ func (f *fleet) grow(tb testing.TB, n int) {
 	}
 	want := n / fleetPerCell
 	var added []string
+	shards := map[string]string{}
 	for len(f.namespaces) < want {
 		ns := namespace(tb, f.prefix)
+		shards[ns] = f.shardOf(len(f.namespaces))
 		f.namespaces = append(f.namespaces, ns)
 		added = append(added, ns)
 	}
 	if err := inParallel(added, func(ns string) error {
-		if err := appliedCell(ns); err != nil {
+		if err := appliedCell(ns, shards[ns]); err != nil {
 			return fmt.Errorf("cell %s: %w", ns, err)
 		}
 		return nil
@@ -148,27 +164,40 @@ func inParallel[T any](items []T, fn func(T) error) error {
 	return errors.Join(errs...)
 }
 
+// shardLabels are the labels of a cell's Cluster API objects and bootstrap data: the shard's
+// watch-filter label, when there is a shard, and the cluster name unless empty.
+func shardLabels(cluster, shard string) map[string]string {
+	l := map[string]string{}
+	if cluster != "" {
+		l[clusterv1.ClusterNameLabel] = cluster
+	}
+	if shard != "" {
+		l[clusterv1.WatchLabel] = shard
+	}
+	return l
+}
+
 // appliedCell writes one cell: the Cluster and its TerraformCluster first (the members'
 // inputs read the cluster's state outputs), then the machines and pools.
-func appliedCell(ns string) error {
+func appliedCell(ns, shard string) error {
 	const cluster = "c1"
-	if err := k8s.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster},
+	if err := k8s.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster, Labels: shardLabels("", shard)},
 		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
 			APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformClusterKind, Name: cluster}}}); err != nil {
 		return fmt.Errorf("create cluster: %w", err)
 	}
 	tc := &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster},
 		Spec: infrav1.TerraformClusterSpec{TerraformSpec: fleetSpec(`{"region":"eu-west-1"}`)}}
-	if err := applied(tc, terraformcluster.Kind{}, cluster, statetest.Cluster("10.0.0.1", 6443)); err != nil {
+	if err := applied(tc, terraformcluster.Kind{}, cluster, shard, statetest.Cluster("10.0.0.1", 6443)); err != nil {
 		return err
 	}
 	for i := 0; i < fleetMachines; i++ {
 		name := fmt.Sprintf("m%d", i)
-		boot, err := bootstrap(ns, cluster, name)
+		boot, err := bootstrap(ns, cluster, shard, name)
 		if err != nil {
 			return err
 		}
-		m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: shardLabels(cluster, shard)},
 			Spec: clusterv1.MachineSpec{ClusterName: cluster, Bootstrap: clusterv1.Bootstrap{DataSecretName: &boot},
 				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformMachineKind, Name: name}}}
 		if err := k8s.Create(ctx, m); err != nil {
@@ -177,17 +206,17 @@ func appliedCell(ns string) error {
 		tm := &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: name, UID: m.UID}}},
 			Spec: infrav1.TerraformMachineSpec{TerraformSpec: fleetSpec(`{"flavor":"small"}`)}}
-		if err := applied(tm, terraformmachine.Kind(), cluster, statetest.Machine("tf://"+ns+"/"+name)); err != nil {
+		if err := applied(tm, terraformmachine.Kind(), cluster, shard, statetest.Machine("tf://"+ns+"/"+name)); err != nil {
 			return err
 		}
 	}
 	for i := 0; i < fleetPools; i++ {
 		name := fmt.Sprintf("p%d", i)
-		boot, err := bootstrap(ns, cluster, name)
+		boot, err := bootstrap(ns, cluster, shard, name)
 		if err != nil {
 			return err
 		}
-		mp := &clusterv1.MachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		mp := &clusterv1.MachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: shardLabels(cluster, shard)},
 			Spec: clusterv1.MachinePoolSpec{ClusterName: cluster, Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{
 				ClusterName: cluster, Bootstrap: clusterv1.Bootstrap{DataSecretName: &boot},
 				InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformMachinePoolKind, Name: name}}}}}
@@ -197,7 +226,7 @@ func appliedCell(ns string) error {
 		tp := &infrav1.TerraformMachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachinePool", Name: name, UID: mp.UID}}},
 			Spec: infrav1.TerraformMachinePoolSpec{TerraformSpec: fleetSpec(`{"instances":2}`)}}
-		if err := applied(tp, terraformmachinepool.Kind(), cluster, statetest.MachinePool("tf://"+ns+"/"+name+"-0", "tf://"+ns+"/"+name+"-1")); err != nil {
+		if err := applied(tp, terraformmachinepool.Kind(), cluster, shard, statetest.MachinePool("tf://"+ns+"/"+name+"-0", "tf://"+ns+"/"+name+"-1")); err != nil {
 			return err
 		}
 	}
@@ -212,8 +241,8 @@ func fleetSpec(vars string) infrav1.TerraformSpec {
 
 // bootstrap writes a member's bootstrap data Secret, labelled with its Cluster's name as
 // Cluster API's bootstrap contract asks.
-func bootstrap(ns, cluster, name string) (string, error) {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-bootstrap", Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
+func bootstrap(ns, cluster, shard, name string) (string, error) {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-bootstrap", Labels: shardLabels(cluster, shard)},
 		Data: map[string][]byte{"value": []byte("#cloud-config")}}
 	if err := k8s.Create(ctx, s); err != nil {
 		return "", fmt.Errorf("create bootstrap data: %w", err)
@@ -236,7 +265,7 @@ func bootstrap(ns, cluster, name string) (string, error) {
 //
 // Nothing else: the run lease and the cluster lease were released and the per-run Secret
 // deleted by the bookkeeping. Conditions are left to the first manager that sees the object.
-func applied(obj engine.Object, kind engine.Kind, cluster string, st statetest.State) error {
+func applied(obj engine.Object, kind engine.Kind, cluster, shard string, st statetest.State) error {
 	ns, name := obj.GetNamespace(), obj.GetName()
 	suffix := naming.StateSuffix(ns, kind.Name(), name)
 	stateSecret, err := statetest.Secret(ns, suffix, st)
@@ -247,7 +276,7 @@ func applied(obj engine.Object, kind engine.Kind, cluster string, st statetest.S
 	if err != nil {
 		return fmt.Errorf("parse test state: %w", err)
 	}
-	obj.SetLabels(map[string]string{clusterv1.ClusterNameLabel: cluster})
+	obj.SetLabels(shardLabels(cluster, shard))
 	if err := kind.ApplyOutputs(obj, parsed); err != nil {
 		return fmt.Errorf("apply outputs: %w", err)
 	}
@@ -291,7 +320,7 @@ func applied(obj engine.Object, kind engine.Kind, cluster string, st statetest.S
 	ownerRef := []metav1.OwnerReference{*metav1.NewControllerRef(obj, gvk)}
 	owned := func() metav1.ObjectMeta {
 		return metav1.ObjectMeta{Namespace: ns, Name: naming.RunnerServiceAccountName(suffix),
-			Labels: naming.OwnerLabels(kind.Name(), name, cluster), OwnerReferences: ownerRef}
+			Labels: naming.OwnerLabels(kind.Name(), name, cluster, shard), OwnerReferences: ownerRef}
 	}
 	objs = append(objs,
 		&corev1.ServiceAccount{ObjectMeta: owned(), AutomountServiceAccountToken: new(bool)},
@@ -307,7 +336,8 @@ func applied(obj engine.Object, kind engine.Kind, cluster string, st statetest.S
 		}
 	}
 	job, err := jobs.Build(jobs.Params{
-		Owner:  jobs.Owner{APIVersion: gvk.GroupVersion().String(), Kind: kind.Name(), Name: name, Namespace: ns, UID: obj.GetUID(), Cluster: cluster},
+		Owner: jobs.Owner{APIVersion: gvk.GroupVersion().String(), Kind: kind.Name(), Name: name, Namespace: ns, UID: obj.GetUID(),
+			Cluster: cluster, Shard: shard},
 		Suffix: suffix, Seq: 1, Operation: infrav1.OperationApply, InputsHash: in.Hash, Spec: *obj.GetTerraformSpec(),
 		Defaults: jobs.Defaults{RunnerImage: "captf/manager:bench", ServiceAccountName: naming.RunnerServiceAccountName(suffix)},
 	})
@@ -330,7 +360,7 @@ func applied(obj engine.Object, kind engine.Kind, cluster string, st statetest.S
 // engine writes them.
 func appliedSecrets(obj engine.Object, gvk schema.GroupVersionKind, suffix, cluster string, stateSecret *corev1.Secret, parsed *state.State, in *inputs.Inputs) ([]client.Object, error) {
 	roleLabels := func(role string) map[string]string {
-		l := naming.OwnerLabels(gvk.Kind, obj.GetName(), cluster)
+		l := naming.OwnerLabels(gvk.Kind, obj.GetName(), cluster, naming.ShardOf(obj))
 		l[infrav1.SecretRoleLabel] = role
 		l[inputs.MoveLabel] = ""
 		return l
@@ -560,6 +590,10 @@ type coldStart struct {
 	// peakHeap is the highest live heap sampled (every 20 ms) above the heap before the
 	// start; settledHeap the heap after a GC once all objects were reconciled.
 	peakHeap, settledHeap uint64
+	// shards, when the fleet was split between managers (--watch-filter), are the requests of
+	// each manager by kind, in the order of the shards; byKind and byKey are their sums.
+	shards  []string
+	byShard []map[string]int
 }
 
 func (s coldStart) requests() int {
@@ -573,8 +607,9 @@ func (s coldStart) requests() int {
 func (s coldStart) per(kind string) float64 { return float64(s.byKind[kind]) / float64(s.objects) }
 
 // startCold starts the product's manager on the fleet and measures it until every object was
-// reconciled once, then stops it.
-func startCold(tb testing.TB, objects int) coldStart {
+// reconciled once, then stops it. With shards, it starts one manager per shard
+// (--watch-filter) at once and measures them together.
+func startCold(tb testing.TB, objects int, shards ...string) coldStart {
 	tb.Helper()
 	runtime.GC()
 	var base runtime.MemStats
@@ -600,37 +635,52 @@ func startCold(tb testing.TB, objects int) coldStart {
 		}
 	}()
 
-	reqs := newFleetRequests()
+	managers := shards
+	if len(managers) == 0 {
+		managers = []string{""}
+	}
+	var all []*fleetRequests
+	var stops []func()
+	stop := func() {
+		for _, s := range stops {
+			s()
+		}
+	}
 	before := controllerMetrics()
 	t0 := time.Now()
-	_, stop := startManagerWith(tb, reqs.wrap)
+	for _, shard := range managers {
+		reqs := newFleetRequests()
+		all = append(all, reqs)
+		_, s := startManagerOpts(tb, reqs.wrap, setup.Options{WatchFilter: shard})
+		stops = append(stops, s)
+	}
 	// captf_objects lists every object from the cache each time the registry is gathered;
 	// polled here every few milliseconds it would cost more than the manager measured. The
 	// manager registered it afresh; take it out again (a collector is known by its metrics).
 	metrics.Registry.Unregister(&captfmetrics.Objects{})
-	deadline := time.Now().Add(10 * time.Minute)
-	var now map[string]float64
-	for {
-		now = controllerMetrics()
-		// Deltas, gauges too: a manager stopped while its queue held items (a gate that
-		// measures a fixed window) leaves the shared series where they were.
-		passes := now[metricPasses] - before[metricPasses]
-		depth, workers := now[metricDepth]-before[metricDepth], now[metricWorkers]-before[metricWorkers]
-		if depth <= 0 && workers <= 0 && passes >= float64(objects) {
-			break
-		}
-		if time.Now().After(deadline) {
-			stop()
-			tb.Fatalf("the cold-started manager did not reconcile %d objects within 10 minutes (%.0f passes)", objects, passes)
-		}
-		time.Sleep(5 * time.Millisecond)
+	now, ok := waitReconciled(before, objects)
+	if !ok {
+		stop()
+		tb.Fatalf("the cold-started manager did not reconcile %d objects within 10 minutes (%.0f passes)", objects, now[metricPasses]-before[metricPasses])
 	}
-	all := time.Since(t0)
+	took := time.Since(t0)
 	close(stopSampling)
 	<-sampled
-	byKind, byKey := reqs.snapshot()
-	res := coldStart{objects: objects, all: all, byKind: byKind, byKey: byKey,
+	res := coldStart{objects: objects, all: took, byKind: map[string]int{}, byKey: map[string]int{},
 		passes: now[metricPasses] - before[metricPasses], errors: now[metricErrors] - before[metricErrors]}
+	for _, reqs := range all {
+		byKind, byKey := reqs.snapshot()
+		for k, v := range byKind {
+			res.byKind[k] += v
+		}
+		for k, v := range byKey {
+			res.byKey[k] += v
+		}
+		if len(shards) > 0 {
+			res.byShard = append(res.byShard, byKind)
+		}
+	}
+	res.shards = shards
 	if p := peak.Load(); p > base.HeapAlloc {
 		res.peakHeap = p - base.HeapAlloc
 	}
@@ -642,6 +692,27 @@ func startCold(tb testing.TB, objects int) coldStart {
 	}
 	stop()
 	return res
+}
+
+// waitReconciled polls the controllers' metrics until, since before, at least objects passes
+// ran and every queue is empty with no worker busy (every manager of the process counted), for
+// 10 minutes at most. It returns the last metrics read and whether that happened.
+func waitReconciled(before map[string]float64, objects int) (map[string]float64, bool) {
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		now := controllerMetrics()
+		// Deltas, gauges too: a manager stopped while its queue held items (a gate that
+		// measures a fixed window) leaves the shared series where they were.
+		passes := now[metricPasses] - before[metricPasses]
+		depth, workers := now[metricDepth]-before[metricDepth], now[metricWorkers]-before[metricWorkers]
+		if depth <= 0 && workers <= 0 && passes >= float64(objects) {
+			return now, true
+		}
+		if time.Now().After(deadline) {
+			return now, false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // settle runs one manager over the fleet until every object was reconciled once, so the
@@ -667,41 +738,75 @@ func filterKind(byKey map[string]int, kind string) map[string]int {
 }
 
 func printFleet(rows []coldStart) {
-	fmt.Printf("\n%-8s %14s %9s %11s %10s %12s %6s %11s %11s\n",
-		"objects", "all reconciled", "requests", "req/object", "live reads", "live/object", "writes", "peak heap", "heap after")
+	fmt.Printf("\n%-8s %-9s %14s %9s %11s %10s %12s %6s %11s %11s\n",
+		"objects", "managers", "all reconciled", "requests", "req/object", "live reads", "live/object", "writes", "peak heap", "heap after")
 	for _, r := range rows {
-		fmt.Printf("%-8d %13.2fs %9d %11.2f %10d %12.2f %6d %8.1f MB %8.1f MB\n", r.objects, r.all.Seconds(),
+		fmt.Printf("%-8d %-9s %13.2fs %9d %11.2f %10d %12.2f %6d %8.1f MB %8.1f MB\n", r.objects, r.managers(), r.all.Seconds(),
 			r.requests(), float64(r.requests())/float64(r.objects), r.byKind[reqLiveRead], r.per(reqLiveRead), r.byKind[reqWrite],
 			mb(r.peakHeap), mb(r.settledHeap))
 	}
 	for _, r := range rows {
-		fmt.Printf("%d objects: passes %.0f (errors %.0f); live reads %s; cache fill %s; writes %s; discovery %d\n", r.objects, r.passes, r.errors,
+		fmt.Printf("%d objects, %s: passes %.0f (errors %.0f); live reads %s; cache fill %s; writes %s; discovery %d\n", r.objects, r.managers(), r.passes, r.errors,
 			format(filterKind(r.byKey, reqLiveRead)), format(filterKind(r.byKey, reqCacheFill)), format(filterKind(r.byKey, reqWrite)), r.byKind[reqDiscovery])
+		for i, shard := range r.shards {
+			n := 0
+			for _, v := range r.byShard[i] {
+				n += v
+			}
+			fmt.Printf("  the manager of shard %s: %d requests (%s)\n", shard, n, format(r.byShard[i]))
+		}
 	}
 }
 
+// managers names the managers of a cold start: "1", or "2 shards".
+func (s coldStart) managers() string {
+	if len(s.shards) == 0 {
+		return "1"
+	}
+	return fmt.Sprintf("%d shards", len(s.shards))
+}
+
 // BenchmarkFleetColdStart writes a fleet of already-applied objects (cells of one cluster, six
-// machines and three pools with everything a completed apply leaves), lets one manager see it
-// once, then measures a second manager's cold start on it: time until every object was
-// reconciled once, API requests by purpose (live reads by idle objects: target 0), writes
-// (target 0), peak heap. 200 and 2,000 objects side by side in one run; the 2,000 are the 200
-// plus 1,800 more.
+// machines and three pools with everything a completed apply leaves; the cells labelled for two
+// shards, a and b, in turn), lets one manager see it once, then measures a second manager's cold
+// start on it: time until every object was reconciled once, API requests by purpose (live reads
+// by idle objects: target 0), writes (target 0), peak heap; then the same with two managers,
+// --watch-filter=a and --watch-filter=b, started at once. 200, 2,000 and 10,000 objects side
+// by side in one run (FLEET_SIZES, comma-separated, overrides them); each size is the one
+// before plus more.
 func BenchmarkFleetColdStart(b *testing.B) {
 	start(b)
-	f := &fleet{prefix: "fleet"}
+	f := &fleet{prefix: "fleet", shards: []string{"a", "b"}}
 	defer f.remove(b)
+	sizes := []int{200, 2000, 10000}
+	if env := os.Getenv("FLEET_SIZES"); env != "" {
+		sizes = nil
+		for _, v := range strings.Split(env, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n <= 0 || n%fleetPerCell != 0 {
+				b.Fatalf("FLEET_SIZES: %q is not a positive multiple of %d", v, fleetPerCell)
+			}
+			sizes = append(sizes, n)
+		}
+	}
 	var rows []coldStart
-	for _, n := range []int{200, 2000} {
+	for _, n := range sizes {
 		t := time.Now()
 		f.grow(b, n)
 		fmt.Fprintf(os.Stderr, "fleet of %d written in %.1fs\n", n, time.Since(t).Seconds())
 		settle(b, n)
-		rows = append(rows, startCold(b, n))
+		rows = append(rows, startCold(b, n), startCold(b, n, "a", "b"))
 	}
 	printFleet(rows)
 	for _, r := range rows {
-		b.ReportMetric(r.all.Seconds(), fmt.Sprintf("s-all-reconciled-%d", r.objects))
-		b.ReportMetric(r.per(reqLiveRead), fmt.Sprintf("live-reads/object-%d", r.objects))
+		name := fmt.Sprintf("%d", r.objects)
+		if len(r.shards) > 0 {
+			name += "-shards"
+		}
+		b.ReportMetric(r.all.Seconds(), "s-all-reconciled-"+name)
+		b.ReportMetric(r.per(reqLiveRead), "live-reads/object-"+name)
+		b.ReportMetric(float64(r.requests())/float64(r.objects), "requests/object-"+name)
+		b.ReportMetric(mb(r.peakHeap), "peak-heap-MB-"+name)
 	}
 }
 

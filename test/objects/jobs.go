@@ -32,7 +32,7 @@ func Job(ns, name string) *JobBuilder {
 // Of makes the Job CAPTF's Job of the object of kind and name in the Cluster cluster: the
 // owner labels the controller writes (naming.OwnerLabels). It adds no owner reference: Owner does.
 func (b *JobBuilder) Of(kind, name, cluster string) *JobBuilder {
-	for k, v := range naming.OwnerLabels(kind, name, cluster) {
+	for k, v := range naming.OwnerLabels(kind, name, cluster, "") {
 		b.Label(k, v)
 	}
 	return b

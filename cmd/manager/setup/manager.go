@@ -3,6 +3,7 @@ package setup
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -13,8 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,9 +42,10 @@ import (
 )
 
 // CacheOptions is the manager's cache: Jobs only when managed by CAPTF, everything fails
-// loudly if read without an informer started for it.
+// loudly if read without an informer started for it. With a watch filter, every type is
+// cached only where it carries the shard's label.
 func CacheOptions(o Options) cache.Options {
-	managed := labels.SelectorFromSet(labels.Set{infrav1.ManagedLabel: "true"})
+	managed := shardSelector(o, labels.Set{infrav1.ManagedLabel: "true"})
 	co := cache.Options{
 		ReaderFailOnMissingInformer: true,
 		ByObject: map[client.Object]cache.ByObject{
@@ -51,6 +55,13 @@ func CacheOptions(o Options) cache.Options {
 			engine.SecretMetadata(): {Label: managed},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
+	}
+	if o.WatchFilter != "" {
+		shard := shardSelector(o, nil)
+		for _, obj := range []client.Object{&infrav1.TerraformCluster{}, &infrav1.TerraformMachine{}, &infrav1.TerraformMachinePool{},
+			&clusterv1.Cluster{}, &clusterv1.Machine{}, &clusterv1.MachinePool{}} {
+			co.ByObject[obj] = cache.ByObject{Label: shard}
+		}
 	}
 	if o.SyncPeriod > 0 {
 		sp := o.SyncPeriod
@@ -79,7 +90,7 @@ func BootstrapCacheOptions(o Options, mgr manager.Manager) (cache.Options, error
 		Mapper:                      mgr.GetRESTMapper(),
 		ReaderFailOnMissingInformer: true,
 		ByObject: map[client.Object]cache.ByObject{
-			engine.SecretMetadata(): {Label: labels.NewSelector().Add(*hasCluster)},
+			engine.SecretMetadata(): {Label: shardSelector(o, nil).Add(*hasCluster)},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 	}
@@ -87,6 +98,19 @@ func BootstrapCacheOptions(o Options, mgr manager.Manager) (cache.Options, error
 		co.DefaultNamespaces = map[string]cache.Config{o.WatchNamespace: {}}
 	}
 	return co, nil
+}
+
+// shardSelector selects set, and with a watch filter only the shard's objects
+// (cluster.x-k8s.io/watch-filter=<WatchFilter>).
+func shardSelector(o Options, set labels.Set) labels.Selector {
+	all := labels.Set{}
+	for k, v := range set {
+		all[k] = v
+	}
+	if o.WatchFilter != "" {
+		all[infrav1.WatchFilterLabel] = o.WatchFilter
+	}
+	return labels.SelectorFromSet(all)
 }
 
 // ClientOptions makes Pods, Leases, Secrets, ConfigMaps and RBAC objects always live.
@@ -153,6 +177,9 @@ func New(cfg *rest.Config, o Options, extra ...func(*manager.Options)) (manager.
 // cache, the live client, the endpoints, leader election, the first-in-first-out queue and,
 // with webhooks, the webhook server and its certificate.
 func managerOptions(o Options) (manager.Options, *certs.Serving, error) {
+	if errs := validation.IsValidLabelValue(o.WatchFilter); len(errs) > 0 {
+		return manager.Options{}, nil, fmt.Errorf("--watch-filter %q is not a label value: %s", o.WatchFilter, strings.Join(errs, "; "))
+	}
 	s, err := NewScheme()
 	if err != nil {
 		return manager.Options{}, nil, err
@@ -164,7 +191,7 @@ func managerOptions(o Options) (manager.Options, *certs.Serving, error) {
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.ProbeAddr,
 		LeaderElection:          o.LeaderElection,
-		LeaderElectionID:        "captf-manager.infrastructure.cluster.x-k8s.io",
+		LeaderElectionID:        leaderElectionID(o),
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
 		// Stop reconciling at once when leadership is lost or the context ends.
 		LeaderElectionReleaseOnCancel: true,
@@ -180,6 +207,15 @@ func managerOptions(o Options) (manager.Options, *certs.Serving, error) {
 		mo.WebhookServer, serving = webhookServer(o)
 	}
 	return mo, serving, nil
+}
+
+// leaderElectionID names the leader election Lease: one per shard, so that the managers of
+// two shards never wait for each other.
+func leaderElectionID(o Options) string {
+	if o.WatchFilter != "" {
+		return "captf-manager-" + o.WatchFilter + ".infrastructure.cluster.x-k8s.io"
+	}
+	return "captf-manager.infrastructure.cluster.x-k8s.io"
 }
 
 // addAdmission adds what admission relies on: the keeper of the audience probe account, the

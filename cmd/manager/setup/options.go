@@ -25,6 +25,14 @@ type Options struct {
 	LeaderElectionNamespace string
 	// WatchNamespace restricts the manager to one namespace ("" = all).
 	WatchNamespace string
+	// WatchFilter makes the manager one shard of a fleet, the Cluster API way: it caches and
+	// reconciles only the objects labelled cluster.x-k8s.io/watch-filter=<WatchFilter> (CAPTF's
+	// three kinds and Cluster API's Clusters, Machines and MachinePools), and only the Jobs and
+	// Secrets CAPTF made for them, which carry their owner's label. "" (the default) reconciles
+	// every object, labelled or not. It must be a valid label value. Its leader election Lease
+	// is its own (LeaderElectionID), so shards never wait for each other. The webhooks judge
+	// every object whatever its shard: they read through the API server.
+	WatchFilter string
 	// Concurrency is the number of workers per controller. Default 4.
 	Concurrency int
 	// ClusterOperationGate makes a cluster's mutating Jobs and its machines' mutating Jobs

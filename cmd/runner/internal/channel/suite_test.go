@@ -254,7 +254,7 @@ func (o *tfObject) holdLock(lockID, who string, extra map[string]string) {
 // leave no pod), as a runner killed without grace leaves them; it returns the names.
 func oldRun(o *tfObject, ownerUID string, seq int64, phase corev1.PodPhase) (job, pod string) {
 	job = naming.JobName(o.suffix, seq)
-	labels := naming.OwnerLabels("TerraformCluster", o.name, "")
+	labels := naming.OwnerLabels("TerraformCluster", o.name, "", "")
 	j := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: job, Labels: labels, OwnerReferences: []metav1.OwnerReference{{
 			APIVersion: infrav1.GroupVersion.String(), Kind: "TerraformCluster", Name: o.name, UID: types.UID(ownerUID), Controller: ptr.To(true)}}},
