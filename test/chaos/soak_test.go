@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -127,6 +128,10 @@ type soak struct {
 
 	execMu   sync.Mutex
 	execErrs []error
+	// wakes holds, per object the soak waits on ("Kind/namespace/name"), the channel its waiter
+	// selects on: the view's event handlers and the executor's counters signal it (wakeKey), so
+	// a wait re-checks its condition when something it reads changed instead of polling.
+	wakes sync.Map
 	// refusedRuns counts the Jobs whose state channel (played by refusal) refused the state.
 	refusedRuns atomic.Int64
 	// reportNewInputs counts the applies of new inputs during Report drift steps (see
@@ -181,8 +186,15 @@ type schedule struct {
 	// owner is the Machine or MachinePool of a member, created with its first incarnation.
 	owner client.Object
 
+	// wake is signalled when the object or the executor's counters of it change (wakeKey).
+	wake chan struct{}
 	// nudge: a manager was served an old version of the object (see lagging).
 	nudge atomic.Bool
+
+	// began and ended bound the schedule's run, took the time of each step, for the summary's
+	// latencies.
+	began, ended time.Time
+	took         [stepDone]time.Duration
 
 	mu       sync.Mutex
 	rng      *rand.Rand
@@ -257,6 +269,19 @@ func (s *soak) nudgeLagged(ctx context.Context) {
 	}
 }
 
+// wakeKey wakes whoever waits on the object named key ("Kind/namespace/name").
+func (s *soak) wakeKey(key string) {
+	if ch, ok := s.wakes.Load(key); ok {
+		select {
+		case ch.(chan struct{}) <- struct{}{}:
+		default: // a wake-up is pending already
+		}
+	}
+}
+
+// wakeUp wakes the schedule's waiter.
+func (sc *schedule) wakeUp() { sc.s.wakeKey(sc.key()) }
+
 func (sc *schedule) replay() string {
 	return fmt.Sprintf("make soak SEED=%d SCHEDULES=1", sc.seed)
 }
@@ -284,7 +309,7 @@ func newSoak(cfg soakConfig) *soak {
 		c := s.cells[len(s.cells)-1]
 		seed := cfg.seed + int64(i)
 		sc := &schedule{s: s, idx: i, seed: seed, plan: newPlan(seed, opts), cell: c, ns: c.ns, cluster: "c",
-			rng: rand.New(rand.NewSource(seed)), writes: map[string]int{}}
+			rng: rand.New(rand.NewSource(seed)), writes: map[string]int{}, wake: make(chan struct{}, 1)}
 		switch sc.plan.kind {
 		case infrav1.TerraformClusterKind:
 			if c.subject == nil {
@@ -301,6 +326,7 @@ func newSoak(cfg soakConfig) *soak {
 		c.schedules = append(c.schedules, sc)
 		s.schedules = append(s.schedules, sc)
 		s.byObject[sc.key()] = sc
+		s.wakes.Store(sc.key(), sc.wake)
 		s.bySuffix[naming.StateSuffix(sc.ns, sc.plan.kind, sc.name)] = sc
 	}
 	return s
@@ -336,9 +362,13 @@ func (sc *schedule) current() (terraformObject, error) {
 	return o.(terraformObject), nil
 }
 
-// waitFor polls the test's cache until cond holds for the object (nil: it does not exist).
+// waitFor waits until cond holds for the object in the test's cache (nil: it does not exist).
+// It re-checks whenever the view delivers an event of the object or the executor counts one of
+// its Jobs (sc.wake), never on a timer: a condition that stops changing runs into the step's
+// bound.
 func (sc *schedule) waitFor(what string, cond func(o terraformObject) bool) error {
-	deadline := time.Now().Add(sc.s.cfg.step)
+	deadline := time.NewTimer(sc.s.cfg.step)
+	defer deadline.Stop()
 	for {
 		o, err := sc.current()
 		if err != nil {
@@ -347,13 +377,15 @@ func (sc *schedule) waitFor(what string, cond func(o terraformObject) bool) erro
 		if cond(o) {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("did not converge within %s: waiting for %s; %s", sc.s.cfg.step, what, sc.describe())
-		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		case <-sc.wake:
+		case <-deadline.C:
+			if o, err := sc.current(); err == nil && cond(o) {
+				return nil
+			}
+			return fmt.Errorf("did not converge within %s: waiting for %s; %s", sc.s.cfg.step, what, sc.describe())
 		}
 	}
 }
@@ -493,12 +525,17 @@ func (sc *schedule) delete() error {
 // WaitingForMachines, as it must) and the run reports a second, derived non-convergence
 // (schedule 25 of seed 839930415 was one: docs/development.md, "Soak").
 func (sc *schedule) run() {
+	sc.began = time.Now()
+	defer func() { sc.ended = time.Now() }()
 	if sc.member {
 		defer sc.cell.members.Done()
 	}
 	for step := stepCreate; step < stepDone; step++ {
 		sc.step.Store(int32(step))
-		if err := sc.do(step); err != nil {
+		t := time.Now()
+		err := sc.do(step)
+		sc.took[step] = time.Since(t)
+		if err != nil {
 			sc.err = fmt.Errorf("step %q: %w", stepNames[step], err)
 			if sc.member && step != stepDelete && step != stepDeleteAgain {
 				// Unpaused first: a paused object's delete waits (decideDeletion).
@@ -729,6 +766,7 @@ func (s *soak) jobRun(j *batchv1.Job) (run, bool) {
 		found := true
 		if sc != nil {
 			found = sc.drifts.Add(1)%2 == 1
+			sc.wakeUp() // the drift step's wait counts the checks
 		}
 		r.result = []byte(envtest.DriftResult(found))
 		return r, true
@@ -736,6 +774,7 @@ func (s *soak) jobRun(j *batchv1.Job) (run, bool) {
 		if sc != nil {
 			sc.applies.Add(1)
 			sc.noteReportApply(j)
+			sc.wakeUp()
 		}
 	}
 	r.writeState = func() error { return writeState(j, op) }
@@ -856,7 +895,11 @@ func (s *soak) runCell(c *cell) {
 		s.failCell(c, fmt.Errorf("create cluster: %w", err))
 		return
 	}
+	baseWake := make(chan struct{}, 1)
 	if c.subject == nil {
+		key := infrav1.TerraformClusterKind + "/" + c.ns + "/" + base.GetName()
+		s.wakes.Store(key, baseWake)
+		defer s.wakes.Delete(key)
 		if err := k8s.Create(ctx, base); err != nil {
 			s.failCell(c, fmt.Errorf("create the base cluster: %w", err))
 			return
@@ -878,7 +921,7 @@ func (s *soak) runCell(c *cell) {
 	var baseErr error
 	if c.subject == nil {
 		c.members.Wait()
-		baseErr = deleteAndWait(base, s.cfg.step)
+		baseErr = s.deleteAndWait(base, baseWake, s.cfg.step)
 	}
 	wg.Wait()
 	for _, sc := range c.schedules {
@@ -902,24 +945,28 @@ func (s *soak) failCell(c *cell, err error) {
 	}
 }
 
-// deleteAndWait deletes the fault-free base cluster and waits until it is gone.
-func deleteAndWait(o client.Object, timeout time.Duration) error {
+// deleteAndWait deletes the fault-free base cluster and waits until the test's cache no longer
+// holds it, re-checking at each of its events (wake).
+func (s *soak) deleteAndWait(o client.Object, wake <-chan struct{}, timeout time.Duration) error {
 	if err := client.IgnoreNotFound(k8s.Delete(ctx, o)); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(timeout)
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
 	for {
-		err := k8s.Get(ctx, client.ObjectKeyFromObject(o), o.DeepCopyObject().(client.Object))
+		err := s.view.Get(ctx, client.ObjectKeyFromObject(o), o.DeepCopyObject().(client.Object))
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("base cluster %s/%s not gone within %s", o.GetNamespace(), o.GetName(), timeout)
+		if err != nil {
+			return err
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		case <-wake:
+		case <-deadline.C:
+			return fmt.Errorf("base cluster %s/%s not gone within %s", o.GetNamespace(), o.GetName(), timeout)
 		}
 	}
 }
@@ -943,8 +990,26 @@ func (s *soak) startView(vctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Every event of an object wakes its waiter; the store holds the new version before the
+	// handlers run, so the waiter's re-check reads it.
+	wake := func(obj any) {
+		if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if o, ok := obj.(client.Object); ok {
+			s.wakeKey(kindOf(o) + "/" + o.GetNamespace() + "/" + o.GetName())
+		}
+	}
 	for _, o := range []client.Object{&infrav1.TerraformCluster{}, &infrav1.TerraformMachine{}, &infrav1.TerraformMachinePool{}} {
-		if _, err := v.GetInformer(vctx, o); err != nil {
+		inf, err := v.GetInformer(vctx, o)
+		if err != nil {
+			return err
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    wake,
+			UpdateFunc: func(_, obj any) { wake(obj) },
+			DeleteFunc: wake,
+		}); err != nil {
 			return err
 		}
 	}
@@ -981,10 +1046,12 @@ func (s *soak) execute() {
 // report is the outcome of a run, printed by summary.
 type report struct {
 	monitor.Result
-	duration time.Duration
-	lags     float64
-	stuck    []*schedule
-	byKind   map[string]int
+	// duration is the wall time of the schedules (execute); total that of the spec up to the
+	// summary, the managers' start and the monitor's check included.
+	duration, total time.Duration
+	lags            float64
+	stuck           []*schedule
+	byKind          map[string]int
 }
 
 func (s *soak) summary(r report) string {
@@ -1027,6 +1094,32 @@ func (s *soak) summary(r report) string {
 		r.Refused, s.refusedRuns.Load())
 	fmt.Fprintf(&b, "soak: lags detected %.0f (passes that waited for the cache)\n", r.lags)
 	fmt.Fprintf(&b, "soak: violations %d, schedules that did not converge %d\n", len(r.Violations), len(r.stuck))
+	var took []time.Duration
+	for _, sc := range s.schedules {
+		if !sc.ended.IsZero() {
+			took = append(took, sc.ended.Sub(sc.began))
+		}
+	}
+	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+	pct := func(p float64) time.Duration {
+		if len(took) == 0 {
+			return 0
+		}
+		return took[int(p*float64(len(took)-1))].Round(100 * time.Millisecond)
+	}
+	var steps []string
+	for step := stepCreate; step < stepDone; step++ {
+		var d []time.Duration
+		for _, sc := range s.schedules {
+			d = append(d, sc.took[step])
+		}
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		steps = append(steps, fmt.Sprintf("%s %s/%s", stepNames[step], d[len(d)/2].Round(100*time.Millisecond), d[len(d)-1].Round(100*time.Millisecond)))
+	}
+	fmt.Fprintf(&b, "soak: step times, median/longest: %s\n", strings.Join(steps, ", "))
+	fmt.Fprintf(&b, "soak: wall time %s (schedules), %s (the spec, with the managers' start and the monitor's check); %.1f schedules per minute; "+
+		"one schedule took %s (median), %s (90th percentile), %s (longest)\n",
+		r.duration.Round(100*time.Millisecond), r.total.Round(100*time.Millisecond), float64(len(s.schedules))/r.duration.Minutes(), pct(0.5), pct(0.9), pct(1))
 	return b.String()
 }
 
@@ -1065,6 +1158,7 @@ var _ = Describe("Soak: seeded schedules of the three kinds under stale caches, 
 	It("never breaks I1-I5 or I7, and every schedule converges", func() {
 		cfg, err := soakConfigFromEnv()
 		Expect(err).NotTo(HaveOccurred())
+		specBegan := time.Now()
 		s := newSoak(cfg)
 		fmt.Printf("soak: seed %d, %d schedules, %d in flight, cells of %d\n", cfg.seed, cfg.schedules, cfg.parallel, cfg.cell)
 		mon := startMonitorFor(func(ns string) bool { return strings.HasPrefix(ns, s.prefix+"-") })
@@ -1120,6 +1214,7 @@ var _ = Describe("Soak: seeded schedules of the three kinds under stale caches, 
 			namespaces[c.ns] = true
 		}
 		r := report{Result: mon.replayAll(namespaces), duration: duration, lags: cachelag.Detected() - lagBefore, byKind: map[string]int{}}
+		r.total = time.Since(specBegan)
 		for _, sc := range s.schedules {
 			r.byKind[sc.plan.kind]++
 			if sc.err != nil {
