@@ -111,7 +111,7 @@ test-rules: $(STAMPS)/promtool-$(PROMETHEUS_VERSION) ## Unit-test the alerts of 
 
 .PHONY: bench
 bench: test-bins test-runtime-bins ## Benchmarks: requests per pass and heap (test/bench), the guards' admission latency (webhooks), a sample apply per binary through the state channel against the kubernetes backend (cmd/runner).
-	go test -run '^$$' -bench . -benchtime=1x -timeout 30m ./test/bench/
+	go test -run '^$$' -bench . -benchtime=1x -timeout 120m ./test/bench/
 	go test -run '^$$' -bench BenchmarkGuard -benchtime=3s -timeout 20m ./webhooks/
 	go test -run '^$$' -bench . -benchtime=5x -timeout 20m ./cmd/runner/
 
@@ -174,7 +174,7 @@ MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guar
   abandon-set-before-the-deletion-does-not-skip-the-destroy, stateid-move-may-drop-the-record, \
   refresh-plan-is-no-apply-plan, refresh-answers-only-its-request, lease-orphaned-pod-of-the-owner-is-live, \
   stateid-first-run-is-not-retained, stateid-first-run-mark-names-the-incarnation, \
-  inputs-record-needs-the-same-sources, inputs-idle-objects-trust-the-record
+  inputs-record-needs-the-same-sources, inputs-idle-objects-trust-the-record, shard-own-leader-election
 
 .PHONY: mutate
 mutate: test-bins ## Run every mutation proof of hack/mutations/*.txt (well over an hour); fails unless each is KILLED by a named test. MUTATIONS=<globs> for a subset.
