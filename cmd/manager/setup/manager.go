@@ -49,7 +49,7 @@ func CacheOptions(o Options) cache.Options {
 	co := cache.Options{
 		ReaderFailOnMissingInformer: true,
 		ByObject: map[client.Object]cache.ByObject{
-			&batchv1.Job{}: {Label: managed},
+			&batchv1.Job{}: {Label: managed, Transform: withoutPodTemplate},
 			// Only the metadata of CAPTF's own Secrets (state, backups, inputs, outputs, per-run):
 			// whether the state Secret is there, and the backups, without a live read per pass.
 			engine.SecretMetadata(): {Label: managed},
@@ -98,6 +98,21 @@ func BootstrapCacheOptions(o Options, mgr manager.Manager) (cache.Options, error
 		co.DefaultNamespaces = map[string]cache.Config{o.WatchNamespace: {}}
 	}
 	return co, nil
+}
+
+// withoutPodTemplate is the transform of the cached Jobs: their managed fields and their pod
+// template go. Nothing reads a Job's pod template from the cache (a Job is judged by its
+// labels, annotations, owner references and status, and adopted only after a live read), and
+// the template is most of a Job's size: a fleet's cache holds every object's last Jobs.
+func withoutPodTemplate(obj any) (any, error) {
+	obj, err := cache.TransformStripManagedFields()(obj)
+	if err != nil {
+		return obj, err
+	}
+	if job, ok := obj.(*batchv1.Job); ok {
+		job.Spec.Template = corev1.PodTemplateSpec{}
+	}
+	return obj, nil
 }
 
 // shardSelector selects set, and with a watch filter only the shard's objects
