@@ -26,7 +26,47 @@ const (
 	// by terraform, redact.json values masked by the runner), at most MaxPlanTextBytes, cut at
 	// the end behind PlanTextTruncatedMarker when it did not fit.
 	PlanTextKey = "plan.txt"
+	// PlanJSONKey is the machine-readable plan: terraform's `show -json <plan file>` with every
+	// sensitive value replaced by SensitiveValue and redact.json values masked, keeping only
+	// the keys PlanJSONKeptKeys names, at most MaxPlanJSONBytes (PlanJSONTruncatedKey says what
+	// was left out when it did not fit). Plan policies judge this document (docs/plans.md).
+	PlanJSONKey = "plan.json"
 )
+
+// The machine-readable plan (PlanJSONKey).
+const (
+	// MaxPlanJSONBytes bounds the JSON plan the runner uploads.
+	MaxPlanJSONBytes = 256 << 10
+	// SensitiveValue stands for every value terraform marks sensitive in the JSON plan: a
+	// sensitive variable's value, and each before or after value (or part of one) its
+	// before_sensitive or after_sensitive marks, outputs included.
+	SensitiveValue = "(sensitive value)"
+	// PlanJSONTruncatedKey is the top-level key of a JSON plan that was cut to fit. Its value is
+	// a PlanJSONTruncation.
+	PlanJSONTruncatedKey = "captf_truncated"
+)
+
+// PlanJSONKeptKeys are the top-level keys of terraform's JSON plan that the stored JSON plan
+// keeps. The others (prior_state, planned_values, configuration, relevant_attributes, checks)
+// repeat the values kept here or hold the module's expressions, and are left out.
+var PlanJSONKeptKeys = []string{"format_version", "terraform_version", "applyable", "complete", "errored", "timestamp",
+	"variables", "resource_changes", "resource_drift", "output_changes"}
+
+// PlanJSONTruncation says how a JSON plan was cut to fit MaxPlanJSONBytes: first every change
+// loses its before and after values and the variables go (Values), then changes are left out
+// from the end (KeptChanges of ResourceChanges listed).
+type PlanJSONTruncation struct {
+	// Reason says in words what was left out.
+	Reason string `json:"reason"`
+	// Bytes is the size of the masked document before it was cut.
+	Bytes int `json:"bytes"`
+	// Values: the before, after and variable values were left out.
+	Values bool `json:"values"`
+	// ResourceChanges is how many resource changes the plan has; KeptChanges how many the
+	// document lists.
+	ResourceChanges int `json:"resourceChanges"`
+	KeptChanges     int `json:"keptChanges"`
+}
 
 // Annotations on the plan Secret, written by the state channel.
 const (
@@ -204,6 +244,9 @@ type PlanRecord struct {
 	PlanSummary
 	// TextTruncated: PlanTextKey was cut to fit.
 	TextTruncated bool `json:"textTruncated,omitempty"`
+	// JSONLeftOut: the JSON plan (PlanJSONKey) did not fit beside the plan file and was left
+	// out; the plan Secret holds a document with only PlanJSONTruncatedKey.
+	JSONLeftOut bool `json:"jsonLeftOut,omitempty"`
 }
 
 // Ref is the record's PlanRef.
@@ -250,6 +293,8 @@ type PlanUpload struct {
 	Summary PlanSummary `json:"summary"`
 	// Text is the human plan text, at most MaxPlanTextBytes.
 	Text string `json:"text"`
+	// JSON is the masked JSON plan (PlanJSONKey), at most MaxPlanJSONBytes.
+	JSON []byte `json:"json,omitempty"`
 }
 
 // PlanDownload is the channel's answer to a GET of the plan endpoint.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -21,7 +22,9 @@ import (
 
 // planModule changes each kind of resource between inputs: greeting is updated in place when
 // name changes, replaced is replaced, extra[*] are created and legacy[*] deleted as their
-// counts change.
+// counts change. sealed and the output shout hold values terraform marks sensitive that the
+// redact list does not name (the secret word in upper case), so only the JSON plan's masking
+// keeps them out of the plan Secret.
 const planModule = `
 variable "name" {
   type = string
@@ -65,6 +68,16 @@ output "greeting" {
   value = terraform_data.greeting.output
 }
 
+resource "terraform_data" "sealed" {
+  # triggers_replace, unlike input, is not echoed in an attribute terraform leaves unmarked.
+  triggers_replace = sensitive({ word = "sealed-${upper(var.secret_word)}", plain = "visible" })
+}
+
+output "shout" {
+  value     = upper(var.secret_word)
+  sensitive = true
+}
+
 output "secret_length" {
   value     = length(var.secret_word)
   sensitive = true
@@ -86,6 +99,7 @@ type storedPlan struct {
 	record      runnerapi.PlanRecord
 	file        []byte
 	text        string
+	json        string
 	annotations map[string]string
 }
 
@@ -99,6 +113,7 @@ func (o *stateObject) readPlan() storedPlan {
 	p.file, err = io.ReadAll(zr)
 	Expect(err).NotTo(HaveOccurred())
 	p.text = string(sec.Data[runnerapi.PlanTextKey])
+	p.json = string(sec.Data[runnerapi.PlanJSONKey])
 	p.annotations = sec.Annotations
 	return p
 }
@@ -185,6 +200,48 @@ func describePlans(bin string) {
 			Expect(p.text).To(ContainSubstring("terraform_data.greeting will be updated in-place"))
 			Expect(p.text).To(ContainSubstring("terraform_data.replaced must be replaced"))
 			Expect(p.text).NotTo(ContainSubstring(secretWord))
+
+			By("(b2) the JSON plan keeps the changes and masks every sensitive value: variables, outputs, attributes")
+			Expect(p.json).NotTo(ContainSubstring(secretWord))
+			Expect(p.json).NotTo(ContainSubstring(strings.ToUpper(secretWord)), "a value terraform marks sensitive is masked")
+			Expect(p.record.JSONLeftOut).To(BeFalse())
+			var doc struct {
+				Variables map[string]struct {
+					Value any `json:"value"`
+				} `json:"variables"`
+				ResourceChanges []struct {
+					Address string `json:"address"`
+					Change  struct {
+						Actions []string       `json:"actions"`
+						Before  map[string]any `json:"before"`
+						After   map[string]any `json:"after"`
+					} `json:"change"`
+				} `json:"resource_changes"`
+				OutputChanges map[string]struct {
+					Before any `json:"before"`
+					After  any `json:"after"`
+				} `json:"output_changes"`
+				Configuration any `json:"configuration"`
+				PriorState    any `json:"prior_state"`
+			}
+			Expect(json.Unmarshal([]byte(p.json), &doc)).To(Succeed())
+			Expect(doc.Variables).To(HaveKeyWithValue("secret_word", HaveField("Value", runnerapi.SensitiveValue)))
+			Expect(doc.Variables).To(HaveKeyWithValue("name", HaveField("Value", "beta")))
+			Expect(doc.OutputChanges).To(HaveKeyWithValue("shout", And(HaveField("Before", runnerapi.SensitiveValue), HaveField("After", runnerapi.SensitiveValue))))
+			Expect(doc.OutputChanges).To(HaveKeyWithValue("secret_length", HaveField("After", runnerapi.SensitiveValue)))
+			Expect(doc.OutputChanges).To(HaveKeyWithValue("greeting", HaveField("Before", "hello alpha")), "a value not marked sensitive stays")
+			Expect(doc.Configuration).To(BeNil(), "the module's expressions are left out")
+			Expect(doc.PriorState).To(BeNil(), "the prior state is left out")
+			changes := map[string][]string{}
+			for _, c := range doc.ResourceChanges {
+				changes[c.Address] = c.Change.Actions
+				if c.Address == "terraform_data.sealed" {
+					Expect(c.Change.Before).To(HaveKeyWithValue("triggers_replace", runnerapi.SensitiveValue))
+					Expect(c.Change.After).To(HaveKeyWithValue("triggers_replace", runnerapi.SensitiveValue))
+				}
+			}
+			Expect(changes).To(Equal(map[string][]string{"terraform_data.extra[0]": {"create"}, "terraform_data.greeting": {"update"},
+				"terraform_data.legacy[0]": {"delete"}, "terraform_data.replaced": {"delete", "create"}, "terraform_data.sealed": {"no-op"}}))
 			cred, err := os.ReadFile(filepath.Join(planJob.dir, runnerapi.ChannelCredentialFile))
 			Expect(err).NotTo(HaveOccurred())
 			for name, entry := range zipEntries(p.file) {
@@ -202,7 +259,7 @@ func describePlans(bin string) {
 			Expect(st1.Serial).To(Equal(st0.Serial + 1))
 			Expect(st1.Lineage).To(Equal(st0.Lineage))
 			Expect(st1.Outputs["greeting"].Value).To(Equal("hello beta"))
-			Expect(resourceNames(st1)).To(ConsistOf("greeting", "replaced", "extra"))
+			Expect(resourceNames(st1)).To(ConsistOf("greeting", "replaced", "extra", "sealed"))
 			Expect(o.readPlan().annotations).To(HaveKeyWithValue(runnerapi.PlanConsumedByAnnotation, naming.JobName(o.suffix, o.seq)))
 			Expect(o.lockLease().Spec.HolderIdentity).To(BeNil())
 
@@ -287,7 +344,7 @@ func describePlans(bin string) {
 			st, _ = o.readState()
 			Expect(st.Serial).To(Equal(tampered.Serial+1), "a refresh writes the state")
 			Expect(st.Outputs["greeting"].Value).To(Equal("tampered"))
-			Expect(resourceNames(st)).To(ConsistOf("greeting", "replaced"))
+			Expect(resourceNames(st)).To(ConsistOf("greeting", "replaced", "sealed"))
 			Expect(o.lockLease().Spec.HolderIdentity).To(BeNil())
 
 			sec := &corev1.Secret{}

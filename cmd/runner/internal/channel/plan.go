@@ -110,7 +110,7 @@ func (s *server) putPlan(ctx context.Context, w http.ResponseWriter, r *http.Req
 		s.serverError(ctx, w, "gzip plan", err)
 		return
 	}
-	data, rec, err := planData(gz, rec, up.Text)
+	data, rec, err := planData(gz, rec, up.Text, up.JSON)
 	if err != nil {
 		log.Info("refused a plan too large for the plan Secret", "gzipBytes", len(gz))
 		http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
@@ -160,38 +160,68 @@ func checkUpload(up runnerapi.PlanUpload) error {
 		return fmt.Errorf("%d addresses; at most %d", len(sum.Addresses), runnerapi.MaxRecordAddresses)
 	case len(up.Text) > runnerapi.MaxPlanTextBytes:
 		return fmt.Errorf("the plan text has %d bytes; at most %d", len(up.Text), runnerapi.MaxPlanTextBytes)
+	case len(up.JSON) > runnerapi.MaxPlanJSONBytes:
+		return fmt.Errorf("the JSON plan has %d bytes; at most %d", len(up.JSON), runnerapi.MaxPlanJSONBytes)
+	case len(up.JSON) > 0 && !json.Valid(up.JSON):
+		return errors.New("the JSON plan is not JSON")
 	}
 	return nil
 }
 
 // planData lays out the plan Secret's data (base64 values, as the API takes them). The plan file
-// and its record must fit runnerapi.MaxPlanSecretBytes; the text is cut (and the record says so)
-// when it does not fit beside them.
-func planData(gz []byte, rec runnerapi.PlanRecord, text string) (map[string]string, runnerapi.PlanRecord, error) {
+// and its record must fit runnerapi.MaxPlanSecretBytes; then the JSON plan, which is left out
+// (the record and a PlanJSONTruncatedKey document say so) when it does not fit beside them; then
+// the text, cut (and the record says so) to the room left.
+func planData(gz []byte, rec runnerapi.PlanRecord, text string, planJSON []byte) (map[string]string, runnerapi.PlanRecord, error) {
 	recJSON, err := json.Marshal(rec)
 	if err != nil {
 		return nil, rec, fmt.Errorf("encode plan record: %w", err)
 	}
-	// The record grows by the textTruncated field when the text is cut: count it up front.
-	const truncatedField = len(`,"textTruncated":true`)
-	fixed := len(gz) + len(recJSON) + truncatedField
+	// The record grows by the textTruncated and jsonLeftOut fields when they are set: count
+	// them up front.
+	const flagFields = len(`,"textTruncated":true`) + len(`,"jsonLeftOut":true`)
+	fixed := len(gz) + len(recJSON) + flagFields
 	if fixed > runnerapi.MaxPlanSecretBytes {
 		return nil, rec, fmt.Errorf("the saved plan does not fit the plan Secret: its file is %d bytes gzip'd and the Secret holds at most %d bytes; "+
 			"split the module or apply without approval", len(gz), runnerapi.MaxPlanSecretBytes)
 	}
+	if len(planJSON) == 0 || fixed+len(planJSON) > runnerapi.MaxPlanSecretBytes {
+		if planJSON, err = leftOutPlanJSON(len(planJSON), rec); err != nil {
+			return nil, rec, err
+		}
+		rec.JSONLeftOut = true
+	}
+	fixed += len(planJSON)
 	if room := runnerapi.MaxPlanSecretBytes - fixed; len(text) > room {
 		text = runnerapi.CutPlanText(text, room)
 		rec.TextTruncated = true
-		if recJSON, err = json.Marshal(rec); err != nil {
-			return nil, rec, fmt.Errorf("encode plan record: %w", err)
-		}
+	}
+	if recJSON, err = json.Marshal(rec); err != nil {
+		return nil, rec, fmt.Errorf("encode plan record: %w", err)
 	}
 	enc := base64.StdEncoding.EncodeToString
 	return map[string]string{
 		runnerapi.PlanFileKey:   enc(gz),
 		runnerapi.PlanRecordKey: enc(recJSON),
 		runnerapi.PlanTextKey:   enc([]byte(text)),
+		runnerapi.PlanJSONKey:   enc(planJSON),
 	}, rec, nil
+}
+
+// leftOutPlanJSON is the JSON plan of a plan whose JSON plan was not uploaded or did not fit
+// beside its file: only PlanJSONTruncatedKey, listing none of the plan's changes.
+func leftOutPlanJSON(size int, rec runnerapi.PlanRecord) ([]byte, error) {
+	reason := "the runner sent no JSON plan"
+	if size > 0 {
+		reason = fmt.Sprintf("the JSON plan (%d bytes) did not fit the plan Secret beside the plan file; the plan file and plan.txt hold the plan", size)
+	}
+	b, err := json.Marshal(map[string]any{runnerapi.PlanJSONTruncatedKey: runnerapi.PlanJSONTruncation{
+		Reason: reason, Bytes: size, Values: true, ResourceChanges: rec.Changed(),
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("encode the left-out JSON plan: %w", err)
+	}
+	return b, nil
 }
 
 // planStateMeta reads the state serial and lineage a plan file records: Terraform and OpenTofu

@@ -142,7 +142,8 @@ func gunzipBytes(b []byte) []byte {
 func upload(file []byte) runnerapi.PlanUpload {
 	return runnerapi.PlanUpload{File: file, Summary: runnerapi.PlanSummary{Update: 1, Replace: 1, Create: 1,
 		Addresses: []string{"terraform_data.extra[0]", "terraform_data.greeting", "terraform_data.replaced"}},
-		Text: "Terraform will perform the following actions:\n  ~ update in-place\n"}
+		Text: "Terraform will perform the following actions:\n  ~ update in-place\n",
+		JSON: []byte(`{"format_version":"1.2","resource_changes":[{"address":"terraform_data.greeting","change":{"actions":["update"]}}]}`)}
 }
 
 var _ = Describe("the saved plan", func() {
@@ -166,9 +167,11 @@ var _ = Describe("the saved plan", func() {
 		Expect(rec.Addresses).To(Equal(up.Summary.Addresses))
 
 		sec := o.planSecret()
-		Expect(sec.Data).To(HaveLen(3))
+		Expect(sec.Data).To(HaveLen(4))
 		Expect(gunzipBytes(sec.Data[runnerapi.PlanFileKey])).To(Equal(file))
 		Expect(string(sec.Data[runnerapi.PlanTextKey])).To(Equal(up.Text))
+		Expect(sec.Data[runnerapi.PlanJSONKey]).To(Equal(up.JSON))
+		Expect(rec.JSONLeftOut).To(BeFalse())
 		Expect(o.storedRecord()).To(Equal(rec))
 		Expect(sec.Annotations).To(HaveKeyWithValue(runnerapi.PlanIDAnnotation, rec.ID))
 		Expect(sec.Annotations).NotTo(HaveKey(runnerapi.PlanConsumedByAnnotation))
@@ -247,6 +250,28 @@ var _ = Describe("the saved plan", func() {
 		Expect(total).To(BeNumerically("<=", runnerapi.MaxPlanSecretBytes))
 		Expect(string(sec.Data[runnerapi.PlanTextKey])).To(HaveSuffix(runnerapi.PlanTextTruncatedMarker))
 		Expect(o.storedRecord().TextTruncated).To(BeTrue())
+		Expect(sec.Data[runnerapi.PlanJSONKey]).To(Equal(up.JSON), "the JSON plan goes before the text")
+
+		By("a JSON plan that does not fit beside the plan file is left out, and the Secret says so")
+		up = upload(planZip(1, "l", randomBytes(900<<10)))
+		up.JSON = []byte(`{"resource_changes":[` + strings.Repeat(`{"address":"terraform_data.x","change":{"actions":["update"]}},`, 3000) + `{}]}`)
+		Expect(len(up.JSON)).To(BeNumerically("<=", runnerapi.MaxPlanJSONBytes))
+		rec = r.savePlan(up)
+		Expect(rec.JSONLeftOut).To(BeTrue())
+		Expect(o.storedRecord().JSONLeftOut).To(BeTrue())
+		var left map[string]runnerapi.PlanJSONTruncation
+		Expect(json.Unmarshal(o.planSecret().Data[runnerapi.PlanJSONKey], &left)).To(Succeed())
+		Expect(left).To(HaveKey(runnerapi.PlanJSONTruncatedKey))
+		Expect(left[runnerapi.PlanJSONTruncatedKey].Reason).To(ContainSubstring("did not fit the plan Secret beside the plan file"))
+		Expect(left[runnerapi.PlanJSONTruncatedKey].KeptChanges).To(BeZero())
+		Expect(left[runnerapi.PlanJSONTruncatedKey].ResourceChanges).To(Equal(3))
+
+		By("a JSON plan that is not JSON is refused")
+		up = upload(planZip(1, "l", []byte("small")))
+		up.JSON = []byte(`{"resource_changes":`)
+		code, body = r.putPlan(up)
+		Expect(code).To(Equal(http.StatusBadRequest), body)
+		Expect(body).To(ContainSubstring("the JSON plan is not JSON"))
 	})
 
 	It("fences a plan write: refused and recorded once the run lease names another Job; the stored plan stays", func() {

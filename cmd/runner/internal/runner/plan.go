@@ -289,7 +289,7 @@ func (s *session) internalStep(ctx context.Context, st Step, p prepared, res *ru
 		if s.plan.summary != nil {
 			sum = s.plan.summary.Bounded(runnerapi.MaxRecordAddresses)
 		}
-		rec, err := s.savePlan(ctx, *p.channel, runnerapi.PlanUpload{File: file, Summary: sum, Text: s.plan.text})
+		rec, err := s.savePlan(ctx, *p.channel, runnerapi.PlanUpload{File: file, Summary: sum, Text: s.plan.text, JSON: s.plan.json})
 		if err != nil {
 			return err
 		}

@@ -86,11 +86,13 @@ type session struct {
 	plan planState
 }
 
-// planState is what runSteps learns of a plan: the summary (from show-json), the text (show),
-// and for an apply of a saved plan, that plan and whether terraform found it stale.
+// planState is what runSteps learns of a plan: the summary and the masked JSON plan (from
+// show-json), the text (show), and for an apply of a saved plan, that plan and whether
+// terraform found it stale.
 type planState struct {
 	summary *runnerapi.PlanSummary
 	text    string
+	json    []byte
 	fetched *runnerapi.PlanRef
 	stale   bool
 }
@@ -278,6 +280,9 @@ func (s *session) afterStep(st Step, rs runnerapi.Step, captured []byte, p prepa
 		}
 		sum = s.redactSummary(sum)
 		s.plan.summary = &sum
+		if s.plan.json, err = MaskPlanJSON(captured, s.redactor.Redact, runnerapi.MaxPlanJSONBytes); err != nil {
+			return err
+		}
 		bounded := sum.Bounded(runnerapi.MaxResultAddresses)
 		res.Summary = &bounded
 	case st.Name == StepShow:
