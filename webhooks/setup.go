@@ -138,6 +138,9 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := registerTemplate(mgr, &infrav1.TerraformMachinePoolTemplate{}, "TerraformMachinePoolTemplate", poolTemplateSpec, audiences); err != nil {
 		return err
 	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.TerraformPlanPolicy{}).WithValidator(PlanPolicyValidator{}).Complete(); err != nil {
+		return fmt.Errorf("register %s webhook: %w", TerraformPlanPolicyKind, err)
+	}
 	return nil
 }
 

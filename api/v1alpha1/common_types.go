@@ -681,10 +681,19 @@ type PendingPlan struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=50
 	Addresses []string `json:"addresses,omitempty"`
-	// reason the plan waits: Manual, or DestructiveChanges.
+	// reason the plan waits: Manual, DestructiveChanges, or PolicyViolated (it breaks a rule of
+	// a TerraformPlanPolicy; docs/plans.md, "Plan policies").
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Reason string `json:"reason,omitempty"`
+	// violations are the plan policy rules the plan breaks, as "<policy>/<rule>: <message>",
+	// judged when the plan Job ended (engine test "a plan policy holds a plan that deletes a
+	// database and lets a create-only plan apply").
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:items:MaxLength=512
+	Violations []string `json:"violations,omitempty"`
 	// refreshOnly: a refresh-only plan (a refresh asked for with captf.io/refresh, or drift
 	// mode Accept, under applyPolicy Manual). Approved, a Refresh Job applies it: the counts
 	// are what changed outside Terraform (outputs count as updates, address output.<name>),

@@ -138,6 +138,9 @@ const (
 
 	// PlanAwaitingApprovalReason (ApplyJobSucceeded): a saved plan waits for an approver.
 	PlanAwaitingApprovalReason = "PlanAwaitingApproval"
+	// PlanPolicyViolatedReason (ApplyJobSucceeded): the saved plan breaks a rule of a
+	// TerraformPlanPolicy; it waits for an approver or a new plan (docs/plans.md).
+	PlanPolicyViolatedReason = "PlanPolicyViolated"
 	// PlanSupersededReason: the inputs or the state changed since the plan was made; it can no
 	// longer be approved and a new plan follows.
 	PlanSupersededReason = "PlanSuperseded"

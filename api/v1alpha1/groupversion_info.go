@@ -22,6 +22,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&TerraformClusterTemplate{}, &TerraformClusterTemplateList{},
 		&TerraformMachineTemplate{}, &TerraformMachineTemplateList{},
 		&TerraformMachinePoolTemplate{}, &TerraformMachinePoolTemplateList{},
+		&TerraformPlanPolicy{}, &TerraformPlanPolicyList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

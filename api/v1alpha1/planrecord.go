@@ -30,10 +30,26 @@ type PlanRecord struct {
 	// RefreshOnly: a refresh-only plan (its apply records in the state what changed outside
 	// Terraform and changes no infrastructure); a Refresh Job applies it, never an apply.
 	RefreshOnly bool `json:"refreshOnly,omitempty"`
-	// Reason it waits: Manual or DestructiveChanges.
-	Reason  string    `json:"reason,omitempty"`
-	Created time.Time `json:"created,omitempty"`
+	// Reason it waits: Manual, DestructiveChanges or PolicyViolated.
+	Reason string `json:"reason,omitempty"`
+	// Violations are the plan policy rules the plan breaks, as "<policy>/<rule>: <message>",
+	// judged once when the plan Job ended (at most MaxPlanViolations, each at most
+	// MaxPlanViolationBytes). A plan with violations applies only once approved.
+	Violations []string  `json:"violations,omitempty"`
+	Created    time.Time `json:"created,omitempty"`
 }
+
+// Bounds of PlanRecord.Violations.
+const (
+	MaxPlanViolations     = 10
+	MaxPlanViolationBytes = 512
+)
+
+// PlanWaitPolicyViolated is PlanRecord.Reason of a plan that breaks a plan policy rule.
+const PlanWaitPolicyViolated = "PolicyViolated"
+
+// Violated reports a plan that breaks a plan policy rule.
+func (r *PlanRecord) Violated() bool { return len(r.Violations) > 0 }
 
 // Destructive reports a plan that deletes or replaces a resource.
 func (r *PlanRecord) Destructive() bool { return r.Delete > 0 || r.Replace > 0 }

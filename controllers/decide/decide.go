@@ -205,13 +205,15 @@ type StateEvidence struct {
 
 // PlanEvidence is the object's saved plans (I9). ApplyPolicy and DestructiveChanges are the
 // spec's; Pending the plan waiting for approval (annotation captf.io/pending-plan); Approved the
-// approve-plan annotation; Applied the last plan applied (annotation captf.io/applied-plan).
+// approve-plan annotation; Applied the last plan applied (annotation captf.io/applied-plan);
+// PolicySelected that a TerraformPlanPolicy selects the object.
 type PlanEvidence struct {
 	ApplyPolicy        infrav1.ApplyPolicy
 	DestructiveChanges infrav1.DestructiveChanges
 	Pending            *infrav1.PlanRecord
 	Approved           string
 	Applied            string
+	PolicySelected     bool
 }
 
 // DriftEvidence is the drift schedule. DueAt is when the next check is due (DriftDueAt; zero:

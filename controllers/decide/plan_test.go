@@ -2,6 +2,7 @@ package decide
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
@@ -18,6 +19,7 @@ func planned(ev Evidence) Evidence {
 func TestDecidePlanTable(t *testing.T) {
 	fresh := &infrav1.PlanRecord{ID: "p1", InputsHash: "h2", Serial: 7, Lineage: "L", Update: 1}
 	destructive := &infrav1.PlanRecord{ID: "p2", InputsHash: "h2", Serial: 7, Lineage: "L", Replace: 1}
+	violated := &infrav1.PlanRecord{ID: "p3", InputsHash: "h2", Serial: 7, Lineage: "L", Create: 1, Violations: []string{"p/r: no"}}
 	cases := []struct {
 		name string
 		ev   Evidence
@@ -59,6 +61,24 @@ func TestDecidePlanTable(t *testing.T) {
 		{"Automatic without the guard applies directly",
 			planned(Evidence{Plan: PlanEvidence{Pending: destructive}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationApply}},
+		{"a plan policy: the first apply goes through a plan",
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1"}, State: StateEvidence{Read: StateAbsent}, Plan: PlanEvidence{PolicySelected: true}}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationPlan}},
+		{"a plan policy: a plan that keeps every rule applies at once, destructive or not",
+			planned(Evidence{Plan: PlanEvidence{PolicySelected: true, Pending: destructive}}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationApply, PlanID: "p2"}},
+		{"a plan policy: a plan that breaks a rule waits",
+			planned(Evidence{Plan: PlanEvidence{PolicySelected: true, Pending: violated}}),
+			Decision{Action: ActionWait}},
+		{"a plan policy: an approver applies a plan that breaks a rule",
+			planned(Evidence{Plan: PlanEvidence{PolicySelected: true, Pending: violated, Approved: "p3"}}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationApply, PlanID: "p3"}},
+		{"a plan policy and the destructive guard: a replace that keeps every rule still waits",
+			planned(Evidence{Plan: PlanEvidence{PolicySelected: true, DestructiveChanges: infrav1.DestructiveChangesRequireApproval, Pending: destructive}}),
+			Decision{Action: ActionWait}},
+		{"a plan policy under Manual: a plan that keeps every rule still waits",
+			planned(Evidence{Plan: PlanEvidence{PolicySelected: true, ApplyPolicy: infrav1.ApplyPolicyManual, Pending: fresh}}),
+			Decision{Action: ActionWait}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -66,6 +86,10 @@ func TestDecidePlanTable(t *testing.T) {
 			got := Decide(tc.ev)
 			if got.Action != tc.want.Action || got.Operation != tc.want.Operation || got.PlanID != tc.want.PlanID {
 				t.Fatalf("Decide = %+v, want %+v", got, tc.want)
+			}
+			if tc.ev.Plan.Pending == violated && got.Action == ActionWait &&
+				(got.Wait == nil || got.Wait.Reason != infrav1.PlanPolicyViolatedReason || !strings.Contains(got.Wait.Message, "p/r: no")) {
+				t.Fatalf("a plan that breaks a rule waits with %+v, not its violations", got.Wait)
 			}
 		})
 	}
@@ -82,6 +106,7 @@ func TestDecidePlanNeverAppliesWhatNobodyApproved(t *testing.T) {
 		"inputs":     {ID: "p1", InputsHash: "h1", Serial: 7, Lineage: "L", Update: 1},
 		"serial":     {ID: "p1", InputsHash: "h2", Serial: 6, Lineage: "L", Update: 1},
 		"lineage":    {ID: "p1", InputsHash: "h2", Serial: 7, Lineage: "M", Update: 1},
+		"violated":   {ID: "p1", InputsHash: "h2", Serial: 7, Lineage: "L", Create: 1, Violations: []string{"p/r: no"}},
 	}
 	n := 0
 	for rname, rec := range records {
@@ -89,31 +114,38 @@ func TestDecidePlanNeverAppliesWhatNobodyApproved(t *testing.T) {
 			for _, applied := range []string{"", "p1"} {
 				for _, policy := range []infrav1.ApplyPolicy{"", infrav1.ApplyPolicyManual} {
 					for _, guard := range []infrav1.DestructiveChanges{"", infrav1.DestructiveChangesRequireApproval} {
-						for _, remediate := range []bool{false, true} {
-							ev := planned(Evidence{Plan: PlanEvidence{ApplyPolicy: policy, DestructiveChanges: guard, Pending: rec, Approved: approved, Applied: applied}})
-							if remediate {
-								ev.Inputs.DesiredHash, ev.Drift.Remediate, ev.Drift.Mode = "h1", "j9", infrav1.DriftModeRemediate
-							}
-							ev.Now = now
-							d := Decide(ev)
-							n++
-							viaPlan := NeedsPlan(ev)
-							if d.Action == ActionStart && d.Operation == infrav1.OperationApply {
-								switch {
-								case viaPlan && d.PlanID == "":
-									t.Fatalf("%s: an object that plans applies without a plan: %+v", rname, ev)
-								case !viaPlan && d.PlanID != "":
-									t.Fatalf("%s: a plain apply names a plan", rname)
-								case viaPlan && (rec == nil || d.PlanID != rec.ID):
-									t.Fatalf("%s: applies plan %q, not the pending one", rname, d.PlanID)
-								case viaPlan && Superseded(rec, ev):
-									t.Fatalf("%s: applies a superseded plan (I9)", rname)
-								case viaPlan && rec.ID == applied:
-									t.Fatalf("%s: applies a plan a second time (I9)", rname)
-								case policy == infrav1.ApplyPolicyManual && approved != rec.ID:
-									t.Fatalf("%s: Manual applies an unapproved plan", rname)
-								case rec != nil && rec.Destructive() && viaPlan && approved != rec.ID:
-									t.Fatalf("%s: a destructive plan applies without approval", rname)
+						for _, selected := range []bool{false, true} {
+							for _, remediate := range []bool{false, true} {
+								ev := planned(Evidence{Plan: PlanEvidence{ApplyPolicy: policy, DestructiveChanges: guard, Pending: rec, Approved: approved, Applied: applied,
+									PolicySelected: selected}})
+								if remediate {
+									ev.Inputs.DesiredHash, ev.Drift.Remediate, ev.Drift.Mode = "h1", "j9", infrav1.DriftModeRemediate
+								}
+								ev.Now = now
+								d := Decide(ev)
+								n++
+								viaPlan := NeedsPlan(ev)
+								if d.Action == ActionStart && d.Operation == infrav1.OperationApply {
+									switch {
+									case viaPlan && d.PlanID == "":
+										t.Fatalf("%s: an object that plans applies without a plan: %+v", rname, ev)
+									case !viaPlan && d.PlanID != "":
+										t.Fatalf("%s: a plain apply names a plan", rname)
+									case viaPlan && (rec == nil || d.PlanID != rec.ID):
+										t.Fatalf("%s: applies plan %q, not the pending one", rname, d.PlanID)
+									case viaPlan && Superseded(rec, ev):
+										t.Fatalf("%s: applies a superseded plan (I9)", rname)
+									case viaPlan && rec.ID == applied:
+										t.Fatalf("%s: applies a plan a second time (I9)", rname)
+									case policy == infrav1.ApplyPolicyManual && approved != rec.ID:
+										t.Fatalf("%s: Manual applies an unapproved plan", rname)
+									case rec != nil && rec.Destructive() && guard == infrav1.DestructiveChangesRequireApproval && viaPlan && approved != rec.ID:
+										t.Fatalf("%s: a destructive plan applies without approval", rname)
+									case selected && !viaPlan:
+										t.Fatalf("%s: an object a plan policy selects applies without a plan", rname)
+									case viaPlan && rec.Violated() && approved != rec.ID:
+										t.Fatalf("%s: a plan that breaks a plan policy rule applies without approval", rname)
+									}
 								}
 							}
 						}

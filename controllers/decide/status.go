@@ -159,11 +159,17 @@ func setDriftDetected(c conditions, ev Evidence, rep Report) {
 	}
 }
 
+// waitsForApprover reports the reason of a saved plan that waits for an approver: approval is
+// asked for (PlanAwaitingApproval), or the plan breaks a plan policy rule (PlanPolicyViolated).
+func waitsForApprover(reason string) bool {
+	return reason == infrav1.PlanAwaitingApprovalReason || reason == infrav1.PlanPolicyViolatedReason
+}
+
 // setPendingPlan reports the plan that waits for approval; a plan that no longer waits
 // (superseded, applied, or no apply wanted any more) is not reported.
 func setPendingPlan(c conditions, ev Evidence, d Decision) {
 	p := ev.Plan.Pending
-	if p == nil || d.Wait == nil || d.Wait.Reason != infrav1.PlanAwaitingApprovalReason {
+	if p == nil || d.Wait == nil || !waitsForApprover(d.Wait.Reason) {
 		if d.Action != ActionWaitJob && d.Action != ActionWaitLag {
 			c.st.PendingPlan = nil
 		}
@@ -272,7 +278,7 @@ func setOperation(c conditions, ev Evidence, d Decision, rep Report) {
 	case d.Action == ActionWaitJob && ev.Jobs.Current != nil && d.Wait != nil:
 		c.set(familyOfRun(ev.Jobs.Current.Operation, ev.Jobs.Current.RefreshOnly), metav1.ConditionUnknown, infrav1.JobRunningReason, d.Wait.Message)
 	case d.Wait != nil && (d.Wait.ConditionType == infrav1.ApplyJobSucceededCondition || d.Wait.ConditionType == infrav1.RestoreJobSucceededCondition ||
-		d.Wait.ConditionType == infrav1.DriftJobSucceededCondition && d.Wait.Reason == infrav1.PlanAwaitingApprovalReason):
+		d.Wait.ConditionType == infrav1.DriftJobSucceededCondition && waitsForApprover(d.Wait.Reason)):
 		c.set(d.Wait.ConditionType, metav1.ConditionFalse, d.Wait.Reason, d.Wait.Message)
 	}
 }
@@ -354,7 +360,7 @@ func setReady(c conditions, ev Evidence) {
 	for _, t := range []string{infrav1.StateReadableCondition, infrav1.DependenciesReadyCondition, infrav1.InputsValidCondition,
 		infrav1.ApplyJobSucceededCondition, infrav1.OutputsValidCondition} {
 		if cur := c.find(t); cur != nil && cur.Status == metav1.ConditionFalse {
-			if cur.Reason == infrav1.PlanAwaitingApprovalReason && c.st.IsProvisioned() {
+			if waitsForApprover(cur.Reason) && c.st.IsProvisioned() {
 				// The change waits for a person; the infrastructure is the one applied last.
 				continue
 			}

@@ -188,6 +188,9 @@ func (p *pass) reportFinished(ctx context.Context, f *finishedRun) {
 		p.emit(corev1.EventTypeNormal, "PlanSaved", fmt.Sprintf("Job %s saved plan %s (%s); it applies once approved: kubectl annotate %s %s %s=%s",
 			b.Job, pl.ID, pl.Counts(), strings.ToLower(p.r.Kind.Name()), p.obj.GetName(), infrav1.ApprovePlanAnnotation, pl.ID))
 	}
+	if pl := b.Plan; pl != nil && pl.Violated() {
+		p.emit(corev1.EventTypeWarning, infrav1.PlanPolicyViolatedReason, fmt.Sprintf("plan %s breaks plan policy rules: %s", pl.ID, strings.Join(pl.Violations, "; ")))
+	}
 	if f.backup != nil {
 		p.emit(corev1.EventTypeNormal, "StateBackedUp", fmt.Sprintf("state serial %d backed up to %s", f.backup.Serial, f.backup.Name))
 		p.rep.Backups = p.pruneBackups(ctx, append([]decide.BackupView{*f.backup}, p.ev.State.Backups...))

@@ -211,6 +211,9 @@ func (p *pass) gatherCache(ctx context.Context) error {
 	p.ev.Plan.ApplyPolicy, p.ev.Plan.DestructiveChanges = spec.ApplyPolicy, spec.DestructiveChanges
 	p.ev.Plan.Pending = infrav1.ParsePlanRecord(ann[infrav1.PendingPlanAnnotation])
 	p.ev.Plan.Approved, p.ev.Plan.Applied = ann[infrav1.ApprovePlanAnnotation], ann[infrav1.AppliedPlanAnnotation]
+	if err := p.gatherPlanPolicies(ctx); err != nil {
+		return err
+	}
 	if err := p.gatherSecrets(ctx); err != nil {
 		return err
 	}

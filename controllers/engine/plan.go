@@ -14,7 +14,8 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
-// readPlan reads the record a plan Job's state channel stored in the plan Secret, live.
+// readPlan reads the record a plan Job's state channel stored in the plan Secret, live, and
+// judges the plan by the plan policies that select the object.
 func (p *pass) readPlan(ctx context.Context, cur decide.JobView) (*infrav1.PlanRecord, error) {
 	s := &corev1.Secret{}
 	name := naming.PlanSecretName(p.suffix)
@@ -28,5 +29,5 @@ func (p *pass) readPlan(ctx context.Context, cur decide.JobView) (*infrav1.PlanR
 	if rec.Job != cur.Name {
 		return nil, fmt.Errorf("plan secret %s holds the plan of Job %s, not of %s", name, rec.Job, cur.Name)
 	}
-	return decide.PlanRecordOf(rec, name, p.ev.Plan.ApplyPolicy), nil
+	return decide.PlanRecordOf(rec, name, p.ev.Plan.ApplyPolicy, p.judgePlan(ctx, s, rec)), nil
 }

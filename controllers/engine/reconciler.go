@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobslots"
@@ -114,6 +115,10 @@ type pass struct {
 	d       decide.Decision
 	rep     decide.Report
 	pending []event
+	// policies are the plan policies that select the object, nsLabels its namespace's labels
+	// (gatherPlanPolicies).
+	policies []infrav1.TerraformPlanPolicy
+	nsLabels map[string]string
 }
 
 // Reconcile runs one pass: gather evidence, Decide, act, then one status patch. Errors are

@@ -68,11 +68,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 			b = b.WatchesRawSource(source.Kind[client.Object](r.BootstrapMeta, SecretMetadata(), handler.EnqueueRequestsFromMapFunc(m)))
 		}
 	}
+	// The plan policies and the namespaces' metadata are watched to be cached, and wake no
+	// object: a policy judges the plans made after it changed (docs/plans.md).
+	b = b.Watches(&infrav1.TerraformPlanPolicy{}, handler.EnqueueRequestsFromMapFunc(wakeNothing)).
+		WatchesMetadata(NamespaceMetadata(), handler.EnqueueRequestsFromMapFunc(wakeNothing))
 	if err := b.Complete(r); err != nil {
 		return fmt.Errorf("build %s controller: %w", r.Kind.Name(), err)
 	}
 	return nil
 }
+
+func wakeNothing(context.Context, client.Object) []reconcile.Request { return nil }
 
 // SameCluster maps a Cluster, or any object carrying the cluster-name label, to every object
 // of r's kind in that Cluster (read from the cache).
