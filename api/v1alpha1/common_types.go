@@ -45,6 +45,17 @@ const (
 	// its first apply. See docs/drift.md.
 	RefreshAnnotation = "captf.io/refresh"
 
+	// DriftCheckAnnotation asks for one drift check now: the next pass that finds the object
+	// otherwise idle (no Job running, no apply, restore or refresh wanted, the state read)
+	// starts a Drift Job, whatever the interval, the jitter and the spread of overdue checks
+	// say, and in every spec.drift.mode; an interval of 0 turns off only the schedule, not a
+	// check asked for. Its value is free (a timestamp, a ticket): the Drift Job records it, and
+	// bookkeeping removes the annotation once that Job ended, succeeded or failed (a failed
+	// check is an answer too, and is not retried), unless the value changed meanwhile (then the
+	// new request runs too). An object that never applied is checked after its first apply.
+	// See docs/drift.md.
+	DriftCheckAnnotation = "captf.io/drift-check"
+
 	// ApprovePlanAnnotation approves a pending plan: its value is status.pendingPlan.id. Only
 	// members of the approver groups (--plan-approver-groups) may set it.
 	ApprovePlanAnnotation = "captf.io/approve-plan"

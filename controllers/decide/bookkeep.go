@@ -38,6 +38,9 @@ type Bookkept struct {
 	ActOnDrift   bool
 	// RefreshRequest is the captf.io/refresh value the Job answered (recorded on the Job).
 	RefreshRequest string
+	// DriftCheckRequest is the captf.io/drift-check value the Job answered (recorded on a
+	// Drift Job started while a check was asked for).
+	DriftCheckRequest string
 	// DriftSummary says what changed (counts and addresses), when the runner reported it.
 	DriftSummary string
 	// Plan is the plan a successful plan Job stored; appliedPlan the plan ID an apply Job ran.
@@ -99,6 +102,9 @@ func (b Bookkept) Markers(o metav1.Object, cur JobView, restoreSerial string) {
 		if b.DriftFound && b.ActOnDrift {
 			SetAnnotation(o, infrav1.RemediateAnnotation, cur.Name)
 		}
+		// A check asked for is answered whatever the outcome: a failed check never counts
+		// toward the backoff, so a request kept after one would start it again at once.
+		b.answerDriftCheck(o)
 	}
 	if rec := b.driftRecord(infrav1.ParseDriftRecord(o.GetAnnotations()[infrav1.DriftFindingAnnotation]), cur); rec != nil {
 		SetAnnotation(o, infrav1.DriftFindingAnnotation, rec.Annotation())
@@ -163,6 +169,14 @@ func (b Bookkept) Markers(o metav1.Object, cur JobView, restoreSerial string) {
 func (b Bookkept) answerRefresh(o metav1.Object) {
 	if v, ok := o.GetAnnotations()[infrav1.RefreshAnnotation]; ok && v == b.RefreshRequest {
 		RemoveAnnotation(o, infrav1.RefreshAnnotation)
+	}
+}
+
+// answerDriftCheck removes the drift check request the Job answered; a request whose value
+// changed since the Job was created is a new one, and stays.
+func (b Bookkept) answerDriftCheck(o metav1.Object) {
+	if v, ok := o.GetAnnotations()[infrav1.DriftCheckAnnotation]; ok && b.DriftCheckRequest != "" && v == b.DriftCheckRequest {
+		RemoveAnnotation(o, infrav1.DriftCheckAnnotation)
 	}
 }
 

@@ -221,12 +221,15 @@ type PlanEvidence struct {
 // remediate (annotation captf.io/remediate); RefreshRequest is the value of the annotation
 // captf.io/refresh, a refresh asked for by a person (empty: none); Last is the durable record of
 // the last check's finding and what came of it (annotation captf.io/drift-finding; nil: none).
+// CheckRequest is the value of the annotation captf.io/drift-check, a check asked for now by a
+// person (empty: none; DriftCheckRequested).
 type DriftEvidence struct {
 	DueAt          time.Time
 	Mode           infrav1.DriftMode
 	Remediate      string
 	RefreshRequest string
 	Last           *infrav1.DriftRecord
+	CheckRequest   string
 }
 
 // RetryEvidence is the failure backoff: At is when a failed operation may be retried (zero:
@@ -380,7 +383,7 @@ func NeedsDecisionInputs(ev Evidence) bool {
 // apply may start (a new object's first apply too: a state it finds but never wrote holds it,
 // RetainedState), or a Job left a state of another lineage (LineageSuspect), or the object
 // applied before and either another Job that touches the state may start (a restore, a
-// remediation or a refresh asked for, a drift check due) or the cache no
+// remediation or a refresh asked for, a drift check due or asked for) or the cache no
 // longer lists the state Secret. An idle object whose state Secret
 // the cache lists (and that carries no abandon) reads nothing.
 func NeedsLiveState(ev Evidence) bool {
@@ -392,7 +395,7 @@ func NeedsLiveState(ev Evidence) bool {
 		return true
 	}
 	return ev.Inputs.DesiredHash != ev.Inputs.AppliedHash || ev.State.LineageSuspect ||
-		ev.State.AppliedBefore && (!ev.State.SecretCached || ev.State.RestoreSerial != "" || ev.Drift.Remediate != "" || ev.Drift.RefreshRequest != "" || DriftDue(ev))
+		ev.State.AppliedBefore && (!ev.State.SecretCached || ev.State.RestoreSerial != "" || ev.Drift.Remediate != "" || ev.Drift.RefreshRequest != "" || DriftDue(ev) || DriftCheckRequested(ev))
 }
 
 // DriftDue reports whether a drift check is due: checks are on, the object applied before,
@@ -517,7 +520,7 @@ func decideJobs(ev Evidence) (Decision, bool) {
 
 // decideOperation picks the operation of a settled object that is not deleting: an apply the
 // inputs or a drift remediation want (through a saved plan when its policy asks for one), a
-// refresh, a drift check, a status recovery, or nothing.
+// refresh, a drift check (due, or asked for), a status recovery, or nothing.
 func decideOperation(ev Evidence, d Decision) Decision {
 	switch {
 	case ev.Inputs.DependencyWait != nil:
@@ -558,8 +561,9 @@ func decideOperation(ev Evidence, d Decision) Decision {
 		default:
 			d.Action, d.Operation = ActionStart, infrav1.OperationRefresh
 		}
-	case DriftDue(ev):
-		// I7: a drift check runs only against the object's own state, read.
+	case DriftDue(ev) || DriftCheckRequested(ev):
+		// A check due, or asked for now (captf.io/drift-check): it comes after every
+		// operation above. I7: a drift check runs only against the object's own state, read.
 		if ev.State.Read != StatePresent {
 			d.Action = ActionWait
 			d.Wait = &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue, Message: "the state was not read; no drift check starts without it"}

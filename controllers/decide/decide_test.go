@@ -453,7 +453,8 @@ func TestDecideTable(t *testing.T) {
 // and the state is L, or M (another lineage) with or without the adopt opt-in naming it. Each
 // combination is an index in a mixed-radix counter. Drift: off, not due, due, a remediation
 // pending, drift to accept with a refresh asked for too, a refresh asked for under
-// applyPolicy Manual with its refresh-only plan approved. (An inputs problem, a restore without a backup and an activeJob naming another Job
+// applyPolicy Manual with its refresh-only plan approved, a check asked for now
+// (captf.io/drift-check) while the schedule says it is not due. (An inputs problem, a restore without a backup and an activeJob naming another Job
 // are in the table: they take the same branches as a dependency wait, a refused restore and
 // an unset activeJob.)
 func space(workers int, visit func(worker int, ev Evidence)) {
@@ -506,9 +507,10 @@ func space(workers int, visit func(worker int, ev Evidence)) {
 		mode      infrav1.DriftMode
 		refresh   string
 		manual    bool
+		check     string
 	}
 	drifts := []driftSet{{}, {due: now.Add(time.Minute)}, {due: now.Add(-time.Second)}, {remediate: "j1", mode: infrav1.DriftModeRemediate},
-		{remediate: "j1", mode: infrav1.DriftModeAccept, refresh: "r1"}, {refresh: "r1", manual: true}}
+		{remediate: "j1", mode: infrav1.DriftModeAccept, refresh: "r1"}, {refresh: "r1", manual: true}, {due: now.Add(time.Minute), check: "c1"}}
 	refreshPlan := &infrav1.PlanRecord{ID: "p1", InputsHash: "h1", Serial: 0, RefreshOnly: true}
 	// finalizer, deleting, paused, move, block-move, provisioned, activeJob, jobs, lag,
 	// gathered, inputs, hashes, children, state, destroyed, backoff, policy, abandon, restore.
@@ -534,7 +536,7 @@ func space(workers int, visit func(worker int, ev Evidence)) {
 					Jobs:   JobsEvidence{RunSeq: 3, Current: js.current, Running: js.running, CurrentPods: js.pods},
 					Inputs: InputsEvidence{Gathered: on(9), DependencyWait: in.dep, Problem: in.problem, DesiredHash: hashes[digit[11]][0], AppliedHash: hashes[digit[11]][1]},
 					State:  StateEvidence{Read: st.view, Empty: st.empty, Lineage: st.lineage, AdoptLineage: st.adopt, Backups: rs.backups, RestoreSerial: rs.serial, RestoreFailed: rs.failed},
-					Drift:  DriftEvidence{DueAt: dr.due, Remediate: dr.remediate, Mode: dr.mode, RefreshRequest: dr.refresh},
+					Drift:  DriftEvidence{DueAt: dr.due, Remediate: dr.remediate, Mode: dr.mode, RefreshRequest: dr.refresh, CheckRequest: dr.check},
 				}
 				if dr.manual {
 					ev.Plan.ApplyPolicy, ev.Plan.Pending, ev.Plan.Approved = infrav1.ApplyPolicyManual, refreshPlan, refreshPlan.ID
@@ -716,8 +718,8 @@ func violations(ev Evidence, d Decision) []string {
 		((ev.Inputs.DesiredHash == ev.Inputs.AppliedHash && !remediation) || ev.Now.Before(ev.Retry.At) || ev.Inputs.DependencyWait != nil || ev.Inputs.Problem != nil) {
 		bad("starts an apply that nothing asks for")
 	}
-	if d.Action == ActionStart && d.Operation == infrav1.OperationDrift && (!DriftDue(ev) || ev.Object.Deleting || ev.State.Read != StatePresent) {
-		bad("starts a drift check that is not due, or against a state not read (I7)")
+	if d.Action == ActionStart && d.Operation == infrav1.OperationDrift && ((!DriftDue(ev) && !DriftCheckRequested(ev)) || ev.Object.Deleting || ev.State.Read != StatePresent) {
+		bad("starts a drift check that is neither due nor asked for, or against a state not read (I7)")
 	}
 	// Refresh: a refresh-only apply writes the state, so it runs only when asked for (or drift
 	// is to be accepted), never while the inputs want an apply (which goes first and refreshes
@@ -725,6 +727,9 @@ func violations(ev Evidence, d Decision) []string {
 	// approved refresh-only plan, and an apply never runs a refresh-only plan.
 	refreshing := d.Action == ActionStart && (d.Operation == infrav1.OperationRefresh || d.Operation == infrav1.OperationPlan && d.RefreshOnly)
 	applyWanted := (ev.Inputs.DesiredHash != "" && ev.Inputs.DesiredHash != ev.Inputs.AppliedHash) || remediation
+	if d.Action == ActionStart && d.Operation == infrav1.OperationDrift && (applyWanted || RefreshWanted(ev)) {
+		bad("starts a drift check (due or asked for) while an apply or a refresh is wanted: those come first")
+	}
 	if refreshing && (!RefreshWanted(ev) || ev.Object.Deleting || applyWanted || ev.Now.Before(ev.Retry.At) || ev.State.Read != StatePresent) {
 		bad("starts a refresh nothing asks for, beside an apply the inputs want, in a backoff, or against a state not read")
 	}
@@ -778,6 +783,9 @@ func TestDecideInvariantsOverTheWholeEvidenceSpace(t *testing.T) {
 		if d.Action == ActionStart && d.Operation == infrav1.OperationRefresh && d.PlanID != "" {
 			tl.reached[reachKey{action: "SavedPlan", op: infrav1.OperationRefresh}]++
 		}
+		if d.Action == ActionStart && d.Operation == infrav1.OperationDrift && !DriftDue(ev) {
+			tl.reached[reachKey{action: "AskedFor", op: infrav1.OperationDrift}]++
+		}
 		if d.Wait != nil && (d.Wait.Reason == infrav1.RetainedStateFoundReason || d.Wait.Reason == infrav1.StateLineageChangedReason) {
 			tl.reached[reachKey{action: "Hold", tag: d.Wait.Reason}]++
 		}
@@ -802,7 +810,7 @@ func TestDecideInvariantsOverTheWholeEvidenceSpace(t *testing.T) {
 		t.Error(f)
 	}
 	for _, a := range []string{"None/", "AddFinalizer/", "WaitJob/", "Bookkeep/Apply", "SkipRun/", "WaitLag/", "Start/Apply",
-		"Start/Destroy", "Start/Restore", "Start/Drift", "Start/Refresh", "SavedPlan/Refresh", "Idle/", "RecoverStatus/", "Wait/", "RemoveFinalizer/", "Cleanup/", "Retain/", "Abandon/",
+		"Start/Destroy", "Start/Restore", "Start/Drift", "Start/Refresh", "SavedPlan/Refresh", "AskedFor/Drift", "Idle/", "RecoverStatus/", "Wait/", "RemoveFinalizer/", "Cleanup/", "Retain/", "Abandon/",
 		"VoidAbandon/deleting=false", "VoidAbandon/deleting=true", "LeaveState/",
 		"Hold/" + infrav1.RetainedStateFoundReason, "Hold/" + infrav1.StateLineageChangedReason} {
 		if reached[a] == 0 {

@@ -48,3 +48,12 @@ func DriftDueAt(last, created, managerStart time.Time, interval time.Duration, u
 	}
 	return due
 }
+
+// DriftCheckRequested reports a drift check asked for now (annotation captf.io/drift-check)
+// on an object that has a state to check. It overrides the schedule (the interval, the jitter,
+// the spread of overdue checks, and an interval of 0, which turns off only the schedule) and
+// nothing else: the check starts where a due one would, after every operation Decide puts
+// before it. A request on an object that never applied waits for its first apply.
+func DriftCheckRequested(ev Evidence) bool {
+	return ev.State.AppliedBefore && ev.Drift.CheckRequest != ""
+}

@@ -105,6 +105,7 @@ func (p *pass) collectFinished(ctx context.Context) (*finishedRun, error) {
 
 	b.AppliedPlan = job.Annotations[infrav1.PlanIDAnnotation]
 	b.RefreshRequest = job.Annotations[infrav1.RefreshAnnotation]
+	b.DriftCheckRequest = job.Annotations[infrav1.DriftCheckAnnotation]
 	if cur.Operation == infrav1.OperationPlan && b.Outcome == infrav1.RunSucceeded {
 		pl, err := p.readPlan(ctx, cur)
 		if err != nil {
@@ -204,9 +205,34 @@ func (p *pass) reportFinished(ctx context.Context, f *finishedRun) {
 		st.LastDriftCheck = &metav1.Time{Time: b.At}
 		if b.DriftFound {
 			p.emit(corev1.EventTypeWarning, "DriftDetected", fmt.Sprintf("Job %s found drift: %s", b.Job, b.DriftSummary))
-			p.flush()
 		}
+		if b.DriftCheckRequest != "" {
+			p.emit(corev1.EventTypeNormal, "DriftCheckAnswered", driftCheckAnswer(b, p.obj.GetAnnotations()[infrav1.DriftCheckAnnotation]))
+		}
+		p.flush()
 	}
+}
+
+// driftCheckAnswer is the note of the event that answers a drift check asked for
+// (captf.io/drift-check): how the check ended, and whether a newer request (now, the value the
+// object carries after the count) runs next.
+func driftCheckAnswer(b decide.Bookkept, now string) string {
+	var how string
+	switch {
+	case b.Outcome != infrav1.RunSucceeded:
+		how = fmt.Sprintf("did not succeed (%s: %s); the request is answered and not retried, ask again once the cause is fixed", strings.ToLower(string(b.Outcome)), b.Message)
+	case b.DriftFound:
+		how = "found drift: " + b.DriftSummary
+	case b.DriftChecked:
+		how = "found no drift"
+	default:
+		how = "succeeded"
+	}
+	msg := fmt.Sprintf("Job %s answered the drift check asked for (%s=%s): it %s", b.Job, infrav1.DriftCheckAnnotation, b.DriftCheckRequest, how)
+	if now != "" && now != b.DriftCheckRequest {
+		msg += fmt.Sprintf("; the newer request %s runs next", now)
+	}
+	return msg
 }
 
 // releaseFinished deletes the per-run Secret and gives back the leases of a counted Job. Both

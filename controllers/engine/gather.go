@@ -112,6 +112,7 @@ func (p *pass) gatherDriftSchedule() {
 	p.ev.Drift.Mode = drift.Mode
 	p.ev.Drift.Remediate = p.obj.GetAnnotations()[infrav1.RemediateAnnotation]
 	p.ev.Drift.RefreshRequest = p.obj.GetAnnotations()[infrav1.RefreshAnnotation]
+	p.ev.Drift.CheckRequest = p.obj.GetAnnotations()[infrav1.DriftCheckAnnotation]
 	p.ev.Drift.Last = infrav1.ParseDriftRecord(p.obj.GetAnnotations()[infrav1.DriftFindingAnnotation])
 	interval := p.r.DriftInterval
 	if drift.Interval != nil {

@@ -195,6 +195,10 @@ func (p *pass) createOrAdopt(ctx context.Context, s *startRun) (ctrl.Result, boo
 	if err != nil {
 		return ctrl.Result{}, false, fmt.Errorf("build job: %w", err)
 	}
+	if op == infrav1.OperationDrift && p.ev.Drift.CheckRequest != "" {
+		// The check answers the request it saw: bookkeeping removes only that value.
+		job.Annotations[infrav1.DriftCheckAnnotation] = p.ev.Drift.CheckRequest
+	}
 	if err := r.Client.Create(ctx, job); err != nil {
 		switch {
 		case apierrors.IsAlreadyExists(err):
