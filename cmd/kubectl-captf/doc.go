@@ -1,6 +1,6 @@
 // Command kubectl-captf is the kubectl plugin for CAPTF's day-2 work (`kubectl captf`): it
 // shows an object's or a Cluster's state as a tree (status), reads the pending plan (plan
-// show), writes the requests the docs and runbooks describe (approve, refresh, retry,
+// show), writes the requests the docs and runbooks describe (approve, refresh, drift check, retry,
 // restore, abandon), shows a held state lock with the runbook's commands (unlock), and prints a
 // Job's log or the runner's result document (logs).
 //

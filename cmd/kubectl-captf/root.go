@@ -66,7 +66,7 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	o.newClient = o.client
 	root := &cobra.Command{
 		Use:           "kubectl-captf",
-		Short:         "Day-2 operations on CAPTF objects: status, plans, approvals, refresh, retry, restore, abandon, locks",
+		Short:         "Day-2 operations on CAPTF objects: status, plans, approvals, refresh, drift checks, retry, restore, abandon, locks",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl captf"},
@@ -77,6 +77,7 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		newPlanCommand(o),
 		newApproveCommand(o),
 		newRefreshCommand(o),
+		newDriftCommand(o),
 		newRetryCommand(o),
 		newRestoreCommand(o),
 		newAbandonCommand(o),

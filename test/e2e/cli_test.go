@@ -379,3 +379,49 @@ var _ = Describe("kubectl captf status of a Cluster and its machine, with real T
 		Expect(machine).To(HavePrefix("TerraformMachine/" + name + "-m0  Ready"))
 	})
 })
+
+// drift check asks for one check now (captf.io/drift-check): with an hourly schedule nothing
+// is due, yet the verb's request starts a Drift Job at once, real terraform finds the change
+// made behind its back, and the request is answered.
+var _ = Describe("kubectl captf drift check, with real Terraform", func() {
+	It("starts a drift check now although none is due, reports what it found, and answers the request", func() {
+		const ns, name = "cli-drift", "cd"
+		sb := shared
+		createNamespace(sb, ns)
+		applyFixture(sb, ns, "cluster.yaml", name, 0)
+		o := tc(ns, name)
+		eventuallyReady(sb, o)
+		kind, ref := infrav1.TerraformClusterKind, "tfc/"+name
+		checks := func() int { return countRuns(sb, ns, name, infrav1.OperationDrift) }
+		kubectl(sb, "patch", "-n", ns, "terraformcluster", name, "--type=merge", "-p", `{"spec":{"drift":{"interval":"1h","mode":"Report"}}}`)
+		tamperState(sb, ns, name, "changed-by-hand")
+		Consistently(checks, 5*time.Second).Should(BeZero(), "the schedule says the first check is an hour away")
+
+		By("drift check writes captf.io/drift-check with the value, and says when the check runs")
+		buildPlugin()
+		began := time.Now()
+		out := captfOK(sb, ns, "drift", "check", ref, "--value", "cli-drift-1")
+		Expect(out).To(ContainSubstring("drift check cli-drift-1 requested on " + kind + " " + ns + "/" + name + ": a Drift Job runs as soon as nothing else runs"))
+
+		By("one Drift Job runs at once, records the request, finds the change, and the request is answered")
+		Eventually(func(g Gomega) {
+			g.Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+			g.Expect(o.Annotations).NotTo(HaveKey(infrav1.DriftCheckAnnotation), "the request is answered")
+			c := conditionOf(sb, o, infrav1.DriftDetectedCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(*c).To(And(HaveField("Status", metav1.ConditionTrue), HaveField("Reason", infrav1.DriftFoundReason),
+				HaveField("Message", ContainSubstring("0 to create, 1 to update, 0 to replace, 0 to delete"))))
+		}, time.Minute).Should(Succeed())
+		AddReportEntry("drift check asked for: answered after", since(began))
+		Expect(checks()).To(Equal(1))
+		Expect(jobsOf(sb, kind, ns, name, infrav1.OperationDrift)).To(ContainElement(
+			HaveField("ObjectMeta.Annotations", HaveKeyWithValue(infrav1.DriftCheckAnnotation, "cli-drift-1"))))
+		Expect(countRuns(sb, ns, name, infrav1.OperationApply)).To(Equal(1), "mode Report applies nothing")
+		Expect(kubectl(sb, "-n", ns, "get", "events", "--field-selector", "reason=DriftCheckAnswered")).To(
+			ContainSubstring("answered the drift check asked for (" + infrav1.DriftCheckAnnotation + "=cli-drift-1): it found drift"))
+
+		By("status now exits 3: Ready, and drift was found")
+		Expect(captf(sb, ns, "", "status", ref).code).To(Equal(3))
+		Consistently(checks, 5*time.Second).Should(Equal(1), "answered: no second check")
+	})
+})
