@@ -76,6 +76,12 @@ func OutputsSecretName(suffix string) string {
 	return "captf-outputs-" + suffix
 }
 
+// InventorySecretName is the Secret that lists the resource instances of an object's state
+// after its last successful apply (owned by the object; moves with it).
+func InventorySecretName(suffix string) string {
+	return "captf-inventory-" + suffix
+}
+
 // LabelValue shortens a name to a valid label value: names of 63 characters or less stay as
 // they are; longer ones keep a prefix and end in a hash of the whole name. It is
 // runnerapi.LabelValue, which the state channel compares owner labels with.

@@ -20,7 +20,7 @@ func TestNamesFitTheAPIServerWhateverTheObjectName(t *testing.T) {
 			"lock": StateLockLeaseName(suffix), "run lease": RunLeaseName(suffix),
 			"cluster lease": ClusterLeaseName("ns", long), "inputs": InputsSecretName(suffix),
 			"outputs": OutputsSecretName(suffix), "runner service account": RunnerServiceAccountName(suffix),
-			"plan": PlanSecretName(suffix),
+			"plan": PlanSecretName(suffix), "inventory": InventorySecretName(suffix),
 		} {
 			// Job names become pod label values, so they must also be valid label values.
 			if errs := validation.IsDNS1123Label(n); len(errs) > 0 {

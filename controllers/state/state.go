@@ -41,8 +41,15 @@ type Resource struct {
 	// Type and Name form the resource's address.
 	Type string
 	Name string
-	// Instances is the number of instances recorded.
+	// Provider is the provider configuration address as the state records it (for example
+	// provider["registry.terraform.io/hashicorp/null"]).
+	Provider string
+	// Instances is the number of instance objects recorded (a deposed object counts).
 	Instances int
+
+	// keys are the instance keys of the instance objects, in state order: nil for an instance
+	// without count or for_each, else the index_key JSON (a number or a string).
+	keys []json.RawMessage
 }
 
 // Output is one root module output. Its value is kept private so it cannot be copied into a
@@ -141,11 +148,17 @@ type rawOutput struct {
 }
 
 type rawResource struct {
-	Module    string            `json:"module"`
-	Mode      string            `json:"mode"`
-	Type      string            `json:"type"`
-	Name      string            `json:"name"`
-	Instances []json.RawMessage `json:"instances"`
+	Module    string        `json:"module"`
+	Mode      string        `json:"mode"`
+	Type      string        `json:"type"`
+	Name      string        `json:"name"`
+	Provider  string        `json:"provider"`
+	Instances []rawInstance `json:"instances"`
+}
+
+// rawInstance is the part of an instance object CAPTF reads: its key, never its attributes.
+type rawInstance struct {
+	IndexKey json.RawMessage `json:"index_key"`
 }
 
 // Parse reads state JSON (uncompressed). Errors are *StateError without a Secret name.
@@ -188,7 +201,11 @@ func Parse(stateJSON []byte) (*State, error) {
 		s.Outputs[name] = Output{Type: o.Type, Sensitive: o.Sensitive, value: value}
 	}
 	for _, r := range rs.Resources {
-		s.Resources = append(s.Resources, Resource{Module: r.Module, Mode: r.Mode, Type: r.Type, Name: r.Name, Instances: len(r.Instances)})
+		res := Resource{Module: r.Module, Mode: r.Mode, Type: r.Type, Name: r.Name, Provider: r.Provider, Instances: len(r.Instances)}
+		for _, in := range r.Instances {
+			res.keys = append(res.keys, in.IndexKey)
+		}
+		s.Resources = append(s.Resources, res)
 	}
 	return s, nil
 }
