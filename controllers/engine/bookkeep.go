@@ -129,12 +129,18 @@ func (p *pass) collectFinished(ctx context.Context) (*finishedRun, error) {
 	return f, nil
 }
 
-// collectOutputs reads the module's outputs after a successful apply and offers the outputs
-// Secret for outputs that fit the contract.
+// collectOutputs reads the module's outputs after a successful apply, writes the inventory of
+// the state and offers the outputs Secret for outputs that fit the contract.
 func (p *pass) collectOutputs(ctx context.Context, f *finishedRun) error {
 	var err error
 	if f.outputs, f.outputsErr, err = p.readOutputs(ctx); err != nil {
 		return err
+	}
+	// The inventory lists what the state holds, whether or not its outputs fit the contract.
+	if f.outputs != nil {
+		if err := p.writeInventory(ctx, f.outputs); err != nil {
+			return err
+		}
 	}
 	if f.outputsErr == nil {
 		// Check the contract on a copy first: the outputs Secret is offered only for

@@ -17,7 +17,7 @@ import (
 )
 
 // cleanup runs after a successful destroy (or when no state was ever written): state Secret,
-// durable inputs, outputs and every lease the object owns go, then the finalizer.
+// durable inputs, outputs, inventory and every lease the object owns go, then the finalizer.
 func (p *pass) cleanup(ctx context.Context) (ctrl.Result, error) {
 	// Leases first: a live one means a Job of the object runs or may still be created, and
 	// then nothing may be deleted yet.
@@ -49,6 +49,9 @@ func (p *pass) cleanup(ctx context.Context) (ctrl.Result, error) {
 	outputs.Namespace, outputs.Name = ns, naming.OutputsSecretName(p.suffix)
 	if err := p.r.Client.Delete(ctx, outputs); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("delete secret %s: %w", outputs.Name, err)
+	}
+	if err := p.deleteInventory(ctx); err != nil {
+		return ctrl.Result{}, err
 	}
 	if err := p.deleteUnheldStateLock(ctx); err != nil {
 		return ctrl.Result{}, err
