@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
 
 // Report is what status shows: a Cluster (when one was named or found) and its CAPTF objects.
@@ -22,6 +23,8 @@ type Report struct {
 	// grouped: the objects of a whole namespace, which the tree groups by their Cluster
 	// (the objects are sorted by it).
 	grouped bool
+	// resources: the tree lists each object's resource addresses (status --resources).
+	resources bool
 }
 
 // ClusterNode is the Cluster API Cluster at the root of the tree.
@@ -58,6 +61,10 @@ type ObjectNode struct {
 	RunLease    string                `json:"runLeaseHolder,omitempty"`
 	RetryAt     string                `json:"retryAt,omitempty"`
 	Backups     []infrav1.StateBackup `json:"stateBackups,omitempty"`
+	// Inventory is the object's inventory Secret (docs/state.md, "The inventory"): what its
+	// state held after its last successful apply. Absent before the first apply, or when the
+	// caller may not read the Secret.
+	Inventory *state.Inventory `json:"inventory,omitempty"`
 	// Conditions are every condition the object reports; Problems the ones that need a look
 	// (a positive condition not True, a negative one True).
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
@@ -161,7 +168,7 @@ func exitCode(r Report) int {
 // under it what runs, what ran, the state, the pending plan, drift and the conditions that
 // need a look (all of them with showAll).
 func renderTree(w io.Writer, r Report, now time.Time, showAll bool) error {
-	p := &printer{w: w}
+	p := &printer{w: w, resources: r.resources}
 	indent := ""
 	if c := r.Cluster; c != nil {
 		switch {
@@ -252,6 +259,17 @@ func renderObject(p *printer, head, body string, o ObjectNode, now time.Time, sh
 		p.line(body, "retry at:  %s (kubectl captf retry to retry now)", o.RetryAt)
 	}
 	p.line(body, "state:     %s", stateLine(o.State))
+	if inv := o.Inventory; inv != nil {
+		p.line(body, "resources: %s", inventoryLine(inv))
+		if p.resources {
+			for _, r := range inv.Resources {
+				p.line(body, "  %s", r.Address)
+			}
+			if more := inv.Total - len(inv.Resources); more > 0 {
+				p.line(body, "  ... %d more not listed", more)
+			}
+		}
+	}
 	if pp := o.PendingPlan; pp != nil {
 		kind := "plan"
 		if pp.RefreshOnly {
@@ -293,6 +311,16 @@ func stateLine(s StateNode) string {
 		return "none recorded yet"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// inventoryLine is the count of an inventory: "3 (2 managed, 1 data) at serial 5", and the
+// truncation when the list is cut.
+func inventoryLine(inv *state.Inventory) string {
+	s := fmt.Sprintf("%d (%d managed, %d data) at serial %d", inv.Total, inv.Managed, inv.Total-inv.Managed, inv.Serial)
+	if inv.Truncated {
+		s += fmt.Sprintf(", %d listed (truncated)", len(inv.Resources))
+	}
+	return s
 }
 
 // condWord is Ready's short form: "Ready", or "NotReady (Reason)", or "Ready unknown".
@@ -372,6 +400,8 @@ func oneLine(s string) string {
 type printer struct {
 	w   io.Writer
 	err error
+	// resources: renderTree lists the inventory's addresses.
+	resources bool
 }
 
 func (p *printer) line(prefix, format string, args ...any) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,11 +18,12 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
 
 func newStatusCommand(o *options) *cobra.Command {
 	var cluster string
-	var all bool
+	var all, resources bool
 	cmd := &cobra.Command{
 		Use:   "status [KIND/NAME | --cluster NAME]",
 		Short: "Show a Cluster's CAPTF objects (or one object, or every object of the namespace) as a tree; exit 2 when one is not Ready, 3 when a plan waits or drift was found",
@@ -42,6 +44,7 @@ func newStatusCommand(o *options) *cobra.Command {
 				return err
 			}
 			r.ExitCode = exitCode(r)
+			r.resources = resources
 			printed, err := o.printData(r)
 			if err != nil {
 				return err
@@ -59,6 +62,7 @@ func newStatusCommand(o *options) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&cluster, "cluster", "", "show the Cluster API Cluster of this name and every CAPTF object labelled with it")
 	cmd.Flags().BoolVar(&all, "all-conditions", false, "list every condition, not only those that need a look")
+	cmd.Flags().BoolVar(&resources, "resources", false, "list the resource addresses of each object's inventory under its count")
 	o.addOutputFlag(cmd)
 	return cmd
 }
@@ -115,7 +119,11 @@ func (o *options) gatherReport(ctx context.Context, c client.Client, args []stri
 		if err != nil {
 			return Report{}, fmt.Errorf("get the run lease of %s: %w", t.ref(), err)
 		}
-		r.Objects = append(r.Objects, objectNode(t.kind.Kind, t.obj, holder))
+		n := objectNode(t.kind.Kind, t.obj, holder)
+		if n.Inventory, err = inventoryOf(ctx, c, t.obj.GetNamespace(), suffix); err != nil {
+			return Report{}, fmt.Errorf("get the inventory of %s: %w", t.ref(), err)
+		}
+		r.Objects = append(r.Objects, n)
 	}
 	sortObjects(r.Objects)
 	return r, nil
@@ -148,6 +156,24 @@ func clusterNode(ctx context.Context, c client.Client, ns, name string) (*Cluste
 	}
 	return &ClusterNode{Namespace: ns, Name: name, Phase: cl.Status.Phase, Paused: cl.Spec.Paused != nil && *cl.Spec.Paused,
 		Available: meta.FindStatusCondition(cl.Status.Conditions, clusterv1.ClusterAvailableCondition)}, nil
+}
+
+// inventoryOf reads an object's inventory Secret: nil when it does not exist yet or the caller
+// may not read it (status still shows the rest), an error when it cannot be parsed.
+func inventoryOf(ctx context.Context, c client.Client, ns, suffix string) (*state.Inventory, error) {
+	s := &corev1.Secret{}
+	err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: naming.InventorySecretName(suffix)}, s)
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("get secret %s/%s: %w", ns, naming.InventorySecretName(suffix), err)
+	}
+	inv, err := state.ParseInventory(s.Data)
+	if err != nil {
+		return nil, fmt.Errorf("read secret %s/%s: %w", ns, s.Name, err)
+	}
+	return inv, nil
 }
 
 // leaseHolder is the holder of a CAPTF Lease, "" when it is free, absent or not readable by
