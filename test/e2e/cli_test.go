@@ -377,6 +377,44 @@ var _ = Describe("kubectl captf status of a Cluster and its machine, with real T
 		Expect(rep.Objects[1]).To(And(HaveField("Kind", infrav1.TerraformMachineKind), HaveField("Name", name+"-m0"), HaveField("Cluster", name), HaveField("Provisioned", true)))
 		machine := captfOK(sb, ns, "status", "tfm/"+name+"-m0")
 		Expect(machine).To(HavePrefix("TerraformMachine/" + name + "-m0  Ready"))
+
+		By("the inventories real Terraform left: the counts in the tree, the addresses with --resources, the list in JSON")
+		Expect(tree).To(MatchRegexp(`(?m)^  │  resources: 2 \(2 managed, 0 data\) at serial \d+$`), "the TerraformCluster's two terraform_data")
+		Expect(tree).To(MatchRegexp(`(?m)^     resources: 1 \(1 managed, 0 data\) at serial \d+$`), "the TerraformMachine's node")
+		listed := captfOK(sb, ns, "status", "--cluster", name, "--resources")
+		Expect(listed).To(MatchRegexp(`(?m)^  │  resources: 2 .*\n  │    terraform_data.network\n  │    terraform_data.slow\n`))
+		Expect(listed).To(MatchRegexp(`(?m)^     resources: 1 .*\n       terraform_data.node\n`))
+		var inv struct {
+			Objects []struct {
+				Kind      string
+				Inventory *struct {
+					Serial         int64
+					Lineage        string
+					Total, Managed int
+					Truncated      bool
+					Resources      []struct{ Address, Type, Mode, Module, Provider string }
+				}
+			}
+		}
+		Expect(json.Unmarshal([]byte(captfOK(sb, ns, "status", "--cluster", name, "-o", "json")), &inv)).To(Succeed())
+		Expect(inv.Objects).To(HaveLen(2))
+		for i, want := range [][]string{{"terraform_data.network", "terraform_data.slow"}, {"terraform_data.node"}} {
+			got := inv.Objects[i].Inventory
+			Expect(got).NotTo(BeNil(), "the inventory of the %s", inv.Objects[i].Kind)
+			Expect(got.Total).To(Equal(len(want)))
+			Expect(got.Truncated).To(BeFalse())
+			var addrs []string
+			for _, r := range got.Resources {
+				Expect(r.Mode).To(Equal("managed"))
+				Expect(r.Type).To(Equal("terraform_data"))
+				Expect(r.Provider).To(ContainSubstring("terraform"))
+				addrs = append(addrs, r.Address)
+			}
+			Expect(addrs).To(Equal(want))
+			st := stateOf(sb, inv.Objects[i].Kind, ns, []string{name, name + "-m0"}[i])
+			Expect(got.Serial).To(Equal(st.Serial), "taken from the state the last apply left")
+			Expect(got.Lineage).To(Equal(st.Lineage))
+		}
 	})
 })
 
