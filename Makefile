@@ -174,7 +174,9 @@ MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guar
   abandon-set-before-the-deletion-does-not-skip-the-destroy, stateid-move-may-drop-the-record, \
   refresh-plan-is-no-apply-plan, refresh-answers-only-its-request, lease-orphaned-pod-of-the-owner-is-live, \
   stateid-first-run-is-not-retained, stateid-first-run-mark-names-the-incarnation, \
-  inputs-record-needs-the-same-sources, inputs-idle-objects-trust-the-record, shard-own-leader-election
+  inputs-record-needs-the-same-sources, inputs-idle-objects-trust-the-record, shard-own-leader-election, \
+  planpolicy-violation-holds-the-plan, planpolicy-json-lists-every-change, planjson-masks-sensitive-values, \
+  drift-check-request-starts-a-check
 
 .PHONY: mutate
 mutate: test-bins ## Run every mutation proof of hack/mutations/*.txt (well over an hour); fails unless each is KILLED by a named test. MUTATIONS=<globs> for a subset.
