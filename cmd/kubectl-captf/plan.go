@@ -42,6 +42,9 @@ type PlanView struct {
 	Problem string `json:"problem,omitempty"`
 	// Text is terraform's plan text (key plan.txt), sensitive values masked.
 	Text string `json:"text,omitempty"`
+	// Plan is the JSON plan (key plan.json): terraform's show -json, sensitive values masked
+	// (docs/runner.md, "Saved plans").
+	Plan json.RawMessage `json:"plan,omitempty"`
 }
 
 func newPlanCommand(o *options) *cobra.Command {
@@ -103,6 +106,9 @@ func readPlan(ctx context.Context, c client.Client, t target) (PlanView, error) 
 		v.SecretPlanID = s.Annotations[runnerapi.PlanIDAnnotation]
 		v.ConsumedBy = s.Annotations[runnerapi.PlanConsumedByAnnotation]
 		v.Text = string(s.Data[runnerapi.PlanTextKey])
+		if raw := s.Data[runnerapi.PlanJSONKey]; json.Valid(raw) {
+			v.Plan = raw
+		}
 		if raw := s.Data[runnerapi.PlanRecordKey]; len(raw) > 0 {
 			rec := &runnerapi.PlanRecord{}
 			if err := json.Unmarshal(raw, rec); err == nil {
@@ -144,6 +150,9 @@ func renderPlan(p *printer, v PlanView) error {
 	}
 	for _, a := range pp.Addresses {
 		p.line("", "    %s", a)
+	}
+	for _, viol := range pp.Violations {
+		p.line("", "  BREAKS A PLAN POLICY RULE: %s", viol)
 	}
 	if v.Problem != "" {
 		p.line("", "  NOT APPROVABLE NOW: %s", v.Problem)

@@ -171,6 +171,11 @@ var _ = Describe("kubectl captf, with real Terraform", func() {
 			Record       *runnerapi.PlanRecord
 			Problem      string
 			Text         string
+			Plan         struct {
+				ResourceChanges []struct {
+					Address string
+				} `json:"resource_changes"`
+			}
 		}
 		Expect(json.Unmarshal([]byte(captfOK(sb, ns, "plan", "show", ref, "-o", "json")), &view)).To(Succeed())
 		Expect(view.Pending.ID).To(Equal(p1.ID))
@@ -180,6 +185,8 @@ var _ = Describe("kubectl captf, with real Terraform", func() {
 		Expect(view.Record.FileSHA256).To(Equal(rec1.FileSHA256))
 		Expect(view.Problem).To(BeEmpty())
 		Expect(view.Text).To(ContainSubstring("Plan: 2 to add, 0 to change, 1 to destroy."))
+		Expect(view.Plan.ResourceChanges).To(ContainElements(HaveField("Address", "terraform_data.node"), HaveField("Address", "terraform_data.extra[0]")),
+			"plan show -o json carries the JSON plan")
 
 		By("the inputs change again: the plugin refuses an approval of the old ID with the reason, and writes nothing")
 		setVariables(sb, ns, name, `{"generation":2,"extra":2}`)

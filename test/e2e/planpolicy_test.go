@@ -18,7 +18,7 @@ import (
 )
 
 var _ = Describe("Plan policies, with real Terraform", func() {
-	It("a policy vetoes a plan that replaces a named type, lets a create-only plan apply, and refuses rules that cannot run", func() {
+	It("a policy vetoes plans that replace or delete a named type, lets a create-only plan apply, and refuses rules that cannot run", func() {
 		const ns, name, label = "plans-policy", "pp", "pp"
 		sb := shared
 		createNamespace(sb, ns)
@@ -108,5 +108,17 @@ var _ = Describe("Plan policies, with real Terraform", func() {
 		eventuallyReady(sb, o)
 		Expect(nodeGeneration(stateOf(sb, infrav1.TerraformClusterKind, ns, name))).To(Equal(float64(2)))
 		Expect(countRuns(sb, ns, name, infrav1.OperationApply)).To(Equal(applies + 1))
+
+		By("a plan that only deletes terraform_data.extra[0] is held too")
+		setVariables(sb, ns, name, `{"generation":2,"extra":0}`)
+		Eventually(func(g Gomega) {
+			g.Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+			g.Expect(o.Status.PendingPlan).NotTo(BeNil())
+			g.Expect(o.Status.PendingPlan.ID).NotTo(Equal(p.ID))
+			g.Expect(o.Status.PendingPlan).To(And(HaveField("Delete", int32(1)), HaveField("Create", int32(0)), HaveField("Replace", int32(0)),
+				HaveField("Reason", infrav1.PlanWaitPolicyViolated), HaveField("Violations", ConsistOf(want))))
+		}).Should(Succeed())
+		Consistently(func() int { return countRuns(sb, ns, name, infrav1.OperationApply) }, 3*time.Second).Should(Equal(applies+1), "the delete applies nothing")
+		Expect(addresses(stateOf(sb, infrav1.TerraformClusterKind, ns, name))).To(ContainElement("terraform_data.extra[0]"))
 	})
 })
