@@ -64,6 +64,13 @@ func run() error {
 	}
 	o.PlanApproverGroups = webhooks.ParseGroups(approvers)
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zo)))
+	limit, err := setup.SetMemoryLimit(os.Getenv)
+	if err != nil {
+		return err
+	}
+	if limit > 0 {
+		ctrl.Log.Info("soft memory limit set from the container's", "bytes", limit, "percent", setup.MemoryLimitPercent)
+	}
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {

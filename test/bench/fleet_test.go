@@ -6,7 +6,10 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -594,6 +597,9 @@ type coldStart struct {
 	// each manager by kind, in the order of the shards; byKind and byKey are their sums.
 	shards  []string
 	byShard []map[string]int
+	// memLimit is the soft memory limit the manager ran under (0: none), as
+	// setup.MemoryLimit sets it from the container's.
+	memLimit int64
 }
 
 func (s coldStart) requests() int {
@@ -611,8 +617,42 @@ func (s coldStart) per(kind string) float64 { return float64(s.byKind[kind]) / f
 // (--watch-filter) at once and measures them together.
 func startCold(tb testing.TB, objects int, shards ...string) coldStart {
 	tb.Helper()
+	return startColdLimited(tb, objects, 0, shards...)
+}
+
+// deploymentMemoryLimit is the manager container's memory limit in config/manager.
+const deploymentMemoryLimit = 512 << 20
+
+// deploymentSoftLimit is the soft memory limit a manager of config/manager's Deployment gives
+// the Go runtime (setup.MemoryLimit of deploymentMemoryLimit).
+func deploymentSoftLimit(tb testing.TB) int64 {
+	tb.Helper()
+	limit, err := setup.MemoryLimit(func(k string) string {
+		if k == setup.EnvMemoryLimit {
+			return strconv.Itoa(deploymentMemoryLimit)
+		}
+		return ""
+	})
+	if err != nil || limit == 0 {
+		tb.Fatalf("no soft memory limit from a %d-byte container limit: %v", deploymentMemoryLimit, err)
+	}
+	return limit
+}
+
+// startColdLimited is startCold with the Go runtime's soft memory limit set, while the manager
+// runs, to limit bytes above what the process holds before it starts (0: no limit): the
+// manager's share of the process is then held to limit as its own process would be.
+func startColdLimited(tb testing.TB, objects int, limit int64, shards ...string) coldStart {
+	tb.Helper()
 	runtime.GC()
 	var base runtime.MemStats
+	if limit > 0 {
+		// Give back what the collector freed, so the budget counts only what the process holds.
+		debug.FreeOSMemory()
+		runtime.ReadMemStats(&base)
+		prev := debug.SetMemoryLimit(int64(base.Sys-base.HeapReleased) + limit)
+		defer debug.SetMemoryLimit(prev)
+	}
 	runtime.ReadMemStats(&base)
 	var peak atomic.Uint64
 	stopSampling := make(chan struct{})
@@ -647,6 +687,7 @@ func startCold(tb testing.TB, objects int, shards ...string) coldStart {
 		}
 	}
 	before := controllerMetrics()
+	profile(tb, objects, len(shards), limit, "before")
 	t0 := time.Now()
 	for _, shard := range managers {
 		reqs := newFleetRequests()
@@ -681,10 +722,12 @@ func startCold(tb testing.TB, objects int, shards ...string) coldStart {
 		}
 	}
 	res.shards = shards
+	res.memLimit = limit
 	if p := peak.Load(); p > base.HeapAlloc {
 		res.peakHeap = p - base.HeapAlloc
 	}
 	runtime.GC()
+	profile(tb, objects, len(shards), limit, "after")
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	if after.HeapAlloc > base.HeapAlloc {
@@ -738,15 +781,23 @@ func filterKind(byKey map[string]int, kind string) map[string]int {
 }
 
 func printFleet(rows []coldStart) {
-	fmt.Printf("\n%-8s %-9s %14s %9s %11s %10s %12s %6s %11s %11s\n",
-		"objects", "managers", "all reconciled", "requests", "req/object", "live reads", "live/object", "writes", "peak heap", "heap after")
+	fmt.Printf("\n%-8s %-9s %12s %14s %9s %11s %10s %12s %6s %11s %11s\n",
+		"objects", "managers", "memory limit", "all reconciled", "requests", "req/object", "live reads", "live/object", "writes", "peak heap", "heap after")
 	for _, r := range rows {
-		fmt.Printf("%-8d %-9s %13.2fs %9d %11.2f %10d %12.2f %6d %8.1f MB %8.1f MB\n", r.objects, r.managers(), r.all.Seconds(),
+		limit := "-"
+		if r.memLimit > 0 {
+			limit = fmt.Sprintf("%.1f MB", mb(uint64(r.memLimit)))
+		}
+		fmt.Printf("%-8d %-9s %12s %13.2fs %9d %11.2f %10d %12.2f %6d %8.1f MB %8.1f MB\n", r.objects, r.managers(), limit, r.all.Seconds(),
 			r.requests(), float64(r.requests())/float64(r.objects), r.byKind[reqLiveRead], r.per(reqLiveRead), r.byKind[reqWrite],
 			mb(r.peakHeap), mb(r.settledHeap))
 	}
 	for _, r := range rows {
-		fmt.Printf("%d objects, %s: passes %.0f (errors %.0f); live reads %s; cache fill %s; writes %s; discovery %d\n", r.objects, r.managers(), r.passes, r.errors,
+		label := r.managers()
+		if r.memLimit > 0 {
+			label += fmt.Sprintf(", memory limit %.1f MB", mb(uint64(r.memLimit)))
+		}
+		fmt.Printf("%d objects, %s: passes %.0f (errors %.0f); live reads %s; cache fill %s; writes %s; discovery %d\n", r.objects, label, r.passes, r.errors,
 			format(filterKind(r.byKey, reqLiveRead)), format(filterKind(r.byKey, reqCacheFill)), format(filterKind(r.byKey, reqWrite)), r.byKind[reqDiscovery])
 		for i, shard := range r.shards {
 			n := 0
@@ -770,8 +821,9 @@ func (s coldStart) managers() string {
 // machines and three pools with everything a completed apply leaves; the cells labelled for two
 // shards, a and b, in turn), lets one manager see it once, then measures a second manager's cold
 // start on it: time until every object was reconciled once, API requests by purpose (live reads
-// by idle objects: target 0), writes (target 0), peak heap; then the same with two managers,
-// --watch-filter=a and --watch-filter=b, started at once. 200, 2,000 and 10,000 objects side
+// by idle objects: target 0), writes (target 0), peak heap; then the same under the soft memory
+// limit a manager of config/manager's Deployment sets itself (deploymentSoftLimit); then the
+// same with two managers, --watch-filter=a and --watch-filter=b, started at once. 200, 2,000 and 10,000 objects side
 // by side in one run (FLEET_SIZES, comma-separated, overrides them); each size is the one
 // before plus more.
 func BenchmarkFleetColdStart(b *testing.B) {
@@ -795,13 +847,16 @@ func BenchmarkFleetColdStart(b *testing.B) {
 		f.grow(b, n)
 		fmt.Fprintf(os.Stderr, "fleet of %d written in %.1fs\n", n, time.Since(t).Seconds())
 		settle(b, n)
-		rows = append(rows, startCold(b, n), startCold(b, n, "a", "b"))
+		rows = append(rows, startCold(b, n), startColdLimited(b, n, deploymentSoftLimit(b)), startCold(b, n, "a", "b"))
 	}
 	printFleet(rows)
 	for _, r := range rows {
 		name := fmt.Sprintf("%d", r.objects)
 		if len(r.shards) > 0 {
 			name += "-shards"
+		}
+		if r.memLimit > 0 {
+			name += "-memlimit"
 		}
 		b.ReportMetric(r.all.Seconds(), "s-all-reconciled-"+name)
 		b.ReportMetric(r.per(reqLiveRead), "live-reads/object-"+name)
@@ -845,5 +900,24 @@ func TestFleetColdStartGate(t *testing.T) {
 		if n > coldManagerReads[what] {
 			t.Errorf("the cold start read %q live %d times, want %d (idle objects read nothing live)", what, n, coldManagerReads[what])
 		}
+	}
+}
+
+// profile writes a heap profile to $FLEET_PROFILES/<objects>-<shards>-<limit>-<when>.pprof
+// when FLEET_PROFILES names a folder: the difference of the before and after profiles of one
+// cold start (go tool pprof -base) is what that start allocated, and what it kept.
+func profile(tb testing.TB, objects, shards int, limit int64, when string) {
+	tb.Helper()
+	dir := os.Getenv("FLEET_PROFILES")
+	if dir == "" {
+		return
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%d-%d-%d-%s.pprof", objects, shards, limit, when)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		tb.Fatal(err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/captf/cluster-api-provider-terraform/cmd/manager/setup"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
@@ -214,4 +216,18 @@ func managerIdentity(d *appsv1.Deployment, c *corev1.Container) (string, error) 
 			webhooks.EnvPodNamespace, webhooks.EnvPodServiceAccount)
 	}
 	return id, nil
+}
+
+// memoryLimit is the soft memory limit the manager sets itself when it runs from the
+// Deployment: setup.MemoryLimit of the container's environment, resolved as the kubelet would
+// resolve a resourceFieldRef of the container's own limits.memory (in bytes, divisor 1).
+func memoryLimit(c *corev1.Container) (int64, error) {
+	env := map[string]string{}
+	for _, e := range c.Env {
+		if r := e.ValueFrom; r != nil && r.ResourceFieldRef != nil && r.ResourceFieldRef.ContainerName == c.Name &&
+			r.ResourceFieldRef.Resource == "limits.memory" && (r.ResourceFieldRef.Divisor.IsZero() || r.ResourceFieldRef.Divisor.Value() == 1) {
+			env[e.Name] = strconv.FormatInt(c.Resources.Limits.Memory().Value(), 10)
+		}
+	}
+	return setup.MemoryLimit(func(k string) string { return env[k] })
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/cmd/manager/setup"
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
@@ -283,6 +284,10 @@ func checkManager(all objects) {
 	id, err := managerIdentity(d, c)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(id).To(Equal(d.Namespace+"/"+d.Spec.Template.Spec.ServiceAccountName), "the manager's own identity")
+
+	// The manager's soft memory limit follows its container's memory limit (downward API).
+	Expect(memoryLimit(c)).To(Equal(c.Resources.Limits.Memory().Value()/100*setup.MemoryLimitPercent),
+		"the manager's soft memory limit is not %d %% of its container's", setup.MemoryLimitPercent)
 
 	// Jobs copy the runner from the manager's own image.
 	runner, ok := argValue(c.Args, "runner-image")
