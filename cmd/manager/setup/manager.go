@@ -10,6 +10,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -54,7 +55,7 @@ func CacheOptions(o Options) cache.Options {
 			// whether the state Secret is there, and the backups, without a live read per pass.
 			engine.SecretMetadata(): {Label: managed},
 		},
-		DefaultTransform: cache.TransformStripManagedFields(),
+		DefaultTransform: slimmed,
 	}
 	if o.WatchFilter != "" {
 		shard := shardSelector(o, nil)
@@ -92,7 +93,7 @@ func BootstrapCacheOptions(o Options, mgr manager.Manager) (cache.Options, error
 		ByObject: map[client.Object]cache.ByObject{
 			engine.SecretMetadata(): {Label: shardSelector(o, nil).Add(*hasCluster)},
 		},
-		DefaultTransform: cache.TransformStripManagedFields(),
+		DefaultTransform: slimmed,
 	}
 	if o.WatchNamespace != "" {
 		co.DefaultNamespaces = map[string]cache.Config{o.WatchNamespace: {}}
@@ -100,12 +101,34 @@ func BootstrapCacheOptions(o Options, mgr manager.Manager) (cache.Options, error
 	return co, nil
 }
 
-// withoutPodTemplate is the transform of the cached Jobs: their managed fields and their pod
-// template go. Nothing reads a Job's pod template from the cache (a Job is judged by its
-// labels, annotations, owner references and status, and adopted only after a live read), and
-// the template is most of a Job's size: a fleet's cache holds every object's last Jobs.
-func withoutPodTemplate(obj any) (any, error) {
+// slimmed is the transform of every cached object: its managed fields and kubectl's
+// last-applied-configuration annotation go, as both are bookkeeping of other writers that no
+// reader of the caches looks at, and the annotation is a whole copy of the object when it was
+// written with kubectl apply. The manager writes the objects it reads from the caches only
+// with merge patches, which name the fields they change and leave the rest (these two among
+// them) as they are on the server; what it writes with an update it reads live.
+func slimmed(obj any) (any, error) {
 	obj, err := cache.TransformStripManagedFields()(obj)
+	if err != nil {
+		return obj, err
+	}
+	if m, ok := obj.(metav1.Object); ok {
+		if a := m.GetAnnotations(); a != nil {
+			if _, ok := a[corev1.LastAppliedConfigAnnotation]; ok {
+				delete(a, corev1.LastAppliedConfigAnnotation)
+				m.SetAnnotations(a)
+			}
+		}
+	}
+	return obj, nil
+}
+
+// withoutPodTemplate is the transform of the cached Jobs: slimmed, and their pod template
+// goes. Nothing reads a Job's pod template from the cache (a Job is judged by its labels,
+// annotations, owner references and status, and adopted only after a live read), and the
+// template is most of a Job's size: a fleet's cache holds every object's last Jobs.
+func withoutPodTemplate(obj any) (any, error) {
+	obj, err := slimmed(obj)
 	if err != nil {
 		return obj, err
 	}

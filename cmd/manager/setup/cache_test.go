@@ -1,0 +1,137 @@
+package setup
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+)
+
+// controlPlane is the package's one kube-apiserver for its cache tests: the first test that
+// needs it starts it, TestMain stops it.
+var controlPlane envtest.Shared
+
+// TestMain stops the control plane the cache tests started, if any. envtest logs through
+// controller-runtime's logger: discard it.
+func TestMain(m *testing.M) {
+	logf.SetLogger(logr.Discard())
+	code := m.Run()
+	if err := controlPlane.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// lastApplied is what kubectl apply leaves on an object: a whole copy of it.
+const lastApplied = `{"apiVersion":"infrastructure.cluster.x-k8s.io/v1alpha1","kind":"TerraformMachine","metadata":{"name":"m1"},"spec":{"module":{"configMap":{"name":"m"}}}}`
+
+// TestCachedObjectsKeepNoLastAppliedConfiguration: the manager's cache (CacheOptions, against
+// a real API server) holds no kubectl last-applied-configuration annotation and no pod
+// template of a Job, keeps every other annotation, and a merge patch from the cached copy (how
+// the manager writes what it read from the cache) leaves both on the server.
+func TestCachedObjectsKeepNoLastAppliedConfiguration(t *testing.T) {
+	env, c := controlPlane.Get(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := "cache-slimmed"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	annotations := func() map[string]string {
+		return map[string]string{corev1.LastAppliedConfigAnnotation: lastApplied, "example.com/kept": "v"}
+	}
+	tm := &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "m1", Annotations: annotations()},
+		Spec: infrav1.TerraformMachineSpec{TerraformSpec: infrav1.TerraformSpec{Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}}}}}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "j1", Annotations: annotations(),
+		Labels: map[string]string{infrav1.ManagedLabel: "true"}},
+		Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "runner", Image: "runner:dev"}}}}}}
+	for _, o := range []client.Object{tm, job} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	co := CacheOptions(Options{})
+	co.Scheme = env.Scheme
+	ca, err := cache.New(env.Config, co)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []client.Object{&infrav1.TerraformMachine{}, &batchv1.Job{}} {
+		if _, err := ca.GetInformer(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() { _ = ca.Start(ctx) }()
+	if !ca.WaitForCacheSync(ctx) {
+		t.Fatal("the cache did not sync")
+	}
+
+	cachedTM, cachedJob := &infrav1.TerraformMachine{}, &batchv1.Job{}
+	for _, o := range []client.Object{cachedTM, cachedJob} {
+		key := client.ObjectKey{Namespace: ns, Name: tm.Name}
+		if _, isJob := o.(*batchv1.Job); isJob {
+			key.Name = job.Name
+		}
+		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			return ca.Get(ctx, key, o) == nil, nil
+		}); err != nil {
+			t.Fatalf("%T %s never reached the cache: %v", o, key, err)
+		}
+		if _, ok := o.GetAnnotations()[corev1.LastAppliedConfigAnnotation]; ok {
+			t.Errorf("the cached %T keeps the last-applied-configuration annotation", o)
+		}
+		if o.GetAnnotations()["example.com/kept"] != "v" {
+			t.Errorf("the cached %T lost its other annotations: %v", o, o.GetAnnotations())
+		}
+	}
+	if n := len(cachedJob.Spec.Template.Spec.Containers); n != 0 {
+		t.Errorf("the cached Job keeps its pod template (%d containers)", n)
+	}
+
+	// The manager's way of writing what it read from the cache: a merge patch of the cached copy.
+	patchedTM := cachedTM.DeepCopy()
+	patchedTM.Annotations["example.com/patched"] = "yes"
+	if err := c.Patch(ctx, patchedTM, client.MergeFrom(cachedTM)); err != nil {
+		t.Fatal(err)
+	}
+	patchedJob := cachedJob.DeepCopy()
+	patchedJob.Labels["example.com/patched"] = "yes"
+	if err := c.Patch(ctx, patchedJob, client.MergeFrom(cachedJob)); err != nil {
+		t.Fatal(err)
+	}
+	liveTM, liveJob := &infrav1.TerraformMachine{}, &batchv1.Job{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(tm), liveTM); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(job), liveJob); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []client.Object{liveTM, liveJob} {
+		if o.GetAnnotations()[corev1.LastAppliedConfigAnnotation] != lastApplied {
+			t.Errorf("a merge patch from the cached %T changed its last-applied-configuration on the server: %v", o, o.GetAnnotations())
+		}
+	}
+	if liveTM.Annotations["example.com/patched"] != "yes" || liveJob.Labels["example.com/patched"] != "yes" {
+		t.Errorf("the merge patches from the cached copies were not applied: %v, %v", liveTM.Annotations, liveJob.Labels)
+	}
+	if n := len(liveJob.Spec.Template.Spec.Containers); n != 1 {
+		t.Errorf("a merge patch from the cached Job left it %d containers on the server, want 1", n)
+	}
+}
