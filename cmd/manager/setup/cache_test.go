@@ -16,8 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
 
@@ -133,5 +137,76 @@ func TestCachedObjectsKeepNoLastAppliedConfiguration(t *testing.T) {
 	}
 	if n := len(liveJob.Spec.Template.Spec.Containers); n != 1 {
 		t.Errorf("a merge patch from the cached Job left it %d containers on the server, want 1", n)
+	}
+}
+
+// TestBootstrapCacheHoldsNoMemberSecrets: the bootstrap data metadata cache
+// (BootstrapCacheOptions, against a real API server) shows a bootstrap data Secret and a
+// TerraformCluster's state Secret, whose resourceVersions the machines and pools read
+// (engine.SecretVersion), and not the Secrets CAPTF made for a machine or a pool, though they
+// carry the cluster-name label too.
+func TestBootstrapCacheHoldsNoMemberSecrets(t *testing.T) {
+	env, c := controlPlane.Get(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := "bootstrap-cache"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	secret := func(name string, labels map[string]string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}}
+	}
+	shown := []*corev1.Secret{
+		secret("m1-bootstrap", map[string]string{infrav1.ClusterNameLabel: "c1"}),
+		secret("tfstate-c1", naming.OwnerLabels(infrav1.TerraformClusterKind, "c1", "c1", "")),
+	}
+	hidden := []*corev1.Secret{
+		secret("tfstate-m1", naming.OwnerLabels(infrav1.TerraformMachineKind, "m1", "c1", "")),
+		secret("tfstate-p1", naming.OwnerLabels(infrav1.TerraformMachinePoolKind, "p1", "c1", "")),
+	}
+	for _, s := range append(append([]*corev1.Secret{}, shown...), hidden...) {
+		if err := c.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	mgr, err := manager.New(env.Config, manager.Options{Scheme: env.Scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bo, err := BootstrapCacheOptions(Options{}, mgr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := cache.New(env.Config, bo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.GetInformer(ctx, engine.SecretMetadata()); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = ca.Start(ctx) }()
+	if !ca.WaitForCacheSync(ctx) {
+		t.Fatal("the cache did not sync")
+	}
+	for _, s := range shown {
+		var rv string
+		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			v, ok, err := engine.SecretVersion(ctx, ca, ns, s.Name)
+			rv = v
+			return ok, err
+		}); err != nil {
+			t.Fatalf("the bootstrap data cache never showed secret %s: %v", s.Name, err)
+		}
+		if rv != s.ResourceVersion {
+			t.Errorf("secret %s: the cache shows resourceVersion %s, the server wrote %s", s.Name, rv, s.ResourceVersion)
+		}
+	}
+	// The initial list held every Secret, and the cache has synced: what it lacks now, it left out.
+	for _, s := range hidden {
+		if _, ok, err := engine.SecretVersion(ctx, ca, ns, s.Name); err != nil || ok {
+			t.Errorf("the bootstrap data cache holds %s, a Secret CAPTF made for a machine or pool (err %v)", s.Name, err)
+		}
 	}
 }

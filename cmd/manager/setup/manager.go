@@ -80,8 +80,17 @@ func CacheOptions(o Options) cache.Options {
 // its content changed, with no read of the content (engine.Reconciler.BootstrapMeta). It is a
 // cache of its own because the manager's cache holds one selector per type, and CAPTF's own
 // Secrets (captf.io/managed=true) need not carry the label.
+//
+// CAPTF's own Secrets of machines and pools carry the label too, but are no bootstrap data
+// and no input of another object: they are left out (memberSecrets), so the cache does not
+// hold their metadata a second time, nor does each of their events map to every machine and
+// pool of the cluster. A TerraformCluster's Secrets stay: its state is its members' input.
 func BootstrapCacheOptions(o Options, mgr manager.Manager) (cache.Options, error) {
 	hasCluster, err := labels.NewRequirement(infrav1.ClusterNameLabel, selection.Exists, nil)
+	if err != nil {
+		return cache.Options{}, fmt.Errorf("select labelled secrets: %w", err)
+	}
+	notMembers, err := labels.NewRequirement(infrav1.OwnerKindLabel, selection.NotIn, memberSecrets)
 	if err != nil {
 		return cache.Options{}, fmt.Errorf("select labelled secrets: %w", err)
 	}
@@ -91,7 +100,7 @@ func BootstrapCacheOptions(o Options, mgr manager.Manager) (cache.Options, error
 		Mapper:                      mgr.GetRESTMapper(),
 		ReaderFailOnMissingInformer: true,
 		ByObject: map[client.Object]cache.ByObject{
-			engine.SecretMetadata(): {Label: shardSelector(o, nil).Add(*hasCluster)},
+			engine.SecretMetadata(): {Label: shardSelector(o, nil).Add(*hasCluster, *notMembers)},
 		},
 		DefaultTransform: slimmed,
 	}
@@ -100,6 +109,10 @@ func BootstrapCacheOptions(o Options, mgr manager.Manager) (cache.Options, error
 	}
 	return co, nil
 }
+
+// memberSecrets are the captf.io/owner-kind values of the Secrets BootstrapCacheOptions leaves
+// out: those CAPTF made for a TerraformMachine or a TerraformMachinePool.
+var memberSecrets = []string{infrav1.TerraformMachineKind, infrav1.TerraformMachinePoolKind}
 
 // slimmed is the transform of every cached object: its managed fields and kubectl's
 // last-applied-configuration annotation go, as both are bookkeeping of other writers that no
