@@ -45,6 +45,11 @@ import (
 // SetupWithManager registers the controller of r.Kind with its watches: the object itself, its
 // Jobs (owner references), its Cluster (pause, deletion), and the kind's own dependencies.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), r.Kind.New(), ownerNameIndex, func(o client.Object) []string {
+		return []string{naming.LabelValue(o.GetName())}
+	}); err != nil {
+		return fmt.Errorf("index %s by owner label value: %w", r.Kind.Name(), err)
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(r.Kind.Name()).
 		For(r.Kind.New()).
@@ -78,6 +83,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, concurrency int) error {
 	return nil
 }
 
+// ownerNameIndex indexes the objects of a kind by the value their name takes in the owner labels
+// of their Secrets and Jobs (naming.LabelValue).
+const ownerNameIndex = "captf.io/owner-name-label"
+
 func wakeNothing(context.Context, client.Object) []reconcile.Request { return nil }
 
 // SameCluster maps a Cluster, or any object carrying the cluster-name label, to every object
@@ -91,7 +100,10 @@ func (r *Reconciler) SameCluster(ctx context.Context, o client.Object) []reconci
 		return nil
 	}
 	list := r.Kind.NewList()
-	if err := ListOwned(ctx, r.Client, list, o.GetNamespace(), cluster); err != nil {
+	// Only the names are read: no deep copy of each member (a large cluster's members, at every
+	// event of its Cluster or of a bootstrap Secret).
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster},
+		client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "map event to objects of the same cluster", "cluster", cluster)
 		return nil
 	}
@@ -122,8 +134,11 @@ func (r *Reconciler) ownerOfSecret(ctx context.Context, o client.Object) []recon
 	if l[infrav1.OwnerKindLabel] != r.Kind.Name() || l[infrav1.OwnerNameLabel] == "" {
 		return nil
 	}
+	// The index finds the objects whose name gives the label's value, so an event costs no
+	// listing of the namespace; only their names are read (no deep copy).
 	list := r.Kind.NewList()
-	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{ownerNameIndex: l[infrav1.OwnerNameLabel]},
+		client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "map a secret to its owner", "secret", o.GetName())
 		return nil
 	}

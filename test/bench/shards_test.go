@@ -48,6 +48,10 @@ func (s *shardRequests) wrap(rt http.RoundTripper) http.RoundTripper {
 	})
 }
 
+// unsharded are the paths of the cluster-scoped kinds every manager lists and watches whatever
+// its shard: the namespaces (a plan policy selects by their labels) and the plan policies.
+var unsharded = []string{"/api/v1/namespaces", "/apis/infrastructure.cluster.x-k8s.io/v1alpha1/terraformplanpolicies"}
+
 // strayed says whether the manager sent a request outside its shard.
 func (s *shardRequests) strayed() bool {
 	s.mu.Lock()
@@ -57,11 +61,15 @@ func (s *shardRequests) strayed() bool {
 
 // judge says whether a request stays in the shard: discovery; a request in a namespace of the
 // shard; a list or watch across namespaces that selects the shard's label; the manager's own
-// start-up probe (coldManagerReads, in namespace default).
+// start-up probe (coldManagerReads, in namespace default); the list and watch of what belongs
+// to no shard, which every manager caches: the namespaces' metadata and the plan policies.
 func (s *shardRequests) judge(r *http.Request) (bool, string) {
 	kind, key := classify(r)
 	what := kind + ": " + key
 	if kind == reqDiscovery || coldManagerReads[key] > 0 && namespaceOf(r.URL) == "default" {
+		return true, what
+	}
+	if r.Method == http.MethodGet && slices.Contains(unsharded, r.URL.Path) {
 		return true, what
 	}
 	if ns := namespaceOf(r.URL); ns != "" {
