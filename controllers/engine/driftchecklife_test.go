@@ -69,7 +69,9 @@ var _ = Describe("Drift checks asked for", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(envtest.FinishJob(ctx, k8s, again, pod, false, "")).To(Succeed())
 		Eventually(func() map[string]string { return get(tc).Annotations }).ShouldNot(HaveKey(infrav1.DriftCheckAnnotation))
-		Expect(envtest.Condition(tc, infrav1.DriftJobSucceededCondition)).To(HaveField("Status", metav1.ConditionFalse))
+		// The annotation and the status are two patches: the condition may follow a moment later.
+		Eventually(func() *metav1.Condition { return envtest.Condition(get(tc), infrav1.DriftJobSucceededCondition) }).Should(
+			HaveField("Status", metav1.ConditionFalse))
 		Eventually(func() []string { return normalNotes(f.ns, tc.Name, "DriftCheckAnswered") }).Should(ContainElement(
 			ContainSubstring("Job " + again.Name + " answered the drift check asked for (" + infrav1.DriftCheckAnnotation + "=c2): it did not succeed")))
 		Consistently(func() int64 { return runSeqOf(get(tc)) }, "2s").Should(BeEquivalentTo(4), "answered: no check runs again")
