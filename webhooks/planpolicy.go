@@ -10,9 +10,12 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/planpolicy"
 )
 
-// Plan policies are validated on CREATE and UPDATE, failing closed: a policy the engine could
-// not evaluate is refused before it exists, with the CEL compiler's reason.
-// +kubebuilder:webhook:path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-terraformplanpolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrastructure.cluster.x-k8s.io,resources=terraformplanpolicies,verbs=create;update,versions=v1alpha1,name=validate.terraformplanpolicy.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
+// Plan policies are validated as the other kinds' specs are: CREATE fails closed (a policy the
+// engine could not evaluate never exists), UPDATE fails open and sees only spec changes (the
+// patch in config/webhook), and a rule that slipped through a webhook outage does not compile in
+// the engine either, which counts it as broken and holds the plans it judges.
+// +kubebuilder:webhook:path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-terraformplanpolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=infrastructure.cluster.x-k8s.io,resources=terraformplanpolicies,verbs=create,versions=v1alpha1,name=validate.terraformplanpolicy.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-infrastructure-cluster-x-k8s-io-v1alpha1-terraformplanpolicy,mutating=false,failurePolicy=ignore,sideEffects=None,groups=infrastructure.cluster.x-k8s.io,resources=terraformplanpolicies,verbs=update,versions=v1alpha1,name=validate-update.terraformplanpolicy.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
 
 // TerraformPlanPolicyKind is the kind of a plan policy.
 const TerraformPlanPolicyKind = "TerraformPlanPolicy"

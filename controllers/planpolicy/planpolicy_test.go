@@ -103,6 +103,12 @@ func TestJudgeFailsClosed(t *testing.T) {
 			t.Fatalf("violations %q", v)
 		}
 	})
+	t.Run("a rule that does not compile (admitted during a webhook outage)", func(t *testing.T) {
+		v := Judge(context.Background(), []infrav1.TerraformPlanPolicy{policy("p", nil, rule("broken", "changes.all(", "m"))}, input(plan, sum))
+		if len(v) != 1 || !strings.HasPrefix(v[0], "p/broken: the rule does not compile") {
+			t.Fatalf("violations %q", v)
+		}
+	})
 	t.Run("a rule that fails at run time", func(t *testing.T) {
 		v := Judge(context.Background(), []infrav1.TerraformPlanPolicy{policy("p", nil, rule("missing-key", "plan.no_such_key == 1", "m"))}, input(plan, sum))
 		if len(v) != 1 || !strings.HasPrefix(v[0], "p/missing-key: the rule failed (no such key: no_such_key); m") {
