@@ -10,14 +10,16 @@ type TerraformPlanPolicySpec struct {
 	// namespaceSelector selects the namespaces whose TerraformClusters, TerraformMachines and
 	// TerraformMachinePools the policy judges, by the namespaces' labels. Empty or absent
 	// selects every namespace. An object a policy selects applies only through a saved plan,
-	// the first apply included (test: "a plan policy selects an object", controllers/engine).
+	// the first apply included (engine test "a plan policy holds a plan that deletes a database
+	// and lets a create-only plan apply").
 	// +optional
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 
 	// rules are CEL expressions a plan must keep, each evaluated with the variables `plan`,
-	// `changes`, `summary`, `object` and `namespace` (docs/plans.md lists them) and
-	// returning a bool: true keeps the rule. A rule that returns false, fails or runs over its
-	// cost budget holds the plan with the reason PlanPolicyViolated and the rule's message.
+	// `changes`, `summary`, `object` and `namespaceObject` (docs/plans.md lists them) and
+	// returning a bool: true keeps the rule. A rule that returns false, fails when it runs, or
+	// runs over its 2-second budget holds the plan with the reason PlanPolicyViolated and the
+	// rule's message (controllers/planpolicy TestJudgeFailsClosed).
 	// The admission webhook refuses a rule that does not compile, does not return a bool, or
 	// whose estimated cost exceeds the per-expression limit Kubernetes uses for its own CEL
 	// (webhooks test "refuses a plan policy", webhooks/planpolicy_test.go).
