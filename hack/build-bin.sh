@@ -33,7 +33,7 @@ export GOFLAGS=-mod=mod GOWORK=off CGO_ENABLED=0
 case "$tool" in
 etcd) version=${ETCD_VERSION:?}; binaries="etcd" ;;
 kubernetes) version=${KUBERNETES_VERSION:?}; binaries="kube-apiserver kube-controller-manager kube-scheduler kubectl" ;;
-cluster-api) version=${CLUSTER_API_VERSION:?}; binaries="clusterctl capi-manager" ;;
+cluster-api) version=${CLUSTER_API_VERSION:?}; binaries="clusterctl capi-manager capi-kubeadm-bootstrap capi-kubeadm-control-plane" ;;
 tofu) version=${OPENTOFU_VERSION:?}; binaries="tofu" ;;
 terraform) version=${TERRAFORM_VERSION:?}; binaries="terraform" ;;
 promtool) version=${PROMETHEUS_VERSION:?}; binaries="promtool" ;;
@@ -111,12 +111,16 @@ cluster-api)
   # ships as its manager image) in one go build, so the packages they share compile once.
   v=$version
   printf 'module captf.local/build-cluster-api\ngo 1.26\nrequire (\n\tsigs.k8s.io/cluster-api %s\n\tsigs.k8s.io/cluster-api/api %s\n)\n' "$v" "$v" > go.mod
-  printf '//go:build tools\n\npackage tools\nimport (\n\t_ "sigs.k8s.io/cluster-api/cmd/clusterctl"\n\t_ "sigs.k8s.io/cluster-api/core"\n)\n' > tools.go
+  printf '//go:build tools\n\npackage tools\nimport (\n\t_ "sigs.k8s.io/cluster-api/cmd/clusterctl"\n\t_ "sigs.k8s.io/cluster-api/core"\n\t_ "sigs.k8s.io/cluster-api/bootstrap/kubeadm"\n\t_ "sigs.k8s.io/cluster-api/controlplane/kubeadm"\n)\n' > tools.go
   go mod tidy >/dev/null
   mkdir -p "$work/out"
   go build -o "$work/out/" sigs.k8s.io/cluster-api/cmd/clusterctl sigs.k8s.io/cluster-api/core
   mv "$work/out/clusterctl" "$out/clusterctl"
   mv "$work/out/core" "$out/capi-manager"
+  # The kubeadm bootstrap and control plane managers (both main packages are named kubeadm, so
+  # each gets its own build; the packages they share with the core compile once, in the cache).
+  go build -o "$out/capi-kubeadm-bootstrap" sigs.k8s.io/cluster-api/bootstrap/kubeadm
+  go build -o "$out/capi-kubeadm-control-plane" sigs.k8s.io/cluster-api/controlplane/kubeadm
   ;;
 tofu)
   v=$version
@@ -176,7 +180,19 @@ for b in $binaries; do
   if [ ! -x "$out/$b" ]; then echo "$tool $version: the build wrote no $b" >&2; exit 1; fi
 done
 mkdir -p "$(dirname "$cached")"
-# Another build of the same tool may have finished first: keep the first, drop this one.
-if ! mv -T "$out" "$cached" 2>/dev/null; then rm -rf "$out"; fi
+# Another build of the same tool may have finished first: keep the first, drop this one. A
+# folder from before the tool gained a binary (Cluster API's kubeadm managers) is incomplete:
+# it is set aside and this build takes its place.
+if ! mv -T "$out" "$cached" 2>/dev/null; then
+  complete=yes
+  for b in $binaries; do [ -x "$cached/$b" ] || complete=no; done
+  if [ "$complete" = yes ]; then
+    rm -rf "$out"
+  else
+    old=$(mktemp -d "$cache_root/.old-$tool-XXXXXX")
+    mv -T "$cached" "$old/$version" && mv -T "$out" "$cached"
+    rm -rf "$old"
+  fi
+fi
 echo "$tool $version: built $binaries in $(( $(date +%s) - began ))s into $cached"
 link_all
