@@ -4,9 +4,9 @@
 // for, clusterctl's provider inventory, the manager binary as a child process serving its
 // admission webhooks (the configurations rendered from config/webhook, pointed at the child
 // and given the CA of a self-signed certificate), the real kube-controller-manager and
-// kube-scheduler (package kubecontrollers), the real Cluster API core manager with its webhooks
-// (package capimanager), the node that runs the scheduled pods as local processes (package
-// executor), and the workload clusters' side of Cluster API (package workload: each Cluster's
+// kube-scheduler (package kubecontrollers), the real Cluster API managers with their webhooks
+// (package capimanager: the core and kubeadm's bootstrap and control plane managers), the node
+// that runs the scheduled pods as local processes (package executor), and the workload clusters' side of Cluster API (package workload: each Cluster's
 // kubeconfig Secret names the sandbox's own API server, where a Node is registered for each
 // providerID a Machine or MachinePool reports). cmd/sandbox (`make run`) and test/e2e use it.
 //

@@ -30,6 +30,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/certs"
 	testenv "github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox/capimanager"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/internal/proc"
 )
 
@@ -41,8 +42,6 @@ const (
 	ManagerServiceAccount = "captf-controller-manager"
 	// ManagerClusterRole is config/rbac/role.yaml's ClusterRole under its deployed name.
 	ManagerClusterRole = "captf-manager-role"
-	// CoreNamespace holds Cluster API's inventory entry.
-	CoreNamespace = "capi-system"
 	// ProviderVersion is the version CAPTF's inventory entry claims (the release metadata.yaml
 	// describes).
 	ProviderVersion = "v0.1.0"
@@ -50,10 +49,6 @@ const (
 	// configurations, as config/default names them.
 	ValidatingWebhookConfiguration = "captf-validating-webhook-configuration"
 	MutatingWebhookConfiguration   = "captf-mutating-webhook-configuration"
-	// CAPIValidatingWebhookConfiguration and CAPIMutatingWebhookConfiguration are the names of
-	// Cluster API's configurations, as clusterctl init names them.
-	CAPIValidatingWebhookConfiguration = "capi-validating-webhook-configuration"
-	CAPIMutatingWebhookConfiguration   = "capi-mutating-webhook-configuration"
 )
 
 // Labels clusterctl reads on CRDs and inventory entries.
@@ -62,15 +57,16 @@ const (
 	providerLabel   = "cluster.x-k8s.io/provider"
 )
 
-// startControlPlane starts etcd and kube-apiserver with every CRD installed.
+// startControlPlane starts etcd and kube-apiserver with every CRD installed: CAPTF's, those of
+// the three Cluster API managers, and clusterctl's inventory.
 func (s *Sandbox) startControlPlane() error {
-	capiCRDs, err := testenv.ClusterAPICRDs()
-	if err != nil {
-		return err
-	}
 	module, err := capiModule()
 	if err != nil {
 		return err
+	}
+	crdPaths := []string{filepath.Join(s.opts.RepoRoot, "config", "crd", "bases")}
+	for _, p := range capimanager.Providers {
+		crdPaths = append(crdPaths, filepath.Join(module, filepath.FromSlash(p.ConfigDir), "crd", "bases"))
 	}
 	inventory := filepath.Join(module, "cmd", "clusterctl", "config", "manifest", "clusterctl-api.yaml")
 	// The control plane's folders live in the work folder (a fresh one each start), so what
@@ -89,7 +85,7 @@ func (s *Sandbox) startControlPlane() error {
 	s.env = &envtest.Environment{
 		BinaryAssetsDirectory: s.opts.BinDir,
 		CRDInstallOptions: envtest.CRDInstallOptions{
-			Paths:              []string{filepath.Join(s.opts.RepoRoot, "config", "crd", "bases"), capiCRDs, inventory},
+			Paths:              append(crdPaths, inventory),
 			ErrorIfPathMissing: true,
 			MaxTime:            time.Minute,
 		},
@@ -140,7 +136,11 @@ func (s *Sandbox) install(ctx context.Context) error {
 	if err := s.labelCRDs(ctx); err != nil {
 		return err
 	}
-	for _, ns := range []string{ManagerNamespace, CoreNamespace} {
+	namespaces := []string{ManagerNamespace}
+	for _, p := range capimanager.Providers {
+		namespaces = append(namespaces, p.Namespace)
+	}
+	for _, ns := range namespaces {
 		if err := s.ensure(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return err
 		}
@@ -156,8 +156,11 @@ func (s *Sandbox) install(ctx context.Context) error {
 		return err
 	}
 	s.WebhookPort = port
-	if s.CAPIWebhookPort, err = proc.FreePort(); err != nil {
-		return err
+	s.capiPorts = map[string]int{}
+	for _, p := range capimanager.Providers {
+		if s.capiPorts[p.Binary], err = proc.FreePort(); err != nil {
+			return err
+		}
 	}
 	_, ca, err := s.writeCertificates()
 	if err != nil {
@@ -170,24 +173,43 @@ func (s *Sandbox) install(ctx context.Context) error {
 }
 
 // labelCRDs gives every CRD the labels `clusterctl init` gives the CRDs it installs: move
-// discovers only CRDs labelled clusterctl.cluster.x-k8s.io.
+// discovers only CRDs labelled clusterctl.cluster.x-k8s.io. Cluster API's CRDs also get the
+// labels their config/crd kustomization adds (the contract versions, which the topology
+// controller reads on the kubeadm templates a ClusterClass names).
 func (s *Sandbox) labelCRDs(ctx context.Context) error {
+	module, err := capiModule()
+	if err != nil {
+		return err
+	}
+	kustomized := map[string]map[string]string{}
+	for _, p := range capimanager.Providers {
+		if kustomized[p.Group], err = kustomizationLabels(filepath.Join(module, filepath.FromSlash(p.ConfigDir), "crd", "kustomization.yaml")); err != nil {
+			return err
+		}
+	}
 	var crds apiextensionsv1.CustomResourceDefinitionList
 	if err := s.client.List(ctx, &crds); err != nil {
 		return fmt.Errorf("list crds: %w", err)
 	}
 	for i := range crds.Items {
 		crd := &crds.Items[i]
-		provider := "cluster-api"
+		provider, labels := capimanager.Core.Name, kustomized[capimanager.Core.Group]
 		switch crd.Spec.Group {
 		case infrav1.GroupVersion.Group:
-			provider = "infrastructure-terraform"
+			provider, labels = "infrastructure-terraform", nil
+		case capimanager.KubeadmBootstrap.Group:
+			provider, labels = capimanager.KubeadmBootstrap.Name, kustomized[capimanager.KubeadmBootstrap.Group]
+		case capimanager.KubeadmControlPlane.Group:
+			provider, labels = capimanager.KubeadmControlPlane.Name, kustomized[capimanager.KubeadmControlPlane.Group]
 		case "clusterctl.cluster.x-k8s.io":
 			continue // clusterctl's own inventory
 		}
 		patch := client.MergeFrom(crd.DeepCopy())
 		if crd.Labels == nil {
 			crd.Labels = map[string]string{}
+		}
+		for k, v := range labels {
+			crd.Labels[k] = v
 		}
 		crd.Labels[clusterctlLabel] = ""
 		crd.Labels[providerLabel] = provider
@@ -198,13 +220,44 @@ func (s *Sandbox) labelCRDs(ctx context.Context) error {
 	return nil
 }
 
-// writeInventory records Cluster API and CAPTF as installed providers, which clusterctl move
-// reads in both management clusters.
+// kustomizationLabels reads the label pairs a kustomization.yaml adds to what it renders.
+func kustomizationLabels(path string) (map[string]string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	var k struct {
+		Labels []struct {
+			Pairs map[string]string `json:"pairs"`
+		} `json:"labels"`
+	}
+	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096).Decode(&k); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", path, err)
+	}
+	out := map[string]string{}
+	for _, l := range k.Labels {
+		for key, v := range l.Pairs {
+			out[key] = v
+		}
+	}
+	return out, nil
+}
+
+// writeInventory records Cluster API's three providers and CAPTF as installed, which clusterctl
+// move reads in both management clusters.
 func (s *Sandbox) writeInventory(ctx context.Context) error {
-	for _, p := range []struct{ ns, name, kind, provider, version string }{
-		{CoreNamespace, "cluster-api", "CoreProvider", "cluster-api", testenv.ClusterAPIVersion()},
-		{ManagerNamespace, "infrastructure-terraform", "InfrastructureProvider", "terraform", ProviderVersion},
-	} {
+	type entry struct{ ns, name, kind, provider, version string }
+	var entries []entry
+	for _, p := range capimanager.Providers {
+		// The inventory's provider name drops the type prefix (clusterctl's "kubeadm" for both).
+		short := p.Name
+		if p.Type != capimanager.Core.Type {
+			short = "kubeadm"
+		}
+		entries = append(entries, entry{p.Namespace, p.Name, p.Type, short, testenv.ClusterAPIVersion()})
+	}
+	entries = append(entries, entry{ManagerNamespace, "infrastructure-terraform", "InfrastructureProvider", "terraform", ProviderVersion})
+	for _, p := range entries {
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion("clusterctl.cluster.x-k8s.io/v1alpha3")
 		u.SetKind("Provider")
@@ -287,23 +340,31 @@ func (s *Sandbox) installWebhooks(ctx context.Context, ca *certs.CA) error {
 	return s.installWebhookConfigurations(ctx, ca, objs, s.WebhookPort, ValidatingWebhookConfiguration, MutatingWebhookConfiguration)
 }
 
-// installCAPIWebhooks installs Cluster API's webhook configurations, as its module ships them
-// (core/config/webhook/manifests.yaml), pointed at the Cluster API manager's local webhook
-// server, with the CA injected.
+// installCAPIWebhooks installs the webhook configurations of Cluster API's three managers, as
+// the module ships them (<provider>/config/webhook/manifests.yaml), each pointed at its
+// manager's local webhook server, with the CA injected, under the names clusterctl init gives
+// them.
 func (s *Sandbox) installCAPIWebhooks(ctx context.Context, ca *certs.CA) error {
 	module, err := capiModule()
 	if err != nil {
 		return err
 	}
-	raw, err := os.ReadFile(filepath.Join(module, "core", "config", "webhook", "manifests.yaml"))
-	if err != nil {
-		return fmt.Errorf("read Cluster API's webhook configurations: %w", err)
+	for _, p := range capimanager.Providers {
+		raw, err := os.ReadFile(filepath.Join(module, filepath.FromSlash(p.ConfigDir), "webhook", "manifests.yaml"))
+		if err != nil {
+			return fmt.Errorf("read the webhook configurations of %s: %w", p.Name, err)
+		}
+		objs, err := decodeYAML(raw)
+		if err != nil {
+			return fmt.Errorf("decode the webhook configurations of %s: %w", p.Name, err)
+		}
+		err = s.installWebhookConfigurations(ctx, ca, objs, s.capiPorts[p.Binary],
+			p.WebhookConfigurationPrefix+"-validating-webhook-configuration", p.WebhookConfigurationPrefix+"-mutating-webhook-configuration")
+		if err != nil {
+			return err
+		}
 	}
-	objs, err := decodeYAML(raw)
-	if err != nil {
-		return fmt.Errorf("decode Cluster API's webhook configurations: %w", err)
-	}
-	return s.installWebhookConfigurations(ctx, ca, objs, s.CAPIWebhookPort, CAPIValidatingWebhookConfiguration, CAPIMutatingWebhookConfiguration)
+	return nil
 }
 
 // installWebhookConfigurations creates the validating and the mutating webhook configuration
@@ -398,9 +459,9 @@ func (s *Sandbox) repointWebhooks(ctx context.Context, port int) error {
 	return nil
 }
 
-// capiModule is the folder of the sigs.k8s.io/cluster-api module at the pinned version (its CRDs
-// are in core/config/crd/bases, its webhook configurations in core/config/webhook, clusterctl's
-// inventory CRD in cmd/clusterctl/config/manifest).
+// capiModule is the folder of the sigs.k8s.io/cluster-api module at the pinned version (each
+// manager's CRDs are in <ConfigDir>/crd/bases, its webhook configurations in <ConfigDir>/webhook,
+// clusterctl's inventory CRD in cmd/clusterctl/config/manifest).
 func capiModule() (string, error) {
 	crds, err := testenv.ClusterAPICRDs()
 	if err != nil {

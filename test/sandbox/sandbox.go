@@ -87,17 +87,17 @@ type Sandbox struct {
 	scheme *runtime.Scheme
 	exec   *executor.Executor
 	kube   *kubecontrollers.Running
-	capi   *capimanager.Running
+	capi   []*capimanager.Running
 	mgrPro *ManagerProcess
 	cancel context.CancelFunc
 	done   chan error
-	// WebhookPort serves the manager's admission webhooks, CAPIWebhookPort the Cluster API
-	// core manager's.
-	WebhookPort     int
-	CAPIWebhookPort int
-	tmpWork         bool
-	stopOnce        sync.Once
-	stopErr         error
+	// WebhookPort serves the manager's admission webhooks; capiPorts the Cluster API managers'
+	// (by binary).
+	WebhookPort int
+	capiPorts   map[string]int
+	tmpWork     bool
+	stopOnce    sync.Once
+	stopErr     error
 }
 
 // NewScheme knows the core, CRD, Cluster API and CAPTF types.
@@ -197,10 +197,10 @@ func (s *Sandbox) start(ctx context.Context) error {
 		return err
 	}
 	log.Info("kube-controller-manager and kube-scheduler up", "took", time.Since(began).Round(time.Millisecond))
-	if err := s.startCAPIManager(ctx); err != nil {
+	if err := s.startCAPIManagers(ctx); err != nil {
 		return err
 	}
-	log.Info("Cluster API core manager up", "took", time.Since(began).Round(time.Millisecond))
+	log.Info("Cluster API core, kubeadm bootstrap and kubeadm control plane managers up", "took", time.Since(began).Round(time.Millisecond))
 	if err := s.startLocalControllers(); err != nil {
 		return err
 	}
@@ -239,21 +239,25 @@ func (s *Sandbox) startKubeControllers(ctx context.Context) error {
 	return nil
 }
 
-// startCAPIManager runs the real Cluster API core manager against the sandbox's API server,
-// its webhooks served on CAPIWebhookPort with the sandbox's serving certificate.
-func (s *Sandbox) startCAPIManager(ctx context.Context) error {
+// startCAPIManagers runs the real Cluster API managers against the sandbox's API server, one
+// after the other: the core, and kubeadm's bootstrap and control plane providers (what a
+// ClusterClass's control plane needs), each with its webhooks on its own port, served with the
+// sandbox's serving certificate.
+func (s *Sandbox) startCAPIManagers(ctx context.Context) error {
 	out := s.opts.KubeControllersOutput
 	if out == nil {
 		out = io.Discard
 	}
-	capi, err := capimanager.Start(ctx, capimanager.Options{
-		BinDir: s.opts.BinDir, Config: s.cfg, WorkDir: filepath.Join(s.controlPlaneDir(), "capi-manager"),
-		CertDir: s.certDir(), WebhookPort: s.CAPIWebhookPort, Output: out,
-	})
-	if err != nil {
-		return err
+	for _, p := range capimanager.Providers {
+		r, err := capimanager.Start(ctx, capimanager.Options{
+			Provider: p, BinDir: s.opts.BinDir, Config: s.cfg, WorkDir: filepath.Join(s.controlPlaneDir(), p.Binary),
+			CertDir: s.certDir(), WebhookPort: s.capiPorts[p.Binary], Output: out,
+		})
+		if err != nil {
+			return err
+		}
+		s.capi = append(s.capi, r)
 	}
-	s.capi = capi
 	return nil
 }
 
@@ -320,8 +324,8 @@ func (s *Sandbox) Stop() error {
 				errs = append(errs, fmt.Errorf("sandbox controllers: %w", err))
 			}
 		}
-		if s.capi != nil {
-			errs = append(errs, s.capi.Stop())
+		for i := len(s.capi) - 1; i >= 0; i-- {
+			errs = append(errs, s.capi[i].Stop())
 		}
 		if s.kube != nil {
 			errs = append(errs, s.kube.Stop())

@@ -19,19 +19,53 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/internal/proc"
 )
 
-// Binary is the file name of the Cluster API core manager in the binaries folder.
-const Binary = "capi-manager"
+// Provider is one of the Cluster API managers the sandbox runs: the core manager, and the
+// kubeadm bootstrap and control plane managers a ClusterClass's control plane needs. The names
+// are the ones clusterctl init gives them.
+type Provider struct {
+	// Name is the provider's name in clusterctl's inventory and the label its CRDs carry.
+	Name string
+	// Type is the inventory's provider type.
+	Type string
+	// Namespace is where clusterctl init installs it (and its inventory entry lives).
+	Namespace string
+	// Binary is the manager's file name in the binaries folder.
+	Binary string
+	// ConfigDir is the folder of its config (crd/bases, webhook/manifests.yaml) in the
+	// cluster-api module.
+	ConfigDir string
+	// Group is the API group of the CRDs it owns (the core owns every other group of the module).
+	Group string
+	// WebhookConfigurationPrefix names its webhook configurations, <prefix>-validating- and
+	// <prefix>-mutating-webhook-configuration.
+	WebhookConfigurationPrefix string
+}
+
+// The three managers, in the order the sandbox starts them.
+var (
+	Core = Provider{Name: "cluster-api", Type: "CoreProvider", Namespace: "capi-system", Binary: "capi-manager",
+		ConfigDir: "core/config", Group: "cluster.x-k8s.io", WebhookConfigurationPrefix: "capi"}
+	KubeadmBootstrap = Provider{Name: "bootstrap-kubeadm", Type: "BootstrapProvider", Namespace: "capi-kubeadm-bootstrap-system",
+		Binary: "capi-kubeadm-bootstrap", ConfigDir: "bootstrap/kubeadm/config", Group: "bootstrap.cluster.x-k8s.io",
+		WebhookConfigurationPrefix: "capi-kubeadm-bootstrap"}
+	KubeadmControlPlane = Provider{Name: "control-plane-kubeadm", Type: "ControlPlaneProvider", Namespace: "capi-kubeadm-control-plane-system",
+		Binary: "capi-kubeadm-control-plane", ConfigDir: "controlplane/kubeadm/config", Group: "controlplane.cluster.x-k8s.io",
+		WebhookConfigurationPrefix: "capi-kubeadm-control-plane"}
+	Providers = []Provider{Core, KubeadmBootstrap, KubeadmControlPlane}
+)
 
 // ReadyTimeout bounds how long Start waits for the manager to answer /readyz.
 const ReadyTimeout = 2 * time.Minute
 
-// FeatureGates are the Cluster API feature gates the sandbox turns on (MachinePool is on by
-// default in this release).
+// FeatureGates are the Cluster API feature gates the sandbox turns on, in every manager (MachinePool
+// is on by default in this release).
 const FeatureGates = "ClusterTopology=true"
 
-// Options configure Start. Every field but Output and Verbosity is required.
+// Options configure Start. Every field but Provider, Output and Verbosity is required.
 type Options struct {
-	// BinDir holds capi-manager.
+	// Provider is the manager to run (default: Core).
+	Provider Provider
+	// BinDir holds the manager's binary.
 	BinDir string
 	// Config reaches the API server as an administrator.
 	Config *rest.Config
@@ -50,33 +84,38 @@ type Options struct {
 
 // Running is a started manager.
 type Running struct {
+	name     string
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	stopOnce sync.Once
 	stopErr  error
 }
 
-// Start runs the Cluster API core manager and waits until it is ready.
+// Start runs a Cluster API manager and waits until it is ready.
 func Start(ctx context.Context, opts Options) (*Running, error) {
-	if opts.BinDir == "" || opts.Config == nil || opts.WorkDir == "" || opts.CertDir == "" || opts.WebhookPort == 0 {
-		return nil, errors.New("start the Cluster API manager: BinDir, Config, WorkDir, CertDir and WebhookPort are required")
+	if opts.Provider.Binary == "" {
+		opts.Provider = Core
 	}
-	bin := filepath.Join(opts.BinDir, Binary)
+	name := opts.Provider.Binary
+	if opts.BinDir == "" || opts.Config == nil || opts.WorkDir == "" || opts.CertDir == "" || opts.WebhookPort == 0 {
+		return nil, fmt.Errorf("start %s: BinDir, Config, WorkDir, CertDir and WebhookPort are required", name)
+	}
+	bin := filepath.Join(opts.BinDir, name)
 	if _, err := os.Stat(bin); err != nil {
-		return nil, fmt.Errorf("start the Cluster API manager: %s not found in %s: run 'make test-bins' to build it from source: %w", Binary, opts.BinDir, err)
+		return nil, fmt.Errorf("start %s: not found in %s: run 'make test-bins' to build it from source: %w", name, opts.BinDir, err)
 	}
 	if opts.Output == nil {
 		opts.Output = io.Discard
 	}
 	if err := os.MkdirAll(opts.WorkDir, 0o700); err != nil {
-		return nil, fmt.Errorf("start the Cluster API manager: work folder: %w", err)
+		return nil, fmt.Errorf("start %s: work folder: %w", name, err)
 	}
 	kubeconfig, _, err := proc.WriteAccess(opts.Config, opts.WorkDir)
 	if err != nil {
 		return nil, err
 	}
 	if err := proc.EnableGuard(); err != nil {
-		return nil, fmt.Errorf("start the Cluster API manager: %w", err)
+		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	health, err := proc.FreePort()
 	if err != nil {
@@ -97,13 +136,13 @@ func Start(ctx context.Context, opts Options) (*Running, error) {
 		"--v="+strconv.Itoa(opts.Verbosity),
 	)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	out := proc.Prefixed(opts.Output, "[capi-manager] ")
+	out := proc.Prefixed(opts.Output, "["+name+"] ")
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = proc.SessionAttrs()
 	if err := proc.Start(cmd); err != nil {
-		return nil, fmt.Errorf("start the Cluster API manager: %w", err)
+		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	r := &Running{cmd: cmd, exited: make(chan struct{})}
+	r := &Running{name: name, cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		_ = out.Close()
@@ -123,7 +162,7 @@ func (r *Running) waitReady(ctx context.Context, url string) error {
 	for {
 		select {
 		case <-r.exited:
-			return errors.New("the Cluster API manager exited before it was ready (its output says why; run the sandbox with --verbose)")
+			return fmt.Errorf("%s exited before it was ready (its output says why; run the sandbox with --verbose)", r.name)
 		default:
 		}
 		if resp, err := hc.Get(url); err == nil {
@@ -134,7 +173,7 @@ func (r *Running) waitReady(ctx context.Context, url string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the Cluster API manager is not ready: %w", ctx.Err())
+			return fmt.Errorf("%s is not ready: %w", r.name, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -151,7 +190,7 @@ func (r *Running) Stop() error {
 		case <-r.exited:
 		case <-time.After(10 * time.Second):
 			if err := proc.KillSession(r.cmd.Process.Pid); err != nil {
-				r.stopErr = fmt.Errorf("kill the Cluster API manager: %w", err)
+				r.stopErr = fmt.Errorf("kill %s: %w", r.name, err)
 			}
 			<-r.exited
 		}

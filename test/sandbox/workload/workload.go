@@ -37,6 +37,12 @@ const (
 	NodeTaint = "captf.io/workload-node"
 	// DefaultHeartbeatInterval is how often the Nodes' Leases are renewed.
 	DefaultHeartbeatInterval = 10 * time.Second
+	// KubeconfigSecretType is the type of the kubeconfig Secrets written here.
+	KubeconfigSecretType = corev1.SecretTypeOpaque
+	// KubeadmConfigMap is the ConfigMap kubeadm init writes in kube-system. The kubeadm control
+	// plane provider counts its control plane initialized once it finds it in the workload
+	// cluster.
+	KubeadmConfigMap = "kubeadm-config"
 )
 
 // Controller registers the kubeconfig Secrets and the Nodes.
@@ -133,7 +139,12 @@ func (c *Controller) reconcileCluster(ctx context.Context, req reconcile.Request
 	s = &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: cl.Namespace, Name: kubeconfigName(cl.Name),
 			Labels: map[string]string{clusterv1.ClusterNameLabel: cl.Name}},
-		Type: clusterv1.ClusterSecretType,
+		// A user-provided kubeconfig, as Cluster API calls one whose type is not its own: the
+		// kubeadm control plane provider adopts a Secret of type cluster.x-k8s.io/secret and
+		// rotates its client certificate (the sandbox's expires within a week, under its six
+		// month threshold) with a kubeconfig for the cluster's endpoint, which no API server
+		// answers here.
+		Type: KubeconfigSecretType,
 		Data: map[string][]byte{"value": c.Kubeconfig},
 	}
 	if err := controllerutil.SetControllerReference(cl, s, c.client.Scheme()); err != nil {
@@ -155,7 +166,34 @@ func (c *Controller) reconcileMachine(ctx context.Context, req reconcile.Request
 	if m.Spec.ProviderID == "" {
 		return reconcile.Result{}, nil
 	}
-	return c.registerAll(ctx, m.Namespace, m.Spec.ClusterName, m.Name, []string{m.Spec.ProviderID})
+	res, err := c.registerAll(ctx, m.Namespace, m.Spec.ClusterName, m.Name, []string{m.Spec.ProviderID})
+	if err != nil || !res.IsZero() {
+		return res, err
+	}
+	if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; cp && c.ownsWorkload(ctx, m.Namespace, m.Spec.ClusterName) {
+		return reconcile.Result{}, c.kubeadmInit(ctx)
+	}
+	return reconcile.Result{}, nil
+}
+
+// kubeadmInit writes kube-system/kubeadm-config unless it exists, as kubeadm init does on the
+// first control plane machine, with the ClusterConfiguration kubeadm would store. One API server
+// plays every workload cluster, so the first control plane node of any Cluster writes it.
+func (c *Controller) kubeadmInit(ctx context.Context) error {
+	cm := &corev1.ConfigMap{}
+	err := c.reader.Get(ctx, types.NamespacedName{Namespace: metav1.NamespaceSystem, Name: KubeadmConfigMap}, cm)
+	if err == nil || !apierrors.IsNotFound(err) {
+		return client.IgnoreNotFound(err)
+	}
+	cm = &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: KubeadmConfigMap},
+		Data:       map[string]string{"ClusterConfiguration": "apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n"},
+	}
+	if err := c.client.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("write kube-system/%s: %w", KubeadmConfigMap, err)
+	}
+	log.FromContext(ctx).Info("a control plane node registered: kubeadm init done", "configMap", KubeadmConfigMap)
+	return nil
 }
 
 // reconcileMachinePool registers a Node for each providerID of a MachinePool.
@@ -165,6 +203,17 @@ func (c *Controller) reconcileMachinePool(ctx context.Context, req reconcile.Req
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	return c.registerAll(ctx, p.Namespace, p.Spec.ClusterName, p.Name, p.Spec.ProviderIDList)
+}
+
+// ownsWorkload tells whether this sandbox plays the cluster's workload cluster: its kubeconfig
+// Secret names this sandbox's API server.
+func (c *Controller) ownsWorkload(ctx context.Context, ns, cluster string) bool {
+	s := &corev1.Secret{}
+	if err := c.reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: kubeconfigName(cluster)}, s); err != nil {
+		return false
+	}
+	server, err := serverOf(s.Data["value"])
+	return err == nil && server == c.server
 }
 
 // registerAll registers the Nodes of providerIDs, reported by owner of cluster, when this

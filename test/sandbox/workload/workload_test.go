@@ -77,7 +77,7 @@ func TestWorkloadClusters(t *testing.T) {
 		s := &corev1.Secret{}
 		g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: "w", Name: "a-kubeconfig"}, s)).To(Succeed())
 		g.Expect(s.Data["value"]).To(Equal(c.Kubeconfig))
-		g.Expect(s.Type).To(Equal(clusterv1.ClusterSecretType))
+		g.Expect(s.Type).To(Equal(corev1.SecretTypeOpaque), "a user-provided kubeconfig: the kubeadm control plane provider leaves it alone")
 		g.Expect(s.Labels).To(HaveKeyWithValue(clusterv1.ClusterNameLabel, "a"))
 		g.Expect(s.OwnerReferences).To(ConsistOf(HaveField("UID", cl.UID)))
 	})
@@ -106,6 +106,8 @@ func TestWorkloadClusters(t *testing.T) {
 		g.Expect(n.Labels).To(HaveKeyWithValue(NodeLabel, "w.m0"))
 		g.Expect(n.Spec.Taints).To(ContainElement(corev1.Taint{Key: NodeTaint, Effect: corev1.TaintEffectNoSchedule}))
 		g.Expect(n.Status.Conditions).To(ContainElement(And(HaveField("Type", corev1.NodeReady), HaveField("Status", corev1.ConditionTrue))))
+		err = k8s.Get(ctx, types.NamespacedName{Namespace: metav1.NamespaceSystem, Name: KubeadmConfigMap}, &corev1.ConfigMap{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "a worker's node does not run kubeadm init: %v", err)
 
 		lease := &coordinationv1.Lease{}
 		key := types.NamespacedName{Namespace: nodes.LeaseNamespace, Name: n.Name}
@@ -120,6 +122,18 @@ func TestWorkloadClusters(t *testing.T) {
 		}, 10*time.Second, 50*time.Millisecond).Should(BeTemporally(">", first), "the heartbeat renews the node's Lease")
 		stop()
 		g.Expect(<-done).To(Succeed())
+	})
+
+	t.Run("a control plane Machine's node makes kube-system/kubeadm-config, as kubeadm init does", func(t *testing.T) {
+		g := NewWithT(t)
+		m := machine("w", "cp0", "a", "captf://w/cp0/1")
+		m.Labels = map[string]string{clusterv1.MachineControlPlaneLabel: ""}
+		g.Expect(k8s.Create(ctx, m)).To(Succeed())
+		_, err := c.reconcileMachine(ctx, req(m))
+		g.Expect(err).NotTo(HaveOccurred())
+		cm := &corev1.ConfigMap{}
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: metav1.NamespaceSystem, Name: KubeadmConfigMap}, cm)).To(Succeed())
+		g.Expect(cm.Data).To(HaveKey("ClusterConfiguration"))
 	})
 
 	t.Run("a MachinePool gets a Node per providerID", func(t *testing.T) {
