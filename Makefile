@@ -260,12 +260,12 @@ RELEASE_DIR ?= out
 PLUGIN_PLATFORMS ?=
 
 .PHONY: release-manifests
-release-manifests: $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) ## Write the clusterctl provider files into out/ (infrastructure-components.yaml, metadata.yaml, cluster-template.yaml).
+release-manifests: $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) ## Write the clusterctl provider files into out/ (infrastructure-components.yaml, metadata.yaml, the two flavors and the ClusterClass).
 	@mkdir -p $(RELEASE_DIR)
 	$(KUSTOMIZE) build config/clusterctl | sed 's|CAPTF_RELEASE_IMAGE|$(RELEASE_IMAGE)|g' > $(RELEASE_DIR)/infrastructure-components.yaml
 	cp metadata.yaml $(RELEASE_DIR)/metadata.yaml
-	cp templates/cluster-template.yaml $(RELEASE_DIR)/cluster-template.yaml
-	@echo "wrote $(RELEASE_DIR)/infrastructure-components.yaml, metadata.yaml and cluster-template.yaml ($(RELEASE_IMAGE))"
+	cp templates/cluster-template.yaml templates/cluster-template-topology.yaml templates/clusterclass-captf.yaml $(RELEASE_DIR)/
+	@echo "wrote $(RELEASE_DIR)/infrastructure-components.yaml, metadata.yaml, cluster-template.yaml, cluster-template-topology.yaml and clusterclass-captf.yaml ($(RELEASE_IMAGE))"
 
 .PHONY: release-plugin
 release-plugin: ## Build kubectl-captf for every krew platform into out/ and write out/captf.yaml (the krew manifest, hack/krew/captf.yaml, with the tag and SHA-256s).

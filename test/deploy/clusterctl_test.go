@@ -62,7 +62,7 @@ func clusterctlRepository(dir string) (configFile string) {
 	Expect(err).NotTo(HaveOccurred())
 	version := filepath.Join(dir, "repository", "infrastructure-terraform", releaseTag)
 	Expect(os.MkdirAll(version, 0o755)).To(Succeed())
-	for _, f := range []string{"infrastructure-components.yaml", "metadata.yaml", "cluster-template.yaml"} {
+	for _, f := range []string{"infrastructure-components.yaml", "metadata.yaml", "cluster-template.yaml", "cluster-template-topology.yaml", "clusterclass-captf.yaml"} {
 		b, err := os.ReadFile(filepath.Join(out, f))
 		Expect(err).NotTo(HaveOccurred(), "make release-manifests did not write %s", f)
 		Expect(os.WriteFile(filepath.Join(version, f), b, 0o644)).To(Succeed())
@@ -243,6 +243,53 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 		cp := objs.find("Machine", "flavor", "fl-control-plane-0")
 		Expect(cp).NotTo(BeNil())
 		Expect(cp.GetLabels()).To(HaveKey("cluster.x-k8s.io/control-plane"))
+	})
+
+	It("renders the ClusterClass flavor from the release, adding the class clusterctl finds in the repository", func() {
+		out, err := clusterctl(home, nil, "generate", "cluster", "cc", "--infrastructure", "terraform:"+releaseTag, "--config", configFile,
+			"--flavor", "topology", "--target-namespace", "topology", "--kubernetes-version", "v1.36.0", "--worker-machine-count", "3")
+		Expect(err).NotTo(HaveOccurred(), "%s", out)
+		Expect(string(out)).NotTo(ContainSubstring("${"), "a variable was left unsubstituted")
+		decoded, err := decode(out)
+		Expect(err).NotTo(HaveOccurred())
+		objs := objects(decoded)
+		kinds := map[string]int{}
+		for _, u := range objs {
+			kinds[u.GetKind()]++
+			Expect(u.GetNamespace()).To(Equal("topology"), "%s %s", u.GetKind(), u.GetName())
+		}
+		Expect(kinds).To(Equal(map[string]int{"Cluster": 1, "ClusterClass": 1, "TerraformClusterTemplate": 1, "KubeadmControlPlaneTemplate": 1,
+			"TerraformMachineTemplate": 2, "KubeadmConfigTemplate": 1, "TerraformMachinePoolTemplate": 1}))
+		cl := objs.find("Cluster", "topology", "cc")
+		Expect(cl).NotTo(BeNil())
+		class, _, _ := unstructured.NestedString(cl.Object, "spec", "topology", "classRef", "name")
+		Expect(class).To(Equal("captf"))
+		mds, _, _ := unstructured.NestedSlice(cl.Object, "spec", "topology", "workers", "machineDeployments")
+		Expect(mds).To(HaveLen(1))
+		Expect(mds[0]).To(HaveKeyWithValue("replicas", BeNumerically("==", 3)))
+		// Every template the class names is in the output, so one kubectl apply makes the cluster.
+		cc := objs.find("ClusterClass", "topology", "captf")
+		Expect(cc).NotTo(BeNil())
+		refs := 0
+		var walk func(any)
+		walk = func(v any) {
+			switch v := v.(type) {
+			case map[string]any:
+				if ref, ok := v["templateRef"].(map[string]any); ok {
+					refs++
+					Expect(objs.find(ref["kind"].(string), "topology", ref["name"].(string))).NotTo(BeNil(), "the class names %s %s", ref["kind"], ref["name"])
+				}
+				for _, e := range v {
+					walk(e)
+				}
+			case []any:
+				for _, e := range v {
+					walk(e)
+				}
+			}
+		}
+		walk(cc.Object["spec"])
+		Expect(refs).To(Equal(7))
 	})
 
 	It("renders the components with their variables substituted", func() {

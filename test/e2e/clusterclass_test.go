@@ -1,0 +1,162 @@
+package e2e_test
+
+import (
+	"os"
+	"path/filepath"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox/executor"
+)
+
+// The ClusterClass flavor under the real Cluster API: the core manager's topology controller,
+// kubeadm's control plane and bootstrap managers, and CAPTF.
+var _ = Describe("the ClusterClass flavor (templates/cluster-template-topology.yaml) under the real Cluster API", func() {
+	It("as docs/cluster-api.md says: the class, then clusterctl generate cluster --flavor topology: a kubeadm control plane, a MachineDeployment of 3 and a MachinePool of 2 come up; the pool scales to 4 with one apply, the workers to 2 (the removed one destroyed); deleting the Cluster destroys everything, machines before the cluster", func() {
+		const ns, name = "topology", "cc"
+		checkInvariants := watchInvariants(shared, ns)
+		createNamespace(shared, ns)
+		kubectl(shared, "apply", "-n", ns, "-f", filepath.Join(repo, "config", "samples", "modules.yaml"))
+		By("the ClusterClass and its templates (kubectl apply -k templates)")
+		kubectl(shared, "apply", "-n", ns, "-k", filepath.Join(repo, "templates"))
+		out, err := run(shared.Kubeconfig(), "clusterctl", "generate", "cluster", name, "--from", filepath.Join(repo, "templates", "cluster-template-topology.yaml"),
+			"--target-namespace", ns, "--kubernetes-version", "v1.36.0", "--worker-machine-count", "3")
+		Expect(err).NotTo(HaveOccurred(), "%s", out)
+		Expect(out).NotTo(ContainSubstring("${"))
+		generated := filepath.Join(GinkgoT().TempDir(), "cluster.yaml")
+		Expect(os.WriteFile(generated, []byte(out), 0o600)).To(Succeed())
+		kubectl(shared, "apply", "-f", generated)
+
+		By("the topology controller stamps a TerraformCluster from the class's template; it applies")
+		cluster := &clusterv1.Cluster{}
+		Eventually(func(g Gomega) {
+			g.Expect(shared.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cluster)).To(Succeed())
+			g.Expect(cluster.Spec.InfrastructureRef.Name).NotTo(BeEmpty())
+		}, time.Minute).Should(Succeed())
+		infraCluster := tc(ns, cluster.Spec.InfrastructureRef.Name)
+		eventuallyReady(shared, infraCluster)
+		Expect(shared.Client().Get(ctx, client.ObjectKeyFromObject(infraCluster), infraCluster)).To(Succeed())
+		Expect(infraCluster.Annotations).To(HaveKeyWithValue(clusterv1.TemplateClonedFromNameAnnotation, "captf"))
+
+		By("kubeadm's control plane provider makes its machine, CAPTF applies it, its node initializes the control plane")
+		Eventually(func(g Gomega) {
+			g.Expect(shared.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cluster)).To(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(cluster.Status.Conditions, clusterv1.ClusterControlPlaneInitializedCondition)).To(BeTrue())
+		}, 3*time.Minute).Should(Succeed(), "the control plane machine's node initializes the control plane")
+		var cps clusterv1.MachineList
+		Expect(shared.Client().List(ctx, &cps, client.InNamespace(ns), client.HasLabels{clusterv1.MachineControlPlaneLabel})).To(Succeed())
+		Expect(cps.Items).To(HaveLen(1))
+		Expect(cps.Items[0].Spec.Bootstrap.ConfigRef.Kind).To(Equal("KubeadmConfig"))
+		controlPlane := tm(ns, cps.Items[0].Spec.InfrastructureRef.Name)
+		eventuallyReady(shared, controlPlane)
+
+		By("the MachineDeployment of 3: each Machine's TerraformMachine cloned, applied with kubeadm's bootstrap data, its node found")
+		md := topologyMachineDeployment(ns, name, "md-0")
+		three := eventuallyWorkers(ns, md, 3, "")
+		for _, w := range three {
+			Expect(w.machine.Spec.Bootstrap.ConfigRef.Kind).To(Equal("KubeadmConfig"))
+			Expect(runsOf(shared.Executor().Runs(), infrav1.TerraformMachineKind, ns, w.infra.Name, infrav1.OperationApply)).
+				To(ContainElement(HaveField("Phase", BeEquivalentTo("Succeeded"))))
+		}
+
+		By("the MachinePool of 2: one TerraformMachinePool applied, 2 provider IDs, 2 nodes")
+		mp := topologyMachinePool(ns, name, "mp-0")
+		pool := eventuallyPool(ns, mp, 2)
+		poolApplies := len(runsOf(shared.Executor().Runs(), infrav1.TerraformMachinePoolKind, ns, pool.Name, infrav1.OperationApply))
+
+		By("the pool scaled to 4 through the Cluster's topology: one more apply")
+		kubectl(shared, "patch", "cluster", "-n", ns, name, "--type=json", "-p",
+			`[{"op":"replace","path":"/spec/topology/workers/machinePools/0/replicas","value":4}]`)
+		pool = eventuallyPool(ns, mp, 4)
+		Expect(runsOf(shared.Executor().Runs(), infrav1.TerraformMachinePoolKind, ns, pool.Name, infrav1.OperationApply)).To(HaveLen(poolApplies + 1))
+
+		By("the workers scaled to 2 through the Cluster's topology: the removed machine's infrastructure destroyed")
+		kubectl(shared, "patch", "cluster", "-n", ns, name, "--type=json", "-p",
+			`[{"op":"replace","path":"/spec/topology/workers/machineDeployments/0/replicas","value":2}]`)
+		two := eventuallyWorkers(ns, md, 2, "")
+		kept := map[string]bool{two[0].infra.Name: true, two[1].infra.Name: true}
+		for _, w := range three {
+			if kept[w.infra.Name] {
+				continue
+			}
+			Eventually(func() []executor.Run {
+				return runsOf(shared.Executor().Runs(), infrav1.TerraformMachineKind, ns, w.infra.Name, infrav1.OperationDestroy)
+			}, 2*time.Minute).Should(ContainElement(HaveField("Phase", BeEquivalentTo("Succeeded"))), "%s was destroyed", w.infra.Name)
+			Eventually(func() *tfState { return stateOf(shared, infrav1.TerraformMachineKind, ns, w.infra.Name) }).Should(BeNil())
+		}
+
+		By("deleting the Cluster destroys the machines and the pool, then the cluster's infrastructure")
+		kubectl(shared, "delete", "cluster", "-n", ns, name, "--timeout=5m")
+		Expect(kubectl(shared, "get", "terraformclusters,terraformmachines,terraformmachinepools,machines,kubeadmcontrolplanes", "-n", ns, "-o", "name")).To(BeEmpty())
+		runs := shared.Executor().Runs()
+		clusterDestroy := runsOf(runs, infrav1.TerraformClusterKind, ns, infraCluster.Name, infrav1.OperationDestroy)
+		Expect(clusterDestroy).To(HaveLen(1))
+		last := []struct{ kind, name string }{{infrav1.TerraformMachineKind, controlPlane.Name}, {infrav1.TerraformMachinePoolKind, pool.Name}}
+		for _, w := range two {
+			last = append(last, struct{ kind, name string }{infrav1.TerraformMachineKind, w.infra.Name})
+		}
+		for _, o := range last {
+			rs := runsOf(runs, o.kind, ns, o.name, infrav1.OperationDestroy)
+			Expect(rs).To(HaveLen(1), "%s %s destroyed once", o.kind, o.name)
+			Expect(rs[0].Finished.Before(clusterDestroy[0].Started)).To(BeTrue(), "%s went before the cluster's infrastructure", o.name)
+		}
+		checkInvariants()
+	})
+})
+
+// topologyMachineDeployment is the name of the MachineDeployment the topology controller made
+// for the Cluster's machineDeployments entry topologyName.
+func topologyMachineDeployment(ns, cluster, topologyName string) string {
+	GinkgoHelper()
+	var name string
+	Eventually(func(g Gomega) {
+		var list clusterv1.MachineDeploymentList
+		g.Expect(shared.Client().List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{
+			clusterv1.ClusterNameLabel: cluster, clusterv1.ClusterTopologyMachineDeploymentNameLabel: topologyName})).To(Succeed())
+		g.Expect(list.Items).To(HaveLen(1))
+		name = list.Items[0].Name
+	}, time.Minute).Should(Succeed())
+	return name
+}
+
+// topologyMachinePool is the name of the MachinePool the topology controller made for the
+// Cluster's machinePools entry topologyName.
+func topologyMachinePool(ns, cluster, topologyName string) string {
+	GinkgoHelper()
+	var name string
+	Eventually(func(g Gomega) {
+		var list clusterv1.MachinePoolList
+		g.Expect(shared.Client().List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{
+			clusterv1.ClusterNameLabel: cluster, clusterv1.ClusterTopologyMachinePoolNameLabel: topologyName})).To(Succeed())
+		g.Expect(list.Items).To(HaveLen(1))
+		name = list.Items[0].Name
+	}, time.Minute).Should(Succeed())
+	return name
+}
+
+// eventuallyPool waits until the MachinePool mp reports n ready replicas and its
+// TerraformMachinePool is Ready with n provider IDs and replicas n, and returns the latter.
+func eventuallyPool(ns, mp string, n int32) *infrav1.TerraformMachinePool {
+	GinkgoHelper()
+	pool := &infrav1.TerraformMachinePool{}
+	Eventually(func(g Gomega) {
+		p := &clusterv1.MachinePool{}
+		g.Expect(shared.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: mp}, p)).To(Succeed())
+		g.Expect(p.Status.ReadyReplicas).To(HaveValue(Equal(n)), "ready replicas of %s", mp)
+		pool = &infrav1.TerraformMachinePool{}
+		pool.Namespace, pool.Name = ns, p.Spec.Template.Spec.InfrastructureRef.Name
+		g.Expect(shared.Client().Get(ctx, client.ObjectKeyFromObject(pool), pool)).To(Succeed())
+		g.Expect(pool.Spec.ProviderIDList).To(HaveLen(int(n)))
+		g.Expect(pool.Status.Replicas).To(HaveValue(Equal(n)))
+		ready := readyCondition(shared, pool)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(string(ready.Status)).To(Equal("True"), "%s: %s", pool.Name, ready.Message)
+	}, 3*time.Minute).Should(Succeed())
+	return pool
+}
