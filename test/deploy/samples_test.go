@@ -1,7 +1,6 @@
 package deploy_test
 
 import (
-	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -11,9 +10,11 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/inputs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
 
@@ -31,15 +32,14 @@ func terraformBinary() (string, error) {
 }
 
 // runModule applies a sample module offline with local state, as the runner would with the
-// kubernetes backend, and returns the state as CAPTF reads it.
-func runModule(tf, dir, main string, vars map[string]any) *state.State {
+// kubernetes backend, and returns the state as CAPTF reads it. vars is the Job's
+// variables.tfvars.json, as inputs.Assemble builds it.
+func runModule(tf, dir, main string, vars []byte) *state.State {
 	Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
 	Expect(os.WriteFile(filepath.Join(dir, "main.tf"), []byte(main), 0o644)).To(Succeed())
-	b, err := json.Marshal(vars)
-	Expect(err).NotTo(HaveOccurred())
-	Expect(os.WriteFile(filepath.Join(dir, "vars.tfvars.json"), b, 0o644)).To(Succeed())
+	Expect(os.WriteFile(filepath.Join(dir, "vars.tfvars.json"), vars, 0o644)).To(Succeed())
 	env := cleanEnv("TF_IN_AUTOMATION=1", "TF_CLI_CONFIG_FILE="+filepath.Join(dir, "none.tfrc"), "CHECKPOINT_DISABLE=1")
-	_, err = run(dir, env, tf, "init", "-input=false", "-no-color")
+	_, err := run(dir, env, tf, "init", "-input=false", "-no-color")
 	Expect(err).NotTo(HaveOccurred())
 	_, err = run(dir, env, tf, "apply", "-auto-approve", "-input=false", "-no-color", "-var-file=vars.tfvars.json")
 	Expect(err).NotTo(HaveOccurred())
@@ -96,65 +96,53 @@ var _ = Describe("config/samples", func() {
 		tf, err := terraformBinary()
 		Expect(err).NotTo(HaveOccurred())
 		dir := GinkgoT().TempDir()
-		module := func(kind string) (string, map[string]any, *unstructured.Unstructured) {
-			u := all.ofKind(kind)[0]
-			cmName, _, _ := unstructured.NestedString(u.Object, "spec", "module", "configMap", "name")
-			cm, err := as[corev1.ConfigMap](all.find("ConfigMap", "", cmName))
-			Expect(err).NotTo(HaveOccurred())
-			vars, _, _ := unstructured.NestedMap(u.Object, "spec", "variables")
-			if vars == nil {
-				vars = map[string]any{}
-			}
-			return cm.Data["main.tf"], vars, u
-		}
 		cluster, err := as[clusterv1.Cluster](all.ofKind("Cluster")[0])
 		Expect(err).NotTo(HaveOccurred())
 		bootstrap, err := as[corev1.Secret](all.ofKind("Secret")[0])
 		Expect(err).NotTo(HaveOccurred())
 		machine, err := as[clusterv1.Machine](all.ofKind("Machine")[0])
 		Expect(err).NotTo(HaveOccurred())
-		captf := func(u *unstructured.Unstructured) map[string]any {
-			return map[string]any{
-				"kind": u.GetKind(), "name": u.GetName(), "namespace": "demo", "cluster_name": cluster.Name,
-				"control_plane_endpoint": nil, "cluster_network": map[string]any{
-					"api_server_port": nil, "pods": cluster.Spec.ClusterNetwork.Pods.CIDRBlocks,
-					"services": cluster.Spec.ClusterNetwork.Services.CIDRBlocks, "service_domain": nil,
-				},
-				"bootstrap_data": nil, "failure_domain": nil, "version": nil, "cluster_outputs": map[string]any{},
-			}
+		mp, err := as[clusterv1.MachinePool](all.ofKind("MachinePool")[0])
+		Expect(err).NotTo(HaveOccurred())
+
+		// apply runs the sample of kind with the variables its Job would get: inputs.Assemble,
+		// the one place that builds them (the object's variables and the captf object), given
+		// what the engine would give it (contract, filled here from the samples).
+		apply := func(kind string, contract inputs.ContractInputs) *state.State {
+			GinkgoHelper()
+			u := all.ofKind(kind)[0]
+			var spec infrav1.TerraformSpec
+			Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object["spec"].(map[string]any), &spec)).To(Succeed())
+			Expect(spec.Module.ConfigMap).NotTo(BeNil(), "%s %s uses no ConfigMap module", kind, u.GetName())
+			// Offline there is no API server to read variablesFrom sources from.
+			Expect(spec.VariablesFrom).To(BeEmpty(), "%s %s reads variablesFrom, which this offline run cannot", kind, u.GetName())
+			cm, err := as[corev1.ConfigMap](all.find("ConfigMap", "", spec.Module.ConfigMap.Name))
+			Expect(err).NotTo(HaveOccurred())
+			contract.Kind, contract.Name, contract.Namespace, contract.ClusterName = kind, u.GetName(), "demo", cluster.Name
+			contract.ClusterNetwork = &cluster.Spec.ClusterNetwork
+			in, err := inputs.Assemble(ctx, nil, "demo", &spec, contract)
+			Expect(err).NotTo(HaveOccurred())
+			return runModule(tf, filepath.Join(dir, kind), cm.Data["main.tf"], in.Variables)
 		}
 
-		main, vars, u := module("TerraformCluster")
-		vars["captf"] = captf(u)
-		cs := runModule(tf, filepath.Join(dir, "cluster"), main, vars)
+		cs := apply("TerraformCluster", inputs.ContractInputs{})
 		co, err := state.Cluster(cs)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(co.ControlPlaneEndpoint.Host).NotTo(BeEmpty())
 		Expect(co.FailureDomains).NotTo(BeEmpty())
-		clusterOutputs := state.ClusterOutputsForMachines(cs)
 
-		forMachines := func(u *unstructured.Unstructured) map[string]any {
-			c := captf(u)
-			c["control_plane_endpoint"] = map[string]any{"host": co.ControlPlaneEndpoint.Host, "port": co.ControlPlaneEndpoint.Port}
-			c["bootstrap_data"] = bootstrap.StringData["value"]
-			c["version"] = machine.Spec.Version
-			c["cluster_outputs"] = clusterOutputs
-			return c
-		}
-		main, vars, u = module("TerraformMachine")
-		vars["captf"] = forMachines(u)
-		mo, err := state.Machine(runModule(tf, filepath.Join(dir, "machine"), main, vars))
+		member := inputs.ContractInputs{ControlPlaneEndpoint: &co.ControlPlaneEndpoint, BootstrapData: bootstrap.StringData["value"],
+			ClusterOutputs: state.ClusterOutputsForMachines(cs)}
+		m := member
+		m.FailureDomain, m.Version = machine.Spec.FailureDomain, machine.Spec.Version
+		mo, err := state.Machine(apply("TerraformMachine", m))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(mo.ProviderID).To(HavePrefix("captf://"))
 		Expect(mo.Addresses).NotTo(BeEmpty())
 
-		mp, err := as[clusterv1.MachinePool](all.ofKind("MachinePool")[0])
-		Expect(err).NotTo(HaveOccurred())
-		main, vars, u = module("TerraformMachinePool")
-		pool := forMachines(u)
-		pool["replicas"] = *mp.Spec.Replicas // a pool's captf object has the MachinePool's replicas
-		vars["captf"] = pool
-		po, err := state.MachinePool(runModule(tf, filepath.Join(dir, "pool"), main, vars))
+		p := member
+		p.Version, p.Replicas = mp.Spec.Template.Spec.Version, mp.Spec.Replicas
+		po, err := state.MachinePool(apply("TerraformMachinePool", p))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(po.Replicas).To(Equal(*mp.Spec.Replicas), "the pool module's replicas differ from the MachinePool's")
 		Expect(po.ProviderIDList).To(HaveLen(int(*mp.Spec.Replicas)))
