@@ -31,6 +31,42 @@ type TerraformMachinePoolStatus struct {
 	// ready mirrors initialization.provisioned for Cluster API versions that still read it.
 	// +optional
 	Ready bool `json:"ready,omitempty"`
+
+	// instances lists the pool's instances as the module's optional instances output reports
+	// them, in the module's order: one entry for each provider ID of spec.providerIDList and no
+	// other (TestMachinePoolOutputs in controllers/state; the engine spec "reports a pool's
+	// instances from the instances output"). Unset when the module has no instances output.
+	// Informational, as the InfraMachinePool contract says: Cluster API does not read it.
+	// +optional
+	// +listType=map
+	// +listMapKey=providerID
+	// +kubebuilder:validation:MaxItems=10000
+	Instances []TerraformMachinePoolInstance `json:"instances,omitempty"`
+
+	// readyInstances counts the entries of instances whose ready is true; unset when the module
+	// has no instances output (TestPoolOutputsFillTheStatus in controllers/terraformmachinepool).
+	// Not Cluster API's readyReplicas, which counts the Nodes it finds.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ReadyInstances *int32 `json:"readyInstances,omitempty"`
+}
+
+// TerraformMachinePoolInstance is one instance of a pool, as the module reports it.
+type TerraformMachinePoolInstance struct {
+	// providerID of the instance, one of spec.providerIDList.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	ProviderID string `json:"providerID"`
+
+	// ready is the module's word on the instance (for example: its cloud state is running).
+	// +required
+	Ready bool `json:"ready"`
+
+	// message says more about the instance's state, when the module gives one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Message string `json:"message,omitempty"`
 }
 
 // +kubebuilder:object:root=true

@@ -8,6 +8,7 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
@@ -86,6 +87,49 @@ var _ = Describe("TerraformMachine and TerraformMachinePool lifecycle", func() {
 			g.Expect(tp.Status.Ready).To(BeTrue())
 			g.Expect(tp.Status.IsProvisioned()).To(BeTrue())
 		}).Should(Succeed())
+	})
+
+	It("reports a pool's instances from the instances output", func() {
+		f := newFixture()
+		f.provisionCluster()
+		tp := f.createPool("p1")
+		st := statetest.MachinePool("tf://a", "tf://b", "tf://c")
+		st.Outputs[state.OutputInstances] = statetest.Output{Value: []map[string]any{
+			{"provider_id": "tf://a", "ready": true},
+			{"provider_id": "tf://b", "ready": false, "message": "booting"},
+			{"provider_id": "tf://c", "ready": true},
+		}}
+		completeJob(waitForJob(tp, infrav1.TerraformMachinePoolKind, 1), &st, true, "")
+		want := []infrav1.TerraformMachinePoolInstance{
+			{ProviderID: "tf://a", Ready: true}, {ProviderID: "tf://b", Message: "booting"}, {ProviderID: "tf://c", Ready: true},
+		}
+		Eventually(func(g Gomega) {
+			get(tp)
+			g.Expect(tp.Status.IsProvisioned()).To(BeTrue())
+			g.Expect(tp.Status.Instances).To(Equal(want))
+			g.Expect(tp.Status.ReadyInstances).To(HaveValue(BeEquivalentTo(2)))
+			g.Expect(envtest.Condition(tp, infrav1.OutputsValidCondition)).To(HaveField("Status", metav1.ConditionTrue))
+		}).Should(Succeed())
+
+		By("an instance the pool does not list makes the outputs invalid, and the status keeps the last valid instances")
+		update(tp, func(tp *infrav1.TerraformMachinePool) {
+			tp.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"instances":3}`)}
+		})
+		stray := statetest.MachinePool("tf://a", "tf://b")
+		stray.Serial = 2
+		stray.Outputs[state.OutputInstances] = statetest.Output{Value: []map[string]any{
+			{"provider_id": "tf://a", "ready": true}, {"provider_id": "tf://b", "ready": true}, {"provider_id": "tf://z", "ready": true},
+		}}
+		completeJob(waitForJob(tp, infrav1.TerraformMachinePoolKind, 2), &stray, true, "")
+		Eventually(func(g Gomega) {
+			c := envtest.Condition(get(tp), infrav1.OutputsValidCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Reason).To(Equal(infrav1.OutputInvalidReason))
+			g.Expect(c.Message).To(ContainSubstring(`the provider ID "tf://z" is not in provider_id_list`))
+		}).Should(Succeed())
+		Expect(tp.Status.Instances).To(Equal(want))
+		Expect(tp.Spec.ProviderIDList).To(Equal([]string{"tf://a", "tf://b", "tf://c"}))
 	})
 
 	It("never overlaps a cluster apply and a machine apply (gate on)", func() {

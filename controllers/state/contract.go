@@ -25,6 +25,7 @@ const (
 	OutputFailureDomain        = "failure_domain"
 	OutputProviderIDList       = "provider_id_list"
 	OutputReplicas             = "replicas"
+	OutputInstances            = "instances"
 )
 
 // Limits of the CRD fields the contract outputs fill.
@@ -36,6 +37,7 @@ const (
 	maxAddresses           = 32
 	maxAddressLength       = 256
 	maxProviderIDs         = 10000
+	maxInstanceMessage     = 256
 )
 
 // ClusterOutputs are a TerraformCluster module's contract outputs.
@@ -62,6 +64,11 @@ type MachinePoolOutputs struct {
 	ProviderIDList []string
 	// Replicas comes from replicas (optional; default len(ProviderIDList)).
 	Replicas int32
+	// Instances comes from instances (optional), in the module's order: nil when the module
+	// has no such output, else one entry for each provider ID of ProviderIDList.
+	Instances []infrav1.TerraformMachinePoolInstance
+	// ReadyInstances counts the Instances that are ready; nil when Instances is.
+	ReadyInstances *int32
 }
 
 func missing(name, expected string) *OutputError {
@@ -429,6 +436,84 @@ func MachinePool(s *State) (*MachinePoolOutputs, error) {
 			return nil, invalid(OutputReplicas, "must be a whole number from 0 to %d, got %s", math.MaxInt32, describe(rv))
 		}
 		out.Replicas = int32(n)
+	}
+
+	iv, err := s.contractValue(OutputInstances, false, "")
+	if err != nil {
+		return nil, err
+	}
+	if out.Instances, err = instances(iv, out.ProviderIDList, seen); err != nil {
+		return nil, err
+	}
+	if out.Instances != nil {
+		ready := int32(0)
+		for _, in := range out.Instances {
+			if in.Ready {
+				ready++
+			}
+		}
+		out.ReadyInstances = &ready
+	}
+	return out, nil
+}
+
+// instances reads the optional instances output: a list of {provider_id, ready, message}, one
+// for each provider ID of provider_id_list (ids, and pool, the same as a set) and for no other,
+// so that the status never describes an instance the pool does not list, nor leaves one out.
+func instances(v any, ids []string, pool map[string]struct{}) ([]infrav1.TerraformMachinePoolInstance, error) {
+	const name = OutputInstances
+	if v == nil {
+		return nil, nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, invalid(name, "must be a list of {provider_id, ready, message}, got %s", describe(v))
+	}
+	if len(list) > maxProviderIDs {
+		return nil, invalid(name, "has %d instances; at most %d are allowed", len(list), maxProviderIDs)
+	}
+	out := make([]infrav1.TerraformMachinePoolInstance, 0, len(list))
+	seen := make(map[string]struct{}, len(list))
+	for i, e := range list {
+		what := fmt.Sprintf("element %d", i)
+		m, err := object(name, what, e, "provider_id", "ready", "message")
+		if err != nil {
+			return nil, err
+		}
+		id, err := providerID(name, what+": provider_id", m["provider_id"])
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := seen[id]; dup {
+			return nil, invalid(name, "lists the provider ID %s twice", quoteShort(id))
+		}
+		seen[id] = struct{}{}
+		if _, listed := pool[id]; !listed {
+			return nil, invalid(name, "%s: the provider ID %s is not in provider_id_list; every instance must be one of the pool's provider IDs", what, quoteShort(id))
+		}
+		ready, ok := m["ready"].(bool)
+		if !ok {
+			return nil, invalid(name, "%s: ready must be a bool, got %s", what, describe(m["ready"]))
+		}
+		in := infrav1.TerraformMachinePoolInstance{ProviderID: id, Ready: ready}
+		switch msg := m["message"].(type) {
+		case nil:
+		case string:
+			if len(msg) > maxInstanceMessage {
+				return nil, invalid(name, "%s: message must have at most %d characters", what, maxInstanceMessage)
+			}
+			in.Message = msg
+		default:
+			return nil, invalid(name, "%s: message must be a string, got %s", what, describe(msg))
+		}
+		out = append(out, in)
+	}
+	if len(seen) != len(pool) {
+		for _, id := range ids {
+			if _, ok := seen[id]; !ok {
+				return nil, invalid(name, "has no entry for the provider ID %s of provider_id_list; list every instance of the pool, or leave the output out", quoteShort(id))
+			}
+		}
 	}
 	return out, nil
 }

@@ -230,6 +230,46 @@ func TestMachinePoolOutputs(t *testing.T) {
 		{name: "huge replicas", outputs: map[string]string{"provider_id_list": `[]`, "replicas": `4294967296`}, want: bad(invalid, "replicas", "whole number")},
 		{name: "replicas a bool", outputs: map[string]string{"provider_id_list": `[]`, "replicas": `true`}, want: bad(invalid, "replicas", "got a bool")},
 		{name: "sensitive replicas", outputs: map[string]string{"provider_id_list": `[]`, "!replicas": `1`}, want: bad(invalid, "replicas", "sensitive")},
+
+		{name: "instances, in the module's order", outputs: map[string]string{"provider_id_list": `["p://a", "p://b", "p://c"]`,
+			"instances": `[{"provider_id": "p://b", "ready": true}, {"provider_id": "p://a", "ready": false, "message": "booting"}, {"provider_id": "p://c", "ready": true, "message": null}]`},
+			want: ok(), result: &state.MachinePoolOutputs{ProviderIDList: []string{"p://a", "p://b", "p://c"}, Replicas: 3,
+				Instances: []infrav1.TerraformMachinePoolInstance{
+					{ProviderID: "p://b", Ready: true}, {ProviderID: "p://a", Message: "booting"}, {ProviderID: "p://c", Ready: true},
+				}, ReadyInstances: ptr.To[int32](2)}},
+		{name: "no instances of an empty pool", outputs: map[string]string{"provider_id_list": `[]`, "instances": `[]`}, want: ok(),
+			result: &state.MachinePoolOutputs{ProviderIDList: []string{}, Instances: []infrav1.TerraformMachinePoolInstance{}, ReadyInstances: ptr.To[int32](0)}},
+		{name: "null instances", outputs: map[string]string{"provider_id_list": `["p://a"]`, "instances": `null`}, want: ok(),
+			result: &state.MachinePoolOutputs{ProviderIDList: []string{"p://a"}, Replicas: 1}},
+		{name: "an instance the pool does not list", outputs: map[string]string{"provider_id_list": `["p://a"]`,
+			"instances": `[{"provider_id": "p://a", "ready": true}, {"provider_id": "p://z", "ready": true}]`},
+			want: bad(invalid, "instances", `element 1: the provider ID "p://z" is not in provider_id_list`)},
+		{name: "a listed provider ID without an instance", outputs: map[string]string{"provider_id_list": `["p://a", "p://b"]`,
+			"instances": `[{"provider_id": "p://a", "ready": true}]`},
+			want: bad(invalid, "instances", `has no entry for the provider ID "p://b" of provider_id_list`)},
+		{name: "an instance twice", outputs: map[string]string{"provider_id_list": `["p://a", "p://b"]`,
+			"instances": `[{"provider_id": "p://a", "ready": true}, {"provider_id": "p://a", "ready": false}]`},
+			want: bad(invalid, "instances", `"p://a" twice`)},
+		{name: "instances a map", outputs: map[string]string{"provider_id_list": `["p://a"]`, "instances": `{"p://a": {"ready": true}}`},
+			want: bad(invalid, "instances", "must be a list of {provider_id, ready, message}")},
+		{name: "instance a string", outputs: map[string]string{"provider_id_list": `["p://a"]`, "instances": `["p://a"]`},
+			want: bad(invalid, "instances", "element 0 must be an object")},
+		{name: "instance without provider id", outputs: map[string]string{"provider_id_list": `["p://a"]`, "instances": `[{"ready": true}]`},
+			want: bad(invalid, "instances", "element 0: provider_id must be a string, got null")},
+		{name: "instance with an empty provider id", outputs: map[string]string{"provider_id_list": `["p://a"]`, "instances": `[{"provider_id": "", "ready": true}]`},
+			want: bad(invalid, "instances", "non-empty string")},
+		{name: "instance with ready as a string", outputs: map[string]string{"provider_id_list": `["p://a"]`, "instances": `[{"provider_id": "p://a", "ready": "true"}]`},
+			want: bad(invalid, "instances", `element 0: ready must be a bool, got the string "true"`)},
+		{name: "instance without ready", outputs: map[string]string{"provider_id_list": `["p://a"]`, "instances": `[{"provider_id": "p://a"}]`},
+			want: bad(invalid, "instances", "ready must be a bool, got null")},
+		{name: "instance message a number", outputs: map[string]string{"provider_id_list": `["p://a"]`, "instances": `[{"provider_id": "p://a", "ready": true, "message": 3}]`},
+			want: bad(invalid, "instances", "message must be a string")},
+		{name: "instance message too long", outputs: map[string]string{"provider_id_list": `["p://a"]`,
+			"instances": `[{"provider_id": "p://a", "ready": false, "message": "` + strings.Repeat("m", 257) + `"}]`},
+			want: bad(invalid, "instances", "at most 256")},
+		{name: "instance camelCase typo", outputs: map[string]string{"provider_id_list": `["p://a"]`, "instances": `[{"providerID": "p://a", "ready": true}]`},
+			want: bad(invalid, "instances", `unexpected attribute "providerID"`)},
+		{name: "sensitive instances", outputs: map[string]string{"provider_id_list": `["p://a"]`, "!instances": `[]`}, want: bad(invalid, "instances", "sensitive")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -250,6 +290,21 @@ func TestTooManyProviderIDs(t *testing.T) {
 	b, _ := json.Marshal(ids)
 	_, err := state.MachinePool(stateWith(t, map[string]string{"provider_id_list": string(b)}))
 	check(t, err, bad(invalid, "provider_id_list", "at most 10000"))
+}
+
+func TestTooManyInstances(t *testing.T) {
+	ids := make([]string, 10000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("p://%d", i)
+	}
+	list, _ := json.Marshal(ids)
+	in := make([]map[string]any, 10001)
+	for i := range in {
+		in[i] = map[string]any{"provider_id": fmt.Sprintf("p://%d", i%10000), "ready": true}
+	}
+	b, _ := json.Marshal(in)
+	_, err := state.MachinePool(stateWith(t, map[string]string{"provider_id_list": string(list), "instances": string(b)}))
+	check(t, err, bad(invalid, "instances", "has 10001 instances; at most 10000"))
 }
 
 func TestNilStateHasNoContractOutputs(t *testing.T) {

@@ -33,7 +33,9 @@ func Kind() engine.Kind {
 	}
 }
 
-// applyOutputs maps provider_id_list and replicas; ready mirrors provisioned.
+// applyOutputs maps provider_id_list, replicas and instances (state.MachinePool checks them
+// all before anything is set); ready mirrors provisioned. A module without an instances output
+// clears status.instances and status.readyInstances, so they never outlive the output.
 func applyOutputs(obj engine.Object, st *state.State) error {
 	tp := obj.(*infrav1.TerraformMachinePool)
 	out, err := state.MachinePool(st)
@@ -43,6 +45,8 @@ func applyOutputs(obj engine.Object, st *state.State) error {
 	tp.Spec.ProviderIDList = out.ProviderIDList
 	replicas := out.Replicas
 	tp.Status.Replicas = &replicas
+	tp.Status.Instances = out.Instances
+	tp.Status.ReadyInstances = out.ReadyInstances
 	tp.Status.Ready = true
 	return nil
 }
