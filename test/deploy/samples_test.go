@@ -146,5 +146,8 @@ var _ = Describe("config/samples", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(po.Replicas).To(Equal(*mp.Spec.Replicas), "the pool module's replicas differ from the MachinePool's")
 		Expect(po.ProviderIDList).To(HaveLen(int(*mp.Spec.Replicas)))
+		// The sample module reports each instance (the instances output), all ready.
+		Expect(po.Instances).To(HaveLen(int(*mp.Spec.Replicas)))
+		Expect(po.ReadyInstances).To(HaveValue(Equal(*mp.Spec.Replicas)))
 	})
 })

@@ -114,6 +114,11 @@ var _ = Describe("make run with the samples", Ordered, func() {
 		Expect(kc("get", "terraformmachine", "-n", ns, "sample-machine-0", "-o", "jsonpath={.status.failureDomain}")).To(Equal("zone-a"))
 		Expect(strings.Fields(kc("get", "terraformmachinepool", "-n", ns, "sample-pool", "-o", "jsonpath={.spec.providerIDList[*]}"))).To(HaveLen(2))
 		Expect(kc("get", "terraformmachinepool", "-n", ns, "sample-pool", "-o", "jsonpath={.status.replicas}")).To(Equal("2"))
+		// The sample pool module's instances output: one entry per provider ID, each ready.
+		Expect(kc("get", "terraformmachinepool", "-n", ns, "sample-pool", "-o", "jsonpath={.status.instances[*].providerID}")).
+			To(Equal(kc("get", "terraformmachinepool", "-n", ns, "sample-pool", "-o", "jsonpath={.spec.providerIDList[*]}")))
+		Expect(kc("get", "terraformmachinepool", "-n", ns, "sample-pool", "-o", "jsonpath={.status.instances[*].ready} {.status.readyInstances}")).
+			To(Equal("true true 2"))
 
 		By("the real Cluster API core manager copied them into the Cluster and the Machine")
 		Expect(kc("get", "cluster", "-n", ns, "sample", "-o", "jsonpath={.status.initialization.infrastructureProvisioned} {.spec.controlPlaneEndpoint.host}")).
@@ -139,7 +144,11 @@ var _ = Describe("make run with the samples", Ordered, func() {
 		Eventually(func(g Gomega) {
 			g.Expect(strings.Fields(kc("get", "terraformmachinepool", "-n", ns, "sample-pool", "-o", "jsonpath={.spec.providerIDList[*]}"))).To(HaveLen(3))
 			g.Expect(kc("get", "terraformmachinepool", "-n", ns, "sample-pool", "-o", "jsonpath={.status.replicas}")).To(Equal("3"))
+			g.Expect(kc("get", "terraformmachinepool", "-n", ns, "sample-pool", "-o", "jsonpath={.status.instances[*].ready} {.status.readyInstances}")).
+				To(Equal("true true true 3"))
 		}).Should(Succeed())
+		Expect(kc("get", "terraformmachinepool", "-n", ns, "sample-pool", "-o", "jsonpath={.status.instances[*].providerID}")).
+			To(Equal(kc("get", "terraformmachinepool", "-n", ns, "sample-pool", "-o", "jsonpath={.spec.providerIDList[*]}")))
 		AddReportEntry("input change applied", since(began))
 		eventuallyReady(sb, &infrav1.TerraformMachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sample-pool"}})
 		// Finished Jobs are pruned to the history limit, so the executor's own record counts the
