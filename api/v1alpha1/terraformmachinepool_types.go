@@ -53,7 +53,8 @@ type TerraformMachinePoolStatus struct {
 
 // TerraformMachinePoolInstance is one instance of a pool, as the module reports it.
 type TerraformMachinePoolInstance struct {
-	// providerID of the instance, one of spec.providerIDList.
+	// providerID of the instance, one of spec.providerIDList (TestMachinePoolOutputs in
+	// controllers/state).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
@@ -63,7 +64,8 @@ type TerraformMachinePoolInstance struct {
 	// +required
 	Ready bool `json:"ready"`
 
-	// message says more about the instance's state, when the module gives one.
+	// message says more about the instance's state, when the module gives one: at most 256
+	// bytes, a longer one is refused (TestMachinePoolOutputs in controllers/state).
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	Message string `json:"message,omitempty"`

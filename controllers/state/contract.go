@@ -500,7 +500,7 @@ func instances(v any, ids []string, pool map[string]struct{}) ([]infrav1.Terrafo
 		case nil:
 		case string:
 			if len(msg) > maxInstanceMessage {
-				return nil, invalid(name, "%s: message must have at most %d characters", what, maxInstanceMessage)
+				return nil, invalid(name, "%s: message must have at most %d bytes", what, maxInstanceMessage)
 			}
 			in.Message = msg
 		default:
