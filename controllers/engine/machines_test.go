@@ -130,6 +130,21 @@ var _ = Describe("TerraformMachine and TerraformMachinePool lifecycle", func() {
 		}).Should(Succeed())
 		Expect(tp.Status.Instances).To(Equal(want))
 		Expect(tp.Spec.ProviderIDList).To(Equal([]string{"tf://a", "tf://b", "tf://c"}))
+
+		By("an apply whose module has no instances output clears both fields")
+		update(tp, func(tp *infrav1.TerraformMachinePool) {
+			tp.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"instances":1}`)}
+		})
+		plain := statetest.MachinePool("tf://a")
+		plain.Serial = 3
+		completeJob(waitForJob(tp, infrav1.TerraformMachinePoolKind, 3), &plain, true, "")
+		Eventually(func(g Gomega) {
+			get(tp)
+			g.Expect(envtest.Condition(tp, infrav1.OutputsValidCondition)).To(HaveField("Status", metav1.ConditionTrue))
+			g.Expect(tp.Spec.ProviderIDList).To(Equal([]string{"tf://a"}))
+			g.Expect(tp.Status.Instances).To(BeNil())
+			g.Expect(tp.Status.ReadyInstances).To(BeNil())
+		}).Should(Succeed())
 	})
 
 	It("never overlaps a cluster apply and a machine apply (gate on)", func() {
