@@ -20,8 +20,10 @@ import (
 
 	"github.com/go-logr/logr"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -148,7 +150,7 @@ func parseFlags(args []string) (f flags, zo *zap.Options, help bool, err error) 
 	fs.BoolVar(&f.quietJobs, "quiet-jobs", false, "do not copy the Jobs' output to the console (each Pod's folder keeps a log)")
 	fs.Var(&f.managerArgs, "manager-arg", "extra flag for the manager (repeatable)")
 	fs.StringVar(&f.managerLog, "manager-log", "", "file that receives the manager's whole log, truncated at start (default: sandbox-manager.log beside the kubeconfig); the console shows its warnings and errors only, unless --verbose")
-	fs.BoolVar(&f.verbose, "verbose", false, "also log what the sandbox's own controllers (the node, the workload clusters' Nodes) do, the manager's whole log, and the output of kube-controller-manager, kube-scheduler and the Cluster API core manager; by default only the former's errors and the manager's warnings and errors show")
+	fs.BoolVar(&f.verbose, "verbose", false, "also log what the sandbox's own controllers (the node, the workload clusters' Nodes) do, the manager's whole log, and the output of kube-controller-manager, kube-scheduler and the Cluster API managers; by default only the former's errors and the manager's warnings and errors show")
 	zo = &zap.Options{Development: true, Level: zapcore.InfoLevel}
 	zo.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -248,7 +250,8 @@ func printHelp(w io.Writer, sb *sandbox.Sandbox, f flags) {
 	}
 	fmt.Fprintf(w, `
 CAPTF sandbox: a local control plane with the real kube-controller-manager,
-kube-scheduler and Cluster API core manager, the manager with its webhooks, and a node
+kube-scheduler and Cluster API core, kubeadm bootstrap and kubeadm control plane
+managers, the manager with its webhooks, and a node
 running each Job's pod (the real runner with %s) as local processes.
 
   export KUBECONFIG=%s
@@ -285,8 +288,9 @@ func reportSamples(ctx context.Context, sb *sandbox.Sandbox, ns string, began ti
 				ready++
 			}
 		}
-		if ready == len(objs) {
-			fmt.Printf("%s in %s (TerraformCluster, TerraformMachine and TerraformMachinePool Ready)\n", SamplesReadyLine, time.Since(began).Round(100*time.Millisecond))
+		if ready == len(objs) && topologyUp(ctx, c, ns) {
+			fmt.Printf("%s in %s (TerraformCluster, TerraformMachine and TerraformMachinePool Ready; the ClusterClass cluster %s up)\n",
+				SamplesReadyLine, time.Since(began).Round(100*time.Millisecond), TopologySample)
 			return
 		}
 		select {
@@ -295,6 +299,26 @@ func reportSamples(ctx context.Context, sb *sandbox.Sandbox, ns string, began ti
 		case <-t.C:
 		}
 	}
+}
+
+// TopologySample is the samples' Cluster of CAPTF's ClusterClass (config/samples/cluster-topology.yaml).
+const TopologySample = "sample-topology"
+
+// topologyUp tells whether the ClusterClass sample is up: its infrastructure provisioned, its
+// control plane initialized and its workers available (Cluster API's conditions). Its control
+// plane is never Available in the sandbox, which fakes no static pods or etcd for kubeadm's
+// control plane provider to check (docs/sandbox.md).
+func topologyUp(ctx context.Context, c client.Client, ns string) bool {
+	cl := &clusterv1.Cluster{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: TopologySample}, cl); err != nil {
+		return false
+	}
+	for _, t := range []string{clusterv1.ClusterInfrastructureReadyCondition, clusterv1.ClusterControlPlaneInitializedCondition, clusterv1.ClusterWorkersAvailableCondition} {
+		if !meta.IsStatusConditionTrue(cl.Status.Conditions, t) {
+			return false
+		}
+	}
+	return true
 }
 
 func isReady(o client.Object) bool {

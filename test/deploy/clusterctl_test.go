@@ -270,26 +270,11 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 		// Every template the class names is in the output, so one kubectl apply makes the cluster.
 		cc := objs.find("ClusterClass", "topology", "captf")
 		Expect(cc).NotTo(BeNil())
-		refs := 0
-		var walk func(any)
-		walk = func(v any) {
-			switch v := v.(type) {
-			case map[string]any:
-				if ref, ok := v["templateRef"].(map[string]any); ok {
-					refs++
-					Expect(objs.find(ref["kind"].(string), "topology", ref["name"].(string))).NotTo(BeNil(), "the class names %s %s", ref["kind"], ref["name"])
-				}
-				for _, e := range v {
-					walk(e)
-				}
-			case []any:
-				for _, e := range v {
-					walk(e)
-				}
-			}
+		refs := templateRefs(cc)
+		Expect(refs).To(HaveLen(7))
+		for _, ref := range refs {
+			Expect(objs.find(ref.kind, "topology", ref.name)).NotTo(BeNil(), "the class names %s %s", ref.kind, ref.name)
 		}
-		walk(cc.Object["spec"])
-		Expect(refs).To(Equal(7))
 	})
 
 	It("renders the components with their variables substituted", func() {

@@ -231,3 +231,32 @@ func memoryLimit(c *corev1.Container) (int64, error) {
 	}
 	return setup.MemoryLimit(func(k string) string { return env[k] })
 }
+
+// templateRef is a template a ClusterClass names.
+type templateRef struct{ kind, name string }
+
+// templateRefs lists every templateRef under a ClusterClass's spec (infrastructure, control
+// plane, its machine infrastructure, and each worker class's bootstrap and infrastructure).
+func templateRefs(class *unstructured.Unstructured) []templateRef {
+	var out []templateRef
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if ref, ok := v["templateRef"].(map[string]any); ok {
+				kind, _ := ref["kind"].(string)
+				name, _ := ref["name"].(string)
+				out = append(out, templateRef{kind, name})
+			}
+			for _, e := range v {
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	walk(class.Object["spec"])
+	return out
+}

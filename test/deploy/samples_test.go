@@ -60,22 +60,38 @@ var _ = Describe("config/samples", func() {
 	})
 
 	It("holds one sample per CAPTF kind, and the Cluster API objects reference them", func() {
-		for _, kind := range []string{"TerraformCluster", "TerraformMachine", "TerraformMachinePool",
-			"TerraformClusterTemplate", "TerraformMachineTemplate", "TerraformMachinePoolTemplate"} {
+		for _, kind := range []string{"TerraformCluster", "TerraformMachine", "TerraformMachinePool"} {
 			Expect(all.ofKind(kind)).To(HaveLen(1), kind)
 		}
-		refs := map[string][]string{
+		for _, kind := range []string{"TerraformClusterTemplate", "TerraformMachineTemplate", "TerraformMachinePoolTemplate"} {
+			Expect(all.ofKind(kind)).NotTo(BeEmpty(), kind)
+		}
+		infraRefs := map[string][]string{
 			"Cluster":           {"spec", "infrastructureRef"},
 			"Machine":           {"spec", "infrastructureRef"},
 			"MachinePool":       {"spec", "template", "spec", "infrastructureRef"},
 			"MachineDeployment": {"spec", "template", "spec", "infrastructureRef"},
 		}
-		for kind, path := range refs {
+		for kind, path := range infraRefs {
 			objs := all.ofKind(kind)
+			if kind == "Cluster" {
+				objs = objects{all.named("Cluster", "sample")}
+			}
 			Expect(objs).To(HaveLen(1), kind)
 			ref, _, _ := unstructured.NestedStringMap(objs[0].Object, path...)
 			Expect(ref["apiGroup"]).To(Equal(infrav1.GroupVersion.Group))
 			Expect(all.find(ref["kind"], "", ref["name"])).NotTo(BeNil(), "%s references %s %s, which is not a sample", kind, ref["kind"], ref["name"])
+		}
+		// The ClusterClass cluster: its class and every template the class names are samples.
+		topology := all.named("Cluster", "sample-topology")
+		Expect(topology).NotTo(BeNil())
+		class, _, _ := unstructured.NestedString(topology.Object, "spec", "topology", "classRef", "name")
+		cc := all.named("ClusterClass", class)
+		Expect(cc).NotTo(BeNil(), "sample-topology's class %q is not a sample", class)
+		refs := templateRefs(cc)
+		Expect(refs).To(HaveLen(7))
+		for _, ref := range refs {
+			Expect(all.named(ref.kind, ref.name)).NotTo(BeNil(), "the class names %s %s", ref.kind, ref.name)
 		}
 		// Every module ConfigMap a sample names exists.
 		for _, u := range all {
@@ -96,7 +112,7 @@ var _ = Describe("config/samples", func() {
 		tf, err := terraformBinary()
 		Expect(err).NotTo(HaveOccurred())
 		dir := GinkgoT().TempDir()
-		cluster, err := as[clusterv1.Cluster](all.ofKind("Cluster")[0])
+		cluster, err := as[clusterv1.Cluster](all.named("Cluster", "sample"))
 		Expect(err).NotTo(HaveOccurred())
 		bootstrap, err := as[corev1.Secret](all.ofKind("Secret")[0])
 		Expect(err).NotTo(HaveOccurred())
