@@ -103,6 +103,9 @@ type Result struct {
 	// mode Accept) counts the resources and the root outputs (address output.<name>) that
 	// changed outside terraform.
 	Summary *PlanSummary `json:"summary,omitempty"`
+	// Health (drift only): the module's health output as the drift check's plan evaluated it
+	// (HealthOutput); nil when the module has none, or its value is unknown until an apply.
+	Health *HealthSample `json:"health,omitempty"`
 	// SavedPlan (plan, through the state channel): the plan stored in the plan Secret.
 	SavedPlan *PlanRef `json:"savedPlan,omitempty"`
 	// AppliedPlan (an apply of a saved plan): the plan terraform applied, once `apply <plan>`
@@ -126,7 +129,7 @@ type Result struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Encode renders r as JSON of at most MaxResultBytes. The lock fields and the summary
+// Encode renders r as JSON of at most MaxResultBytes. The lock fields, the health sample and the summary
 // (MaxResultAddresses) are bounded first; when the document is still too long it drops the
 // summary's addresses from the end (Truncated), then cuts the beginning of r.Error, then drops
 // steps, until it fits. The counts, the plan references and the outcome are never cut.
@@ -142,6 +145,10 @@ func Encode(r Result) []byte {
 	if r.LockHolder != nil {
 		h := r.LockHolder.Bounded()
 		r.LockHolder = &h
+	}
+	if r.Health != nil {
+		h := r.Health.Bounded()
+		r.Health = &h
 	}
 	b := marshal(r)
 	if len(b) <= MaxResultBytes {

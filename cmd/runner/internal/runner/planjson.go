@@ -224,3 +224,29 @@ var keptPlanKeys = func() []string {
 	slices.Sort(k)
 	return k
 }()
+
+// HealthOf reads the module's health output (runnerapi.HealthOutput) from the `show -json`
+// document of a plan: planned_values.outputs holds every root output as the plan evaluated it,
+// in a full plan and in a refresh-only one alike. nil: the module has no health output, or its
+// value is not known until an apply (terraform omits an unknown value). The module's message is
+// masked like every other text the runner reports.
+func HealthOf(showJSON []byte, redact func(string) string) *runnerapi.HealthSample {
+	var doc struct {
+		PlannedValues struct {
+			Outputs map[string]struct {
+				Sensitive bool            `json:"sensitive"`
+				Value     json.RawMessage `json:"value"`
+			} `json:"outputs"`
+		} `json:"planned_values"`
+	}
+	if err := json.Unmarshal(showJSON, &doc); err != nil {
+		return nil
+	}
+	o, ok := doc.PlannedValues.Outputs[runnerapi.HealthOutput]
+	if !ok || (len(o.Value) == 0 && !o.Sensitive) {
+		return nil
+	}
+	s := runnerapi.ParseHealth(o.Value, o.Sensitive)
+	s.Message = redact(s.Message)
+	return &s
+}

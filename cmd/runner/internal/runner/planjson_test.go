@@ -137,3 +137,36 @@ func TestMaskPlanJSONCutsToTheBound(t *testing.T) {
 		}
 	}
 }
+
+// showJSONHealth is part of terraform 1.11's `show -json` of a drift check's plan after the
+// module's health output turned false (planned_values holds the outputs as the plan evaluated
+// them; output_changes the change).
+const showJSONHealth = `{"format_version":"1.2","planned_values":{"outputs":{
+  "health":{"sensitive":false,"type":["object",{"healthy":"bool","message":"string"}],"value":{"healthy":false,"message":"sick file token-123"}},
+  "provider_id":{"sensitive":false,"type":"string","value":"sandbox://d9896970"}}},
+  "output_changes":{"health":{"actions":["update"],"before":{"healthy":true,"message":"ok"},"after":{"healthy":false,"message":"sick file token-123"}}}}`
+
+// A drift check reports the health output as its plan evaluated it, masked; none when the
+// module has no such output or its value is unknown; a bad value as Invalid.
+func TestHealthOf(t *testing.T) {
+	redact := func(s string) string { return strings.ReplaceAll(s, "token-123", "***") }
+	got := HealthOf([]byte(showJSONHealth), redact)
+	if got == nil || got.Healthy || got.Message != "sick file ***" || got.Invalid != "" {
+		t.Fatalf("HealthOf: %+v", got)
+	}
+	for _, doc := range []string{
+		`{"planned_values":{"outputs":{"provider_id":{"value":"x"}}}}`,
+		`{"planned_values":{"outputs":{"health":{"sensitive":false}}}}`, // unknown until apply
+		`{}`, `not json`,
+	} {
+		if h := HealthOf([]byte(doc), redact); h != nil {
+			t.Errorf("%s: got %+v, want no sample", doc, h)
+		}
+	}
+	if h := HealthOf([]byte(`{"planned_values":{"outputs":{"health":{"sensitive":true}}}}`), redact); h == nil || !strings.Contains(h.Invalid, "sensitive") {
+		t.Errorf("a sensitive health output: %+v", h)
+	}
+	if h := HealthOf([]byte(`{"planned_values":{"outputs":{"health":{"value":"up"}}}}`), redact); h == nil || h.Invalid == "" {
+		t.Errorf("a string health output: %+v", h)
+	}
+}

@@ -285,6 +285,9 @@ func (s *session) afterStep(st Step, rs runnerapi.Step, captured []byte, p prepa
 		}
 		bounded := sum.Bounded(runnerapi.MaxResultAddresses)
 		res.Summary = &bounded
+		if s.cfg.Operation == runnerapi.OperationDrift {
+			res.Health = HealthOf(captured, s.redactor.Redact)
+		}
 	case st.Name == StepShow:
 		s.plan.text = s.planText(captured)
 	case st.DetailedExitCode:
