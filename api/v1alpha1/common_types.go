@@ -160,6 +160,10 @@ const (
 	// DriftFindingAnnotation is the durable record of the last drift check's finding and of
 	// what came of it (DriftRecord, JSON): the DriftDetected condition is computed from it.
 	DriftFindingAnnotation = "captf.io/drift-finding"
+	// HealthRecordAnnotation is the durable record of the module's health samples
+	// (HealthRecord, JSON; TerraformMachine): the last sample and the count of consecutive
+	// unhealthy ones. InfrastructureHealthy, Ready and status.health are computed from it.
+	HealthRecordAnnotation = "captf.io/health"
 	// PendingPlanAnnotation is the durable record of the plan that waits for approval (JSON:
 	// its ID, the inputs hash, state serial and lineage it was made against, its counts and
 	// addresses); status.pendingPlan reports it.

@@ -32,6 +32,11 @@ const (
 	// StateReadableCondition is False when the object's Terraform state cannot be used: lost,
 	// corrupt, of an unknown layout, or locked by someone else.
 	StateReadableCondition = "StateReadable"
+	// InfrastructureHealthyCondition (TerraformMachine) reports the module's health output as
+	// the last sample read it (after an apply or a drift check): True, False with the module's
+	// message and the count of consecutive unhealthy samples, or Unknown (no sample yet, no
+	// health output, or a value that does not fit the contract).
+	InfrastructureHealthyCondition = "InfrastructureHealthy"
 )
 
 // Condition reasons.
@@ -85,6 +90,20 @@ const (
 	// server accepts (a well-known one, or a probe token of it passes a TokenReview), so the
 	// token would be a Kubernetes credential of the Job's account in module code; no Job starts.
 	IdentityAudienceRefusedReason = "IdentityAudienceRefused"
+
+	// HealthyReason and UnhealthyReason explain InfrastructureHealthy True and False;
+	// NoHealthSampleReason (no sample taken yet), NoHealthOutputReason (the module exports no
+	// health output) and HealthOutputInvalidReason (the value does not fit the contract)
+	// explain Unknown.
+	HealthyReason             = "Healthy"
+	UnhealthyReason           = "Unhealthy"
+	NoHealthSampleReason      = "NoHealthSample"
+	NoHealthOutputReason      = "NoHealthOutput"
+	HealthOutputInvalidReason = "HealthOutputInvalid"
+	// InfrastructureUnhealthyReason: Ready is False because the module reported unhealthy for
+	// spec.health.unhealthyThreshold consecutive samples; Cluster API mirrors it into the
+	// Machine's InfrastructureReady, which a MachineHealthCheck can act on.
+	InfrastructureUnhealthyReason = "InfrastructureUnhealthy"
 
 	// OutputMissingReason and OutputInvalidReason explain OutputsValid=False.
 	OutputMissingReason = "OutputMissing"

@@ -196,6 +196,24 @@ var _ = Describe("TerraformMachine and TerraformMachinePool schema", func() {
 		expectInvalid(k8s.Update(ctx, m), "spec", "providerID cannot change once set")
 	})
 
+	It("bounds spec.health.unhealthyThreshold to 1..100, unset meaning the default", func() {
+		withThreshold := func(n int32) *infrav1.TerraformMachine {
+			return &infrav1.TerraformMachine{
+				ObjectMeta: metav1.ObjectMeta{Name: uniqueName("m"), Namespace: "default"},
+				Spec:       infrav1.TerraformMachineSpec{TerraformSpec: imageSpec(), Health: &infrav1.MachineHealthSpec{UnhealthyThreshold: n}},
+			}
+		}
+		expectInvalid(k8s.Create(ctx, withThreshold(101)), "spec.health.unhealthyThreshold", "less than or equal to 100")
+		neg := withThreshold(-1)
+		expectInvalid(k8s.Create(ctx, neg), "spec.health.unhealthyThreshold", "greater than or equal to 1")
+		ok := withThreshold(100)
+		Expect(k8s.Create(ctx, ok)).To(Succeed())
+		Expect(ok.HealthThreshold()).To(BeEquivalentTo(100))
+		unset := withThreshold(0) // omitted on the wire
+		Expect(k8s.Create(ctx, unset)).To(Succeed())
+		Expect(unset.HealthThreshold()).To(BeEquivalentTo(infrav1.DefaultUnhealthyThreshold))
+	})
+
 	It("refuses a machine without a module source", func() {
 		m := &infrav1.TerraformMachine{
 			ObjectMeta: metav1.ObjectMeta{Name: uniqueName("m"), Namespace: "default"},

@@ -15,7 +15,46 @@ type TerraformMachineSpec struct {
 	// +kubebuilder:validation:MaxLength=512
 	ProviderID string `json:"providerID,omitempty"`
 
+	// health says when the module's health output (docs/module-contract.md) makes the
+	// machine not Ready, so that a MachineHealthCheck replaces it (docs/cluster-api.md,
+	// "CAPTF's own health signal"). A module without a health output is never affected.
+	// +optional
+	Health *MachineHealthSpec `json:"health,omitempty"`
+
 	TerraformSpec `json:",inline"`
+}
+
+// DefaultUnhealthyThreshold is spec.health.unhealthyThreshold when it is not set.
+const DefaultUnhealthyThreshold = 3
+
+// MachineHealthSpec is the health signal's setting.
+type MachineHealthSpec struct {
+	// unhealthyThreshold is how many consecutive unhealthy samples of the health output (one
+	// per successful apply and per successful drift check) turn Ready False with the reason
+	// InfrastructureUnhealthy; a healthy sample starts the count again. Default 3, 1 to 100
+	// (bounds: api/v1alpha1/schema_test.go "bounds spec.health.unhealthyThreshold"; the rule:
+	// TestHealthRecordCounting and TestSetReadyOnUnhealthyInfrastructure in controllers/decide,
+	// the engine spec "Health samples", e2e "CAPTF's own health signal under the real Cluster
+	// API").
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	UnhealthyThreshold int32 `json:"unhealthyThreshold,omitempty"`
+}
+
+// MachineHealthStatus reports the health samples (from the annotation captf.io/health).
+type MachineHealthStatus struct {
+	// lastSampleTime is when the last sample was counted.
+	// +optional
+	LastSampleTime *metav1.Time `json:"lastSampleTime,omitempty"`
+	// job is the Job whose apply or drift check gave the last sample.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Job string `json:"job,omitempty"`
+	// consecutiveUnhealthy counts the unhealthy samples since the last healthy one.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ConsecutiveUnhealthy int32 `json:"consecutiveUnhealthy,omitempty"`
 }
 
 // TerraformMachineStatus is the observed state of a TerraformMachine.
@@ -32,6 +71,11 @@ type TerraformMachineStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	FailureDomain string `json:"failureDomain,omitempty"`
+
+	// health reports the samples of the module's health output; the condition
+	// InfrastructureHealthy says what the last one read.
+	// +optional
+	Health *MachineHealthStatus `json:"health,omitempty"`
 }
 
 // +kubebuilder:object:root=true

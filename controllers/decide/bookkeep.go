@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // Backoff after a failed Job: 1 minute, doubling, at most 10 minutes.
@@ -43,6 +44,11 @@ type Bookkept struct {
 	DriftCheckRequest string
 	// DriftSummary says what changed (counts and addresses), when the runner reported it.
 	DriftSummary string
+	// HealthSampled: the Job's apply or drift check gave a health sample (a kind with a health
+	// signal, a successful Job); Health is the sample (nil: the module exports no health
+	// output).
+	HealthSampled bool
+	Health        *runnerapi.HealthSample
 	// Plan is the plan a successful plan Job stored; appliedPlan the plan ID an apply Job ran.
 	Plan        *infrav1.PlanRecord
 	AppliedPlan string
@@ -108,6 +114,10 @@ func (b Bookkept) Markers(o metav1.Object, cur JobView, restoreSerial string) {
 	}
 	if rec := b.driftRecord(infrav1.ParseDriftRecord(o.GetAnnotations()[infrav1.DriftFindingAnnotation]), cur); rec != nil {
 		SetAnnotation(o, infrav1.DriftFindingAnnotation, rec.Annotation())
+	}
+	if b.HealthSampled && b.Outcome == infrav1.RunSucceeded {
+		prev := infrav1.ParseHealthRecord(o.GetAnnotations()[infrav1.HealthRecordAnnotation])
+		SetAnnotation(o, infrav1.HealthRecordAnnotation, NextHealthRecord(prev, b.Health, cur.Name, b.At).Annotation())
 	}
 	if (cur.Operation == infrav1.OperationApply || cur.Operation == infrav1.OperationRefresh) && b.Outcome == infrav1.RunSucceeded {
 		// An apply remediated the drift found, a refresh accepted it.

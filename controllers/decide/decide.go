@@ -107,6 +107,8 @@ type Evidence struct {
 	Drift DriftEvidence
 	// Retry is the failure backoff.
 	Retry RetryEvidence
+	// Health is the module's health signal (TerraformMachine).
+	Health HealthEvidence
 }
 
 // ObjectEvidence is what the object's metadata, spec and status say.

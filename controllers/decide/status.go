@@ -44,6 +44,9 @@ type Report struct {
 	// DriftRecord is the drift record as this pass's bookkeeping left it (annotation
 	// captf.io/drift-finding; nil: no Job counted this pass).
 	DriftRecord *infrav1.DriftRecord
+	// HealthRecord is the health record as this pass's bookkeeping left it (annotation
+	// captf.io/health; nil: no sample counted this pass).
+	HealthRecord *infrav1.HealthRecord
 	// LagJob names this run's Job, which the start found already ended on the API server
 	// while the cache does not show it: counted once the cache does.
 	LagJob string
@@ -82,7 +85,8 @@ func SetConditions(st *infrav1.TerraformStatus, gen int64, ev Evidence, d Decisi
 	setStateBackups(c, ev, rep)
 	setPendingPlan(c, ev, d)
 	setDeleting(c, ev, d, rep)
-	setReady(c, ev)
+	setInfrastructureHealthy(c, ev, rep)
+	setReady(c, ev, rep)
 }
 
 // setStateReadable reports whether the state can be used; it says something only when the
@@ -347,8 +351,11 @@ func setDeleting(c conditions, ev Evidence, d Decision, rep Report) {
 	c.set(infrav1.DeletingCondition, metav1.ConditionTrue, reason, msg)
 }
 
-// setReady summarises the other conditions with Cluster API v1beta2 semantics.
-func setReady(c conditions, ev Evidence) {
+// setReady summarises the other conditions with Cluster API v1beta2 semantics. A provisioned
+// machine whose module reported unhealthy for its threshold of consecutive samples is not
+// Ready (InfrastructureUnhealthy): Cluster API mirrors that into the Machine's
+// InfrastructureReady, which a MachineHealthCheck acts on. Provisioned stays as it is.
+func setReady(c conditions, ev Evidence, rep Report) {
 	if ev.Object.Deleting {
 		reason, msg := infrav1.DestroyingReason, "the object is being deleted"
 		if cur := c.find(infrav1.DeletingCondition); cur != nil && cur.Message != "" {
@@ -369,6 +376,10 @@ func setReady(c conditions, ev Evidence) {
 		}
 	}
 	if c.st.IsProvisioned() {
+		if rec := healthRecord(ev, rep); atThreshold(rec, ev.Health.Threshold) {
+			c.set(infrav1.ReadyCondition, metav1.ConditionFalse, infrav1.InfrastructureUnhealthyReason, unhealthyMessage(rec, ev.Health.Threshold))
+			return
+		}
 		c.set(infrav1.ReadyCondition, metav1.ConditionTrue, infrav1.ProvisionedReason, "")
 		return
 	}

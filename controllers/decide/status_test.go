@@ -246,7 +246,7 @@ func TestSetReady(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			st := tc.st
-			setReady(conditions{st: &st}, tc.ev)
+			setReady(conditions{st: &st}, tc.ev, Report{})
 			checkConditions(t, &st, []want{tc.want})
 		})
 	}

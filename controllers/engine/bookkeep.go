@@ -68,6 +68,12 @@ func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
 		return p.conflictOr(ctx, err, "record finished job")
 	}
 	p.rep.DriftRecord = infrav1.ParseDriftRecord(p.obj.GetAnnotations()[infrav1.DriftFindingAnnotation])
+	if f.b.HealthSampled {
+		p.rep.HealthRecord = infrav1.ParseHealthRecord(p.obj.GetAnnotations()[infrav1.HealthRecordAnnotation])
+		if et, reason, note, ok := decide.HealthTransition(p.ev.Health.Last, p.rep.HealthRecord, p.ev.Health.Threshold); ok {
+			p.emit(et, reason, note)
+		}
+	}
 	p.reportFinished(ctx, f)
 	p.releaseFinished(ctx, f.job)
 	p.pruneHistory(ctx, f.cur)
@@ -113,10 +119,19 @@ func (p *pass) collectFinished(ctx context.Context) (*finishedRun, error) {
 		}
 		b.Plan = pl
 	}
+	_, sampled := p.obj.(infrav1.HealthReporter)
+	if sampled && cur.Operation == infrav1.OperationDrift && b.Outcome == infrav1.RunSucceeded && out.Result != nil {
+		// The drift check's plan evaluated the outputs again: a health sample.
+		b.HealthSampled, b.Health = true, out.Result.Health
+	}
 	f.b = b
 	if cur.Operation == infrav1.OperationApply && b.Outcome == infrav1.RunSucceeded {
 		if err := p.collectOutputs(ctx, f); err != nil {
 			return nil, err
+		}
+		if sampled && f.outputs != nil {
+			// The apply's state holds the outputs: a health sample.
+			f.b.HealthSampled, f.b.Health = true, state.MachineHealth(f.outputs)
 		}
 	}
 

@@ -120,6 +120,10 @@ func (p *pass) gatherDriftSchedule() {
 	}
 	last, _ := time.Parse(time.RFC3339, p.obj.GetAnnotations()[infrav1.LastDriftCheckAnnotation])
 	p.ev.Drift.DueAt = decide.DriftDueAt(last, p.obj.GetCreationTimestamp().Time, p.r.started(p.ev.Now), interval, p.obj.GetUID())
+	if hr, ok := p.obj.(infrav1.HealthReporter); ok {
+		p.ev.Health.Threshold = hr.HealthThreshold()
+		p.ev.Health.Last = infrav1.ParseHealthRecord(p.obj.GetAnnotations()[infrav1.HealthRecordAnnotation])
+	}
 }
 
 // gatherState reads the state Secret live: absent, present (with its lineage and whether it

@@ -166,6 +166,13 @@ func (p *pass) run(ctx context.Context) (ctrl.Result, error) {
 		"setBlockMove", p.d.SetBlockMove, "clearBlockMove", p.d.ClearBlockMove, "clearActiveJob", p.d.ClearActiveJob)
 	res, err := p.act(ctx)
 	decide.SetConditions(p.obj.GetTerraformStatus(), p.obj.GetGeneration(), p.ev, p.d, p.rep)
+	if hr, ok := p.obj.(infrav1.HealthReporter); ok {
+		rec := p.ev.Health.Last
+		if p.rep.HealthRecord != nil {
+			rec = p.rep.HealthRecord
+		}
+		hr.SetHealthStatus(decide.HealthStatusOf(rec))
+	}
 	return res, err
 }
 

@@ -14,6 +14,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // Names of the contract outputs.
@@ -26,6 +27,8 @@ const (
 	OutputProviderIDList       = "provider_id_list"
 	OutputReplicas             = "replicas"
 	OutputInstances            = "instances"
+	// OutputHealth is the optional health output of a machine module (runnerapi.HealthOutput).
+	OutputHealth = runnerapi.HealthOutput
 )
 
 // Limits of the CRD fields the contract outputs fill.
@@ -342,7 +345,25 @@ func Machine(s *State) (*MachineOutputs, error) {
 	default:
 		return nil, invalid(OutputFailureDomain, "must be a string, got %s", describe(fv))
 	}
+	if h := MachineHealth(s); h != nil && h.Invalid != "" {
+		return nil, &OutputError{Reason: infrav1.OutputInvalidReason, Output: OutputHealth, Message: h.Invalid}
+	}
 	return out, nil
+}
+
+// MachineHealth reads a machine module's optional health output from a state as a sample
+// (runnerapi.ParseHealth: a bad value is a sample whose Invalid says why); nil when the module
+// exports none.
+func MachineHealth(s *State) *runnerapi.HealthSample {
+	if s == nil {
+		return nil
+	}
+	o, ok := s.Outputs[OutputHealth]
+	if !ok {
+		return nil
+	}
+	h := runnerapi.ParseHealth(o.value, o.Sensitive)
+	return &h
 }
 
 func providerID(name, what string, v any) (string, error) {

@@ -183,6 +183,12 @@ func TestMachineOutputs(t *testing.T) {
 		{name: "failure domain a list", outputs: map[string]string{"provider_id": id, "failure_domain": `["az1"]`}, want: bad(invalid, "failure_domain", "must be a string")},
 		{name: "failure domain too long", outputs: map[string]string{"provider_id": id, "failure_domain": `"` + strings.Repeat("f", 257) + `"`}, want: bad(invalid, "failure_domain", "at most 256")},
 		{name: "sensitive failure domain", outputs: map[string]string{"provider_id": id, "!failure_domain": `"az1"`}, want: bad(invalid, "failure_domain", "sensitive")},
+		{name: "health a bool", outputs: map[string]string{"provider_id": id, "health": `false`}, want: ok(), result: &state.MachineOutputs{ProviderID: "aws:///eu-west-1a/i-0123"}},
+		{name: "health an object", outputs: map[string]string{"provider_id": id, "health": `{"healthy": true, "message": "ok"}`}, want: ok()},
+		{name: "health a string", outputs: map[string]string{"provider_id": id, "health": `"up"`}, want: bad(invalid, "health", "must be a bool or an object")},
+		{name: "health without healthy", outputs: map[string]string{"provider_id": id, "health": `{"message": "ok"}`}, want: bad(invalid, "health", "healthy must be a bool")},
+		{name: "health message too long", outputs: map[string]string{"provider_id": id, "health": `{"healthy": true, "message": "` + strings.Repeat("m", 257) + `"}`}, want: bad(invalid, "health", "at most 256 bytes")},
+		{name: "sensitive health", outputs: map[string]string{"provider_id": id, "!health": `true`}, want: bad(invalid, "health", "sensitive")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -192,6 +198,23 @@ func TestMachineOutputs(t *testing.T) {
 				t.Fatalf("got %+v\nwant %+v", got, tc.result)
 			}
 		})
+	}
+}
+
+// The health output as a sample: none without the output, the module's value otherwise, and a
+// bad value as a sample whose Invalid says why.
+func TestMachineHealth(t *testing.T) {
+	if h := state.MachineHealth(nil); h != nil {
+		t.Fatalf("nil state: %+v", h)
+	}
+	if h := state.MachineHealth(stateWith(t, map[string]string{"provider_id": `"x"`})); h != nil {
+		t.Fatalf("no health output: %+v", h)
+	}
+	if h := state.MachineHealth(stateWith(t, map[string]string{"health": `{"healthy": false, "message": "disk full"}`})); h == nil || h.Healthy || h.Message != "disk full" {
+		t.Fatalf("unhealthy: %+v", h)
+	}
+	if h := state.MachineHealth(stateWith(t, map[string]string{"health": `[]`})); h == nil || h.Invalid == "" {
+		t.Fatalf("a list: %+v", h)
 	}
 }
 

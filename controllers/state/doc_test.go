@@ -19,7 +19,7 @@ func TestModuleContractDocCoversOutputs(t *testing.T) {
 	doc := string(b)
 	for _, w := range []string{
 		state.OutputControlPlaneEndpoint, state.OutputFailureDomains, state.OutputProviderID, state.OutputAddresses,
-		state.OutputFailureDomain, state.OutputProviderIDList, state.OutputReplicas, state.OutputInstances,
+		state.OutputFailureDomain, state.OutputProviderIDList, state.OutputReplicas, state.OutputInstances, state.OutputHealth,
 	} {
 		if !strings.Contains(doc, "| `"+w+"` |") {
 			t.Errorf("docs/module-contract.md has no table row for the output %s", w)
