@@ -177,7 +177,8 @@ MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guar
   inputs-record-needs-the-same-sources, inputs-idle-objects-trust-the-record, shard-own-leader-election, \
   planpolicy-violation-holds-the-plan, planpolicy-json-lists-every-change, planjson-masks-sensitive-values, \
   drift-check-request-starts-a-check, pool-instances-within-the-provider-id-list, \
-  pool-instances-cover-the-provider-id-list, pool-instances-cleared-with-the-output
+  pool-instances-cover-the-provider-id-list, pool-instances-cleared-with-the-output, \
+  health-threshold-counts, health-threshold-inclusive, health-ready-signal
 
 .PHONY: mutate
 mutate: test-bins ## Run every mutation proof of hack/mutations/*.txt (well over an hour); fails unless each is KILLED by a named test. MUTATIONS=<globs> for a subset.

@@ -130,6 +130,7 @@ var external = map[string]bool{
 	// Cluster API.
 	"Cluster": true, "Machine": true, "MachinePool": true, "MachineDeployment": true, "ControlPlaneInitialized": true,
 	"InternalIP": true, "ExternalIP": true, "InternalDNS": true, "ExternalDNS": true, "Hostname": true, "Provider": true,
+	"InfrastructureReady": true,
 	"KubeadmControlPlane": true,
 	// cert-manager.
 	"Certificate": true, "Issuer": true, "ClusterIssuer": true,

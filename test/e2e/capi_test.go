@@ -129,6 +129,86 @@ var _ = Describe("a MachineHealthCheck over TerraformMachines under the real Clu
 	})
 })
 
+var _ = Describe("CAPTF's own health signal under the real Cluster API", func() {
+	It("a worker whose module reports unhealthy for 2 drift checks turns Ready False, and a MachineHealthCheck on InfrastructureReady replaces it: its Machine deleted, its infrastructure destroyed, a new one applied", func() {
+		const ns, name = "modhealth", "mh"
+		const md = name + "-workers"
+		checkInvariants := watchInvariants(shared, ns)
+		createNamespace(shared, ns)
+		applyFixture(shared, ns, "cluster.yaml", name, 0)
+		applyFixture(shared, ns, "machine.yaml", name, 0)
+		eventuallyReady(shared, tc(ns, name), tm(ns, name+"-m0"))
+		sickDir := GinkgoT().TempDir()
+		raw, err := os.ReadFile(filepath.Join("testdata", "healthworkers.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		doc := strings.ReplaceAll(strings.ReplaceAll(string(raw), "CLUSTER", name), "SICKDIR", sickDir)
+		fixture := filepath.Join(GinkgoT().TempDir(), "healthworkers.yaml")
+		Expect(os.WriteFile(fixture, []byte(doc), 0o600)).To(Succeed())
+		kubectl(shared, "apply", "-n", ns, "-f", fixture)
+
+		By("3 workers, applied, each sampled healthy")
+		before := eventuallyWorkers(ns, md, 3, "")
+		for _, w := range before {
+			Eventually(func() *metav1.Condition {
+				return meta.FindStatusCondition(terraformStatusOf(ns, w.infra.Name).Conditions, infrav1.InfrastructureHealthyCondition)
+			}).Should(And(HaveField("Status", metav1.ConditionTrue), HaveField("Reason", infrav1.HealthyReason)), "%s", w.infra.Name)
+		}
+
+		By("the test marks one worker sick: its module's health output turns false at the next drift checks")
+		sick := before[0]
+		Expect(os.WriteFile(filepath.Join(sickDir, sick.infra.Name), nil, 0o600)).To(Succeed())
+		Eventually(func(g Gomega) {
+			m := tm(ns, sick.infra.Name)
+			g.Expect(shared.Client().Get(ctx, client.ObjectKeyFromObject(m), m)).To(Succeed())
+			g.Expect(meta.FindStatusCondition(m.Status.Conditions, infrav1.InfrastructureHealthyCondition)).To(And(
+				HaveField("Status", metav1.ConditionFalse), HaveField("Reason", infrav1.UnhealthyReason),
+				HaveField("Message", ContainSubstring("the test marked "+sick.infra.Name+" sick"))))
+			g.Expect(meta.FindStatusCondition(m.Status.Conditions, infrav1.ReadyCondition)).To(And(
+				HaveField("Status", metav1.ConditionFalse), HaveField("Reason", infrav1.InfrastructureUnhealthyReason)))
+			g.Expect(m.Status.IsProvisioned()).To(BeTrue(), "provisioned is never taken back")
+			g.Expect(m.Status.Health).NotTo(BeNil())
+			g.Expect(m.Status.Health.ConsecutiveUnhealthy).To(BeNumerically(">=", 2))
+		}, time.Minute).Should(Succeed())
+
+		By("Cluster API mirrors it into the Machine's InfrastructureReady, the MachineHealthCheck deletes the Machine, CAPTF destroys its infrastructure")
+		Eventually(func() []executor.Run {
+			return runsOf(shared.Executor().Runs(), infrav1.TerraformMachineKind, ns, sick.infra.Name, infrav1.OperationDestroy)
+		}, 3*time.Minute).Should(ContainElement(HaveField("Phase", BeEquivalentTo("Succeeded"))), "the sick worker's infrastructure was destroyed")
+		Eventually(func() *tfState { return stateOf(shared, infrav1.TerraformMachineKind, ns, sick.infra.Name) }).Should(BeNil())
+
+		By("the MachineSet makes a new worker, which CAPTF applies; the healthy workers stay")
+		after := eventuallyWorkers(ns, md, 3, "")
+		names := map[string]bool{}
+		for _, w := range after {
+			names[w.infra.Name] = true
+		}
+		Expect(names).NotTo(HaveKey(sick.infra.Name))
+		for _, w := range before[1:] {
+			Expect(names).To(HaveKey(w.infra.Name), "the healthy workers stay")
+		}
+		destroyed := map[string]bool{}
+		for _, r := range shared.Executor().Runs() {
+			if r.Namespace == ns && r.OwnerKind == infrav1.TerraformMachineKind && r.Operation == string(infrav1.OperationDestroy) {
+				destroyed[r.OwnerName] = true
+			}
+		}
+		Expect(destroyed).To(Equal(map[string]bool{sick.infra.Name: true}),
+			"only the sick worker was destroyed: no new worker was remediated while it was first applied")
+
+		kubectl(shared, "delete", "cluster", "-n", ns, name, "--timeout=5m")
+		checkInvariants()
+	})
+})
+
+// terraformStatusOf reads the TerraformMachine ns/name's status (empty when it is gone).
+func terraformStatusOf(ns, name string) *infrav1.TerraformStatus {
+	m := tm(ns, name)
+	if err := shared.Client().Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+		return &infrav1.TerraformStatus{}
+	}
+	return &m.Status.TerraformStatus
+}
+
 var _ = Describe("the plain cluster flavor (templates/cluster-template.yaml)", func() {
 	It("clusterctl generate cluster, then kubectl apply, as docs/flavors.md says: the cluster, its control plane machine and 2 workers come up Ready, and go with the Cluster", func() {
 		const ns, name = "flavor", "fl"
