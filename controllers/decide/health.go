@@ -123,7 +123,8 @@ func HealthStatusOf(r *infrav1.HealthRecord) *infrav1.MachineHealthStatus {
 }
 
 // HealthTransition is the event of a sample that changed InfrastructureHealthy's status or
-// reason, or that reached the threshold: ok is false when nothing changed worth an event.
+// reason (Warning for Unhealthy and HealthOutputInvalid, Normal otherwise), or that reached the
+// threshold (Warning InfrastructureUnhealthy): ok is false when nothing changed worth an event.
 func HealthTransition(prev, next *infrav1.HealthRecord, threshold int32) (eventType, reason, note string, ok bool) {
 	_, ps, pr, _ := HealthCondition(prev, threshold)
 	_, ns, nr, nmsg := HealthCondition(next, threshold)
@@ -132,8 +133,9 @@ func HealthTransition(prev, next *infrav1.HealthRecord, threshold int32) (eventT
 		return "Warning", infrav1.InfrastructureUnhealthyReason, nmsg, true
 	case ps == ns && pr == nr:
 		return "", "", "", false
-	case ns == metav1.ConditionTrue:
-		return "Normal", nr, nmsg, true
+	case nr == infrav1.UnhealthyReason || nr == infrav1.HealthOutputInvalidReason:
+		return "Warning", nr, nmsg, true
 	}
-	return "Warning", nr, nmsg, true
+	// Healthy, and a module without a health output (the usual case, not a fault).
+	return "Normal", nr, nmsg, true
 }

@@ -150,7 +150,8 @@ func TestHealthTransition(t *testing.T) {
 		"one more unhealthy: nothing": {one, two, "", ""},
 		"reaches the threshold of 2":  {one, two, "", ""},
 		"healthy again":               {two, ok, "Normal", infrav1.HealthyReason},
-		"no output":                   {nil, NextHealthRecord(nil, nil, "j", at), "Warning", infrav1.NoHealthOutputReason},
+		"no output: not a fault":      {nil, NextHealthRecord(nil, nil, "j", at), "Normal", infrav1.NoHealthOutputReason},
+		"a bad value":                 {one, NextHealthRecord(one, badHealth, "j4", at), "Warning", infrav1.HealthOutputInvalidReason},
 	} {
 		threshold := int32(3)
 		if name == "reaches the threshold of 2" {
