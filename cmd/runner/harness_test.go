@@ -224,6 +224,11 @@ output "secret_length" {
   value     = length(var.secret_word)
   sensitive = true
 }
+
+# A TerraformMachine's health output (docs/module-contract.md): healthy while the name is alpha.
+output "health" {
+  value = { healthy = var.name == "alpha", message = "the name is ${var.name}" }
+}
 `
 
 // writeConfigMapModule lays the module out the way the kubelet mounts a ConfigMap: each key a

@@ -120,6 +120,8 @@ func describeKubernetesBackend(bin string) {
 			Expect(code).To(Equal(runnerapi.ExitOK), raw)
 			Expect(res.Drift).To(HaveValue(BeFalse()))
 			Expect(res.Changes).To(BeNil())
+			Expect(res.Health).To(HaveValue(Equal(runnerapi.HealthSample{Healthy: true, Message: "the name is alpha"})),
+				"a drift check reports the health output as its plan evaluated it")
 		})
 
 		It("reports changes and drift without failing when the module would change things", func() {
@@ -130,6 +132,8 @@ func describeKubernetesBackend(bin string) {
 			res, code, raw = run(runnerapi.OperationDrift, map[string]any{"name": "beta"}, nil)
 			Expect(code).To(Equal(runnerapi.ExitOK), raw)
 			Expect(res.Drift).To(HaveValue(BeTrue()))
+			Expect(res.Health).To(HaveValue(Equal(runnerapi.HealthSample{Healthy: false, Message: "the name is beta"})),
+				"the plan's value, not the state's: the state still says alpha")
 		})
 
 		It("restores an older backup of the same lineage over a newer state, without -force", func() {
