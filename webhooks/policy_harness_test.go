@@ -1,6 +1,6 @@
 package webhooks_test
 
-// The policies of config/policy (plan approval, namespace deletion), rendered through
+// The policies of config/policy (plan approval, namespace deletion, template immutability), rendered through
 // config/default (so they carry the names and the namespace they ship with) and installed into
 // the suite's control plane.
 
@@ -29,6 +29,14 @@ type renderedPolicy struct {
 	ConfigMap *corev1.ConfigMap
 
 	NamespaceDeletion []client.Object
+	// TemplateImmutability is the template-immutability policy and its binding.
+	TemplateImmutability []client.Object
+}
+
+// templateImmutabilityPolicy says whether a rendered policy or binding is the
+// template-immutability rule's.
+func templateImmutabilityPolicy(name string) bool {
+	return strings.HasSuffix(name, "template-immutability")
 }
 
 // namespaceDeletionPolicy says whether a rendered policy or binding is one of the
@@ -55,6 +63,14 @@ func renderPolicy(kubectl string) (*renderedPolicy, error) {
 		}
 		var into any
 		switch {
+		case head.Kind == "ValidatingAdmissionPolicy" && templateImmutabilityPolicy(head.Name):
+			p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+			r.TemplateImmutability = append(r.TemplateImmutability, p)
+			into = p
+		case head.Kind == "ValidatingAdmissionPolicyBinding" && templateImmutabilityPolicy(head.Name):
+			b := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+			r.TemplateImmutability = append(r.TemplateImmutability, b)
+			into = b
 		case head.Kind == "ValidatingAdmissionPolicy" && namespaceDeletionPolicy(head.Name):
 			p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
 			r.NamespaceDeletion = append(r.NamespaceDeletion, p)
@@ -85,6 +101,9 @@ func renderPolicy(kubectl string) (*renderedPolicy, error) {
 	if len(r.NamespaceDeletion) != 6 {
 		return nil, fmt.Errorf("config/default renders %d namespace-deletion policies and bindings, want one of each per kind (6)", len(r.NamespaceDeletion))
 	}
+	if len(r.TemplateImmutability) != 2 {
+		return nil, fmt.Errorf("config/default renders %d template-immutability policies and bindings, want one of each", len(r.TemplateImmutability))
+	}
 	return r, nil
 }
 
@@ -96,7 +115,7 @@ func installPolicy(r *renderedPolicy, groups []string) error {
 		return fmt.Errorf("create namespace %s: %w", ns.Name, err)
 	}
 	objs := []client.Object{r.ConfigMap.DeepCopy(), r.Policy.DeepCopy(), r.Binding.DeepCopy()}
-	for _, o := range r.NamespaceDeletion {
+	for _, o := range append(append([]client.Object{}, r.NamespaceDeletion...), r.TemplateImmutability...) {
 		objs = append(objs, o.DeepCopyObject().(client.Object))
 	}
 	for _, o := range objs {

@@ -279,47 +279,6 @@ var _ = Describe("Templates", func() {
 		}
 		Expect(k8s.Create(ctx, pt)).To(Succeed())
 	})
-
-	It("a template's spec is immutable: an edit is refused with what to do instead, a label may change", func() {
-		mt := &infrav1.TerraformMachineTemplate{
-			ObjectMeta: metav1.ObjectMeta{Name: uniqueName("t"), Namespace: "default"},
-			Spec: infrav1.TerraformMachineTemplateSpec{Template: infrav1.TerraformMachineTemplateResource{
-				Spec: infrav1.TerraformMachineSpec{TerraformSpec: imageSpec()},
-			}},
-		}
-		ct := &infrav1.TerraformClusterTemplate{
-			ObjectMeta: metav1.ObjectMeta{Name: uniqueName("t"), Namespace: "default"},
-			Spec: infrav1.TerraformClusterTemplateSpec{Template: infrav1.TerraformClusterTemplateResource{
-				Spec: infrav1.TerraformClusterSpec{TerraformSpec: imageSpec()},
-			}},
-		}
-		pt := &infrav1.TerraformMachinePoolTemplate{
-			ObjectMeta: metav1.ObjectMeta{Name: uniqueName("t"), Namespace: "default"},
-			Spec: infrav1.TerraformMachinePoolTemplateSpec{Template: infrav1.TerraformMachinePoolTemplateResource{
-				Spec: infrav1.TerraformMachinePoolSpec{TerraformSpec: imageSpec()},
-			}},
-		}
-		for _, c := range []struct {
-			obj  client.Object
-			edit func()
-			want string
-		}{
-			{mt, func() { mt.Spec.Template.Spec.Module.Image = "registry.example/modules/net:2.0" },
-				"Create a new TerraformMachineTemplate with the change and point the MachineDeployment (spec.template.spec.infrastructureRef.name) or the ClusterClass at it"},
-			{ct, func() { ct.Spec.Template.Spec.Module.Image = "registry.example/modules/net:2.0" },
-				"Create a new TerraformClusterTemplate with the change and point the ClusterClass at it"},
-			{pt, func() { pt.Spec.Template.Spec.Module.Image = "registry.example/modules/net:2.0" },
-				"Create a new TerraformMachinePoolTemplate with the change and point the ClusterClass at it"},
-		} {
-			Expect(k8s.Create(ctx, c.obj)).To(Succeed())
-			c.edit()
-			expectInvalid(k8s.Update(ctx, c.obj), "spec.template.spec", c.want)
-
-			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(c.obj), c.obj)).To(Succeed())
-			c.obj.SetLabels(map[string]string{"team": "a"})
-			Expect(k8s.Update(ctx, c.obj)).To(Succeed(), "metadata is not the template's spec")
-		}
-	})
 })
 
 // getTable asks the API server for the server-side printed table of one object, as kubectl

@@ -367,14 +367,15 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 		for _, x := range vs.Items {
 			Expect(x.Annotations).To(HaveKeyWithValue(injectCAAnnotation, systemNS+"/captf-serving-cert"))
 		}
-		// The plan-approval policy and the three namespace-deletion policies (cluster-scoped,
-		// although clusterctl gives them a namespace), and the plan approvers' ConfigMap.
+		// The plan-approval policy, the three namespace-deletion policies and the
+		// template-immutability policy (cluster-scoped, although clusterctl gives them a
+		// namespace), and the plan approvers' ConfigMap.
 		var vaps admissionregistrationv1.ValidatingAdmissionPolicyList
 		Expect(admin.List(ctx, &vaps, client.MatchingLabels{providerLabel: providerLabelValue})).To(Succeed())
-		Expect(vaps.Items).To(HaveLen(4))
+		Expect(vaps.Items).To(HaveLen(5))
 		var vapbs admissionregistrationv1.ValidatingAdmissionPolicyBindingList
 		Expect(admin.List(ctx, &vapbs, client.MatchingLabels{providerLabel: providerLabelValue})).To(Succeed())
-		Expect(vapbs.Items).To(HaveLen(4))
+		Expect(vapbs.Items).To(HaveLen(5))
 		Expect(admin.Get(ctx, types.NamespacedName{Namespace: systemNS, Name: webhooks.PlanApproversConfigMap}, &corev1.ConfigMap{})).To(Succeed())
 		for _, kind := range []string{"Certificate", "Issuer"} {
 			list := &unstructured.UnstructuredList{}

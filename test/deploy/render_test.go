@@ -496,6 +496,6 @@ func checkNamespacePolicy(all objects) {
 	}
 	Expect(rules[1]).To(Equal(rules[0]))
 	Expect(rules[2]).To(Equal(rules[0]))
-	Expect(all.ofKind("ValidatingAdmissionPolicy")).To(HaveLen(4), "the plan-approval policy and three namespace-deletion policies")
-	Expect(all.ofKind("ValidatingAdmissionPolicyBinding")).To(HaveLen(4))
+	Expect(all.ofKind("ValidatingAdmissionPolicy")).To(HaveLen(5), "the plan-approval policy, three namespace-deletion policies and the template-immutability policy")
+	Expect(all.ofKind("ValidatingAdmissionPolicyBinding")).To(HaveLen(5))
 }

@@ -75,6 +75,10 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	capi, err := envtest.ClusterAPICRDs()
 	Expect(err).NotTo(HaveOccurred())
+	// kubeadm's bootstrap and control plane providers, which clusterctl init installs by
+	// default: the samples' ClusterClass names their templates.
+	kubeadm, err := envtest.ClusterAPIKubeadmCRDs()
+	Expect(err).NotTo(HaveOccurred())
 	cm, err := goModDir("github.com/cert-manager/cert-manager@" + certManagerVersion())
 	Expect(err).NotTo(HaveOccurred())
 	certMgr = filepath.Join(cm, "deploy", "crds")
@@ -86,7 +90,7 @@ var _ = BeforeSuite(func() {
 	Expect(infrav1.AddToScheme(scheme)).To(Succeed())
 	env = &ctrlenvtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{certMgr, capi},
+		CRDDirectoryPaths:     append([]string{certMgr, capi}, kubeadm...),
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
 	}

@@ -154,6 +154,27 @@ func ClusterAPICRDs() (string, error) {
 	return dir, nil
 }
 
+// ClusterAPIKubeadmCRDs returns the folders of the CRDs of Cluster API's kubeadm bootstrap and
+// control plane providers (what clusterctl init installs beside the core by default), inside the
+// cluster-api module.
+func ClusterAPIKubeadmCRDs() ([]string, error) {
+	core, err := ClusterAPICRDs()
+	if err != nil {
+		return nil, err
+	}
+	module := filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(core))))
+	dirs := []string{
+		filepath.Join(module, "bootstrap", "kubeadm", "config", "crd", "bases"),
+		filepath.Join(module, "controlplane", "kubeadm", "config", "crd", "bases"),
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); err != nil {
+			return nil, fmt.Errorf("cluster api kubeadm crds: %w", err)
+		}
+	}
+	return dirs, nil
+}
+
 // StartWithClusterAPI is StartSuite with Cluster API's CRDs installed too.
 func StartWithClusterAPI(opts Options) (*Env, client.Client, error) {
 	capi, err := ClusterAPICRDs()

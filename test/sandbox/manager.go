@@ -31,7 +31,8 @@ const PlanApproverGroups = "system:masters"
 // installManagerNamespace installs, as config/default renders them, the manager's Role and
 // RoleBinding in its own namespace (leader election, and the plan approvers ConfigMap the
 // manager writes), the plan-approval policy (the ValidatingAdmissionPolicy, its binding and its
-// ConfigMap) and the namespace-deletion policies with their bindings (one of each per kind).
+// ConfigMap), the namespace-deletion policies with their bindings (one of each per kind) and
+// the template-immutability policy with its binding.
 // The manager then writes its --plan-approver-groups into that ConfigMap, as it does in a
 // cluster.
 func (s *Sandbox) installManagerNamespace(ctx context.Context) error {
@@ -56,8 +57,8 @@ func (s *Sandbox) installManagerNamespace(ctx context.Context) error {
 		}
 		n++
 	}
-	if n != 11 {
-		return fmt.Errorf("config/default renders %d of the manager's Role, RoleBinding, plan-approval policy, binding and ConfigMap and the six namespace-deletion policies and bindings, want 11", n)
+	if n != 13 {
+		return fmt.Errorf("config/default renders %d of the manager's Role, RoleBinding, plan-approval policy, binding and ConfigMap, the six namespace-deletion policies and bindings and the template-immutability policy and binding, want 13", n)
 	}
 	return nil
 }
