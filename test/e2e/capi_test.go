@@ -60,30 +60,12 @@ var _ = Describe("a MachineDeployment of TerraformMachines under the real Cluste
 		kubectl(shared, "patch", "-n", ns, "machinedeployment", md, "--type=merge", "-p",
 			`{"spec":{"template":{"spec":{"infrastructureRef":{"name":"`+name+`-workers-v2"}}}}}`)
 		rolled := eventuallyWorkers(ns, md, 2, name+"-workers-v2")
-		runs := shared.Executor().Runs()
-		var newApplied, oldDestroyed []time.Time
-		for _, w := range rolled {
-			for _, r := range runsOf(runs, infrav1.TerraformMachineKind, ns, w.infra.Name, infrav1.OperationApply) {
-				newApplied = append(newApplied, r.Finished)
-			}
-		}
-		for _, w := range two {
-			rs := runsOf(runs, infrav1.TerraformMachineKind, ns, w.infra.Name, infrav1.OperationDestroy)
-			Expect(rs).To(HaveLen(1), "the old machine %s was destroyed once", w.infra.Name)
-			oldDestroyed = append(oldDestroyed, rs[0].Started)
-		}
-		sortTimes(newApplied)
-		sortTimes(oldDestroyed)
-		Expect(newApplied).To(HaveLen(2))
-		for i := range oldDestroyed {
-			Expect(oldDestroyed[i].After(newApplied[i])).To(BeTrue(),
-				"old machine destroy %d started at %s, before the %d. new machine's apply ended (%s)", i+1, oldDestroyed[i], i+1, newApplied[i])
-		}
+		expectRolledOut(ns, two, rolled)
 
 		By("deleting the Cluster destroys everything: the workers, the control plane machine, then the cluster")
 		kubectl(shared, "delete", "cluster", "-n", ns, name, "--timeout=5m")
 		Expect(kubectl(shared, "get", "terraformclusters,terraformmachines,machines,machinedeployments", "-n", ns, "-o", "name")).To(BeEmpty())
-		runs = shared.Executor().Runs()
+		runs := shared.Executor().Runs()
 		clusterDestroy := runsOf(runs, infrav1.TerraformClusterKind, ns, name, infrav1.OperationDestroy)
 		Expect(clusterDestroy).To(HaveLen(1))
 		for _, w := range append(rolled, worker{infra: tm(ns, name+"-m0")}) {
@@ -292,6 +274,35 @@ func eventuallyWorkers(ns, md string, n int, template string) []worker {
 	}, 4*time.Minute).Should(Succeed())
 	sort.Slice(out, func(i, j int) bool { return strings.Compare(out[i].infra.Name, out[j].infra.Name) < 0 })
 	return out
+}
+
+// expectRolledOut checks a rollout by Cluster API's default strategy (one more first, none
+// unavailable): every old machine was destroyed once, and the i-th old machine's destroy began
+// after the i-th new machine's apply ended.
+func expectRolledOut(ns string, old, rolled []worker) {
+	GinkgoHelper()
+	runs := shared.Executor().Runs()
+	var newApplied, oldDestroyed []time.Time
+	for _, w := range rolled {
+		for _, r := range runsOf(runs, infrav1.TerraformMachineKind, ns, w.infra.Name, infrav1.OperationApply) {
+			newApplied = append(newApplied, r.Finished)
+		}
+	}
+	for _, w := range old {
+		Eventually(func() []executor.Run {
+			return runsOf(shared.Executor().Runs(), infrav1.TerraformMachineKind, ns, w.infra.Name, infrav1.OperationDestroy)
+		}, 2*time.Minute).Should(ContainElement(HaveField("Phase", BeEquivalentTo("Succeeded"))), "the old machine %s was destroyed", w.infra.Name)
+		rs := runsOf(shared.Executor().Runs(), infrav1.TerraformMachineKind, ns, w.infra.Name, infrav1.OperationDestroy)
+		Expect(rs).To(HaveLen(1), "the old machine %s was destroyed once", w.infra.Name)
+		oldDestroyed = append(oldDestroyed, rs[0].Started)
+	}
+	sortTimes(newApplied)
+	sortTimes(oldDestroyed)
+	Expect(newApplied).To(HaveLen(len(rolled)))
+	for i := range oldDestroyed {
+		Expect(oldDestroyed[i].After(newApplied[i])).To(BeTrue(),
+			"old machine destroy %d started at %s, before the %d. new machine's apply ended (%s)", i+1, oldDestroyed[i], i+1, newApplied[i])
+	}
 }
 
 // sortTimes sorts ts in place, earliest first.

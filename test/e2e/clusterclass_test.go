@@ -1,13 +1,16 @@
 package e2e_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -18,7 +21,7 @@ import (
 // The ClusterClass flavor under the real Cluster API: the core manager's topology controller,
 // kubeadm's control plane and bootstrap managers, and CAPTF.
 var _ = Describe("the ClusterClass flavor (templates/cluster-template-topology.yaml) under the real Cluster API", func() {
-	It("as docs/cluster-api.md says: the class, then clusterctl generate cluster --flavor topology: a kubeadm control plane, a MachineDeployment of 3 and a MachinePool of 2 come up; the pool scales to 4 with one apply, the workers to 2 (the removed one destroyed); deleting the Cluster destroys everything, machines before the cluster", func() {
+	It("as docs/cluster-api.md says: the class, then clusterctl generate cluster --flavor topology: a kubeadm control plane, a MachineDeployment of 3 and a MachinePool of 2 come up; the pool scales to 4 with one apply, the workers to 5 and to 2 (the removed ones destroyed); a variable override rolls the workers out (new applied before old go); an unhealthy worker is remediated; deleting the Cluster destroys everything, machines before the cluster", func() {
 		const ns, name = "topology", "cc"
 		checkInvariants := watchInvariants(shared, ns)
 		createNamespace(shared, ns)
@@ -76,20 +79,73 @@ var _ = Describe("the ClusterClass flavor (templates/cluster-template-topology.y
 		pool = eventuallyPool(ns, mp, 4)
 		Expect(runsOf(shared.Executor().Runs(), infrav1.TerraformMachinePoolKind, ns, pool.Name, infrav1.OperationApply)).To(HaveLen(poolApplies + 1))
 
-		By("the workers scaled to 2 through the Cluster's topology: the removed machine's infrastructure destroyed")
-		kubectl(shared, "patch", "cluster", "-n", ns, name, "--type=json", "-p",
-			`[{"op":"replace","path":"/spec/topology/workers/machineDeployments/0/replicas","value":2}]`)
+		By("the workers scaled through the Cluster's topology to 5, then to 2: the three removed machines' infrastructure destroyed")
+		setWorkers := func(n int) {
+			GinkgoHelper()
+			kubectl(shared, "patch", "cluster", "-n", ns, name, "--type=json", "-p",
+				fmt.Sprintf(`[{"op":"replace","path":"/spec/topology/workers/machineDeployments/0/replicas","value":%d}]`, n))
+		}
+		setWorkers(5)
+		five := eventuallyWorkers(ns, md, 5, "")
+		setWorkers(2)
 		two := eventuallyWorkers(ns, md, 2, "")
 		kept := map[string]bool{two[0].infra.Name: true, two[1].infra.Name: true}
-		for _, w := range three {
+		removed := 0
+		for _, w := range five {
 			if kept[w.infra.Name] {
 				continue
 			}
+			removed++
 			Eventually(func() []executor.Run {
 				return runsOf(shared.Executor().Runs(), infrav1.TerraformMachineKind, ns, w.infra.Name, infrav1.OperationDestroy)
 			}, 2*time.Minute).Should(ContainElement(HaveField("Phase", BeEquivalentTo("Succeeded"))), "%s was destroyed", w.infra.Name)
 			Eventually(func() *tfState { return stateOf(shared, infrav1.TerraformMachineKind, ns, w.infra.Name) }).Should(BeNil())
 		}
+		Expect(removed).To(Equal(3))
+
+		By("a template change the ClusterClass way: the workers' machineModule variable overridden, the topology controller stamps a new template and Cluster API rolls the workers out, each new one applied before an old one goes")
+		v1 := &corev1.ConfigMap{}
+		Expect(shared.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: "sample-machine-module"}, v1)).To(Succeed())
+		v2 := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sample-machine-module-v2", Labels: v1.Labels}, Data: v1.Data}
+		Expect(shared.Client().Create(ctx, v2)).To(Succeed())
+		kubectl(shared, "patch", "cluster", "-n", ns, name, "--type=json", "-p",
+			`[{"op":"add","path":"/spec/topology/workers/machineDeployments/0/variables","value":{"overrides":[{"name":"machineModule","value":"sample-machine-module-v2"}]}}]`)
+		Eventually(func(g Gomega) {
+			var ms clusterv1.MachineList
+			g.Expect(shared.Client().List(ctx, &ms, client.InNamespace(ns), client.MatchingLabels{clusterv1.MachineDeploymentNameLabel: md})).To(Succeed())
+			g.Expect(ms.Items).To(HaveLen(2))
+			for i := range ms.Items {
+				infra := tm(ns, ms.Items[i].Spec.InfrastructureRef.Name)
+				g.Expect(shared.Client().Get(ctx, client.ObjectKeyFromObject(infra), infra)).To(Succeed())
+				g.Expect(infra.Spec.Module.ConfigMap).NotTo(BeNil())
+				g.Expect(infra.Spec.Module.ConfigMap.Name).To(Equal("sample-machine-module-v2"), "%s runs the new module", infra.Name)
+			}
+		}, 4*time.Minute).Should(Succeed(), "the workers were rolled out to the overridden module")
+		rolled := eventuallyWorkers(ns, md, 2, "")
+		expectRolledOut(ns, two, rolled)
+		Expect(controlPlane.Spec.Module.ConfigMap.Name).To(Equal("sample-machine-module"), "the override is the workers' only")
+
+		By("remediation: the topology's health check over the workers, one worker's node reported NotReady, its Machine replaced and its infrastructure destroyed")
+		kubectl(shared, "patch", "cluster", "-n", ns, name, "--type=json", "-p",
+			`[{"op":"add","path":"/spec/topology/workers/machineDeployments/0/healthCheck","value":{"enabled":true,"checks":{"unhealthyNodeConditions":[{"type":"Ready","status":"False","timeoutSeconds":5}]}}}]`)
+		Eventually(func(g Gomega) {
+			var mhcs clusterv1.MachineHealthCheckList
+			g.Expect(shared.Client().List(ctx, &mhcs, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: name})).To(Succeed())
+			g.Expect(mhcs.Items).To(HaveLen(1))
+		}, time.Minute).Should(Succeed(), "the topology controller makes the MachineHealthCheck")
+		sick := rolled[0]
+		kubectl(shared, "patch", "node", sick.machine.Status.NodeRef.Name, "--subresource=status", "--type=strategic", "-p",
+			`{"status":{"conditions":[{"type":"Ready","status":"False","reason":"KubeletNotReady","message":"set by the test"}]}}`)
+		Eventually(func() []executor.Run {
+			return runsOf(shared.Executor().Runs(), infrav1.TerraformMachineKind, ns, sick.infra.Name, infrav1.OperationDestroy)
+		}, 3*time.Minute).Should(ContainElement(HaveField("Phase", BeEquivalentTo("Succeeded"))), "the sick worker's infrastructure was destroyed")
+		healed := eventuallyWorkers(ns, md, 2, "")
+		names := map[string]bool{}
+		for _, w := range healed {
+			names[w.infra.Name] = true
+		}
+		Expect(names).NotTo(HaveKey(sick.infra.Name))
+		Expect(names).To(HaveKey(rolled[1].infra.Name), "the healthy worker stays")
 
 		By("deleting the Cluster destroys the machines and the pool, then the cluster's infrastructure")
 		kubectl(shared, "delete", "cluster", "-n", ns, name, "--timeout=5m")
@@ -98,7 +154,7 @@ var _ = Describe("the ClusterClass flavor (templates/cluster-template-topology.y
 		clusterDestroy := runsOf(runs, infrav1.TerraformClusterKind, ns, infraCluster.Name, infrav1.OperationDestroy)
 		Expect(clusterDestroy).To(HaveLen(1))
 		last := []struct{ kind, name string }{{infrav1.TerraformMachineKind, controlPlane.Name}, {infrav1.TerraformMachinePoolKind, pool.Name}}
-		for _, w := range two {
+		for _, w := range healed {
 			last = append(last, struct{ kind, name string }{infrav1.TerraformMachineKind, w.infra.Name})
 		}
 		for _, o := range last {
