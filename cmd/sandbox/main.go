@@ -289,7 +289,7 @@ func reportSamples(ctx context.Context, sb *sandbox.Sandbox, ns string, began ti
 			}
 		}
 		if ready == len(objs) && topologyUp(ctx, c, ns) {
-			fmt.Printf("%s in %s (TerraformCluster, TerraformMachine and TerraformMachinePool Ready; the ClusterClass cluster %s up)\n",
+			fmt.Printf("%s in %s (TerraformCluster, TerraformMachine and TerraformMachinePool Ready; the ClusterClass cluster %s Available)\n",
 				SamplesReadyLine, time.Since(began).Round(100*time.Millisecond), TopologySample)
 			return
 		}
@@ -304,21 +304,15 @@ func reportSamples(ctx context.Context, sb *sandbox.Sandbox, ns string, began ti
 // TopologySample is the samples' Cluster of CAPTF's ClusterClass (config/samples/cluster-topology.yaml).
 const TopologySample = "sample-topology"
 
-// topologyUp tells whether the ClusterClass sample is up: its infrastructure provisioned, its
-// control plane initialized and its workers available (Cluster API's conditions). Its control
-// plane is never Available in the sandbox, which fakes no static pods or etcd for kubeadm's
-// control plane provider to check (docs/sandbox.md).
+// topologyUp tells whether the ClusterClass sample is Available, Cluster API's summary of a
+// Cluster: its infrastructure provisioned, its control plane available, its workers available,
+// its topology reconciled and its workload cluster reachable.
 func topologyUp(ctx context.Context, c client.Client, ns string) bool {
 	cl := &clusterv1.Cluster{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: TopologySample}, cl); err != nil {
 		return false
 	}
-	for _, t := range []string{clusterv1.ClusterInfrastructureReadyCondition, clusterv1.ClusterControlPlaneInitializedCondition, clusterv1.ClusterWorkersAvailableCondition} {
-		if !meta.IsStatusConditionTrue(cl.Status.Conditions, t) {
-			return false
-		}
-	}
-	return true
+	return meta.IsStatusConditionTrue(cl.Status.Conditions, clusterv1.ClusterAvailableCondition)
 }
 
 func isReady(o client.Object) bool {

@@ -126,16 +126,16 @@ var _ = Describe("make run with the samples", Ordered, func() {
 		Expect(kc("get", "machine", "-n", ns, "sample-machine-0", "-o", "jsonpath={.spec.providerID}")).
 			To(Equal(kc("get", "terraformmachine", "-n", ns, "sample-machine-0", "-o", "jsonpath={.spec.providerID}")))
 
-		By("the ClusterClass sample: the topology controller stamped it, kubeadm's providers made its control plane, CAPTF applied every machine")
+		By("the ClusterClass sample: the topology controller stamped it, kubeadm's providers made its control plane, CAPTF applied every machine, the Cluster is Available")
 		Expect(kc("get", "cluster", "-n", ns, "sample-topology", "-o", "jsonpath={.spec.topology.classRef.name}")).To(Equal("captf"))
-		kc("wait", "-n", ns, "--timeout=60s", "cluster/sample-topology",
-			"--for=condition=ControlPlaneInitialized", "--for=condition=WorkersAvailable", "--for=condition=InfrastructureReady")
+		kc("wait", "-n", ns, "--timeout=60s", "cluster/sample-topology", "--for=condition=Available")
 		topology := "cluster.x-k8s.io/cluster-name=sample-topology"
 		Expect(strings.Fields(kc("get", "terraformmachines", "-n", ns, "-l", topology, "-o",
 			`jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{" "}{end}`))).To(Equal([]string{"True", "True"}),
 			"the control plane machine and the worker")
 		Expect(kc("get", "terraformmachinepools", "-n", ns, "-l", topology, "-o", "jsonpath={.items[*].status.replicas}")).To(Equal("2"))
-		Expect(kc("get", "kubeadmcontrolplanes", "-n", ns, "-l", topology, "-o", "jsonpath={.items[*].status.initialization.controlPlaneInitialized}")).To(Equal("true"))
+		Expect(kc("get", "kubeadmcontrolplanes", "-n", ns, "-l", topology, "-o",
+			`jsonpath={.items[*].status.initialization.controlPlaneInitialized} {.items[*].status.conditions[?(@.type=="Available")].status}`)).To(Equal("true True"))
 
 		By("the state is in the sandbox API server, written by the runner under its own ServiceAccount")
 		st := stateOf(sb, infrav1.TerraformClusterKind, ns, "sample")

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
@@ -43,7 +44,17 @@ const (
 	// plane provider counts its control plane initialized once it finds it in the workload
 	// cluster.
 	KubeadmConfigMap = "kubeadm-config"
+	// ControlPlaneNodeRole is the label and the NoSchedule taint kubeadm gives a control plane
+	// node; kubeadm's control plane provider finds its nodes by the label.
+	ControlPlaneNodeRole = "node-role.kubernetes.io/control-plane"
 )
+
+// ControlPlaneComponents are the static pods kubeadm runs on a control plane node, in
+// kube-system, named <component>-<node>, which kubeadm's control plane provider checks. etcd's is
+// not among them: the sandbox plays no etcd members, so a ClusterClass cluster whose control
+// plane should become Available names an external etcd (the ClusterClass's
+// externalEtcdEndpoints variable), and the provider then checks these three only.
+var ControlPlaneComponents = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"}
 
 // Controller registers the kubeconfig Secrets and the Nodes.
 type Controller struct {
@@ -92,6 +103,12 @@ func (c *Controller) SetupWithManager(mgr manager.Manager) error {
 	if err := builder.ControllerManagedBy(mgr).Named("workload-machinepool-nodes").For(&clusterv1.MachinePool{}, builder.WithPredicates(providerIDs)).WithOptions(opts).
 		Complete(reconcile.Func(c.reconcileMachinePool)); err != nil {
 		return fmt.Errorf("workload: machine pool controller: %w", err)
+	}
+	kcp := &unstructured.Unstructured{}
+	kcp.SetGroupVersionKind(KubeadmControlPlaneGVK)
+	if err := builder.ControllerManagedBy(mgr).Named("workload-external-etcd").For(kcp).WithOptions(opts).
+		Complete(reconcile.Func(c.reconcileControlPlane)); err != nil {
+		return fmt.Errorf("workload: control plane controller: %w", err)
 	}
 	return mgr.Add(manager.RunnableFunc(c.heartbeat))
 }
@@ -166,14 +183,96 @@ func (c *Controller) reconcileMachine(ctx context.Context, req reconcile.Request
 	if m.Spec.ProviderID == "" {
 		return reconcile.Result{}, nil
 	}
-	res, err := c.registerAll(ctx, m.Namespace, m.Spec.ClusterName, m.Name, []string{m.Spec.ProviderID})
+	res, err := c.registerAll(ctx, m.Namespace, m.Spec.ClusterName, m.Name, m.Spec.Version, []string{m.Spec.ProviderID})
 	if err != nil || !res.IsZero() {
 		return res, err
 	}
 	if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; cp && c.ownsWorkload(ctx, m.Namespace, m.Spec.ClusterName) {
+		if err := c.controlPlaneNode(ctx, NodeName(m.Spec.ProviderID), m.Spec.Version); err != nil {
+			return reconcile.Result{}, err
+		}
 		return reconcile.Result{}, c.kubeadmInit(ctx)
 	}
 	return reconcile.Result{}, nil
+}
+
+// controlPlaneNode makes node what kubeadm makes of a control plane node: the control plane
+// role's label and NoSchedule taint, and the Running, Ready static pods of
+// ControlPlaneComponents, each written once (a person may then report one unready, as its
+// kubelet would).
+func (c *Controller) controlPlaneNode(ctx context.Context, node, version string) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n := &corev1.Node{}
+		if err := c.reader.Get(ctx, types.NamespacedName{Name: node}, n); err != nil {
+			return err
+		}
+		if _, ok := n.Labels[ControlPlaneNodeRole]; ok {
+			return nil
+		}
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		n.Labels[ControlPlaneNodeRole] = ""
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: ControlPlaneNodeRole, Effect: corev1.TaintEffectNoSchedule})
+		return c.client.Update(ctx, n)
+	})
+	if err != nil {
+		return fmt.Errorf("give node %s the control plane role: %w", node, err)
+	}
+	for _, component := range ControlPlaneComponents {
+		if err := c.staticPod(ctx, component, node, version); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// staticPod creates kube-system/<component>-<node> unless it exists, bound to node, and writes
+// the status a kubelet would report for its mirror pod once the component runs.
+func (c *Controller) staticPod(ctx context.Context, component, node, version string) error {
+	key := types.NamespacedName{Namespace: metav1.NamespaceSystem, Name: component + "-" + node}
+	if version == "" {
+		version = "latest"
+	}
+	p := &corev1.Pod{}
+	err := c.reader.Get(ctx, key, p)
+	if err == nil || !apierrors.IsNotFound(err) {
+		return client.IgnoreNotFound(err)
+	}
+	p = &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+			Labels: map[string]string{"component": component, "tier": "control-plane"}},
+		Spec: corev1.PodSpec{
+			NodeName:                     node,
+			AutomountServiceAccountToken: ptr.To(false),
+			Containers:                   []corev1.Container{{Name: component, Image: "registry.k8s.io/" + component + ":" + version}},
+			// As kubeadm's static pods: no taint evicts them.
+			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}},
+		},
+	}
+	if err := c.client.Create(ctx, p); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create the static pod %s: %w", key.Name, err)
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &corev1.Pod{}
+		if err := c.reader.Get(ctx, key, cur); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		cur.Status.Phase = corev1.PodRunning
+		cur.Status.StartTime = &now
+		cur.Status.Conditions = nil
+		for _, t := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {
+			cur.Status.Conditions = append(cur.Status.Conditions, corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now})
+		}
+		cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: component, Ready: true, Started: ptr.To(true),
+			Image: cur.Spec.Containers[0].Image, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}
+		return c.client.Status().Update(ctx, cur)
+	})
+	if err != nil {
+		return fmt.Errorf("write the status of the static pod %s: %w", key.Name, err)
+	}
+	return nil
 }
 
 // kubeadmInit writes kube-system/kubeadm-config unless it exists, as kubeadm init does on the
@@ -202,7 +301,7 @@ func (c *Controller) reconcileMachinePool(ctx context.Context, req reconcile.Req
 	if err := c.client.Get(ctx, req.NamespacedName, p); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	return c.registerAll(ctx, p.Namespace, p.Spec.ClusterName, p.Name, p.Spec.ProviderIDList)
+	return c.registerAll(ctx, p.Namespace, p.Spec.ClusterName, p.Name, p.Spec.Template.Spec.Version, p.Spec.ProviderIDList)
 }
 
 // ownsWorkload tells whether this sandbox plays the cluster's workload cluster: its kubeconfig
@@ -216,9 +315,9 @@ func (c *Controller) ownsWorkload(ctx context.Context, ns, cluster string) bool 
 	return err == nil && server == c.server
 }
 
-// registerAll registers the Nodes of providerIDs, reported by owner of cluster, when this
-// sandbox is that cluster's workload cluster.
-func (c *Controller) registerAll(ctx context.Context, ns, cluster, owner string, providerIDs []string) (reconcile.Result, error) {
+// registerAll registers the Nodes of providerIDs, reported by owner of cluster, whose kubelets
+// run version, when this sandbox is that cluster's workload cluster.
+func (c *Controller) registerAll(ctx context.Context, ns, cluster, owner, version string, providerIDs []string) (reconcile.Result, error) {
 	s := &corev1.Secret{}
 	if err := c.reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: kubeconfigName(cluster)}, s); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -233,7 +332,7 @@ func (c *Controller) registerAll(ctx context.Context, ns, cluster, owner string,
 		return reconcile.Result{}, nil
 	}
 	for _, id := range providerIDs {
-		if err := c.register(ctx, NodeName(id), id, ns+"."+owner); err != nil {
+		if err := c.register(ctx, NodeName(id), id, ns+"."+owner, version); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -253,8 +352,9 @@ func NodeName(providerID string) string {
 	return strings.Trim(n[:50], "-.") + "-" + hex.EncodeToString(sum[:])[:12]
 }
 
-// register creates the Node unless it exists and writes a ready status.
-func (c *Controller) register(ctx context.Context, name, providerID, owner string) error {
+// register creates the Node unless it exists and writes a ready status, its kubelet's version
+// among it (Cluster API compares a MachinePool's version with its nodes' kubelets).
+func (c *Controller) register(ctx context.Context, name, providerID, owner, version string) error {
 	n := &corev1.Node{}
 	err := c.reader.Get(ctx, types.NamespacedName{Name: name}, n)
 	if err == nil {
@@ -280,6 +380,7 @@ func (c *Controller) register(ctx context.Context, name, providerID, owner strin
 		}
 		cur.Status.Conditions = nodes.ReadyConditions(cur.Status.Conditions, metav1.Now(), "a node of a workload cluster the sandbox plays")
 		cur.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}}
+		cur.Status.NodeInfo.KubeletVersion = version
 		return c.client.Status().Update(ctx, cur)
 	})
 	if err != nil {

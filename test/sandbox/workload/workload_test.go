@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -44,7 +45,7 @@ func cluster(ns, name string) *clusterv1.Cluster {
 
 func machine(ns, name, cluster, providerID string) *clusterv1.Machine {
 	return &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: clusterv1.MachineSpec{ClusterName: cluster, ProviderID: providerID,
+		Spec: clusterv1.MachineSpec{ClusterName: cluster, ProviderID: providerID, Version: "v1.36.0",
 			Bootstrap:         clusterv1.Bootstrap{DataSecretName: ptr.To("b")},
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "TerraformMachine", Name: name}}}
 }
@@ -58,7 +59,9 @@ func req(o client.Object) reconcile.Request {
 // for a paused Cluster or for a Cluster whose kubeconfig names another API server.
 func TestWorkloadClusters(t *testing.T) {
 	g := NewWithT(t)
-	env, k8s, err := testenv.StartWithClusterAPI(testenv.Options{})
+	kubeadm, err := testenv.ClusterAPIKubeadmCRDs()
+	g.Expect(err).NotTo(HaveOccurred())
+	env, k8s, err := testenv.StartWithClusterAPI(testenv.Options{ExtraCRDPaths: kubeadm})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = env.Stop() })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -108,6 +111,9 @@ func TestWorkloadClusters(t *testing.T) {
 		g.Expect(n.Status.Conditions).To(ContainElement(And(HaveField("Type", corev1.NodeReady), HaveField("Status", corev1.ConditionTrue))))
 		err = k8s.Get(ctx, types.NamespacedName{Namespace: metav1.NamespaceSystem, Name: KubeadmConfigMap}, &corev1.ConfigMap{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "a worker's node does not run kubeadm init: %v", err)
+		g.Expect(n.Labels).NotTo(HaveKey(ControlPlaneNodeRole))
+		err = k8s.Get(ctx, types.NamespacedName{Namespace: metav1.NamespaceSystem, Name: "kube-apiserver-" + n.Name}, &corev1.Pod{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "a worker's node runs no control plane pod: %v", err)
 
 		lease := &coordinationv1.Lease{}
 		key := types.NamespacedName{Namespace: nodes.LeaseNamespace, Name: n.Name}
@@ -134,6 +140,58 @@ func TestWorkloadClusters(t *testing.T) {
 		cm := &corev1.ConfigMap{}
 		g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: metav1.NamespaceSystem, Name: KubeadmConfigMap}, cm)).To(Succeed())
 		g.Expect(cm.Data).To(HaveKey("ClusterConfiguration"))
+
+		n := &corev1.Node{}
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Name: NodeName(m.Spec.ProviderID)}, n)).To(Succeed())
+		g.Expect(n.Labels).To(HaveKey(ControlPlaneNodeRole), "kubeadm's control plane provider finds its nodes by the role's label")
+		g.Expect(n.Spec.Taints).To(ContainElement(corev1.Taint{Key: ControlPlaneNodeRole, Effect: corev1.TaintEffectNoSchedule}))
+		for _, component := range ControlPlaneComponents {
+			p := &corev1.Pod{}
+			g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: metav1.NamespaceSystem, Name: component + "-" + n.Name}, p)).To(Succeed(), component)
+			g.Expect(p.Spec.NodeName).To(Equal(n.Name))
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+			g.Expect(p.Status.Conditions).To(ContainElement(And(HaveField("Type", corev1.PodReady), HaveField("Status", corev1.ConditionTrue))), component)
+		}
+	})
+
+	t.Run("a kubeadm control plane with an external etcd gets its etcd CA and client certificate Secrets; one with stacked etcd none", func(t *testing.T) {
+		g := NewWithT(t)
+		kcp := func(name, cluster string, endpoints []any) *unstructured.Unstructured {
+			u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+				"version": "v1.36.0",
+				"machineTemplate": map[string]any{"spec": map[string]any{"infrastructureRef": map[string]any{
+					"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "TerraformMachineTemplate", "name": "t"}}},
+			}}}
+			if endpoints != nil {
+				g.Expect(unstructured.SetNestedField(u.Object, map[string]any{"endpoints": endpoints, "caFile": "/ca", "certFile": "/crt", "keyFile": "/key"},
+					"spec", "kubeadmConfigSpec", "clusterConfiguration", "etcd", "external")).To(Succeed())
+			}
+			u.SetGroupVersionKind(KubeadmControlPlaneGVK)
+			u.SetNamespace("w")
+			u.SetName(name)
+			u.SetLabels(map[string]string{clusterv1.ClusterNameLabel: cluster})
+			g.Expect(k8s.Create(ctx, u)).To(Succeed())
+			return u
+		}
+		ext := kcp("ext", "a", []any{"https://etcd.example:2379"})
+		_, err := c.reconcileControlPlane(ctx, req(ext))
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, name := range []string{"a-etcd", "a-apiserver-etcd-client"} {
+			sec := &corev1.Secret{}
+			g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: "w", Name: name}, sec)).To(Succeed(), name)
+			g.Expect(sec.Data).To(HaveKey(corev1.TLSCertKey))
+			g.Expect(sec.Data).To(HaveKey(corev1.TLSPrivateKeyKey))
+			g.Expect(sec.OwnerReferences).To(ConsistOf(HaveField("Name", "a")), "owned by the Cluster, so move takes it and deletion removes it")
+		}
+		cl := cluster("w", "stacked")
+		g.Expect(k8s.Create(ctx, cl)).To(Succeed())
+		_, err = c.reconcileCluster(ctx, req(cl))
+		g.Expect(err).NotTo(HaveOccurred())
+		stacked := kcp("stacked", "stacked", nil)
+		_, err = c.reconcileControlPlane(ctx, req(stacked))
+		g.Expect(err).NotTo(HaveOccurred())
+		err = k8s.Get(ctx, types.NamespacedName{Namespace: "w", Name: "stacked-etcd"}, &corev1.Secret{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "kubeadm generates a stacked etcd's CA itself: %v", err)
 	})
 
 	t.Run("a MachinePool gets a Node per providerID", func(t *testing.T) {
@@ -148,6 +206,7 @@ func TestWorkloadClusters(t *testing.T) {
 			n := &corev1.Node{}
 			g.Expect(k8s.Get(ctx, types.NamespacedName{Name: NodeName(id)}, n)).To(Succeed(), id)
 			g.Expect(n.Spec.ProviderID).To(Equal(id))
+			g.Expect(n.Status.NodeInfo.KubeletVersion).To(Equal(p.Spec.Template.Spec.Version), "Cluster API compares a pool's version with its nodes' kubelets")
 		}
 	})
 
