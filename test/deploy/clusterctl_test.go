@@ -76,6 +76,28 @@ func clusterctlRepository(dir string) (configFile string) {
 	return configFile
 }
 
+// generateCluster runs clusterctl generate cluster name from the release in the repository of
+// configFile, into namespace (Kubernetes v1.36.0, more flags in extra), checks every variable
+// was substituted and every object is in namespace, and returns the objects and a count of
+// their kinds.
+func generateCluster(home, configFile, name, namespace string, extra ...string) (objects, map[string]int) {
+	GinkgoHelper()
+	args := append([]string{"generate", "cluster", name, "--infrastructure", "terraform:" + releaseTag, "--config", configFile,
+		"--target-namespace", namespace, "--kubernetes-version", "v1.36.0"}, extra...)
+	out, err := clusterctl(home, nil, args...)
+	Expect(err).NotTo(HaveOccurred(), "%s", out)
+	Expect(string(out)).NotTo(ContainSubstring("${"), "a variable was left unsubstituted")
+	decoded, err := decode(out)
+	Expect(err).NotTo(HaveOccurred())
+	objs := objects(decoded)
+	kinds := map[string]int{}
+	for _, u := range objs {
+		kinds[u.GetKind()]++
+		Expect(u.GetNamespace()).To(Equal(namespace), "%s %s", u.GetKind(), u.GetName())
+	}
+	return objs, kinds
+}
+
 // clusterctl runs bin/clusterctl with its own home, so no user configuration leaks in.
 func clusterctl(home string, extraEnv []string, args ...string) ([]byte, error) {
 	bin, err := tool("clusterctl")
@@ -221,18 +243,7 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 	})
 
 	It("renders the plain cluster flavor from the release with clusterctl generate cluster", func() {
-		out, err := clusterctl(home, nil, "generate", "cluster", "fl", "--infrastructure", "terraform:"+releaseTag, "--config", configFile,
-			"--target-namespace", "flavor", "--kubernetes-version", "v1.36.0", "--worker-machine-count", "2")
-		Expect(err).NotTo(HaveOccurred(), "%s", out)
-		Expect(string(out)).NotTo(ContainSubstring("${"), "a variable was left unsubstituted")
-		decoded, err := decode(out)
-		Expect(err).NotTo(HaveOccurred())
-		objs := objects(decoded)
-		kinds := map[string]int{}
-		for _, u := range objs {
-			kinds[u.GetKind()]++
-			Expect(u.GetNamespace()).To(Equal("flavor"), "%s %s", u.GetKind(), u.GetName())
-		}
+		objs, kinds := generateCluster(home, configFile, "fl", "flavor", "--worker-machine-count", "2")
 		Expect(kinds).To(Equal(map[string]int{"Cluster": 1, "TerraformCluster": 1, "Secret": 1, "Machine": 1, "TerraformMachine": 1,
 			"TerraformMachineTemplate": 1, "MachineDeployment": 1}))
 		md := objs.find("MachineDeployment", "flavor", "fl-md-0")
@@ -246,18 +257,7 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 	})
 
 	It("renders the ClusterClass flavor from the release, adding the class clusterctl finds in the repository", func() {
-		out, err := clusterctl(home, nil, "generate", "cluster", "cc", "--infrastructure", "terraform:"+releaseTag, "--config", configFile,
-			"--flavor", "topology", "--target-namespace", "topology", "--kubernetes-version", "v1.36.0", "--worker-machine-count", "3")
-		Expect(err).NotTo(HaveOccurred(), "%s", out)
-		Expect(string(out)).NotTo(ContainSubstring("${"), "a variable was left unsubstituted")
-		decoded, err := decode(out)
-		Expect(err).NotTo(HaveOccurred())
-		objs := objects(decoded)
-		kinds := map[string]int{}
-		for _, u := range objs {
-			kinds[u.GetKind()]++
-			Expect(u.GetNamespace()).To(Equal("topology"), "%s %s", u.GetKind(), u.GetName())
-		}
+		objs, kinds := generateCluster(home, configFile, "cc", "topology", "--flavor", "topology", "--worker-machine-count", "3")
 		Expect(kinds).To(Equal(map[string]int{"Cluster": 1, "ClusterClass": 1, "TerraformClusterTemplate": 1, "KubeadmControlPlaneTemplate": 1,
 			"TerraformMachineTemplate": 2, "KubeadmConfigTemplate": 1, "TerraformMachinePoolTemplate": 1}))
 		cl := objs.find("Cluster", "topology", "cc")

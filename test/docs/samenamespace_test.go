@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"sigs.k8s.io/yaml"
 )
 
 // TestReferencesStayInTheirNamespace keeps docs/cluster-api.md's "Templates and namespaces"
@@ -24,14 +23,7 @@ func TestReferencesStayInTheirNamespace(t *testing.T) {
 	}
 	checked := 0
 	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := yaml.Unmarshal(b, &crd); err != nil {
-			t.Fatal(err)
-		}
+		crd := readCRD(t, f)
 		if crd.Spec.Scope != apiextensionsv1.NamespaceScoped {
 			continue // TerraformPlanPolicy: cluster-scoped, it selects namespaces by label
 		}

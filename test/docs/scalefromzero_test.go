@@ -16,14 +16,7 @@ import (
 // grows a status fails here, so the page changes with it.
 func TestScaleFromZeroReasonHolds(t *testing.T) {
 	root := repoRoot(t)
-	b, err := os.ReadFile(filepath.Join(root, "config", "crd", "bases", "infrastructure.cluster.x-k8s.io_terraformmachinetemplates.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := yaml.Unmarshal(b, &crd); err != nil {
-		t.Fatal(err)
-	}
+	crd := readCRD(t, filepath.Join(root, "config", "crd", "bases", "infrastructure.cluster.x-k8s.io_terraformmachinetemplates.yaml"))
 	if len(crd.Spec.Versions) == 0 {
 		t.Fatal("the TerraformMachineTemplate CRD has no version")
 	}
@@ -44,4 +37,18 @@ func TestScaleFromZeroReasonHolds(t *testing.T) {
 			t.Errorf("docs/cluster-api.md does not say %q", w)
 		}
 	}
+}
+
+// readCRD reads a CRD manifest.
+func readCRD(t *testing.T, path string) apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(b, &crd); err != nil {
+		t.Fatal(err)
+	}
+	return crd
 }

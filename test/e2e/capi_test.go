@@ -92,19 +92,7 @@ var _ = Describe("a MachineHealthCheck over TerraformMachines under the real Clu
 			`{"status":{"conditions":[{"type":"Ready","status":"False","reason":"KubeletNotReady","message":"set by the test"}]}}`)
 
 		By("Cluster API remediates it: the Machine goes, CAPTF destroys its infrastructure, the MachineSet makes a new worker")
-		Eventually(func() []executor.Run {
-			return runsOf(shared.Executor().Runs(), infrav1.TerraformMachineKind, ns, sick.infra.Name, infrav1.OperationDestroy)
-		}, 3*time.Minute).Should(ContainElement(HaveField("Phase", BeEquivalentTo("Succeeded"))), "the sick worker's infrastructure was destroyed")
-		Eventually(func() *tfState { return stateOf(shared, infrav1.TerraformMachineKind, ns, sick.infra.Name) }).Should(BeNil())
-		after := eventuallyWorkers(ns, md, 3, "")
-		names := map[string]bool{}
-		for _, w := range after {
-			names[w.infra.Name] = true
-		}
-		Expect(names).NotTo(HaveKey(sick.infra.Name))
-		for _, w := range before[1:] {
-			Expect(names).To(HaveKey(w.infra.Name), "the healthy workers stay")
-		}
+		expectReplaced(ns, md, sick, before[1:])
 
 		kubectl(shared, "delete", "cluster", "-n", ns, name, "--timeout=5m")
 		checkInvariants()
@@ -153,21 +141,8 @@ var _ = Describe("CAPTF's own health signal under the real Cluster API", func() 
 		}, time.Minute).Should(Succeed())
 
 		By("Cluster API mirrors it into the Machine's InfrastructureReady, the MachineHealthCheck deletes the Machine, CAPTF destroys its infrastructure")
-		Eventually(func() []executor.Run {
-			return runsOf(shared.Executor().Runs(), infrav1.TerraformMachineKind, ns, sick.infra.Name, infrav1.OperationDestroy)
-		}, 3*time.Minute).Should(ContainElement(HaveField("Phase", BeEquivalentTo("Succeeded"))), "the sick worker's infrastructure was destroyed")
-		Eventually(func() *tfState { return stateOf(shared, infrav1.TerraformMachineKind, ns, sick.infra.Name) }).Should(BeNil())
-
 		By("the MachineSet makes a new worker, which CAPTF applies; the healthy workers stay")
-		after := eventuallyWorkers(ns, md, 3, "")
-		names := map[string]bool{}
-		for _, w := range after {
-			names[w.infra.Name] = true
-		}
-		Expect(names).NotTo(HaveKey(sick.infra.Name))
-		for _, w := range before[1:] {
-			Expect(names).To(HaveKey(w.infra.Name), "the healthy workers stay")
-		}
+		expectReplaced(ns, md, sick, before[1:])
 		destroyed := map[string]bool{}
 		for _, r := range shared.Executor().Runs() {
 			if r.Namespace == ns && r.OwnerKind == infrav1.TerraformMachineKind && r.Operation == string(infrav1.OperationDestroy) {
@@ -274,6 +249,27 @@ func eventuallyWorkers(ns, md string, n int, template string) []worker {
 	}, 4*time.Minute).Should(Succeed())
 	sort.Slice(out, func(i, j int) bool { return strings.Compare(out[i].infra.Name, out[j].infra.Name) < 0 })
 	return out
+}
+
+// expectReplaced waits until sick's infrastructure was destroyed and its state is gone, and the
+// MachineDeployment md is back to as many workers as before, sick not among them, every one of
+// kept still there; it returns the workers.
+func expectReplaced(ns, md string, sick worker, kept []worker) []worker {
+	GinkgoHelper()
+	Eventually(func() []executor.Run {
+		return runsOf(shared.Executor().Runs(), infrav1.TerraformMachineKind, ns, sick.infra.Name, infrav1.OperationDestroy)
+	}, 3*time.Minute).Should(ContainElement(HaveField("Phase", BeEquivalentTo("Succeeded"))), "the sick worker's infrastructure was destroyed")
+	Eventually(func() *tfState { return stateOf(shared, infrav1.TerraformMachineKind, ns, sick.infra.Name) }).Should(BeNil())
+	after := eventuallyWorkers(ns, md, len(kept)+1, "")
+	names := map[string]bool{}
+	for _, w := range after {
+		names[w.infra.Name] = true
+	}
+	Expect(names).NotTo(HaveKey(sick.infra.Name))
+	for _, w := range kept {
+		Expect(names).To(HaveKey(w.infra.Name), "the healthy workers stay")
+	}
+	return after
 }
 
 // expectRolledOut checks a rollout by Cluster API's default strategy (one more first, none

@@ -60,7 +60,7 @@ var _ = Describe("the ClusterClass flavor (templates/cluster-template-topology.y
 		eventuallyReady(shared, controlPlane)
 
 		By("the MachineDeployment of 3: each Machine's TerraformMachine cloned, applied with kubeadm's bootstrap data, its node found")
-		md := topologyMachineDeployment(ns, name, "md-0")
+		md := topologyObject(ns, name, &clusterv1.MachineDeploymentList{}, clusterv1.ClusterTopologyMachineDeploymentNameLabel, "md-0")
 		three := eventuallyWorkers(ns, md, 3, "")
 		for _, w := range three {
 			Expect(w.machine.Spec.Bootstrap.ConfigRef.Kind).To(Equal("KubeadmConfig"))
@@ -69,7 +69,7 @@ var _ = Describe("the ClusterClass flavor (templates/cluster-template-topology.y
 		}
 
 		By("the MachinePool of 2: one TerraformMachinePool applied, 2 provider IDs, 2 nodes")
-		mp := topologyMachinePool(ns, name, "mp-0")
+		mp := topologyObject(ns, name, &clusterv1.MachinePoolList{}, clusterv1.ClusterTopologyMachinePoolNameLabel, "mp-0")
 		pool := eventuallyPool(ns, mp, 2)
 		poolApplies := len(runsOf(shared.Executor().Runs(), infrav1.TerraformMachinePoolKind, ns, pool.Name, infrav1.OperationApply))
 
@@ -136,16 +136,7 @@ var _ = Describe("the ClusterClass flavor (templates/cluster-template-topology.y
 		sick := rolled[0]
 		kubectl(shared, "patch", "node", sick.machine.Status.NodeRef.Name, "--subresource=status", "--type=strategic", "-p",
 			`{"status":{"conditions":[{"type":"Ready","status":"False","reason":"KubeletNotReady","message":"set by the test"}]}}`)
-		Eventually(func() []executor.Run {
-			return runsOf(shared.Executor().Runs(), infrav1.TerraformMachineKind, ns, sick.infra.Name, infrav1.OperationDestroy)
-		}, 3*time.Minute).Should(ContainElement(HaveField("Phase", BeEquivalentTo("Succeeded"))), "the sick worker's infrastructure was destroyed")
-		healed := eventuallyWorkers(ns, md, 2, "")
-		names := map[string]bool{}
-		for _, w := range healed {
-			names[w.infra.Name] = true
-		}
-		Expect(names).NotTo(HaveKey(sick.infra.Name))
-		Expect(names).To(HaveKey(rolled[1].infra.Name), "the healthy worker stays")
+		healed := expectReplaced(ns, md, sick, rolled[1:])
 
 		By("deleting the Cluster destroys the machines and the pool, then the cluster's infrastructure")
 		kubectl(shared, "delete", "cluster", "-n", ns, name, "--timeout=5m")
@@ -166,32 +157,20 @@ var _ = Describe("the ClusterClass flavor (templates/cluster-template-topology.y
 	})
 })
 
-// topologyMachineDeployment is the name of the MachineDeployment the topology controller made
-// for the Cluster's machineDeployments entry topologyName.
-func topologyMachineDeployment(ns, cluster, topologyName string) string {
+// topologyObject is the name of the one object of list's kind that the topology controller made
+// for the Cluster's entry topologyName (label key names the kind's topology label): a
+// MachineDeployment or a MachinePool.
+func topologyObject(ns, cluster string, list client.ObjectList, key, topologyName string) string {
 	GinkgoHelper()
 	var name string
 	Eventually(func(g Gomega) {
-		var list clusterv1.MachineDeploymentList
-		g.Expect(shared.Client().List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{
-			clusterv1.ClusterNameLabel: cluster, clusterv1.ClusterTopologyMachineDeploymentNameLabel: topologyName})).To(Succeed())
-		g.Expect(list.Items).To(HaveLen(1))
-		name = list.Items[0].Name
-	}, time.Minute).Should(Succeed())
-	return name
-}
-
-// topologyMachinePool is the name of the MachinePool the topology controller made for the
-// Cluster's machinePools entry topologyName.
-func topologyMachinePool(ns, cluster, topologyName string) string {
-	GinkgoHelper()
-	var name string
-	Eventually(func(g Gomega) {
-		var list clusterv1.MachinePoolList
-		g.Expect(shared.Client().List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{
-			clusterv1.ClusterNameLabel: cluster, clusterv1.ClusterTopologyMachinePoolNameLabel: topologyName})).To(Succeed())
-		g.Expect(list.Items).To(HaveLen(1))
-		name = list.Items[0].Name
+		g.Expect(shared.Client().List(ctx, list, client.InNamespace(ns), client.MatchingLabels{clusterv1.ClusterNameLabel: cluster, key: topologyName})).To(Succeed())
+		items, err := meta.ExtractList(list)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(items).To(HaveLen(1))
+		o, err := meta.Accessor(items[0])
+		g.Expect(err).NotTo(HaveOccurred())
+		name = o.GetName()
 	}, time.Minute).Should(Succeed())
 	return name
 }
