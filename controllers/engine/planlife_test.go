@@ -23,17 +23,22 @@ import (
 // Secret, then the Job's end with the saved plan in its result.
 func completePlan(job *batchv1.Job, serial uint64, counts runnerapi.PlanSummary) string {
 	GinkgoHelper()
-	return completePlanOfKind(job, serial, counts, false)
+	return completeSavedPlan(job, serial, counts, false, "")
 }
 
-// completePlanOfKind is completePlan for a plan of either kind: refreshOnly marks the record as
-// the channel does from its own flag for a refresh-only Plan Job.
-func completePlanOfKind(job *batchv1.Job, serial uint64, counts runnerapi.PlanSummary, refreshOnly bool) string {
+// completeSavedPlan is completePlan for a plan of either kind, with a JSON plan or none:
+// refreshOnly marks the record as the channel does from its own flag for a refresh-only Plan
+// Job; planJSON, when not empty, goes beside the record as the channel stores it. A plan made
+// without a state (serial 0) records no lineage, as the channel does.
+func completeSavedPlan(job *batchv1.Job, serial uint64, counts runnerapi.PlanSummary, refreshOnly bool, planJSON string) string {
 	GinkgoHelper()
 	id := fmt.Sprintf("%032x", time.Now().UnixNano())
 	rec := runnerapi.PlanRecord{ID: id, FileSHA256: "f", InputsHash: job.Annotations[infrav1.InputsHashAnnotation], StateSerial: serial,
 		StateLineage: "00000000-0000-4000-8000-000000000000", // statetest's lineage
 		CreatedAt:    time.Now().UTC().Format(time.RFC3339), Job: job.Name, PlanSummary: counts, RefreshOnly: refreshOnly}
+	if serial == 0 {
+		rec.StateLineage = ""
+	}
 	b, err := json.Marshal(rec)
 	Expect(err).NotTo(HaveOccurred())
 	suffix := naming.StateSuffix(job.Namespace, job.Labels[infrav1.OwnerKindLabel], ownerName(job))
@@ -41,6 +46,9 @@ func completePlanOfKind(job *batchv1.Job, serial uint64, counts runnerapi.PlanSu
 	Expect(k8s.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: naming.PlanSecretName(suffix)}, s)).To(Succeed(),
 		"the controller creates the plan Secret before the plan Job")
 	s.Data = map[string][]byte{runnerapi.PlanRecordKey: b}
+	if planJSON != "" {
+		s.Data[runnerapi.PlanJSONKey] = []byte(planJSON)
+	}
 	Expect(k8s.Update(ctx, s)).To(Succeed())
 	changes := counts.Changed() > 0
 	r := runnerapi.Result{Operation: string(infrav1.OperationPlan), Outcome: runnerapi.OutcomeSucceeded, Steps: []runnerapi.Step{},

@@ -4,18 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
@@ -35,32 +32,6 @@ func jsonPlanOf(changes ...string) (string, runnerapi.PlanSummary) {
 		entries = append(entries, fmt.Sprintf(`{"address":%q,"mode":"managed","type":%q,"change":{"actions":%s}}`, f[0], f[1], a))
 	}
 	return `{"format_version":"1.2","resource_changes":[` + strings.Join(entries, ",") + `]}`, sum
-}
-
-// addPlanJSON adds a JSON plan to the plan Secret completePlan is about to fill, by running it
-// first: completePlan writes the record, so the JSON goes in after it, before the Job ends.
-func completePlanWithJSON(job *batchv1.Job, serial uint64, planJSON string, counts runnerapi.PlanSummary) string {
-	GinkgoHelper()
-	id := fmt.Sprintf("%032x", time.Now().UnixNano())
-	rec := runnerapi.PlanRecord{ID: id, FileSHA256: "f", InputsHash: job.Annotations[infrav1.InputsHashAnnotation], StateSerial: serial,
-		StateLineage: "00000000-0000-4000-8000-000000000000", CreatedAt: time.Now().UTC().Format(time.RFC3339), Job: job.Name, PlanSummary: counts}
-	if serial == 0 {
-		rec.StateLineage = ""
-	}
-	b, err := json.Marshal(rec)
-	Expect(err).NotTo(HaveOccurred())
-	suffix := naming.StateSuffix(job.Namespace, job.Labels[infrav1.OwnerKindLabel], ownerName(job))
-	s := &corev1.Secret{}
-	Expect(k8s.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: naming.PlanSecretName(suffix)}, s)).To(Succeed())
-	s.Data = map[string][]byte{runnerapi.PlanRecordKey: b, runnerapi.PlanJSONKey: []byte(planJSON)}
-	Expect(k8s.Update(ctx, s)).To(Succeed())
-	changes := counts.Changed() > 0
-	r := runnerapi.Result{Operation: string(infrav1.OperationPlan), Outcome: runnerapi.OutcomeSucceeded, Steps: []runnerapi.Step{},
-		Changes: &changes, Summary: &counts, SavedPlan: &runnerapi.PlanRef{ID: id, FileSHA256: "f"}}
-	pod, err := envtest.StartJob(ctx, k8s, job)
-	Expect(err).NotTo(HaveOccurred())
-	Expect(envtest.FinishJob(ctx, k8s, job, pod, true, string(runnerapi.Encode(r)))).To(Succeed())
-	return id
 }
 
 var _ = Describe("Plan policies", func() {
@@ -89,7 +60,7 @@ var _ = Describe("Plan policies", func() {
 		plan := waitForJob(tc, infrav1.TerraformClusterKind, 1)
 		Expect(plan.Labels).To(HaveKeyWithValue(infrav1.OperationLabel, string(infrav1.OperationPlan)))
 		createJSON, createSum := jsonPlanOf("aws_db_instance.main aws_db_instance create", "terraform_data.network terraform_data create")
-		created := completePlanWithJSON(plan, 0, createJSON, createSum)
+		created := completeSavedPlan(plan, 0, createSum, false, createJSON)
 		apply := waitForJob(tc, infrav1.TerraformClusterKind, 2)
 		Expect(apply.Labels).To(HaveKeyWithValue(infrav1.OperationLabel, string(infrav1.OperationApply)))
 		Expect(apply.Annotations).To(HaveKeyWithValue(infrav1.PlanIDAnnotation, created), "exactly the judged plan applies")
@@ -103,7 +74,7 @@ var _ = Describe("Plan policies", func() {
 		plan = waitForJob(tc, infrav1.TerraformClusterKind, 3)
 		Expect(plan.Labels).To(HaveKeyWithValue(infrav1.OperationLabel, string(infrav1.OperationPlan)))
 		deleteJSON, deleteSum := jsonPlanOf("aws_db_instance.main aws_db_instance delete", "terraform_data.network terraform_data update")
-		held := completePlanWithJSON(plan, 1, deleteJSON, deleteSum)
+		held := completeSavedPlan(plan, 1, deleteSum, false, deleteJSON)
 		want := "databases-" + f.ns + "/no-db-deletes: databases are never deleted by a plan"
 		Eventually(func() *infrav1.PendingPlan { return get(tc).Status.PendingPlan }).Should(And(
 			HaveField("ID", held), HaveField("Reason", infrav1.PlanWaitPolicyViolated), HaveField("Violations", ConsistOf(want))))

@@ -101,7 +101,7 @@ var _ = Describe("Refresh", func() {
 		plan := waitForJob(tc, infrav1.TerraformClusterKind, 4)
 		Expect(operationOf(plan)).To(Equal(infrav1.OperationPlan))
 		Expect(plan.Annotations).To(HaveKeyWithValue(infrav1.RefreshOnlyAnnotation, "true"))
-		id := completePlanOfKind(plan, 3, runnerapi.PlanSummary{Update: 1, Addresses: []string{"output.subnet"}}, true)
+		id := completeSavedPlan(plan, 3, runnerapi.PlanSummary{Update: 1, Addresses: []string{"output.subnet"}}, true, "")
 		Eventually(func() *infrav1.PendingPlan { return get(tc).Status.PendingPlan }).Should(And(
 			HaveField("ID", id), HaveField("RefreshOnly", true), HaveField("Addresses", ConsistOf("output.subnet"))))
 		Expect(envtest.Condition(tc, infrav1.DriftJobSucceededCondition)).To(And(HaveField("Status", metav1.ConditionFalse),
