@@ -58,8 +58,11 @@ func (c *Controller) reconcileControlPlane(ctx context.Context, req reconcile.Re
 	if err := c.client.Get(ctx, types.NamespacedName{Namespace: kcp.GetNamespace(), Name: name}, cl); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if paused(cl) || !c.ownsWorkload(ctx, cl.Namespace, cl.Name) {
+	if paused(cl) {
 		return reconcile.Result{}, nil
+	}
+	if _, owned, err := c.workloadOf(ctx, cl.Namespace, cl.Name); err != nil || !owned {
+		return reconcile.Result{}, err
 	}
 	caSecret := &corev1.Secret{}
 	err := c.reader.Get(ctx, types.NamespacedName{Namespace: cl.Namespace, Name: cl.Name + etcdCASecretSuffix}, caSecret)

@@ -187,13 +187,17 @@ func (c *Controller) reconcileMachine(ctx context.Context, req reconcile.Request
 	if err != nil || !res.IsZero() {
 		return res, err
 	}
-	if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; cp && c.ownsWorkload(ctx, m.Namespace, m.Spec.ClusterName) {
-		if err := c.controlPlaneNode(ctx, NodeName(m.Spec.ProviderID), m.Spec.Version); err != nil {
-			return reconcile.Result{}, err
-		}
-		return reconcile.Result{}, c.kubeadmInit(ctx)
+	if _, cp := m.Labels[clusterv1.MachineControlPlaneLabel]; !cp {
+		return reconcile.Result{}, nil
 	}
-	return reconcile.Result{}, nil
+	// registerAll registered the Node only if this sandbox owns the workload cluster.
+	if _, owned, err := c.workloadOf(ctx, m.Namespace, m.Spec.ClusterName); err != nil || !owned {
+		return reconcile.Result{}, err
+	}
+	if err := c.controlPlaneNode(ctx, NodeName(m.Spec.ProviderID), m.Spec.Version); err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{}, c.kubeadmInit(ctx)
 }
 
 // controlPlaneNode makes node what kubeadm makes of a control plane node: the control plane
@@ -304,30 +308,36 @@ func (c *Controller) reconcileMachinePool(ctx context.Context, req reconcile.Req
 	return c.registerAll(ctx, p.Namespace, p.Spec.ClusterName, p.Name, p.Spec.Template.Spec.Version, p.Spec.ProviderIDList)
 }
 
-// ownsWorkload tells whether this sandbox plays the cluster's workload cluster: its kubeconfig
-// Secret names this sandbox's API server.
-func (c *Controller) ownsWorkload(ctx context.Context, ns, cluster string) bool {
+// workloadOf reads the cluster's kubeconfig Secret, the one place that decides whether this
+// sandbox plays the cluster's workload cluster: found is false while the Secret does not exist
+// yet; owned says whether it names this sandbox's API server (a Cluster moved in from another
+// sandbox keeps that one).
+func (c *Controller) workloadOf(ctx context.Context, ns, cluster string) (found, owned bool, err error) {
 	s := &corev1.Secret{}
 	if err := c.reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: kubeconfigName(cluster)}, s); err != nil {
-		return false
+		if apierrors.IsNotFound(err) {
+			return false, false, nil
+		}
+		return false, false, fmt.Errorf("get the kubeconfig secret of cluster %s: %w", cluster, err)
 	}
 	server, err := serverOf(s.Data["value"])
-	return err == nil && server == c.server
+	if err != nil || server != c.server {
+		return true, false, nil
+	}
+	return true, true, nil
 }
 
 // registerAll registers the Nodes of providerIDs, reported by owner of cluster, whose kubelets
 // run version, when this sandbox is that cluster's workload cluster.
 func (c *Controller) registerAll(ctx context.Context, ns, cluster, owner, version string, providerIDs []string) (reconcile.Result, error) {
-	s := &corev1.Secret{}
-	if err := c.reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: kubeconfigName(cluster)}, s); err != nil {
-		if apierrors.IsNotFound(err) {
-			// The Cluster's controller writes it; the Machine is seen again on its next change.
-			return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
-		}
-		return reconcile.Result{}, fmt.Errorf("get the kubeconfig secret of cluster %s: %w", cluster, err)
-	}
-	server, err := serverOf(s.Data["value"])
-	if err != nil || server != c.server {
+	found, owned, err := c.workloadOf(ctx, ns, cluster)
+	switch {
+	case err != nil:
+		return reconcile.Result{}, err
+	case !found:
+		// The Cluster's controller writes it; the Machine is seen again on its next change.
+		return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
+	case !owned:
 		// Another sandbox's workload cluster (moved here), or not a kubeconfig this sandbox reads.
 		return reconcile.Result{}, nil
 	}
