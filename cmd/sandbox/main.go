@@ -289,7 +289,7 @@ func reportSamples(ctx context.Context, sb *sandbox.Sandbox, ns string, began ti
 			}
 		}
 		if ready == len(objs) && topologyUp(ctx, c, ns) {
-			fmt.Printf("%s in %s (TerraformCluster, TerraformMachine and TerraformMachinePool Ready; the ClusterClass cluster %s Available)\n",
+			fmt.Printf("%s in %s (TerraformCluster, TerraformMachine and TerraformMachinePool Ready; the ClusterClass cluster %s Available, its machines and pool Ready)\n",
 				SamplesReadyLine, time.Since(began).Round(100*time.Millisecond), TopologySample)
 			return
 		}
@@ -304,15 +304,39 @@ func reportSamples(ctx context.Context, sb *sandbox.Sandbox, ns string, began ti
 // TopologySample is the samples' Cluster of CAPTF's ClusterClass (config/samples/cluster-topology.yaml).
 const TopologySample = "sample-topology"
 
-// topologyUp tells whether the ClusterClass sample is Available, Cluster API's summary of a
-// Cluster: its infrastructure provisioned, its control plane available, its workers available,
-// its topology reconciled and its workload cluster reachable.
+// topologyUp tells whether the ClusterClass sample is up: Cluster API calls it Available (its
+// infrastructure provisioned, its control plane and workers available, its workload cluster
+// reachable) and TopologyReconciled (everything the class names is stamped), and every
+// TerraformMachine and TerraformMachinePool of it is Ready. Available alone is not enough:
+// Cluster API counts a topology whose MachinePools are still to be created as available (it
+// treats TopologyReconciled=False for a pending creation as information), so the pool could
+// still be missing.
 func topologyUp(ctx context.Context, c client.Client, ns string) bool {
 	cl := &clusterv1.Cluster{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: TopologySample}, cl); err != nil {
 		return false
 	}
-	return meta.IsStatusConditionTrue(cl.Status.Conditions, clusterv1.ClusterAvailableCondition)
+	if !meta.IsStatusConditionTrue(cl.Status.Conditions, clusterv1.ClusterAvailableCondition) ||
+		!meta.IsStatusConditionTrue(cl.Status.Conditions, clusterv1.ClusterTopologyReconciledCondition) {
+		return false
+	}
+	of := client.MatchingLabels{clusterv1.ClusterNameLabel: TopologySample}
+	machines, pools := &infrav1.TerraformMachineList{}, &infrav1.TerraformMachinePoolList{}
+	if c.List(ctx, machines, client.InNamespace(ns), of) != nil || c.List(ctx, pools, client.InNamespace(ns), of) != nil ||
+		len(machines.Items) == 0 || len(pools.Items) == 0 {
+		return false
+	}
+	for i := range machines.Items {
+		if !isReady(&machines.Items[i]) {
+			return false
+		}
+	}
+	for i := range pools.Items {
+		if !isReady(&pools.Items[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 func isReady(o client.Object) bool {
