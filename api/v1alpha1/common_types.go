@@ -396,6 +396,12 @@ type JobPolicy struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=64
 	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// cliConfig is the Terraform CLI configuration of the Jobs: a configuration file (private
+	// registries, a provider mirror) and registry tokens, for the main container only.
+	// See CLIConfig and docs/production.md.
+	// +optional
+	CLIConfig *CLIConfig `json:"cliConfig,omitempty"`
 }
 
 // IdentityToken is a projected ServiceAccount token for a cloud provider, never for the

@@ -131,7 +131,8 @@ func (p *pass) rebind(ctx context.Context, rb *rbacv1.RoleBinding) error {
 // spec names for them must have opted in (jobs.RunnerAccountRefusal), and the audience of
 // spec.job.identityToken must be one the API server does not accept (jobs.CheckIdentityAudience,
 // asked again before every Job: the API server's audiences are its configuration and can
-// change). nil when both hold. A refused audience is reported once, on the transition, as a
+// change), and the sources of spec.job.cliConfig must exist and have opted in
+// (cliConfigProblem). nil when all hold. A refused audience is reported once, on the transition, as a
 // Warning event.
 func (p *pass) runnerAccountProblem(ctx context.Context) (*decide.Problem, error) {
 	if name := p.obj.GetTerraformSpec().Job.ServiceAccountName; name != "" {
@@ -142,6 +143,9 @@ func (p *pass) runnerAccountProblem(ctx context.Context) (*decide.Problem, error
 		if reason != "" {
 			return &decide.Problem{ConditionType: infrav1.InputsValidCondition, Reason: reason, Message: msg}, nil
 		}
+	}
+	if problem, err := p.cliConfigProblem(ctx); err != nil || problem != nil {
+		return problem, err
 	}
 	reason, msg, err := jobs.CheckIdentityAudience(ctx, p.r.audiences(), p.obj.GetTerraformSpec())
 	if err != nil || reason == "" {

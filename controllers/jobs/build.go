@@ -344,7 +344,8 @@ func mainContainer(p Params, name string, mod module, extra []specVolume) corev1
 }
 
 // mainEnv is the main container's environment: the Job and pod names, the identity token's
-// file when the spec asks for one, then the spec's own variables.
+// file when the spec asks for one, the CLI configuration (cliConfigEnv), then the spec's own
+// variables.
 func mainEnv(p Params, name string) []corev1.EnvVar {
 	env := make([]corev1.EnvVar, 0, len(p.Spec.Job.Env)+2)
 	env = append(env,
@@ -354,6 +355,7 @@ func mainEnv(p Params, name string) []corev1.EnvVar {
 	if p.Spec.Job.IdentityToken != nil {
 		env = append(env, corev1.EnvVar{Name: runnerapi.EnvIdentityTokenFile, Value: path.Join(runnerapi.IdentityDir, runnerapi.IdentityTokenFile)})
 	}
+	env = append(env, cliConfigEnv(p)...)
 	for _, e := range p.Spec.Job.Env {
 		env = append(env, *e.DeepCopy())
 	}
@@ -420,8 +422,8 @@ type specVolume struct {
 	mount  corev1.VolumeMount
 }
 
-// specVolumes are the volumes the spec asks for, in order: the ConfigMap module, then the
-// cloud identity token (mounted only into the main container).
+// specVolumes are the volumes the spec asks for, in order: the ConfigMap module, the cloud
+// identity token, then the CLI configuration file (both mounted only into the main container).
 func specVolumes(p Params) []specVolume {
 	var out []specVolume
 	if cm := p.Spec.Module.ConfigMap; cm != nil {
@@ -446,7 +448,7 @@ func specVolumes(p Params) []specVolume {
 			mount: corev1.VolumeMount{Name: VolumeIdentity, MountPath: runnerapi.IdentityDir, ReadOnly: true},
 		})
 	}
-	return out
+	return append(out, cliConfigVolume(p)...)
 }
 
 func containerSecurity(readOnlyRoot bool) *corev1.SecurityContext {
@@ -556,7 +558,7 @@ func checkPodParams(p Params) []error {
 			errs = append(errs, fmt.Errorf("spec.job.identityToken.expirationSeconds %d is below %d", *e, MinTokenExpirationSeconds))
 		}
 	}
-	return errs
+	return append(errs, checkCLIConfig(p.Spec.Job.CLIConfig)...)
 }
 
 // StateLineageOf is the state lineage a Job's state channel serves alone (its

@@ -1,0 +1,58 @@
+package engine_test
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+)
+
+var _ = Describe("The sources of spec.job.cliConfig", func() {
+	It("hold the object until each exists and opted in, then reach the Job's terraform container alone", func() {
+		f := newFixture()
+		tc := &infrav1.TerraformCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
+			Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
+		}
+		tc.Spec.Job.CLIConfig = &infrav1.CLIConfig{
+			ConfigMapRef: &infrav1.CLIConfigKeyRef{Name: "terraform-cli", Key: "config.tfrc"},
+			Credentials: []infrav1.RegistryCredential{{Host: "registry.example.com",
+				SecretKeyRef: infrav1.CLIConfigKeyRef{Name: "registry-token", Key: "token"}}},
+		}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "terraform-cli", Labels: map[string]string{infrav1.VariablesLabel: "true"}},
+			Data: map[string]string{"config.tfrc": "provider_installation {\n  direct {}\n}\n"}}
+		Expect(k8s.Create(ctx, cm)).To(Succeed())
+		// Another workload's Secret: it has not opted in.
+		token := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "registry-token", Labels: map[string]string{"app": "ci"}},
+			Data: map[string][]byte{"token": []byte("t0ken-value")}}
+		Expect(k8s.Create(ctx, token)).To(Succeed())
+		Expect(k8s.Create(ctx, tc)).To(Succeed())
+		inputsValid := func() *metav1.Condition { return envtest.Condition(get(tc), infrav1.InputsValidCondition) }
+
+		By("a credential Secret without the label: VariablesSourceNotOptedIn, naming the command, no Job")
+		Eventually(inputsValid).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionFalse),
+			HaveField("Reason", infrav1.VariablesSourceNotOptedInReason),
+			HaveField("Message", ContainSubstring("kubectl label secret registry-token -n "+f.ns+" captf.io/variables=true"))))
+		Expect(inputsValid().Message).NotTo(ContainSubstring("t0ken-value"))
+		Consistently(func() int { return len(kit.JobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(BeZero())
+
+		By("labelled: the apply runs, its terraform container alone has the file and the token")
+		update(token, func(s *corev1.Secret) { s.Labels[infrav1.VariablesLabel] = "true" })
+		kit.Poke(tc)
+		job := waitForJob(tc, infrav1.TerraformClusterKind, 1)
+		main := job.Spec.Template.Spec.Containers[0]
+		Expect(main.Env).To(ContainElements(
+			HaveField("Name", jobs.EnvCLIConfigFile),
+			And(HaveField("Name", "TF_TOKEN_registry_example_com"), HaveField("ValueFrom.SecretKeyRef.Name", "registry-token"))))
+		for _, c := range job.Spec.Template.Spec.InitContainers {
+			Expect(c.Env).NotTo(ContainElement(HaveField("Name", HavePrefix("TF_"))), c.Name)
+		}
+		Expect(job.Spec.Template.Spec.Volumes).To(ContainElement(And(HaveField("Name", jobs.VolumeCLIConfig),
+			HaveField("ConfigMap.Name", "terraform-cli"))))
+		Eventually(inputsValid).Should(HaveField("Status", metav1.ConditionTrue))
+	})
+})
