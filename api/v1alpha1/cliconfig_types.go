@@ -12,7 +12,8 @@ package v1alpha1
 type CLIConfig struct {
 	// secretRef names the Secret key that holds the CLI configuration file. The Job mounts that
 	// one key, read-only, into the main container and sets TF_CLI_CONFIG_FILE to it
-	// (TestBuildCLIConfig); terraform and tofu read it there (TestRunnerCLIConfig).
+	// (TestBuildCLIConfig); terraform and tofu read it there (TestRunnerIntegration, "the
+	// runner with a CLI configuration").
 	// +optional
 	SecretRef *CLIConfigKeyRef `json:"secretRef,omitempty"`
 
@@ -26,7 +27,8 @@ type CLIConfig struct {
 	// host spelled as Terraform and OpenTofu read it back (periods as "_", hyphens as "__").
 	// host is a lowercase DNS host name, optionally with a port (registry.example.com,
 	// localhost:8443); the admission webhook refuses any other (TestValidateCLIConfig).
-	// terraform and tofu send the token to that host's registry (TestRunnerCLIConfig).
+	// terraform and tofu send the token to that host's registry (TestRunnerIntegration, "the
+	// runner with a CLI configuration").
 	// +optional
 	// +listType=map
 	// +listMapKey=host

@@ -447,6 +447,9 @@ type jobOpts struct {
 	refreshOnly bool
 	// stateLineage is the lineage the controller read: the channel serves only that state.
 	stateLineage string
+	// env is added to the runner's environment, as spec.job.cliConfig adds to the main
+	// container's (TF_CLI_CONFIG_FILE, TF_TOKEN_<host>).
+	env []string
 }
 
 // inputsHash stands for the controller's inputs hash: it changes with the variables.
@@ -472,6 +475,7 @@ func (o *stateObject) startRunnerOf(op string, vars map[string]any, opts jobOpts
 		LockTimeout: lockTimeout, Binary: o.bin.path, ChannelDir: channelDir, PlanID: opts.planID, RefreshOnly: opts.refreshOnly,
 	})[1:]
 	env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + work}, hostileEnv...)
+	env = append(env, opts.env...)
 	if channelDir == "" {
 		env = append(env, runnerapi.EnvKubeConfigPath+"="+o.h.userKubeconfig)
 	}
