@@ -27,6 +27,9 @@ TERRAFORM_ON_PATH := $(shell command -v terraform 2>/dev/null)
 CAPTF_TEST_TOFU ?= $(BIN)/tofu
 CAPTF_TEST_TERRAFORM ?= $(or $(TERRAFORM_ON_PATH),$(BIN)/terraform)
 export CAPTF_TEST_TOFU CAPTF_TEST_TERRAFORM
+# The provider the network mirror tests install (test/tfregistry), built from source.
+CAPTF_TEST_ECHO_PROVIDER ?= $(BIN)/terraform-provider-echo
+export CAPTF_TEST_ECHO_PROVIDER
 GO_TEST_FLAGS ?= -count=1 -timeout 45m
 # Packages whose tests run in `make test`.
 TEST_PKGS ?= ./...
@@ -79,8 +82,10 @@ lint: $(STAMPS)/golangci-lint-$(GOLANGCI_LINT_VERSION) ## Run golangci-lint with
 test-bins: $(STAMPS)/etcd-$(ETCD_VERSION) $(STAMPS)/kubernetes-$(KUBERNETES_VERSION) test-runtime-bins $(STAMPS)/promtool-$(PROMETHEUS_VERSION) ## Build etcd, the Kubernetes binaries (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) and promtool from source (once per machine: hack/build-bin.sh keeps them in a per-user cache), bin/tofu, and terraform when none is on PATH.
 
 .PHONY: test-runtime-bins
-test-runtime-bins: $(STAMPS)/tofu-$(OPENTOFU_VERSION) ## Both binaries the tests run: bin/tofu (built from source, once) and terraform (PATH, else built from source into bin/).
+test-runtime-bins: $(STAMPS)/tofu-$(OPENTOFU_VERSION) ## Both binaries the tests run: bin/tofu (built from source, once) and terraform (PATH, else built from source into bin/); and the provider the network mirror tests install (bin/terraform-provider-echo).
 	@if [ "$(CAPTF_TEST_TERRAFORM)" = "$(BIN)/terraform" ]; then $(MAKE) --no-print-directory $(STAMPS)/terraform-$(TERRAFORM_VERSION); fi
+	@# Links from the tool cache, or builds when its source changed (the version is its digest).
+	@hack/build-bin.sh echo-provider
 	@for b in "$(CAPTF_TEST_TOFU)" "$(CAPTF_TEST_TERRAFORM)"; do \
 	  if [ ! -x "$$b" ]; then echo "test-runtime-bins: $$b is missing or not executable; the tests run both OpenTofu and Terraform"; exit 1; fi; \
 	  echo "test-runtime-bins: $$b ($$("$$b" version 2>/dev/null | head -1))"; done

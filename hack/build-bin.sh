@@ -6,7 +6,7 @@
 # `go install pkg@version`, so each is built from a throwaway module created in a temp folder.
 # Every Kubernetes binary (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) comes
 # from one `go build` of several packages, so the packages they share compile once.
-# Usage: hack/build-bin.sh etcd|kubernetes|cluster-api|tofu|terraform|promtool|controller-gen|golangci-lint|kustomize
+# Usage: hack/build-bin.sh etcd|kubernetes|cluster-api|tofu|terraform|promtool|controller-gen|golangci-lint|kustomize|echo-provider
 # The cache is $CAPTF_TOOLS_CACHE, else $XDG_CACHE_HOME/captf-tools, else ~/.cache/captf-tools
 # (bin/.tool-cache when none of those can be written): <cache>/<tool>/<version>/<binary>.
 # Remove a folder there to rebuild that tool.
@@ -40,6 +40,11 @@ promtool) version=${PROMETHEUS_VERSION:?}; binaries="promtool" ;;
 controller-gen) version=${CONTROLLER_TOOLS_VERSION:?}; binaries="controller-gen" ;;
 golangci-lint) version=${GOLANGCI_LINT_VERSION:?}; binaries="golangci-lint" ;;
 kustomize) version=${KUSTOMIZE_VERSION:?}; binaries="kustomize" ;;
+# The provider the network mirror tests install: a module of its own in the repository, so its
+# version is the digest of its go.mod, go.sum and source (an edit rebuilds it).
+echo-provider)
+  src=$root/test/tfregistry/testdata/echo-provider
+  version=v1-$(cat "$src/go.mod" "$src/go.sum" "$src/main.go" | sha256sum | cut -c1-16); binaries="terraform-provider-echo" ;;
 *) echo "unknown tool: $tool" >&2; exit 2 ;;
 esac
 cached=$cache_root/$tool/$version
@@ -168,6 +173,11 @@ promtool)
   # Stamp the release version the way Prometheus's own builds (promu) do, so --version reports it.
   ldflags="-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_RELEASE:-$v}"
   go build -trimpath -tags netgo,builtinassets -ldflags "$ldflags" -o "$out/promtool" github.com/prometheus/prometheus/cmd/promtool
+  ;;
+echo-provider)
+  # terraform-plugin-framework and its dependencies at the versions the folder's go.sum pins.
+  cp "$src/go.mod" "$src/go.sum" "$src/main.go" .
+  GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$out/terraform-provider-echo" .
   ;;
 controller-gen)
   GOFLAGS= GOBIN=$out go install "sigs.k8s.io/controller-tools/cmd/controller-gen@$version" ;;

@@ -37,23 +37,29 @@ var _ = func() bool {
 func describeCLIConfig(bin string) {
 	Describe(bin+": the runner with a CLI configuration", Ordered, func() {
 		var reg *tfregistry.Server
+		var zh string
 		BeforeAll(func() {
 			var err error
 			reg, err = tfregistry.Start(GinkgoT().TempDir(), registryToken, registryModule)
 			Expect(err).NotTo(HaveOccurred())
 			DeferCleanup(reg.Close)
+			echo, err := tfregistry.EchoProvider()
+			Expect(err).NotTo(HaveOccurred())
+			zh, err = reg.AddProvider(echo)
+			Expect(err).NotTo(HaveOccurred())
 		})
 		module := func() string {
 			return fmt.Sprintf("module \"network\" {\n  source  = %q\n  version = \"1.2.0\"\n}\n\noutput \"cidr\" {\n  value = module.network.cidr\n}\n",
 				registryModule.Source(reg.Host))
 		}
-		newObject := func() *stateObject {
+		newObjectWith := func(module string) *stateObject {
 			specs++
 			ns := h.namespace(ctx, "runner-cli-")
-			o := h.newObjectWithModule(ctx, bins[bin], ns, fmt.Sprintf("cli-%d", specs), GinkgoT().TempDir(), GinkgoWriter, module())
+			o := h.newObjectWithModule(ctx, bins[bin], ns, fmt.Sprintf("cli-%d", specs), GinkgoT().TempDir(), GinkgoWriter, module)
 			o.prepare()
 			return o
 		}
+		newObject := func() *stateObject { return newObjectWith(module()) }
 		// trust is what the platform gives terraform for a registry with a private CA.
 		trust := func() string { return "SSL_CERT_FILE=" + reg.CAFile }
 		apply := func(o *stateObject, env ...string) (runnerapi.Result, int, string, string) {
@@ -100,5 +106,54 @@ func describeCLIConfig(bin string) {
 			Expect(code).To(Equal(runnerapi.ExitTerraformFailed), raw)
 			Expect(strings.Contains(res.Error, "401 Unauthorized")).To(BeTrue(), raw)
 		})
+
+		It("installs a provider from the network mirror that TF_CLI_CONFIG_FILE names, with no other installation method", func() {
+			o := newObjectWith(echoModule)
+			By("without the CLI configuration, init looks for the provider's own registry, which does not exist")
+			res, code, raw, _ := apply(o, trust())
+			Expect(code).To(Equal(runnerapi.ExitTerraformFailed), raw)
+			Expect(res.Error).To(ContainSubstring("providers.captf.test"), raw)
+			Expect(reg.Log()).NotTo(ContainElement(ContainSubstring("/mirror/")))
+
+			By("with provider_installation { network_mirror } alone, the provider comes from the mirror and runs")
+			cfg := filepath.Join(GinkgoT().TempDir(), jobs.CLIConfigFile)
+			Expect(os.WriteFile(cfg, []byte(mirrorOnly(reg.MirrorURL())), 0o600)).To(Succeed())
+			res, code, raw, _ = apply(o, trust(), jobs.EnvCLIConfigFile+"="+cfg)
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(res.Outcome).To(Equal(runnerapi.OutcomeSucceeded))
+			st, _ := o.readState()
+			Expect(st.Outputs).To(HaveKeyWithValue("echoed", HaveField("Value", "echo: from the mirror")))
+			Expect(reg.Log()).To(ContainElements(
+				"GET /mirror/providers.captf.test/captf-test/echo/index.json 200",
+				"GET /mirror/providers.captf.test/captf-test/echo/1.0.0.json 200",
+				ContainSubstring("GET /mirror/providers.captf.test/captf-test/echo/terraform-provider-echo_1.0.0_")))
+			fmt.Printf("binary check: a provider installed from a network mirror (%s) passed with %s %s (%s)\n", zh, o.bin.name, o.bin.version, o.bin.path)
+		})
 	})
+}
+
+// echoModule uses the echo provider (tfregistry.EchoProvider) from a host that exists nowhere:
+// only a network mirror can install it.
+const echoModule = `terraform {
+  required_providers {
+    echo = {
+      source  = "providers.captf.test/captf-test/echo"
+      version = "1.0.0"
+    }
+  }
+}
+
+data "echo" "hello" {
+  input = "from the mirror"
+}
+
+output "echoed" {
+  value = data.echo.hello.output
+}
+`
+
+// mirrorOnly is a CLI configuration whose only provider installation method is the network
+// mirror at url.
+func mirrorOnly(url string) string {
+	return fmt.Sprintf("provider_installation {\n  network_mirror {\n    url = %q\n  }\n}\n", url)
 }

@@ -28,7 +28,8 @@ func productImports(t *testing.T, root string) map[string][]string {
 		}
 		rel, _ := filepath.Rel(root, path)
 		if d.IsDir() {
-			if rel != "." && (strings.HasPrefix(d.Name(), ".") || rel == "bin" || rel == "config" || rel == "docs") {
+			// testdata holds no package of the product: the go tool ignores it.
+			if rel != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || rel == "bin" || rel == "config" || rel == "docs") {
 				return filepath.SkipDir
 			}
 			return nil

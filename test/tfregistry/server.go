@@ -151,6 +151,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			http.NotFound(w, r)
 			return
 		}
+		// The protocol's JSON documents must say so; terraform refuses them otherwise.
+		if strings.HasSuffix(p, ".json") {
+			w.Header().Set("Content-Type", "application/json")
+		} else {
+			w.Header().Set("Content-Type", "application/zip")
+		}
 		_, _ = w.Write(body)
 	default:
 		http.NotFound(w, r)
