@@ -8,11 +8,12 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
 
 var _ = Describe("The sources of spec.job.cliConfig", func() {
-	It("hold the object until each exists and opted in, then reach the Job's terraform container alone", func() {
+	It("hold the object, and its destroy, until each exists and opted in, then reach the Job's terraform container alone", func() {
 		f := newFixture()
 		tc := &infrav1.TerraformCluster{
 			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
@@ -54,5 +55,26 @@ var _ = Describe("The sources of spec.job.cliConfig", func() {
 		Expect(job.Spec.Template.Spec.Volumes).To(ContainElement(And(HaveField("Name", jobs.VolumeCLIConfig),
 			HaveField("ConfigMap.Name", "terraform-cli"))))
 		Eventually(inputsValid).Should(HaveField("Status", metav1.ConditionTrue))
+
+		By("applied; then the credential Secret loses its label: the destroy waits for it too")
+		st := statetest.Cluster("10.0.0.1", 6443)
+		completeJob(job, &st, true, "")
+		Eventually(func() bool { return get(tc).Status.IsProvisioned() }).Should(BeTrue())
+		update(token, func(s *corev1.Secret) { delete(s.Labels, infrav1.VariablesLabel) })
+		Expect(k8s.Delete(ctx, tc)).To(Succeed())
+		Eventually(inputsValid).Should(And(HaveField("Status", metav1.ConditionFalse),
+			HaveField("Reason", infrav1.VariablesSourceNotOptedInReason)))
+		Consistently(func() int { return len(kit.JobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(1),
+			"no destroy Job while a source of its CLI configuration has not opted in")
+
+		By("labelled again: the destroy runs with the token, and the object goes")
+		update(token, func(s *corev1.Secret) { s.Labels[infrav1.VariablesLabel] = "true" })
+		kit.Poke(tc)
+		destroy := waitForJob(tc, infrav1.TerraformClusterKind, 2)
+		Expect(destroy.Labels).To(HaveKeyWithValue(infrav1.OperationLabel, string(infrav1.OperationDestroy)))
+		Expect(destroy.Spec.Template.Spec.Containers[0].Env).To(ContainElement(HaveField("Name", "TF_TOKEN_registry_example_com")))
+		empty := statetest.Destroyed()
+		completeJob(destroy, &empty, true, "")
+		Eventually(kit.Gone(tc)).Should(BeTrue())
 	})
 })
