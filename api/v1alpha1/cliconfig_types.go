@@ -23,8 +23,10 @@ type CLIConfig struct {
 	ConfigMapRef *CLIConfigKeyRef `json:"configMapRef,omitempty"`
 
 	// credentials are registry tokens: each sets TF_TOKEN_<host> in the main container only,
-	// from the Secret key it names (never copied into a CAPTF object, never logged), with the
-	// host spelled as Terraform and OpenTofu read it back (periods as "_", hyphens as "__").
+	// from the Secret key it names through the kubelet (the token is copied into no CAPTF
+	// object, no Job and no condition message: TestBuildCLIConfig,
+	// TestCLIConfigSourcesMustOptIn), with the host spelled as Terraform and OpenTofu read it
+	// back (periods as "_", hyphens as "__", a port kept: TestTokenEnvName).
 	// host is a lowercase DNS host name, optionally with a port (registry.example.com,
 	// localhost:8443); the admission webhook refuses any other (TestValidateCLIConfig).
 	// terraform and tofu send the token to that host's registry (TestRunnerIntegration, "the
