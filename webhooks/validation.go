@@ -50,13 +50,15 @@ func EffectiveLockTimeout(p infrav1.JobPolicy) int64 {
 }
 
 // ValidateTerraformSpec checks what the schema cannot: variable names, reserved environment
-// names, and the lock timeout against the deadline. path is where the spec sits (spec, or
+// names, the lock timeout against the deadline, and spec.job.podTemplate's reserved names and
+// folders. path is where the spec sits (spec, or
 // spec.template.spec for a template). It is pure.
 func ValidateTerraformSpec(path *field.Path, s *infrav1.TerraformSpec) field.ErrorList {
 	var errs field.ErrorList
 	errs = append(errs, validateVariables(path.Child("variables"), s)...)
 	errs = append(errs, validateEnv(path.Child("job", "env"), s.Job)...)
 	errs = append(errs, validateLockTimeout(path.Child("job"), s.Job)...)
+	errs = append(errs, validatePodTemplate(path, s)...)
 	return errs
 }
 
