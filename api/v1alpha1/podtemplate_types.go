@@ -25,17 +25,18 @@ type RunnerPodTemplate struct {
 	// Job controller set are refused: the captf.io/ prefix, cluster.x-k8s.io/cluster-name and
 	// cluster.x-k8s.io/watch-filter, the batch.kubernetes.io/ prefix, controller-uid, job-name
 	// and kubectl.kubernetes.io/default-container (TestValidatePodTemplate in controllers/jobs,
-	// and the webhooks suite's "spec.job.podTemplate" specs).
+	// and the webhooks suite's "spec.job.podTemplate at admission").
 	// +optional
 	Metadata RunnerPodMetadata `json:"metadata,omitempty"`
 
-	// nodeSelector of the Job's pod: it runs only on nodes with these labels
-	// (the e2e spec "runner placement" shows it on the sandbox's scheduler).
+	// nodeSelector of the Job's pod: it runs only on nodes with these labels (the e2e spec
+	// "Runner placement, with the real kube-scheduler" shows it with a toleration).
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 
-	// tolerations of the Job's pod, for dedicated nodes with taints.
+	// tolerations of the Job's pod, for dedicated nodes with taints; without them the pod of
+	// a runner that selects a tainted node stays unscheduled (the same e2e spec).
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=32
@@ -63,8 +64,10 @@ type RunnerPodTemplate struct {
 	// /dev/termination-log), and so is a Secret of type kubernetes.io/service-account-token:
 	// by the admission webhook when the Secret exists, and again by the controller before
 	// every Job (InputsValid=False, reason PodTemplateSecretRefused, and a Warning event).
-	// TestValidatePodTemplate, the webhooks suite's "spec.job.podTemplate" specs and the
-	// engine spec "a service-account-token Secret volume" prove it.
+	// TestValidatePodTemplate, the webhooks suite's "spec.job.podTemplate at admission" and
+	// the engine suite's "The Secret volumes of spec.job.podTemplate, before every Job"
+	// prove it; TestPodTemplateKeepsTheGuarantees that they reach the main container alone,
+	// and the e2e spec that a module reads a ConfigMap volume at its mountPath.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
