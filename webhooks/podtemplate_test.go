@@ -1,8 +1,10 @@
 package webhooks_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
+	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -13,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
 // withPodTemplate is a new object of kind whose spec.job.podTemplate is t.
@@ -55,6 +58,8 @@ var _ = Describe("spec.job.podTemplate at admission", func() {
 				"spec.job.podTemplate.metadata.labels[cluster.x-k8s.io/cluster-name]: Forbidden", []string{"find, own and select the Job's pod"}},
 			{"default-container", infrav1.RunnerPodTemplate{Metadata: infrav1.RunnerPodMetadata{Annotations: map[string]string{"kubectl.kubernetes.io/default-container": "state-channel"}}},
 				"spec.job.podTemplate.metadata.annotations[kubectl.kubernetes.io/default-container]: Forbidden", []string{"choose a key"}},
+			{"apparmor", infrav1.RunnerPodTemplate{Metadata: infrav1.RunnerPodMetadata{Annotations: map[string]string{"container.apparmor.security.beta.kubernetes.io/terraform": "unconfined"}}},
+				"spec.job.podTemplate.metadata.annotations[container.apparmor.security.beta.kubernetes.io/terraform]: Forbidden", []string{"AppArmor or seccomp profile", "remove it"}},
 			{"captf-annotation", infrav1.RunnerPodTemplate{Metadata: infrav1.RunnerPodMetadata{Annotations: map[string]string{"captf.io/plan-id": "x"}}},
 				"spec.job.podTemplate.metadata.annotations[captf.io/plan-id]: Forbidden", []string{"choose a key"}},
 			{"volume-name", infrav1.RunnerPodTemplate{Volumes: []infrav1.RunnerVolume{configMapVolume("channel", "/etc/ssl/custom")}},
@@ -75,7 +80,7 @@ var _ = Describe("spec.job.podTemplate at admission", func() {
 				expectForbidden(err, c.field, c.want...)
 			}
 		}
-		fmt.Fprintf(GinkgoWriter, "a refused pod template: %v\n", admin.Create(ctx, withPodTemplate(infrav1.TerraformClusterKind, ns, "shown", cases[6].tmpl)))
+		fmt.Fprintf(GinkgoWriter, "a refused pod template: %v\n", admin.Create(ctx, withPodTemplate(infrav1.TerraformClusterKind, ns, "shown", cases[7].tmpl)))
 
 		By("a template that keeps clear of CAPTF's names is admitted, and an update that takes one of them is refused")
 		good := infrav1.RunnerPodTemplate{
@@ -142,3 +147,20 @@ var _ = Describe("spec.job.podTemplate at admission", func() {
 		}
 	})
 })
+
+// A Secret volume whose Secret cannot be read is admitted with a warning: the controller reads
+// it again before every Job and holds the object if it is a ServiceAccount token.
+func TestAnUnreadablePodTemplateSecretIsAWarningNotARefusal(t *testing.T) {
+	v := webhooks.Validator[*infrav1.TerraformMachine]{Kind: infrav1.TerraformMachineKind, Secrets: unreadable{}}
+	m := &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "m"},
+		Spec: infrav1.TerraformMachineSpec{TerraformSpec: infrav1.TerraformSpec{Module: infrav1.ModuleSource{Image: "example.com/module:1"}}}}
+	m.Spec.Job.PodTemplate = &infrav1.RunnerPodTemplate{Volumes: []infrav1.RunnerVolume{secretVolume("registry", "/etc/registry", "registry")}}
+	warnings, err := v.ValidateCreate(context.Background(), m)
+	if err != nil {
+		t.Fatalf("refused although the Secret could not be read: %v", err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "could not read the Secrets of spec.job.podTemplate.volumes") ||
+		!strings.Contains(warnings[0], "connection refused") {
+		t.Fatalf("warnings %q, want one saying the Secrets could not be read and why", warnings)
+	}
+}

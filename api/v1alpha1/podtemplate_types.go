@@ -24,7 +24,8 @@ type RunnerPodTemplate struct {
 	// metadata adds labels and annotations to the Job's pod (not to the Job). Keys CAPTF or the
 	// Job controller set are refused: the captf.io/ prefix, cluster.x-k8s.io/cluster-name and
 	// cluster.x-k8s.io/watch-filter, the batch.kubernetes.io/ prefix, controller-uid, job-name
-	// and kubectl.kubernetes.io/default-container (TestValidatePodTemplate in controllers/jobs,
+	// and kubectl.kubernetes.io/default-container, and so are the annotations that would choose
+	// an AppArmor or seccomp profile (TestValidatePodTemplate in controllers/jobs,
 	// and the webhooks suite's "spec.job.podTemplate at admission").
 	// +optional
 	Metadata RunnerPodMetadata `json:"metadata,omitempty"`

@@ -47,6 +47,26 @@ var reservedLabelDomains = []string{"captf.io", "batch.kubernetes.io"}
 // jobControllerLabels are the Job controller's labels without a prefix.
 var jobControllerLabels = []string{"controller-uid", "job-name"}
 
+// SecurityProfileAnnotationPrefixes start the annotations through which a pod's AppArmor or
+// seccomp profile is chosen (the kubelet still honours the AppArmor ones); the pod's security
+// settings are CAPTF's, so no template may set them.
+var SecurityProfileAnnotationPrefixes = []string{
+	"container.apparmor.security.beta.kubernetes.io/",
+	"seccomp.security.alpha.kubernetes.io/",
+	"container.seccomp.security.alpha.kubernetes.io/",
+}
+
+// SecurityProfileAnnotation reports whether key chooses a pod's or container's AppArmor or
+// seccomp profile (SecurityProfileAnnotationPrefixes).
+func SecurityProfileAnnotation(key string) bool {
+	for _, p := range SecurityProfileAnnotationPrefixes {
+		if strings.HasPrefix(key, p) || key == strings.TrimSuffix(p, "/") {
+			return true
+		}
+	}
+	return false
+}
+
 // ReservedPodLabel reports whether key is a pod label CAPTF or the Job controller sets: the
 // captf.io and batch.kubernetes.io prefixes (and their subdomains), every label
 // naming.OwnerLabels sets (the owner, cluster and shard labels), the operation label, and the
@@ -91,7 +111,8 @@ func reservedMountPath(p string) string {
 // ValidatePodTemplate is the one rule for spec.job.podTemplate (t at fld): the admission
 // webhook refuses what it returns, and Build refuses to build a Job from it. It refuses labels
 // and annotations CAPTF or the Job controller set (ReservedPodLabel, ReservedPodAnnotation) or
-// that Kubernetes would refuse; volume names CAPTF uses (ReservedVolumeNames and the
+// that Kubernetes would refuse; annotations that choose a security profile
+// (SecurityProfileAnnotation); volume names CAPTF uses (ReservedVolumeNames and the
 // ReservedVolumePrefix) or that repeat; mount paths that are not absolute and clean, that
 // repeat, or that are at, under or above ReservedMountPaths; and item paths that are not
 // relative paths inside the volume. It is pure: the Secret a volume names is judged by
@@ -120,6 +141,11 @@ func validatePodMetadata(fld *field.Path, m infrav1.RunnerPodMetadata) field.Err
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(m.Annotations)) {
+		if SecurityProfileAnnotation(k) {
+			errs = append(errs, field.Forbidden(fld.Child("annotations").Key(k), fmt.Sprintf(
+				"annotation %s would choose the pod's AppArmor or seccomp profile, which CAPTF sets (RuntimeDefault) and no template may loosen; remove it", k)))
+			continue
+		}
 		if ReservedPodAnnotation(k) {
 			errs = append(errs, field.Forbidden(fld.Child("annotations").Key(k), fmt.Sprintf(
 				"annotation %s is CAPTF's or the Job controller's; choose a key outside captf.io/ and batch.kubernetes.io/ other than %s", k, DefaultContainerAnnotation)))
