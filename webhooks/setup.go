@@ -144,10 +144,10 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	return nil
 }
 
-func register[T Reconciled](mgr ctrl.Manager, obj T, kind string, accounts client.Reader, audiences jobs.AudienceProber) error {
+func register[T Reconciled](mgr ctrl.Manager, obj T, kind string, reader client.Reader, audiences jobs.AudienceProber) error {
 	if err := ctrl.NewWebhookManagedBy(mgr, obj).
 		WithDefaulter(Defaulter[T]{}).
-		WithValidator(Validator[T]{Kind: kind, Accounts: accounts, Audiences: audiences}).
+		WithValidator(Validator[T]{Kind: kind, Accounts: reader, Audiences: audiences, Secrets: reader}).
 		Complete(); err != nil {
 		return fmt.Errorf("register %s webhooks: %w", kind, err)
 	}

@@ -65,6 +65,10 @@ type Validator[T Reconciled] struct {
 	// spec.job.identityToken (jobs.CheckIdentityAudience). Nil skips that check; the
 	// controller makes it again before every Job.
 	Audiences jobs.AudienceProber
+	// Secrets reads the Secrets that spec.job.podTemplate.volumes name (the API server, not a
+	// cache), to refuse a ServiceAccount token (jobs.CheckPodTemplateSecrets). Nil skips that
+	// check; the controller makes it again before every Job.
+	Secrets client.Reader
 }
 
 var _ admission.Validator[*infrav1.TerraformCluster] = Validator[*infrav1.TerraformCluster]{}
@@ -76,8 +80,9 @@ func (v Validator[T]) ValidateCreate(ctx context.Context, obj T) (admission.Warn
 	errs := ValidateTerraformSpec(field.NewPath("spec"), obj.GetTerraformSpec())
 	warnings, accountErrs := v.checkAccount(ctx, obj.GetNamespace(), obj.GetTerraformSpec().Job.ServiceAccountName)
 	audienceWarnings, audienceErrs := checkAudience(ctx, v.Audiences, field.NewPath("spec"), obj.GetTerraformSpec())
-	errs = append(append(errs, accountErrs...), audienceErrs...)
-	return append(warnings, audienceWarnings...), invalid(v.Kind, obj.GetName(), errs)
+	secretWarnings, secretErrs := checkPodTemplateSecrets(ctx, v.Secrets, obj.GetNamespace(), field.NewPath("spec"), obj.GetTerraformSpec())
+	errs = append(append(append(errs, accountErrs...), audienceErrs...), secretErrs...)
+	return append(append(warnings, audienceWarnings...), secretWarnings...), invalid(v.Kind, obj.GetName(), errs)
 }
 
 // ValidateUpdate implements admission.Validator. The update of a deleting object is never
@@ -99,6 +104,10 @@ func (v Validator[T]) ValidateUpdate(ctx context.Context, oldObj, newObj T) (adm
 	if audienceChanged(oldObj.GetTerraformSpec(), newObj.GetTerraformSpec()) {
 		audienceWarnings, audienceErrs := checkAudience(ctx, v.Audiences, path, newObj.GetTerraformSpec())
 		warnings, errs = append(warnings, audienceWarnings...), append(errs, audienceErrs...)
+	}
+	if podTemplateVolumesChanged(oldObj.GetTerraformSpec(), newObj.GetTerraformSpec()) {
+		secretWarnings, secretErrs := checkPodTemplateSecrets(ctx, v.Secrets, newObj.GetNamespace(), path, newObj.GetTerraformSpec())
+		warnings, errs = append(warnings, secretWarnings...), append(errs, secretErrs...)
 	}
 	return warnings, invalid(v.Kind, newObj.GetName(), errs)
 }

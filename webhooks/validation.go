@@ -50,7 +50,8 @@ func EffectiveLockTimeout(p infrav1.JobPolicy) int64 {
 }
 
 // ValidateTerraformSpec checks what the schema cannot: variable names, reserved environment
-// names, the lock timeout against the deadline, and the CLI configuration's credential hosts. path is where the spec sits (spec, or
+// names, the lock timeout against the deadline, the CLI configuration's credential hosts, and
+// spec.job.podTemplate's reserved names and folders. path is where the spec sits (spec, or
 // spec.template.spec for a template). It is pure.
 func ValidateTerraformSpec(path *field.Path, s *infrav1.TerraformSpec) field.ErrorList {
 	var errs field.ErrorList
@@ -58,6 +59,7 @@ func ValidateTerraformSpec(path *field.Path, s *infrav1.TerraformSpec) field.Err
 	errs = append(errs, validateEnv(path.Child("job", "env"), s.Job)...)
 	errs = append(errs, validateLockTimeout(path.Child("job"), s.Job)...)
 	errs = append(errs, validateCLIConfig(path.Child("job", "cliConfig"), s.Job.CLIConfig)...)
+	errs = append(errs, validatePodTemplate(path, s)...)
 	return errs
 }
 

@@ -402,6 +402,13 @@ type JobPolicy struct {
 	// See CLIConfig and docs/production.md.
 	// +optional
 	CLIConfig *CLIConfig `json:"cliConfig,omitempty"`
+
+	// podTemplate places the Job's pod (nodeSelector, tolerations, affinity,
+	// priorityClassName), names its image pull Secrets, labels and annotates it, and mounts
+	// read-only ConfigMap or Secret volumes into the main container; see RunnerPodTemplate
+	// for what it cannot carry and what is refused.
+	// +optional
+	PodTemplate *RunnerPodTemplate `json:"podTemplate,omitempty"`
 }
 
 // IdentityToken is a projected ServiceAccount token for a cloud provider, never for the

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
@@ -144,6 +145,7 @@ func Build(p Params) (*batchv1.Job, error) {
 		volumes = append(volumes, v.volume)
 	}
 	inits := []corev1.Container{installContainer(p), channelContainer(p, name)}
+	podLabels, podAnnotations := podMeta(p.Spec.Job.PodTemplate, labels)
 	job := &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: batchv1.SchemeGroupVersion.String(), Kind: "Job"},
 		ObjectMeta: jobMeta(p, name, labels),
@@ -156,11 +158,8 @@ func Build(p Params) (*batchv1.Job, error) {
 			PodReplacementPolicy:  ptr.To(batchv1.Failed),
 			ActiveDeadlineSeconds: ptr.To(activeDeadline(p)),
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{
-					Labels:      copyMap(labels),
-					Annotations: map[string]string{"kubectl.kubernetes.io/default-container": MainContainer},
-				},
-				Spec: podSpec(p, inits, mainContainer(p, name, mod, extra), volumes),
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: podAnnotations},
+				Spec:       podSpec(p, inits, mainContainer(p, name, mod, extra), volumes),
 			},
 		},
 	}
@@ -217,9 +216,10 @@ func serviceAccount(p Params) string {
 }
 
 // podSpec is the pod's settings: never restarted, a long grace period for terraform to
-// release the lock, no default token and no service links, and the pod security context.
+// release the lock, no default token and no service links, the pod security context, and the
+// placement and pull Secrets of spec.job.podTemplate.
 func podSpec(p Params, init []corev1.Container, main corev1.Container, volumes []corev1.Volume) corev1.PodSpec {
-	return corev1.PodSpec{
+	pod := corev1.PodSpec{
 		RestartPolicy:                 corev1.RestartPolicyNever,
 		TerminationGracePeriodSeconds: ptr.To(TerminationGracePeriodSeconds),
 		ServiceAccountName:            serviceAccount(p),
@@ -233,6 +233,8 @@ func podSpec(p Params, init []corev1.Container, main corev1.Container, volumes [
 		Containers:         []corev1.Container{main},
 		Volumes:            volumes,
 	}
+	applyPlacement(&pod, p.Spec.Job.PodTemplate)
+	return pod
 }
 
 // podSecurity runs every container as RunnerUID, never root, under the runtime's seccomp
@@ -423,7 +425,8 @@ type specVolume struct {
 }
 
 // specVolumes are the volumes the spec asks for, in order: the ConfigMap module, the cloud
-// identity token, then the CLI configuration file (both mounted only into the main container).
+// identity token, then the CLI configuration file, then the volumes of spec.job.podTemplate
+// (all mounted only into the main container).
 func specVolumes(p Params) []specVolume {
 	var out []specVolume
 	if cm := p.Spec.Module.ConfigMap; cm != nil {
@@ -448,7 +451,8 @@ func specVolumes(p Params) []specVolume {
 			mount: corev1.VolumeMount{Name: VolumeIdentity, MountPath: runnerapi.IdentityDir, ReadOnly: true},
 		})
 	}
-	return append(out, cliConfigVolume(p)...)
+	out = append(out, cliConfigVolume(p)...)
+	return append(out, podTemplateVolumes(p.Spec.Job.PodTemplate)...)
 }
 
 func containerSecurity(readOnlyRoot bool) *corev1.SecurityContext {
@@ -457,14 +461,6 @@ func containerSecurity(readOnlyRoot bool) *corev1.SecurityContext {
 		ReadOnlyRootFilesystem:   ptr.To(readOnlyRoot),
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
-}
-
-func copyMap(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // validate refuses Params that cannot build a Job, naming every fault it finds: checkRun (the
@@ -532,7 +528,8 @@ func checkOperationParams(p Params) []error {
 }
 
 // checkPodParams checks the runner image, that the module is exactly one of an image and a
-// ConfigMap, that spec.job.env sets no reserved name, and the identity token's settings.
+// ConfigMap, that spec.job.env sets no reserved name, the identity token's settings, and
+// spec.job.podTemplate (ValidatePodTemplate, the admission webhook's rule).
 func checkPodParams(p Params) []error {
 	var errs []error
 	if p.RunnerImage == "" {
@@ -558,7 +555,11 @@ func checkPodParams(p Params) []error {
 			errs = append(errs, fmt.Errorf("spec.job.identityToken.expirationSeconds %d is below %d", *e, MinTokenExpirationSeconds))
 		}
 	}
-	return append(errs, checkCLIConfig(p.Spec.Job.CLIConfig)...)
+	errs = append(errs, checkCLIConfig(p.Spec.Job.CLIConfig)...)
+	for _, e := range ValidatePodTemplate(field.NewPath("spec", "job", "podTemplate"), p.Spec.Job.PodTemplate) {
+		errs = append(errs, e)
+	}
+	return errs
 }
 
 // StateLineageOf is the state lineage a Job's state channel serves alone (its
