@@ -157,7 +157,8 @@ MUTATE_ARGS ?=
 # test, no API server: every guard rule of webhooks' pure functions, the run lease's freeness
 # rules, the engine's fake-client and plan rules, the runner's restore lineage, the chaos
 # monitor's drift checks, the identity-token audience rule, the waiting plan's conditions, the
-# abandon that predates a deletion, and two Decide clauses (the rest of decide.txt runs about a minute
+# abandon that predates a deletion, the CLI configuration's and the pod template's rules (two of
+# the latter through the webhook's envtest suite), and two Decide clauses (the rest of decide.txt runs about a minute
 # each: make mutate MUTATIONS='decide/*').
 # It fits in about 10 minutes on a 2-core machine (docs/mutation-report.md).
 MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guarded, \
@@ -183,7 +184,11 @@ MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guar
   planpolicy-violation-holds-the-plan, planpolicy-json-lists-every-change, planjson-masks-sensitive-values, \
   drift-check-request-starts-a-check, pool-instances-within-the-provider-id-list, \
   pool-instances-cover-the-provider-id-list, pool-instances-cleared-with-the-output, \
-  health-threshold-counts, health-threshold-inclusive, health-ready-signal
+  health-threshold-counts, health-threshold-inclusive, health-ready-signal, \
+  cliconfig-admission-refuses-invalid-host, cliconfig-host-must-be-a-dns-name, cliconfig-host-port-in-range, \
+  cliconfig-build-refuses-invalid-host, cliconfig-token-env-spelling, cliconfig-tf-names-stay-reserved, \
+  cliconfig-source-must-opt-in, placement-build-validates, placement-reserved-label, \
+  placement-admission-refuses-token-secret
 
 .PHONY: mutate
 mutate: test-bins ## Run every mutation proof of hack/mutations/*.txt (well over an hour); fails unless each is KILLED by a named test. MUTATIONS=<globs> for a subset.
