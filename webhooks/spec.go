@@ -77,7 +77,9 @@ func (v Validator[T]) ValidateCreate(ctx context.Context, obj T) (admission.Warn
 	warnings, accountErrs := v.checkAccount(ctx, obj.GetNamespace(), obj.GetTerraformSpec().Job.ServiceAccountName)
 	audienceWarnings, audienceErrs := checkAudience(ctx, v.Audiences, field.NewPath("spec"), obj.GetTerraformSpec())
 	errs = append(append(errs, accountErrs...), audienceErrs...)
-	return append(warnings, audienceWarnings...), invalid(v.Kind, obj.GetName(), errs)
+	identityWarnings, identityErrs := checkIdentityRef(ctx, v.Accounts, obj.GetNamespace(), field.NewPath("spec"), obj.GetTerraformSpec())
+	errs = append(errs, identityErrs...)
+	return append(append(warnings, audienceWarnings...), identityWarnings...), invalid(v.Kind, obj.GetName(), errs)
 }
 
 // ValidateUpdate implements admission.Validator. The update of a deleting object is never
@@ -99,6 +101,10 @@ func (v Validator[T]) ValidateUpdate(ctx context.Context, oldObj, newObj T) (adm
 	if audienceChanged(oldObj.GetTerraformSpec(), newObj.GetTerraformSpec()) {
 		audienceWarnings, audienceErrs := checkAudience(ctx, v.Audiences, path, newObj.GetTerraformSpec())
 		warnings, errs = append(warnings, audienceWarnings...), append(errs, audienceErrs...)
+	}
+	if identityRefChanged(oldObj.GetTerraformSpec(), newObj.GetTerraformSpec()) {
+		identityWarnings, identityErrs := checkIdentityRef(ctx, v.Accounts, newObj.GetNamespace(), path, newObj.GetTerraformSpec())
+		warnings, errs = append(warnings, identityWarnings...), append(errs, identityErrs...)
 	}
 	return warnings, invalid(v.Kind, newObj.GetName(), errs)
 }
