@@ -273,7 +273,7 @@ func (p *pass) record(ctx context.Context, s *startRun) (ctrl.Result, error) {
 	if err := p.writeRunIdentitySecret(ctx, s.job, s.identity); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := p.writeRunSecret(ctx, s.job, s.in, restore); err != nil {
+	if err := p.writeRunSecret(ctx, s.job, redactIdentity(s.in, s.identity), restore); err != nil {
 		return ctrl.Result{}, err
 	}
 	st := p.obj.GetTerraformStatus()

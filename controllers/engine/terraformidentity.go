@@ -17,6 +17,7 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
+	"github.com/captf/cluster-api-provider-terraform/controllers/inputs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 )
@@ -56,6 +57,19 @@ func identityEnvNames(values map[string][]byte) []string {
 		return nil
 	}
 	return slices.Sorted(maps.Keys(values))
+}
+
+// redactIdentity is in with the identity's values added to its redact list, so the runner
+// masks them as it masks Secret variables (inputs.WithRedacted): for the per-run Secret only.
+func redactIdentity(in *inputs.Inputs, values map[string][]byte) *inputs.Inputs {
+	if len(values) == 0 {
+		return in
+	}
+	vs := make([]string, 0, len(values))
+	for _, v := range values {
+		vs = append(vs, string(v))
+	}
+	return inputs.WithRedacted(in, vs...)
 }
 
 // writeRunIdentitySecret creates the Job's per-run identity Secret

@@ -1,6 +1,8 @@
 package engine_test
 
 import (
+	"encoding/json"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/inputs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
@@ -73,7 +76,19 @@ var _ = Describe("A TerraformIdentity, before every Job", func() {
 		}).Should(Succeed())
 		Expect(runIdentity.Data).To(Equal(map[string][]byte{"CLOUD_TOKEN": []byte("s3cr3t-" + f.ns)}))
 		Expect(metav1.GetControllerOf(runIdentity).UID).To(Equal(job.UID), "owned by the Job: it goes with it")
-		Eventually(func() bool { return secretExists(f.ns, naming.RunSecretName(job.Name)) }).Should(BeTrue())
+		By("the runner masks the value: it is on the per-run Secret's redact list, and never in the durable inputs")
+		run := &corev1.Secret{}
+		Eventually(func() error {
+			return k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: naming.RunSecretName(job.Name)}, run)
+		}).Should(Succeed())
+		var redact []string
+		Expect(json.Unmarshal(run.Data[inputs.RedactKey], &redact)).To(Succeed())
+		Expect(redact).To(ContainElement("s3cr3t-" + f.ns))
+		durable := &corev1.Secret{}
+		Expect(k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: naming.InputsSecretName(suffixOf(tc, infrav1.TerraformClusterKind))}, durable)).To(Succeed())
+		for k, v := range durable.Data {
+			Expect(string(v)).NotTo(ContainSubstring("s3cr3t-"+f.ns), "durable inputs key %s", k)
+		}
 
 		By("the per-run identity Secret is deleted once the Job is counted")
 		st := statetest.Cluster("10.0.0.1", 6443)
