@@ -120,6 +120,8 @@ func notAllowedMessage(id *infrav1.TerraformIdentity, namespace string) string {
 	switch a := id.Spec.AllowedNamespaces; {
 	case a == nil:
 		how = "its spec.allowedNamespaces is unset, which allows no namespace"
+	case a.Selector != nil && len(a.List) == 0:
+		how = "its spec.allowedNamespaces.selector does not match the namespace's labels"
 	case a.Selector != nil:
 		how = fmt.Sprintf("its spec.allowedNamespaces.list does not name %s and its selector does not match the namespace's labels", namespace)
 	default:
