@@ -19,6 +19,11 @@ const (
 	IdentityInvalidReason = "IdentityInvalid"
 )
 
+// IdentityRefAnnotation, on a Job, names the TerraformIdentity whose variables the Job reads
+// from its per-run identity Secret; the controller deletes that Secret once the Job is counted.
+// Only Jobs that read such a Secret carry it.
+const IdentityRefAnnotation = "captf.io/identity-ref"
+
 // TerraformIdentityRef names a cluster-scoped TerraformIdentity.
 type TerraformIdentityRef struct {
 	// name of the TerraformIdentity.

@@ -104,8 +104,12 @@ func (p *pass) writeRunIdentitySecret(ctx context.Context, job *batchv1.Job, val
 }
 
 // deleteRunIdentitySecret deletes a counted Job's per-run identity Secret (best effort, as the
-// per-run inputs Secret: it goes with its Job anyway).
+// per-run inputs Secret: it goes with its Job anyway). A Job that reads no identity Secret
+// costs no request.
 func (p *pass) deleteRunIdentitySecret(ctx context.Context, job *batchv1.Job) {
+	if !jobs.ReadsRunIdentitySecret(job) {
+		return
+	}
 	s := &corev1.Secret{}
 	s.Namespace, s.Name = job.Namespace, naming.RunIdentitySecretName(job.Name)
 	if err := p.r.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {

@@ -185,6 +185,7 @@ func jobMeta(p Params, name string, labels map[string]string) metav1.ObjectMeta 
 	if p.RefreshOnly {
 		annotations[infrav1.RefreshOnlyAnnotation] = "true"
 	}
+	annotateIdentity(p, annotations)
 	return metav1.ObjectMeta{
 		Name:        name,
 		Namespace:   p.Owner.Namespace,

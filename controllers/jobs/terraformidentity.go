@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -177,6 +178,27 @@ func identityEnv(p Params, job string) []corev1.EnvVar {
 			LocalObjectReference: corev1.LocalObjectReference{Name: naming.RunIdentitySecretName(job)}, Key: n, Optional: ptr.To(false)}}})
 	}
 	return env
+}
+
+// annotateIdentity marks a Job built with identity variables with infrav1.IdentityRefAnnotation
+// (the identity's name): the mark survives the manager's Job cache, which drops pod templates.
+func annotateIdentity(p Params, annotations map[string]string) {
+	if len(p.IdentityEnv) == 0 {
+		return
+	}
+	name := ""
+	if ref := p.Spec.Job.IdentityRef; ref != nil {
+		name = ref.Name
+	}
+	annotations[infrav1.IdentityRefAnnotation] = name
+}
+
+// ReadsRunIdentitySecret reports whether a Job Build made reads a per-run identity Secret
+// (naming.RunIdentitySecretName), by its infrav1.IdentityRefAnnotation, which a cached Job
+// keeps.
+func ReadsRunIdentitySecret(job *batchv1.Job) bool {
+	_, ok := job.Annotations[infrav1.IdentityRefAnnotation]
+	return ok
 }
 
 // checkIdentityEnv refuses identity variables that are reserved, set twice, or set by

@@ -20,9 +20,10 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 )
 
-// identityParams is imageParams' apply with two identity variables.
+// identityParams is imageParams' apply with the two variables of the identity cloud-team-a.
 func identityParams() Params {
 	p := imageParams(infrav1.OperationApply)
+	p.Spec.Job.IdentityRef = &infrav1.TerraformIdentityRef{Name: "cloud-team-a"}
 	p.IdentityEnv = []string{"AWS_ACCESS_KEY_ID", "AWS_SESSION_TOKEN"}
 	return p
 }
@@ -86,6 +87,15 @@ func TestBuildPutsIdentityEnvOnlyInTheMainContainer(t *testing.T) {
 	}
 	if strings.Contains(mustYAML(t, noID), secret) {
 		t.Error("a Job without an identity refers to an identity Secret")
+	}
+	if job.Annotations[infrav1.IdentityRefAnnotation] != "cloud-team-a" {
+		t.Errorf("the Job's annotations %v do not name its identity", job.Annotations)
+	}
+	// The manager's Job cache drops pod templates: the mark must survive that.
+	cached := job.DeepCopy()
+	cached.Spec.Template = corev1.PodTemplateSpec{}
+	if !ReadsRunIdentitySecret(cached) || ReadsRunIdentitySecret(noID) {
+		t.Errorf("ReadsRunIdentitySecret: %v with an identity (cached), %v without", ReadsRunIdentitySecret(cached), ReadsRunIdentitySecret(noID))
 	}
 }
 
