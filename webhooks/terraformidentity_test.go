@@ -7,6 +7,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
@@ -83,6 +84,20 @@ var _ = Describe("spec.job.identityRef at admission", func() {
 			err = c.Create(ctx, withIdentity(kind, ns, "c", "reserved-"+ns))
 			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
 			Expect(err.Error()).To(ContainSubstring("TF_VAR_token, which CAPTF reserves"))
+
+			By(kind + ": an update that keeps the reference is not judged again (the engine judges it before every Job)")
+			kept := withIdentity(kind, other, "e", "other-team-"+ns)
+			Expect(c.Create(ctx, kept)).To(Succeed())
+			id := &infrav1.TerraformIdentity{}
+			Expect(admin.Get(ctx, client.ObjectKey{Name: "other-team-" + ns}, id)).To(Succeed())
+			id.Spec.AllowedNamespaces.List = []string{"nobody"}
+			Expect(admin.Update(ctx, id)).To(Succeed())
+			Expect(c.Get(ctx, client.ObjectKeyFromObject(kept), kept)).To(Succeed())
+			kept.SetAnnotations(map[string]string{"captf-test/edited": "yes"})
+			kept.(interface{ GetTerraformSpec() *infrav1.TerraformSpec }).GetTerraformSpec().Job.ActiveDeadlineSeconds = ptr.To[int64](1200)
+			Expect(c.Update(ctx, kept)).To(Succeed())
+			id.Spec.AllowedNamespaces.List = []string{other}
+			Expect(admin.Update(ctx, id)).To(Succeed())
 
 			By(kind + ": an update that sets the reference is judged too")
 			o := newObject(kind, ns, "d")

@@ -128,8 +128,32 @@ var _ = Describe("A TerraformIdentity, before every Job", func() {
 		By("the label is back: the apply runs")
 		labelNamespace(tenant)
 		kit.Poke(tc)
-		waitForJob(tc, infrav1.TerraformClusterKind, 2)
+		job2 := waitForJob(tc, infrav1.TerraformClusterKind, 2)
 		Eventually(inputsValid).Should(HaveField("Status", metav1.ConditionTrue))
 		Expect(refusals()).To(Equal(1))
+		completeJob(job2, &st, true, "")
+		Eventually(func() *infrav1.ActiveJob { return get(tc).Status.ActiveJob }).Should(BeNil())
+
+		By("a destroy is held the same way: the namespace loses the label, the object is deleted, no destroy Job")
+		labelNamespace(nil)
+		Expect(k8s.Delete(ctx, tc)).To(Succeed())
+		Eventually(inputsValid).Should(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", infrav1.IdentityNotAllowedReason)))
+		destroys := func() int {
+			n := 0
+			for _, j := range kit.JobsOf(tc, infrav1.TerraformClusterKind) {
+				if j.Labels[infrav1.OperationLabel] == string(infrav1.OperationDestroy) {
+					n++
+				}
+			}
+			return n
+		}
+		Consistently(destroys, "2s").Should(BeZero())
+
+		By("the label is back: the destroy runs with the identity")
+		labelNamespace(tenant)
+		kit.Poke(tc)
+		destroy := waitForJob(tc, infrav1.TerraformClusterKind, 3)
+		Expect(destroy.Labels).To(HaveKeyWithValue(infrav1.OperationLabel, string(infrav1.OperationDestroy)))
+		Expect(jobs.ReadsRunIdentitySecret(destroy)).To(BeTrue())
 	})
 })
