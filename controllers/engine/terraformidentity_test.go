@@ -156,4 +156,40 @@ var _ = Describe("A TerraformIdentity, before every Job", func() {
 		Expect(destroy.Labels).To(HaveKeyWithValue(infrav1.OperationLabel, string(infrav1.OperationDestroy)))
 		Expect(jobs.ReadsRunIdentitySecret(destroy)).To(BeTrue())
 	})
+
+	It("holds an object whose identity's Secret is missing in the manager's namespace, and never reads the tenant's", func() {
+		f := newFixture()
+		identitySecret("present-"+f.ns, "unused")
+		// A Secret of the same name in the tenant's namespace must not stand in for it.
+		Expect(k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "absent-" + f.ns},
+			Data: map[string][]byte{"token": []byte("tenant")}})).To(Succeed())
+		id := &infrav1.TerraformIdentity{ObjectMeta: metav1.ObjectMeta{Name: "broken-" + f.ns}, Spec: infrav1.TerraformIdentitySpec{
+			AllowedNamespaces: &infrav1.AllowedNamespaces{List: []string{f.ns}},
+			Env:               []infrav1.IdentityEnvVar{{Name: "CLOUD_TOKEN", SecretKeyRef: infrav1.IdentitySecretKeyRef{Name: "absent-" + f.ns, Key: "token"}}},
+		}}
+		Expect(k8s.Create(ctx, id)).To(Succeed())
+		tc := &infrav1.TerraformCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
+			Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
+		}
+		tc.Spec.Job.IdentityRef = &infrav1.TerraformIdentityRef{Name: id.Name}
+		Expect(k8s.Create(ctx, tc)).To(Succeed())
+		Eventually(func() *metav1.Condition { return envtest.Condition(get(tc), infrav1.InputsValidCondition) }).Should(And(Not(BeNil()),
+			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", infrav1.IdentityInvalidReason),
+			HaveField("Message", ContainSubstring("Secret "+identityNamespace+"/absent-"+f.ns+", which does not exist"))))
+		kit.Poke(tc)
+		Consistently(func() int { return len(kit.JobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(BeZero())
+
+		By("the platform fixes the identity: the apply runs")
+		Eventually(func() error {
+			fresh := &infrav1.TerraformIdentity{}
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(id), fresh); err != nil {
+				return err
+			}
+			fresh.Spec.Env[0].SecretKeyRef.Name = "present-" + f.ns
+			return k8s.Update(ctx, fresh)
+		}).Should(Succeed())
+		kit.Poke(tc)
+		waitForJob(tc, infrav1.TerraformClusterKind, 1)
+	})
 })
