@@ -81,8 +81,9 @@ func (v Validator[T]) ValidateCreate(ctx context.Context, obj T) (admission.Warn
 	warnings, accountErrs := v.checkAccount(ctx, obj.GetNamespace(), obj.GetTerraformSpec().Job.ServiceAccountName)
 	audienceWarnings, audienceErrs := checkAudience(ctx, v.Audiences, field.NewPath("spec"), obj.GetTerraformSpec())
 	secretWarnings, secretErrs := checkPodTemplateSecrets(ctx, v.Secrets, obj.GetNamespace(), field.NewPath("spec"), obj.GetTerraformSpec())
-	errs = append(append(append(errs, accountErrs...), audienceErrs...), secretErrs...)
-	return append(append(warnings, audienceWarnings...), secretWarnings...), invalid(v.Kind, obj.GetName(), errs)
+	identityWarnings, identityErrs := checkIdentityRef(ctx, v.Accounts, obj.GetNamespace(), field.NewPath("spec"), obj.GetTerraformSpec())
+	errs = append(append(append(append(errs, accountErrs...), audienceErrs...), secretErrs...), identityErrs...)
+	return append(append(append(warnings, audienceWarnings...), secretWarnings...), identityWarnings...), invalid(v.Kind, obj.GetName(), errs)
 }
 
 // ValidateUpdate implements admission.Validator. The update of a deleting object is never
@@ -108,6 +109,10 @@ func (v Validator[T]) ValidateUpdate(ctx context.Context, oldObj, newObj T) (adm
 	if podTemplateVolumesChanged(oldObj.GetTerraformSpec(), newObj.GetTerraformSpec()) {
 		secretWarnings, secretErrs := checkPodTemplateSecrets(ctx, v.Secrets, newObj.GetNamespace(), path, newObj.GetTerraformSpec())
 		warnings, errs = append(warnings, secretWarnings...), append(errs, secretErrs...)
+	}
+	if identityRefChanged(oldObj.GetTerraformSpec(), newObj.GetTerraformSpec()) {
+		identityWarnings, identityErrs := checkIdentityRef(ctx, v.Accounts, newObj.GetNamespace(), path, newObj.GetTerraformSpec())
+		warnings, errs = append(warnings, identityWarnings...), append(errs, identityErrs...)
 	}
 	return warnings, invalid(v.Kind, newObj.GetName(), errs)
 }

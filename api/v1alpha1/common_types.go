@@ -409,6 +409,19 @@ type JobPolicy struct {
 	// for what it cannot carry and what is refused.
 	// +optional
 	PodTemplate *RunnerPodTemplate `json:"podTemplate,omitempty"`
+
+	// identityRef names a cluster-scoped TerraformIdentity whose environment variables (values
+	// from Secrets in the manager's namespace) the main container of every Job of the object
+	// gets. The identity must allow the object's namespace (its allowedNamespaces): admission
+	// refuses a reference from another namespace (webhooks test "refuses an identity reference
+	// from a namespace the identity does not allow"), and the engine checks again before every
+	// Job, destroys included (InputsValid=False with IdentityNotAllowed, IdentityNotFound or
+	// IdentityInvalid, a Warning event, no Job: engine test "holds an object whose namespace
+	// lost the label its identity selects"). A missing identity is only a warning at admission
+	// (webhooks test "admits a reference to a missing identity with a warning"). See
+	// docs/production.md, "Scoped identities".
+	// +optional
+	IdentityRef *TerraformIdentityRef `json:"identityRef,omitempty"`
 }
 
 // IdentityToken is a projected ServiceAccount token for a cloud provider, never for the

@@ -23,6 +23,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&TerraformMachineTemplate{}, &TerraformMachineTemplateList{},
 		&TerraformMachinePoolTemplate{}, &TerraformMachinePoolTemplateList{},
 		&TerraformPlanPolicy{}, &TerraformPlanPolicyList{},
+		&TerraformIdentity{}, &TerraformIdentityList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

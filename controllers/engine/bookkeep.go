@@ -264,6 +264,7 @@ func (p *pass) releaseFinished(ctx context.Context, job *batchv1.Job) {
 	if err := p.r.Client.Delete(ctx, rs); err != nil && !apierrors.IsNotFound(err) {
 		log.FromContext(ctx).Error(err, "delete per-run secret", "secret", rs.Name)
 	}
+	p.deleteRunIdentitySecret(ctx, job)
 	if _, err := p.r.Leases.Release(ctx, p.owner, job.Name); err != nil {
 		log.FromContext(ctx).Error(err, "release leases of a finished job", "job", job.Name)
 	}

@@ -64,6 +64,10 @@ type Reconciler struct {
 	// (jobs.CheckIdentityAudience). Nil: a jobs.AudienceProbe through Client of the
 	// ServiceAccount default/captf-audience-probe, created when missing.
 	Audiences jobs.AudienceProber
+	// IdentityNamespace is the manager's namespace, where the Secrets of TerraformIdentities
+	// live (spec.job.identityRef). Empty: an object that references an identity runs no Job
+	// (InputsValid=False, IdentityInvalid).
+	IdentityNamespace string
 	// InputsTTL is how long an inputs hash is reused while nothing the fingerprint covers
 	// changed. Sources the fingerprint cannot see (variablesFrom Secrets and ConfigMaps, a
 	// Secret outside the metadata caches) are read again at the latest after it. Default 10

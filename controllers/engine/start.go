@@ -37,6 +37,9 @@ type startRun struct {
 	// in are the run's inputs (prepare); job the Job created or adopted (createOrAdopt).
 	in  *inputs.Inputs
 	job *batchv1.Job
+	// identity are the values of the object's TerraformIdentity's variables (prepareRun), nil
+	// without one.
+	identity map[string][]byte
 }
 
 // startStep is one step of the start sequence: proceed is false when the start stops there,
@@ -162,6 +165,11 @@ func (p *pass) prepareRun(ctx context.Context, s *startRun) (ctrl.Result, bool, 
 			return ctrl.Result{}, false, err
 		}
 	}
+	if problem == nil {
+		if s.identity, problem, err = p.identityForRun(ctx); err != nil {
+			return ctrl.Result{}, false, err
+		}
+	}
 	if problem != nil {
 		p.rep.StartProblem = problem
 		return ctrl.Result{}, false, p.releaseIfNoJob(ctx, name)
@@ -191,7 +199,9 @@ func (p *pass) prepareRun(ctx context.Context, s *startRun) (ctrl.Result, bool, 
 // another incarnation, and never one that already finished (the cache lags).
 func (p *pass) createOrAdopt(ctx context.Context, s *startRun) (ctrl.Result, bool, error) {
 	logger, r, op, name := log.FromContext(ctx), p.r, s.op, s.name
-	job, err := jobs.Build(p.jobParams(p.ev.Jobs.RunSeq, op, s.in.Hash))
+	params := p.jobParams(p.ev.Jobs.RunSeq, op, s.in.Hash)
+	params.IdentityEnv = identityEnvNames(s.identity)
+	job, err := jobs.Build(params)
 	if err != nil {
 		return ctrl.Result{}, false, fmt.Errorf("build job: %w", err)
 	}
@@ -260,7 +270,10 @@ func (p *pass) record(ctx context.Context, s *startRun) (ctrl.Result, error) {
 			return ctrl.Result{}, err
 		}
 	}
-	if err := p.writeRunSecret(ctx, s.job, s.in, restore); err != nil {
+	if err := p.writeRunIdentitySecret(ctx, s.job, s.identity); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := p.writeRunSecret(ctx, s.job, redactIdentity(s.in, s.identity), restore); err != nil {
 		return ctrl.Result{}, err
 	}
 	st := p.obj.GetTerraformStatus()

@@ -121,6 +121,11 @@ type Params struct {
 	// Empty: the controller read no state (a first apply, or a restore, which replaces the
 	// state) and the channel serves whatever the Secret holds.
 	StateLineage string
+	// IdentityEnv are the names of the variables of the object's TerraformIdentity
+	// (spec.job.identityRef), sorted: the main container, and no other, reads each from the key
+	// of that name in the Job's per-run identity Secret (naming.RunIdentitySecretName), which
+	// the engine writes after the Job exists. Empty: the object references no identity.
+	IdentityEnv []string
 	Defaults
 }
 
@@ -179,6 +184,7 @@ func jobMeta(p Params, name string, labels map[string]string) metav1.ObjectMeta 
 	if p.RefreshOnly {
 		annotations[infrav1.RefreshOnlyAnnotation] = "true"
 	}
+	annotateIdentity(p, annotations)
 	return metav1.ObjectMeta{
 		Name:        name,
 		Namespace:   p.Owner.Namespace,
@@ -361,7 +367,7 @@ func mainEnv(p Params, name string) []corev1.EnvVar {
 	for _, e := range p.Spec.Job.Env {
 		env = append(env, *e.DeepCopy())
 	}
-	return env
+	return append(env, identityEnv(p, name)...)
 }
 
 // module is where the main container finds the module: the image it runs, the folder the
@@ -547,6 +553,7 @@ func checkPodParams(p Params) []error {
 			errs = append(errs, fmt.Errorf("spec.job.env sets %s, which CAPTF reserves", e.Name))
 		}
 	}
+	errs = append(errs, checkIdentityEnv(p)...)
 	if id := p.Spec.Job.IdentityToken; id != nil {
 		if id.Audience == "" {
 			errs = append(errs, errors.New("spec.job.identityToken.audience is required"))

@@ -13,6 +13,11 @@
 //   - runs restricted-Pod-Security compatible (non-root UID 65532, no privilege escalation, all
 //     capabilities dropped, RuntimeDefault seccomp);
 //   - refuses user environment variables in ReservedEnv;
+//   - gives a TerraformIdentity's variables (Params.IdentityEnv) to the main container only, as
+//     references to the Job's per-run identity Secret, never as values, and marks the Job with
+//     infrav1.IdentityRefAnnotation. CheckTerraformIdentity is the one rule admission and the engine
+//     apply to spec.job.identityRef, and IdentityValues reads the values from the manager's
+//     namespace;
 //   - tells the state channel its operation and inputs hash, and only for an Apply of a saved
 //     plan (Params.PlanID) passes --plan-id to runner and channel and annotates the Job with it.
 //

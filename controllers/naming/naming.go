@@ -66,6 +66,12 @@ func RunSecretName(jobName string) string {
 	return jobName + "-run"
 }
 
+// RunIdentitySecretName is the per-run Secret of a Job that carries the values of its
+// TerraformIdentity's variables (owned by the Job, deleted with the per-run inputs Secret).
+func RunIdentitySecretName(jobName string) string {
+	return jobName + "-identity"
+}
+
 // InputsSecretName is an object's durable inputs Secret (owned by the object; moves with it).
 func InputsSecretName(suffix string) string {
 	return "captf-inputs-" + suffix

@@ -357,7 +357,7 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 
 		var crds apiextensionsv1.CustomResourceDefinitionList
 		Expect(admin.List(ctx, &crds, client.MatchingLabels{providerLabel: providerLabelValue})).To(Succeed())
-		Expect(crds.Items).To(HaveLen(7), "the three kinds, their three templates, and TerraformPlanPolicy")
+		Expect(crds.Items).To(HaveLen(8), "the three kinds, their three templates, TerraformPlanPolicy and TerraformIdentity")
 		var vs admissionregistrationv1.ValidatingWebhookConfigurationList
 		Expect(admin.List(ctx, &vs, client.MatchingLabels{providerLabel: providerLabelValue})).To(Succeed())
 		Expect(vs.Items).NotTo(BeEmpty())

@@ -315,9 +315,9 @@ func labelSelector(pdb *policyv1.PodDisruptionBudget) (labels.Selector, error) {
 // finds the version of each kind that serves the contract by the contract label.
 func checkLabels(all objects) {
 	crds := all.ofKind("CustomResourceDefinition")
-	Expect(crds).To(HaveLen(7))
+	Expect(crds).To(HaveLen(8))
 	for _, crd := range crds {
-		if crd.GetName() == "terraformplanpolicies."+infraGroup {
+		if crd.GetName() == "terraformplanpolicies."+infraGroup || crd.GetName() == "terraformidentities."+infraGroup {
 			// CAPTF's own configuration: no kind of the Cluster API contract.
 			Expect(crd.GetLabels()).NotTo(HaveKey(contractLabel), crd.GetName())
 			continue

@@ -312,20 +312,21 @@ func addControllers(mgr manager.Manager, o Options, leases *runlease.Manager, pr
 	started := o.Clock.Now()
 	for _, k := range []engine.Kind{terraformcluster.Kind{}, terraformmachine.Kind(), terraformmachinepool.Kind()} {
 		r := &engine.Reconciler{
-			Client:        mgr.GetClient(),
-			APIReader:     mgr.GetAPIReader(),
-			SecretMeta:    mgr.GetCache(),
-			BootstrapMeta: bootstrapMeta,
-			StateBackups:  o.StateBackups,
-			DriftInterval: o.DriftInterval,
-			Started:       started,
-			Slots:         slots,
-			Kind:          k,
-			Leases:        leases,
-			Recorder:      mgr.GetEventRecorder("captf-" + k.Name()),
-			Clock:         o.Clock,
-			Jobs:          jobs.Defaults{RunnerImage: o.RunnerImage, RuntimeImage: o.RuntimeImage},
-			Audiences:     jobs.AudienceProbe{Client: mgr.GetClient(), Account: probeAccount, CreateAccount: true},
+			Client:            mgr.GetClient(),
+			APIReader:         mgr.GetAPIReader(),
+			SecretMeta:        mgr.GetCache(),
+			BootstrapMeta:     bootstrapMeta,
+			StateBackups:      o.StateBackups,
+			DriftInterval:     o.DriftInterval,
+			Started:           started,
+			Slots:             slots,
+			Kind:              k,
+			Leases:            leases,
+			Recorder:          mgr.GetEventRecorder("captf-" + k.Name()),
+			Clock:             o.Clock,
+			Jobs:              jobs.Defaults{RunnerImage: o.RunnerImage, RuntimeImage: o.RuntimeImage},
+			Audiences:         jobs.AudienceProbe{Client: mgr.GetClient(), Account: probeAccount, CreateAccount: true},
+			IdentityNamespace: o.IdentityNamespace,
 		}
 		if err := r.SetupWithManager(mgr, o.Concurrency); err != nil {
 			return fmt.Errorf("set up %s controller: %w", k.Name(), err)

@@ -76,6 +76,11 @@ type Options struct {
 	// starts and when the engine finds it missing. Default: PlanApproversNamespace's default
 	// (the Pod's namespace, else the namespace of ManagerServiceAccount), else "default".
 	AudienceProbeNamespace string
+	// IdentityNamespace is the manager's namespace, where the Secrets of TerraformIdentities live
+	// (docs/production.md, "Scoped identities"). Default: PlanApproversNamespace's default (the
+	// Pod's namespace, else the namespace of ManagerServiceAccount); when neither is known,
+	// objects that reference an identity run no Job (InputsValid=False, IdentityInvalid).
+	IdentityNamespace string
 	// PlanApproversResync is how often the manager checks that ConfigMap after the start.
 	// Default 1m.
 	PlanApproversResync time.Duration
@@ -125,6 +130,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.AudienceProbeNamespace == "" {
 		o.AudienceProbeNamespace = o.PlanApproversNamespace
+	}
+	if o.IdentityNamespace == "" {
+		o.IdentityNamespace = o.PlanApproversNamespace
 	}
 	if o.AudienceProbeNamespace == "" {
 		o.AudienceProbeNamespace = metav1.NamespaceDefault
