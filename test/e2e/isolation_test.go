@@ -9,8 +9,12 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	corev1 "k8s.io/api/core/v1"
+
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox"
 )
 
 // probeModule is a hostile module: its local-exec looks where a container finds Kubernetes
@@ -72,6 +76,12 @@ data:
       echo "channel old-credential=$old" >> "$r"
     fi
     printf '%s' "$TF_HTTP_PASSWORD" > "$STASH/password"
+    # The options of the spec reached the module (names only, never a value).
+    [ -n "${TF_CLI_CONFIG_FILE:-}" ] && [ -s "$TF_CLI_CONFIG_FILE" ] && echo "option cli-config" >> "$r"
+    [ -n "${TF_TOKEN_registry_example_internal:-}" ] && echo "option registry-token" >> "$r"
+    [ -n "${PROBE_CLOUD_KEY:-}" ] && echo "option identity" >> "$r"
+    [ -s "${PROBE_CA_FILE:-/nonexistent}" ] && echo "option ca-volume" >> "$r"
+    [ -s "${PROBE_SETTINGS_FILE:-/nonexistent}" ] && echo "option secret-volume" >> "$r"
     echo "done" >> "$r"
 ---
 apiVersion: cluster.x-k8s.io/v1beta2
@@ -98,6 +108,118 @@ spec:
     generation: 1
     stash: "@STASH@"
     other_path: "@OTHER_PATH@"
+  job:
+    env:
+    - name: PROBE_CA_FILE
+      value: /etc/probe/ca/ca.pem
+    - name: PROBE_SETTINGS_FILE
+      value: /etc/probe/settings/settings.json
+    identityRef:
+      name: probe-identity
+    cliConfig:
+      configMapRef:
+        name: probe-terraform-cli
+        key: config.tfrc
+      credentials:
+      - host: registry.example.internal
+        secretKeyRef:
+          name: probe-registry-credential
+          key: token
+    podTemplate:
+      metadata:
+        labels:
+          example.com/team: probe
+        annotations:
+          example.com/owner: probe
+      tolerations:
+      - key: example.com/dedicated
+        operator: Exists
+        effect: NoSchedule
+      affinity:
+        nodeAffinity:
+          preferredDuringSchedulingIgnoredDuringExecution:
+          - weight: 1
+            preference:
+              matchExpressions:
+              - key: example.com/runner-pool
+                operator: In
+                values: ["infra"]
+      priorityClassName: probe-runner
+      imagePullSecrets:
+      - name: probe-pull
+      volumes:
+      - name: ca
+        mountPath: /etc/probe/ca
+        configMap:
+          name: probe-ca
+      - name: settings
+        mountPath: /etc/probe/settings
+        secret:
+          name: probe-settings
+`
+
+// probeOptions is what the probe's spec names besides its module: every option of the
+// module supply chain (docs/production.md) the hostile module runs with. The identity's
+// Secret lives in the manager's namespace; the rest in the probe's.
+const probeOptions = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: probe-terraform-cli
+  labels:
+    captf.io/variables: "true"
+data:
+  config.tfrc: |
+    disable_checkpoint = true
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: probe-registry-credential
+  labels:
+    captf.io/variables: "true"
+stringData:
+  token: a-registry-credential
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: probe-ca
+data:
+  ca.pem: "not a certificate, only bytes to read"
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: probe-settings
+stringData:
+  settings.json: '{"region": "example"}'
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: probe-pull
+type: kubernetes.io/dockerconfigjson
+stringData:
+  .dockerconfigjson: '{"auths": {"registry.example.internal": {"auth": "cHJvYmU6cHJvYmU="}}}'
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata:
+  name: probe-runner
+value: 1000
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1alpha1
+kind: TerraformIdentity
+metadata:
+  name: probe-identity
+spec:
+  env:
+  - name: PROBE_CLOUD_KEY
+    secretKeyRef:
+      name: probe-identity
+      key: key
+  allowedNamespaces:
+    list: ["isolation"]
 `
 
 // The threat model of docs/runner.md, tried by module code on the sandbox.
@@ -117,8 +239,14 @@ var _ = Describe("a hostile module on the sandbox", func() {
 		doc := strings.NewReplacer("@STASH@", stash, "@OTHER_PATH@", otherPath).Replace(probeModule)
 		f := filepath.Join(GinkgoT().TempDir(), "probe.yaml")
 		Expect(os.WriteFile(f, []byte(doc), 0o600)).To(Succeed())
+		By("the probe runs with every option of docs/production.md set: a pod template, a CLI configuration with a registry token, a scoped identity")
+		options := filepath.Join(GinkgoT().TempDir(), "options.yaml")
+		Expect(os.WriteFile(options, []byte(probeOptions), 0o600)).To(Succeed())
+		kubectl(sb, "create", "secret", "generic", "probe-identity", "-n", sandbox.ManagerNamespace, "--from-literal=key=a-cloud-credential")
+		kubectl(sb, "apply", "-n", ns, "-f", options)
 		kubectl(sb, "apply", "-n", ns, "-f", f)
 		eventuallyReady(sb, tc(ns, "probe"))
+		expectEveryOption(sb, ns)
 
 		report := func() string {
 			GinkgoHelper()
@@ -132,6 +260,9 @@ var _ = Describe("a hostile module on the sandbox", func() {
 		Expect(first).NotTo(ContainSubstring("found-"), "module code found a Kubernetes credential")
 		Expect(first).To(MatchRegexp(`channel own=(200|204) other=(403|404)\n`),
 			"its own credential reaches its own state and nothing else")
+		for _, o := range []string{"cli-config", "registry-token", "identity", "ca-volume", "secret-volume"} {
+			Expect(first).To(ContainSubstring("option "+o+"\n"), "the option reached the module")
+		}
 
 		By("a second run: the first run's channel credential is refused")
 		Expect(os.WriteFile(filepath.Join(stash, "report"), nil, 0o600)).To(Succeed())
@@ -148,3 +279,40 @@ var _ = Describe("a hostile module on the sandbox", func() {
 		Expect(stateOf(sb, infrav1.TerraformClusterKind, ns, "victim").Serial).To(BeNumerically(">", 0))
 	})
 })
+
+// expectEveryOption checks on the probe's apply Job that every option is on, and that none of
+// them reaches a container but terraform: the pod's placement, labels, annotations and pull
+// Secret; the CLI configuration, the registry token, the identity's variable and the two
+// volumes in the main container alone.
+func expectEveryOption(sb target, ns string) {
+	GinkgoHelper()
+	applies := jobsOf(sb, infrav1.TerraformClusterKind, ns, "probe", infrav1.OperationApply)
+	Expect(applies).NotTo(BeEmpty())
+	pod := applies[0].Spec.Template
+	Expect(pod.Labels).To(HaveKeyWithValue("example.com/team", "probe"))
+	Expect(pod.Annotations).To(HaveKeyWithValue("example.com/owner", "probe"))
+	Expect(pod.Spec.Tolerations).To(ContainElement(HaveField("Key", "example.com/dedicated")))
+	Expect(pod.Spec.Affinity).NotTo(BeNil())
+	Expect(pod.Spec.PriorityClassName).To(Equal("probe-runner"))
+	Expect(pod.Spec.ImagePullSecrets).To(ContainElement(HaveField("Name", "probe-pull")))
+	optionEnv := []string{"TF_CLI_CONFIG_FILE", "TF_TOKEN_registry_example_internal", "PROBE_CLOUD_KEY"}
+	for _, c := range append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		var env, mounts []string
+		for _, e := range c.Env {
+			env = append(env, e.Name)
+		}
+		for _, m := range c.VolumeMounts {
+			mounts = append(mounts, m.MountPath)
+		}
+		if c.Name == jobs.MainContainer {
+			Expect(env).To(ContainElements(optionEnv), c.Name)
+			Expect(mounts).To(ContainElements("/etc/probe/ca", "/etc/probe/settings"), c.Name)
+			continue
+		}
+		for _, e := range optionEnv {
+			Expect(env).NotTo(ContainElement(e), c.Name)
+		}
+		Expect(mounts).NotTo(ContainElement("/etc/probe/ca"), c.Name)
+		Expect(mounts).NotTo(ContainElement("/etc/probe/settings"), c.Name)
+	}
+}
