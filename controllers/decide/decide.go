@@ -29,6 +29,10 @@ type JobView struct {
 	// (deleted and re-created under the same name). It runs against the same state, so it
 	// blocks while it runs, but it is never adopted or counted.
 	Foreign bool
+	// Unready: a running Job whose status counts no ready pod (status.ready 0, as the Job
+	// controller reports a pod that has not started): its pods are worth a look
+	// (NeedsPendingPods).
+	Unready bool
 }
 
 // StateView is what a live read of the object's state Secret found.
@@ -149,6 +153,9 @@ type JobsEvidence struct {
 	// CurrentPods is the live listing of the pods of Current once it has finished
 	// (NeedsPods).
 	CurrentPods PodsView
+	// PullFailure, read live while the running Job has no ready pod (NeedsPendingPods), is a
+	// container of its pod that waits for an image the kubelet cannot pull.
+	PullFailure *PullFailure
 }
 
 // InputsEvidence are the decision inputs, read only when NeedsDecisionInputs says so.
@@ -500,6 +507,7 @@ func decideJobs(ev Evidence) (Decision, bool) {
 		if ev.Object.ActiveJob != run.Name {
 			d.SetActiveJob = run.Name
 		}
+		d.Wait = pendingWait(ev)
 		return d, true
 	}
 	if ev.Jobs.Current != nil && ev.Jobs.Current.Phase == JobFinished {

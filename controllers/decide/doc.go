@@ -24,7 +24,11 @@
 //   - nothing runs against a state the object never wrote and has not adopted, nor against a
 //     state of another lineage than its own; a restore brings back only the object's lineage;
 //   - a saved plan is applied at most once, only while it matches the inputs and the state,
-//     and under applyPolicy Manual only once approved (I9).
+//     and under applyPolicy Manual only once approved (I9);
+//   - a running Job whose pod cannot pull its image (Evidence.Jobs.PullFailure) is reported
+//     (ImagePullFailed) and waited for like any running Job: its marks stay, nothing is
+//     cleared, failed or deleted; only a running Job with no ready pod has its pods read
+//     (NeedsPendingPods).
 //
 // What it may import (enforced by depguard in .golangci.yml, rule decide-is-pure): the standard
 // library, api/v1alpha1, the Kubernetes apimachinery type packages (meta/v1, api/meta, types)

@@ -274,6 +274,9 @@ func setOperation(c conditions, ev Evidence, d Decision, rep Report) {
 			"recovered from the state of the last successful apply")
 	case d.Action == ActionWaitJob && len(ev.Jobs.Running) > 0:
 		run := ev.Jobs.Running[0]
+		if setPullFailure(c, ev, run) {
+			return
+		}
 		msg := fmt.Sprintf("Job %s runs %s", run.Name, run.Operation)
 		if run.Foreign {
 			msg = fmt.Sprintf("Job %s of an earlier object of this name still runs %s against the same state; nothing starts until it ends", run.Name, run.Operation)

@@ -55,6 +55,7 @@ func (p *pass) act(ctx context.Context) (ctrl.Result, error) {
 	switch d.Action {
 	case decide.ActionWaitJob, decide.ActionWait, decide.ActionIdle:
 		p.holdEvent()
+		p.pullFailureEvent()
 		if d.Wait != nil {
 			return ctrl.Result{RequeueAfter: d.Wait.RequeueAfter}, nil
 		}

@@ -47,6 +47,9 @@ func (p *pass) gather(ctx context.Context) error {
 			p.ev.Jobs.CurrentPods = decide.PodsRunning
 		}
 	}
+	if err := p.gatherPendingPods(ctx); err != nil {
+		return err
+	}
 	if decide.NeedsLagCheck(p.ev) {
 		verdict, err := cachelag.Check(ctx, cachelag.Input{
 			APIReader: p.r.APIReader, Leases: p.r.Leases, Owner: p.owner,
@@ -281,6 +284,8 @@ func (p *pass) viewOf(j *batchv1.Job) (decide.JobView, bool) {
 		RefreshOnly: j.Annotations[infrav1.RefreshOnlyAnnotation] == "true"}
 	if jobstatus.Finished(j) {
 		v.Phase = decide.JobFinished
+	} else {
+		v.Unready = j.Status.Ready != nil && *j.Status.Ready == 0
 	}
 	return v, true
 }

@@ -23,6 +23,11 @@
 //     incarnation's only when that reference carries the object's UID (SameIncarnation); a
 //     pod is a Job's by its controller reference to the Job's UID, else a Job-name label
 //     (PodOfJob), or by the Job-name label alone when only the name is known (PodOfJobNamed).
+//   - a pod cannot start for want of an image when one of its containers (init containers
+//     first) waits with a kubelet's pull reason, ErrImagePull, ImagePullBackOff,
+//     InvalidImageName or ErrImageNeverPull (PullFailureOf); a terminal pod never counts, and
+//     the kubelet's back-off preamble is dropped so the registry's answer reads the same
+//     between a failed pull and the back-off after it.
 //
 // It imports the API types, naming (the owner labels) and the runner's wire API (the pod
 // labels), never the engine, runlease or cachelag, so each of them can use it.

@@ -95,8 +95,13 @@ func (s *Sandbox) startControlPlane() error {
 	}
 	s.env.ControlPlane.Etcd = &envtest.Etcd{DataDir: etcdDir}
 	s.env.ControlPlane.APIServer = &envtest.APIServer{CertDir: apiDir}
+	args := s.env.ControlPlane.APIServer.Configure()
+	// envtest turns the ServiceAccount admission plugin off (its suites run no ServiceAccount
+	// controller); the sandbox runs the real one, so it keeps the API server's default, as a
+	// cluster does: a pod gets its account's imagePullSecrets, and a pod naming an account
+	// that does not exist is refused.
+	args.Disable("disable-admission-plugins")
 	if t := s.opts.UnreachableTolerationSeconds; t > 0 {
-		args := s.env.ControlPlane.APIServer.Configure()
 		args.Set("default-unreachable-toleration-seconds", strconv.Itoa(t))
 		args.Set("default-not-ready-toleration-seconds", strconv.Itoa(t))
 	}

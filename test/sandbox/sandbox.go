@@ -28,6 +28,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/executor"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/internal/proc"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/kubecontrollers"
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox/registry"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/workload"
 )
 
@@ -45,6 +46,10 @@ type Options struct {
 	RunnerBinary  string
 	// TerraformBinary is what the runner runs. Default: FindTerraform(BinDir).
 	TerraformBinary string
+	// ImagePrograms maps a program an image module's image holds ("tofu", "terraform") to
+	// the host program its Jobs run instead (executor.Options.ImagePrograms). Default:
+	// FindImagePrograms(BinDir).
+	ImagePrograms map[string]string
 	// WorkDir receives everything the sandbox writes (certificates, Pods' folders, the run
 	// history). Default: a new temporary folder, removed by Stop unless KeepWorkDir.
 	WorkDir     string
@@ -86,11 +91,13 @@ type Sandbox struct {
 	client client.Client
 	scheme *runtime.Scheme
 	exec   *executor.Executor
-	kube   *kubecontrollers.Running
-	capi   []*capimanager.Running
-	mgrPro *ManagerProcess
-	cancel context.CancelFunc
-	done   chan error
+	// registry is the sandbox's OCI registry (loopback, basic auth).
+	registry *registry.Registry
+	kube     *kubecontrollers.Running
+	capi     []*capimanager.Running
+	mgrPro   *ManagerProcess
+	cancel   context.CancelFunc
+	done     chan error
 	// WebhookPort serves the manager's admission webhooks; capiPorts the Cluster API managers'
 	// (by binary).
 	WebhookPort int
@@ -140,6 +147,9 @@ func Start(ctx context.Context, opts Options) (*Sandbox, error) {
 			return nil, err
 		}
 		opts.TerraformBinary = tf
+	}
+	if opts.ImagePrograms == nil {
+		opts.ImagePrograms = FindImagePrograms(opts.BinDir)
 	}
 	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 		if _, err := os.Stat(filepath.Join(opts.BinDir, b)); err != nil {
@@ -264,10 +274,15 @@ func (s *Sandbox) startCAPIManagers(ctx context.Context) error {
 // startLocalControllers runs the executor (the node) and the workload clusters' controller (the
 // kubeconfig Secrets and the Nodes Cluster API looks for) in this process.
 func (s *Sandbox) startLocalControllers() error {
+	reg, err := registry.Start(context.Background())
+	if err != nil {
+		return err
+	}
+	s.registry = reg
 	ex, err := executor.New(s.cfg, executor.Options{
 		RunnerBinary: s.opts.RunnerBinary, TerraformBinary: s.opts.TerraformBinary,
 		WorkDir: filepath.Join(s.opts.WorkDir, "pods"), Output: s.opts.JobOutput,
-		HistoryFile: s.HistoryFile(),
+		HistoryFile: s.HistoryFile(), ImagePrograms: s.opts.ImagePrograms,
 	})
 	if err != nil {
 		return err
@@ -323,6 +338,9 @@ func (s *Sandbox) Stop() error {
 			if err := <-s.done; err != nil {
 				errs = append(errs, fmt.Errorf("sandbox controllers: %w", err))
 			}
+		}
+		if s.registry != nil {
+			errs = append(errs, s.registry.Stop())
 		}
 		for i := len(s.capi) - 1; i >= 0; i-- {
 			errs = append(errs, s.capi[i].Stop())
@@ -384,6 +402,29 @@ func (s *Sandbox) HistoryFile() string { return filepath.Join(s.opts.WorkDir, "r
 
 // TerraformBinary is the binary the runner runs.
 func (s *Sandbox) TerraformBinary() string { return s.opts.TerraformBinary }
+
+// Registry is the sandbox's OCI registry: a loopback port with basic auth, which the node pulls
+// image modules from with the Pods' imagePullSecrets.
+func (s *Sandbox) Registry() *registry.Registry { return s.registry }
+
+// FindImagePrograms finds the host programs that stand for an image's tofu and terraform:
+// each on PATH, else in binDir.
+func FindImagePrograms(binDir string) map[string]string {
+	out := map[string]string{}
+	for _, name := range []string{"tofu", "terraform"} {
+		if p, err := exec.LookPath(name); err == nil {
+			if abs, err := filepath.Abs(p); err == nil {
+				out[name] = abs
+				continue
+			}
+		}
+		p := filepath.Join(binDir, name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			out[name] = p
+		}
+	}
+	return out
+}
 
 // FindTerraform picks the binary Jobs run: tofu on PATH, else terraform on PATH, else
 // binDir/tofu (`make runtime-bin` builds it when neither is on PATH).

@@ -51,6 +51,12 @@
 //     collector orphaned runs on;
 //   - the node's heartbeat stops only when asked (PauseHeartbeat, Partition) or when the
 //     executor stops;
-//   - a container that needs what the host cannot give (an image module, an unknown volume
-//     type, a probe kind) fails with a message saying so rather than running something else.
+//   - a container that needs what the host cannot give (a program of its image, an unknown
+//     volume type, a probe kind) fails with a message saying so rather than running something
+//     else;
+//   - an image module's image is pulled only with the credentials of the Pod's own
+//     imagePullSecrets (anonymously without any); a failed pull leaves the Pod Pending with its
+//     main container Waiting (ErrImagePull, then ImagePullBackOff, the registry's answer as the
+//     message), and is retried with the secrets read afresh until it works or the Pod is
+//     deleted; an image entry or link that would leave the unpacked image fails the Pod.
 package executor

@@ -51,6 +51,13 @@ type Options struct {
 	// HeartbeatInterval is how often the node's Lease is renewed. Default
 	// DefaultHeartbeatInterval, a kubelet's default.
 	HeartbeatInterval time.Duration
+	// ImagePrograms maps the name of a program an image module's image holds ("tofu",
+	// "terraform") to the host program the runner runs in its place (CAPTF_TF_BINARY). An
+	// image holding none of them runs TerraformBinary.
+	ImagePrograms map[string]string
+	// ImagePullBackOff is the wait after a failed image pull, doubling after each failure up
+	// to 16 times itself. Default DefaultImagePullBackOff.
+	ImagePullBackOff time.Duration
 }
 
 // DefaultHeartbeatInterval is a kubelet's node Lease renewal interval.
@@ -138,6 +145,9 @@ func New(cfg *rest.Config, opts Options) (*Executor, error) {
 	}
 	if opts.Output == nil {
 		opts.Output = io.Discard
+	}
+	if opts.ImagePullBackOff <= 0 {
+		opts.ImagePullBackOff = DefaultImagePullBackOff
 	}
 	if err := os.MkdirAll(opts.WorkDir, 0o700); err != nil {
 		return nil, fmt.Errorf("new executor: create work folder: %w", err)

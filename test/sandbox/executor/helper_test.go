@@ -45,6 +45,11 @@ type helperResult struct {
 	// SidecarReady says whether the sidecar's startup probe file existed when the main
 	// container started.
 	SidecarReady bool `json:"sidecarReady"`
+	// Module maps each file of the module folder to its content; Cwd is the working folder
+	// and Binary the CAPTF_TF_BINARY the main container saw (an image module's run).
+	Module map[string]string `json:"module,omitempty"`
+	Cwd    string            `json:"cwd,omitempty"`
+	Binary string            `json:"binary,omitempty"`
 }
 
 func helperMain(part string, args []string) int {
@@ -56,6 +61,7 @@ func helperMain(part string, args []string) int {
 	crashOnce := fs.Bool("crash-once", false, "the sidecar's first run exits 3 at once")
 	readyAfter := fs.Duration("ready-after", 0, "the sidecar writes <dir>/ready after this long")
 	release := fs.String("release", "", "on SIGTERM, exit only once this file exists")
+	moduleDir := fs.String("module-dir", "", "the module folder (an image module: relative to the working directory)")
 	if part != "install" {
 		if err := fs.Parse(args); err != nil {
 			return 2
@@ -72,6 +78,9 @@ func helperMain(part string, args []string) int {
 		}
 		return 0
 	case "run":
+		if *moduleDir != "" {
+			return reportModule(*moduleDir, *result)
+		}
 		return runMain(*dir, *result)
 	case "env":
 		// Report the KUBE* environment, then exit.
@@ -227,6 +236,32 @@ func runMain(dir, result string) int {
 	} else {
 		res.Whoami = get(string(addr), "/whoami", &problems)
 		res.SidecarEnv = get(string(addr), "/env", &problems)
+	}
+	res.Problems = problems
+	return writeResult(result, res, problems)
+}
+
+// reportModule reports what an image module's main container sees: the files of its module
+// folder (relative paths resolved against its working folder, as the runner does), its
+// working folder and the terraform it would run.
+func reportModule(dir, result string) int {
+	res := helperResult{Module: map[string]string{}, Binary: os.Getenv("CAPTF_TF_BINARY")}
+	res.Cwd, _ = os.Getwd()
+	var problems []string
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		res.Module[filepath.ToSlash(rel)] = string(b)
+		return nil
+	})
+	if err != nil {
+		problems = append(problems, "read the module: "+err.Error())
 	}
 	res.Problems = problems
 	return writeResult(result, res, problems)

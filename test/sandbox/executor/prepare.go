@@ -464,11 +464,16 @@ func (w *worker) command(c *corev1.Container) ([]string, error) {
 		}
 		argv[i] = rewrite(a)
 	}
-	// A runner whose module is not in a mount runs a module baked into an image.
-	if len(argv) > 1 && argv[1] == runnerapi.CommandRun {
-		for _, a := range argv[2:] {
-			if v, ok := strings.CutPrefix(a, "--"+runnerapi.FlagModuleDir+"="); ok && !strings.HasPrefix(v, w.dir+"/") {
-				return nil, fmt.Errorf("%w: the module is in the image %s; the sandbox runs ConfigMap modules only (spec.module.configMap)", errUnsupported, c.Image)
+	// A runner whose module is not in a mount runs a module of its image: a relative folder is
+	// relative to the image's working directory (the container's), an absolute one is in the
+	// image's filesystem.
+	if dir, ok := w.imageModuleDir(c); ok {
+		if w.image == nil || !w.isMain(c) {
+			return nil, fmt.Errorf("%w: the module is in the image %s, which was not pulled for container %s", errUnsupported, c.Image, c.Name)
+		}
+		for i, a := range argv {
+			if _, ok := strings.CutPrefix(a, "--"+runnerapi.FlagModuleDir+"="); ok && filepath.IsAbs(dir) {
+				argv[i] = "--" + runnerapi.FlagModuleDir + "=" + filepath.Join(w.image.root, filepath.Clean(dir))
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/internal/proc"
 )
 
@@ -42,6 +43,15 @@ func (w *worker) startProcess(ctx context.Context, c *corev1.Container, env []st
 		return nil, err
 	}
 	workDir := filepath.Join(w.containerDir(c), "root")
+	if w.image != nil && w.isMain(c) {
+		// An image module's container works in the image's working directory, which a Job
+		// keeps by setting no workingDir: --module-dir is relative to it.
+		workDir = w.image.workingDir
+		if w.image.program != "" {
+			cenv = append(cenv, "PATH="+filepath.Dir(w.image.program)+string(os.PathListSeparator)+hostPath(),
+				runnerapi.EnvBinary+"="+w.image.program)
+		}
+	}
 	if err := os.MkdirAll(workDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create working folder: %w", err)
 	}

@@ -49,12 +49,14 @@ func condition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobConditi
 }
 
 var (
-	env   *envtest.Env
-	k8s   client.Client
-	ctx   context.Context
-	ex    *Executor
-	work  string
-	nsSeq int
+	// hostTerraform is the host program the node runs for an image's terraform.
+	hostTerraform string
+	env           *envtest.Env
+	k8s           client.Client
+	ctx           context.Context
+	ex            *Executor
+	work          string
+	nsSeq         int
 )
 
 // nodeMonitorGrace is how long the node lifecycle controller waits for a heartbeat here (a
@@ -84,8 +86,13 @@ var _ = envtest.RegisterSuite(envtest.SuiteOptions{Log: true,
 		NodeMonitorGracePeriod: nodeMonitorGrace})
 	Expect(err).NotTo(HaveOccurred())
 	s.Defer(func() { Expect(kube.Stop()).To(Succeed()) })
+	// The host program that stands for an image's terraform: any executable; the image
+	// specs check that the runner is told this one.
+	hostTerraform = filepath.Join(work, "host-terraform")
+	Expect(os.WriteFile(hostTerraform, []byte("#!/bin/sh\nexit 0\n"), 0o755)).To(Succeed())
 	ex, err = New(env.Config, Options{RunnerBinary: self, TerraformBinary: self, WorkDir: work, Output: GinkgoWriter, ShutdownGrace: 5 * time.Second,
-		HeartbeatInterval: 2 * time.Second})
+		HeartbeatInterval: 2 * time.Second, ImagePrograms: map[string]string{"terraform": hostTerraform},
+		ImagePullBackOff: 500 * time.Millisecond})
 	Expect(err).NotTo(HaveOccurred())
 	ex.refreshFraction = tokenRefreshFraction
 	grace := ex.GracefulShutdownTimeout()

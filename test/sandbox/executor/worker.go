@@ -51,6 +51,9 @@ type worker struct {
 
 	// tokens are the projected ServiceAccount tokens the Pod's volumes hold (refreshed).
 	tokens []*projectedToken
+
+	// image is the main container's module image once pulled (nil: a module in a mount).
+	image *moduleImage
 }
 
 func newWorker(e *Executor, pod *corev1.Pod) *worker {
@@ -150,6 +153,16 @@ func (w *worker) runContainers(ctx context.Context) (int32, string, string, meta
 	c := &w.spec.Spec.Containers[0]
 	if w.reason() != "" {
 		return -1, "Deleted", errStopped.Error(), none, errStopped
+	}
+	if _, ok := w.imageModuleDir(c); ok {
+		img, err := w.pullModuleImage(ctx, c)
+		if errors.Is(err, errStopped) {
+			return -1, "Deleted", err.Error(), none, err
+		}
+		if err != nil {
+			return -1, "CreateContainerError", err.Error(), none, err
+		}
+		w.image = img
 	}
 	p, err := w.startProcess(ctx, c, env, out)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -81,11 +82,38 @@ func TestTheInitContainerCopiesTheRunnerBinary(t *testing.T) {
 	}
 }
 
-func TestAnImageModuleIsRefusedNotRunWithoutItsModule(t *testing.T) {
+func TestAnImageModuleIsRefusedNotRunBeforeItsImageIsPulled(t *testing.T) {
 	w := testWorker(t)
 	_, err := w.command(runnerContainer(false))
-	if !errors.Is(err, errUnsupported) || !strings.Contains(err.Error(), "ConfigMap modules only") {
-		t.Fatalf("want an unsupported error naming ConfigMap modules, got %v", err)
+	if !errors.Is(err, errUnsupported) || !strings.Contains(err.Error(), "was not pulled") {
+		t.Fatalf("want an unsupported error saying the image was not pulled, got %v", err)
+	}
+}
+
+// An image module's --module-dir is the image's: relative to its working directory (the
+// container's working folder), or absolute inside the unpacked image.
+func TestAnImageModuleRunsFromItsUnpackedImage(t *testing.T) {
+	for _, tc := range []struct{ dir, want string }{
+		{".", "."},
+		{"modules/net", "modules/net"},
+		{"/opt/modules/net", "/pods/ns/job/image/rootfs/opt/modules/net"},
+	} {
+		w := testWorker(t)
+		c := runnerContainer(false)
+		for i, a := range c.Command {
+			if strings.HasPrefix(a, "--module-dir=") {
+				c.Command[i] = "--module-dir=" + tc.dir
+			}
+		}
+		w.spec.Spec.Containers = []corev1.Container{*c}
+		w.image = &moduleImage{root: "/pods/ns/job/image/rootfs", workingDir: "/pods/ns/job/image/rootfs/workspace"}
+		argv, err := w.command(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(argv, "--module-dir="+tc.want) {
+			t.Errorf("module dir %s: command %q, want --module-dir=%s", tc.dir, argv, tc.want)
+		}
 	}
 }
 
