@@ -10,11 +10,13 @@ import (
 	. "github.com/onsi/gomega"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox"
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox/registry"
 )
 
 // probeModule is a hostile module: its local-exec looks where a container finds Kubernetes
@@ -194,14 +196,6 @@ metadata:
 stringData:
   settings.json: '{"region": "example"}'
 ---
-apiVersion: v1
-kind: Secret
-metadata:
-  name: probe-pull
-type: kubernetes.io/dockerconfigjson
-stringData:
-  .dockerconfigjson: '{"auths": {"registry.example.internal": {"auth": "cHJvYmU6cHJvYmU="}}}'
----
 apiVersion: scheduling.k8s.io/v1
 kind: PriorityClass
 metadata:
@@ -219,66 +213,106 @@ spec:
       name: probe-identity
       key: key
   allowedNamespaces:
-    list: ["isolation"]
+    list: ["isolation", "isolation-image"]
 `
 
-// The threat model of docs/runner.md, tried by module code on the sandbox.
+// The threat model of docs/runner.md, tried by module code on the sandbox: once as a ConfigMap
+// module, once as an image module pulled with the pod template's pull secret.
 var _ = Describe("a hostile module on the sandbox", func() {
 	It("finds no Kubernetes credential, cannot read another object's state, and cannot reuse an earlier run's channel credential", func() {
-		const ns = "isolation"
+		runProbe(shared, "isolation", func(doc string) string { return doc })
+	})
+
+	It("does the same as an image module pulled from the sandbox's registry with the pod template's pull secret", func() {
+		const ns = "isolation-image"
 		sb := shared
-		createNamespace(sb, ns)
-		applyFixture(sb, ns, "cluster.yaml", "victim", 0)
-		eventuallyReady(sb, tc(ns, "victim"))
-
-		stash := GinkgoT().TempDir()
-		Expect(os.Chmod(stash, 0o777)).To(Succeed())
-		// The victim's state on the same channel: its address with the last two path segments (the
-		// namespace and the suffix of the probe's state) replaced.
-		otherPath := ns + "/" + naming.StateSuffix(ns, infrav1.TerraformClusterKind, "victim")
-		doc := strings.NewReplacer("@STASH@", stash, "@OTHER_PATH@", otherPath).Replace(probeModule)
-		f := filepath.Join(GinkgoT().TempDir(), "probe.yaml")
-		Expect(os.WriteFile(f, []byte(doc), 0o600)).To(Succeed())
-		By("the probe runs with every option of docs/production.md set: a pod template, a CLI configuration with a registry token, a scoped identity")
-		options := filepath.Join(GinkgoT().TempDir(), "options.yaml")
-		Expect(os.WriteFile(options, []byte(probeOptions), 0o600)).To(Succeed())
-		kubectl(sb, "create", "secret", "generic", "probe-identity", "-n", sandbox.ManagerNamespace, "--from-literal=key=a-cloud-credential")
-		kubectl(sb, "apply", "-n", ns, "-f", options)
-		kubectl(sb, "apply", "-n", ns, "-f", f)
-		eventuallyReady(sb, tc(ns, "probe"))
-		expectEveryOption(sb, ns)
-
-		report := func() string {
-			GinkgoHelper()
-			b, err := os.ReadFile(filepath.Join(stash, "report"))
-			Expect(err).NotTo(HaveOccurred(), "the probe ran and wrote its report")
-			return string(b)
-		}
-		first := report()
-		fmt.Fprintf(GinkgoWriter, "probe report (first run):\n%s", first)
-		Expect(first).To(ContainSubstring("done"))
-		Expect(first).NotTo(ContainSubstring("found-"), "module code found a Kubernetes credential")
-		Expect(first).To(MatchRegexp(`channel own=(200|204) other=(403|404)\n`),
-			"its own credential reaches its own state and nothing else")
-		for _, o := range []string{"cli-config", "registry-token", "identity", "ca-volume", "secret-volume"} {
-			Expect(first).To(ContainSubstring("option "+o+"\n"), "the option reached the module")
-		}
-
-		By("a second run: the first run's channel credential is refused")
-		Expect(os.WriteFile(filepath.Join(stash, "report"), nil, 0o600)).To(Succeed())
-		kubectl(sb, "patch", "-n", ns, "terraformcluster", "probe", "--type=merge", "-p", `{"spec":{"variables":{"generation":2}}}`)
-		Eventually(func() string { b, _ := os.ReadFile(filepath.Join(stash, "report")); return string(b) }).Should(ContainSubstring("done"))
-		second := report()
-		fmt.Fprintf(GinkgoWriter, "probe report (second run):\n%s", second)
-		Expect(second).NotTo(ContainSubstring("found-"))
-		Expect(second).To(MatchRegexp(`channel own=(200|204) other=(403|404)\n`))
-		Expect(second).To(ContainSubstring("channel old-credential=401"))
-		eventuallyReady(sb, tc(ns, "probe"))
-
-		By("the victim's state is untouched and the probe's apply wrote only its own")
-		Expect(stateOf(sb, infrav1.TerraformClusterKind, ns, "victim").Serial).To(BeNumerically(">", 0))
+		// The probe's files, from the ConfigMap the first spec mounts, in an image.
+		var cm corev1.ConfigMap
+		Expect(yaml.Unmarshal([]byte(strings.SplitN(probeModule, "\n---\n", 2)[0]), &cm)).To(Succeed())
+		Expect(cm.Data).To(HaveKey("probe.sh"))
+		img, err := registry.ModuleImage{WorkingDir: "/workspace", Program: "terraform", Files: cm.Data}.Build()
+		Expect(err).NotTo(HaveOccurred())
+		image, err := sb.Registry().Push(ctx, "modules/probe", "v1", img)
+		Expect(err).NotTo(HaveOccurred())
+		const configMapModule = "  module:\n    configMap:\n      name: probe-module\n"
+		runProbe(sb, ns, func(doc string) string {
+			Expect(doc).To(ContainSubstring(configMapModule))
+			return strings.Replace(doc, configMapModule, "  module:\n    image: "+image+"\n", 1)
+		})
+		applies := jobsOf(sb, infrav1.TerraformClusterKind, ns, "probe", infrav1.OperationApply)
+		Expect(applies).NotTo(BeEmpty())
+		Expect(applies[0].Spec.Template.Spec.Containers).To(ContainElement(And(HaveField("Name", jobs.MainContainer), HaveField("Image", image))),
+			"the probe ran as the image module")
 	})
 })
+
+// runProbe runs the hostile probe in ns with every option of docs/production.md set: it applies
+// a victim, the options (probeOptions; the pull Secret probe-pull then holds the sandbox
+// registry's credentials) and the probe, with module rewriting the probe's documents; then it
+// reads the probe's reports of two runs.
+func runProbe(sb *sandbox.Sandbox, ns string, module func(doc string) string) {
+	GinkgoHelper()
+	createNamespace(sb, ns)
+	applyFixture(sb, ns, "cluster.yaml", "victim", 0)
+	eventuallyReady(sb, tc(ns, "victim"))
+
+	stash := GinkgoT().TempDir()
+	Expect(os.Chmod(stash, 0o777)).To(Succeed())
+	// The victim's state on the same channel: its address with the last two path segments (the
+	// namespace and the suffix of the probe's state) replaced.
+	otherPath := ns + "/" + naming.StateSuffix(ns, infrav1.TerraformClusterKind, "victim")
+	doc := module(strings.NewReplacer("@STASH@", stash, "@OTHER_PATH@", otherPath).Replace(probeModule))
+	f := filepath.Join(GinkgoT().TempDir(), "probe.yaml")
+	Expect(os.WriteFile(f, []byte(doc), 0o600)).To(Succeed())
+	By("the probe runs with every option of docs/production.md set: a pod template, a CLI configuration with a registry token, a scoped identity")
+	applyProbeOptions(sb, ns)
+	kubectl(sb, "apply", "-n", ns, "-f", f)
+	eventuallyReady(sb, tc(ns, "probe"))
+	expectEveryOption(sb, ns)
+
+	report := func() string {
+		GinkgoHelper()
+		b, err := os.ReadFile(filepath.Join(stash, "report"))
+		Expect(err).NotTo(HaveOccurred(), "the probe ran and wrote its report")
+		return string(b)
+	}
+	first := report()
+	fmt.Fprintf(GinkgoWriter, "probe report (first run):\n%s", first)
+	Expect(first).To(ContainSubstring("done"))
+	Expect(first).NotTo(ContainSubstring("found-"), "module code found a Kubernetes credential")
+	Expect(first).To(MatchRegexp(`channel own=(200|204) other=(403|404)\n`),
+		"its own credential reaches its own state and nothing else")
+	for _, o := range []string{"cli-config", "registry-token", "identity", "ca-volume", "secret-volume"} {
+		Expect(first).To(ContainSubstring("option "+o+"\n"), "the option reached the module")
+	}
+
+	By("a second run: the first run's channel credential is refused")
+	Expect(os.WriteFile(filepath.Join(stash, "report"), nil, 0o600)).To(Succeed())
+	kubectl(sb, "patch", "-n", ns, "terraformcluster", "probe", "--type=merge", "-p", `{"spec":{"variables":{"generation":2}}}`)
+	Eventually(func() string { b, _ := os.ReadFile(filepath.Join(stash, "report")); return string(b) }).Should(ContainSubstring("done"))
+	second := report()
+	fmt.Fprintf(GinkgoWriter, "probe report (second run):\n%s", second)
+	Expect(second).NotTo(ContainSubstring("found-"))
+	Expect(second).To(MatchRegexp(`channel own=(200|204) other=(403|404)\n`))
+	Expect(second).To(ContainSubstring("channel old-credential=401"))
+	eventuallyReady(sb, tc(ns, "probe"))
+
+	By("the victim's state is untouched and the probe's apply wrote only its own")
+	Expect(stateOf(sb, infrav1.TerraformClusterKind, ns, "victim").Serial).To(BeNumerically(">", 0))
+}
+
+// applyProbeOptions applies probeOptions into ns: the identity allows both namespaces of the
+// specs above, its Secret in the manager's namespace is applied (not created) so either spec
+// may run first, and the pull Secret probe-pull holds the sandbox registry's credentials.
+func applyProbeOptions(sb *sandbox.Sandbox, ns string) {
+	GinkgoHelper()
+	applyFixtureDoc(sb, sandbox.ManagerNamespace, kubectl(sb, "create", "secret", "generic", "probe-identity", "-n", sandbox.ManagerNamespace,
+		"--from-literal=key=a-cloud-credential", "--dry-run=client", "-o", "yaml"))
+	applyFixtureDoc(sb, ns, probeOptions)
+	reg := sb.Registry()
+	applyFixtureDoc(sb, ns, kubectl(sb, "create", "secret", "docker-registry", "probe-pull", "-n", ns, "--docker-server="+reg.Host(),
+		"--docker-username="+reg.Username(), "--docker-password="+reg.Password(), "--dry-run=client", "-o", "yaml"))
+}
 
 // expectEveryOption checks on the probe's apply Job that every option is on, and that none of
 // them reaches a container but terraform: the pod's placement, labels, annotations and pull
