@@ -3,11 +3,8 @@ package engine_test
 import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
@@ -39,21 +36,7 @@ var _ = Describe("The identity token audience, before every Job", func() {
 		Consistently(func() int { return len(kit.JobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(BeZero())
 
 		By("one Warning event for the transition, not one per pass")
-		refusals := func() int {
-			list := &eventsv1.EventList{}
-			Expect(k8s.List(ctx, list, client.InNamespace(f.ns))).To(Succeed())
-			n := 0
-			for _, e := range list.Items {
-				if e.Reason == infrav1.IdentityAudienceRefusedReason && e.Regarding.Name == tc.Name && e.Type == corev1.EventTypeWarning {
-					n++
-					if e.Series != nil {
-						n += int(e.Series.Count) - 1
-					}
-				}
-			}
-			return n
-		}
-		Eventually(refusals).Should(Equal(1))
+		Eventually(func() int { return warningEvents(f.ns, tc.Name, infrav1.IdentityAudienceRefusedReason) }).Should(Equal(1))
 
 		By("a cloud audience: the apply runs with a token of that audience")
 		update(tc, func(tc *infrav1.TerraformCluster) { tc.Spec.Job.IdentityToken.Audience = "sts.amazonaws.com" })
@@ -71,6 +54,6 @@ var _ = Describe("The identity token audience, before every Job", func() {
 		}
 		Expect(audiences).To(ConsistOf("sts.amazonaws.com"))
 		Eventually(inputsValid).Should(HaveField("Status", metav1.ConditionTrue))
-		Expect(refusals()).To(Equal(1))
+		Expect(warningEvents(f.ns, tc.Name, infrav1.IdentityAudienceRefusedReason)).To(Equal(1))
 	})
 })

@@ -4,10 +4,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
@@ -65,21 +63,7 @@ var _ = Describe("The Secret volumes of spec.job.podTemplate, before every Job",
 		Consistently(func() int { return len(kit.JobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(1))
 
 		By("one Warning event for the transition, not one per pass")
-		refusals := func() int {
-			list := &eventsv1.EventList{}
-			Expect(k8s.List(ctx, list, client.InNamespace(f.ns))).To(Succeed())
-			n := 0
-			for _, e := range list.Items {
-				if e.Reason == infrav1.PodTemplateSecretRefusedReason && e.Regarding.Name == tc.Name && e.Type == corev1.EventTypeWarning {
-					n++
-					if e.Series != nil {
-						n += int(e.Series.Count) - 1
-					}
-				}
-			}
-			return n
-		}
-		Eventually(refusals).Should(Equal(1))
+		Eventually(func() int { return warningEvents(f.ns, tc.Name, infrav1.PodTemplateSecretRefusedReason) }).Should(Equal(1))
 
 		By("the volume names an Opaque Secret again: the apply runs")
 		Expect(k8s.Create(ctx, secret("creds-2", corev1.SecretTypeOpaque))).To(Succeed())
@@ -87,6 +71,6 @@ var _ = Describe("The Secret volumes of spec.job.podTemplate, before every Job",
 		job = waitForJob(tc, infrav1.TerraformClusterKind, 2)
 		Expect(job.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("Secret.SecretName", "creds-2")))
 		Eventually(inputsValid).Should(HaveField("Status", metav1.ConditionTrue))
-		Expect(refusals()).To(Equal(1))
+		Expect(warningEvents(f.ns, tc.Name, infrav1.PodTemplateSecretRefusedReason)).To(Equal(1))
 	})
 })

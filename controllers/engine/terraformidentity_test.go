@@ -6,7 +6,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -109,28 +108,14 @@ var _ = Describe("A TerraformIdentity, before every Job", func() {
 		Consistently(func() int { return len(kit.JobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(Equal(1))
 
 		By("one Warning event for the transition, not one per pass")
-		refusals := func() int {
-			list := &eventsv1.EventList{}
-			Expect(k8s.List(ctx, list, client.InNamespace(f.ns))).To(Succeed())
-			n := 0
-			for _, e := range list.Items {
-				if e.Reason == infrav1.IdentityNotAllowedReason && e.Regarding.Name == tc.Name && e.Type == corev1.EventTypeWarning {
-					n++
-					if e.Series != nil {
-						n += int(e.Series.Count) - 1
-					}
-				}
-			}
-			return n
-		}
-		Eventually(refusals).Should(Equal(1))
+		Eventually(func() int { return warningEvents(f.ns, tc.Name, infrav1.IdentityNotAllowedReason) }).Should(Equal(1))
 
 		By("the label is back: the apply runs")
 		labelNamespace(tenant)
 		kit.Poke(tc)
 		job2 := waitForJob(tc, infrav1.TerraformClusterKind, 2)
 		Eventually(inputsValid).Should(HaveField("Status", metav1.ConditionTrue))
-		Expect(refusals()).To(Equal(1))
+		Expect(warningEvents(f.ns, tc.Name, infrav1.IdentityNotAllowedReason)).To(Equal(1))
 		completeJob(job2, &st, true, "")
 		Eventually(func() *infrav1.ActiveJob { return get(tc).Status.ActiveJob }).Should(BeNil())
 
