@@ -73,14 +73,14 @@ func applyCondition(g Gomega, sb target, o client.Object) *metav1.Condition {
 	return c
 }
 
-// pullFailureEvents are the notes of the Warning events ImagePullFailed about an object.
-func pullFailureEvents(sb target, ns, name string) []string {
+// warningNotes are the notes of the Warning events with the reason about an object.
+func warningNotes(sb target, ns, name, reason string) []string {
 	GinkgoHelper()
 	var list eventsv1.EventList
 	Expect(sb.Client().List(ctx, &list, client.InNamespace(ns))).To(Succeed())
 	var out []string
 	for _, e := range list.Items {
-		if e.Reason == infrav1.ImagePullFailedReason && e.Regarding.Name == name && e.Type == corev1.EventTypeWarning {
+		if e.Reason == reason && e.Regarding.Name == name && e.Type == corev1.EventTypeWarning {
 			out = append(out, e.Note)
 		}
 	}
@@ -125,7 +125,7 @@ var _ = Describe("Image modules from a private registry", func() {
 			}).Should(Succeed())
 			Expect(strings.TrimSpace(kubectl(sb, "get", "terraformcluster", cluster, "-n", ns, "-o",
 				`jsonpath={.status.conditions[?(@.type=="ApplyJobSucceeded")].reason}`))).To(Equal(infrav1.ImagePullFailedReason))
-			Eventually(func() []string { return pullFailureEvents(sb, ns, cluster) }).Should(ContainElement(ContainSubstring("wrong username or password")))
+			Eventually(func() []string { return warningNotes(sb, ns, cluster, infrav1.ImagePullFailedReason) }).Should(ContainElement(ContainSubstring("wrong username or password")))
 			apply := jobsOf(sb, infrav1.TerraformClusterKind, ns, cluster, infrav1.OperationApply)
 			Expect(apply).To(HaveLen(1))
 			var pods corev1.PodList
@@ -193,16 +193,33 @@ spec:
     activeDeadlineSeconds: 60
 `))
 		obj := tc(ns, cluster)
+		var first string
 		Eventually(func(g Gomega) {
 			c := applyCondition(g, sb, obj)
 			g.Expect(c.Reason).To(Equal(infrav1.ImagePullFailedReason))
 			g.Expect(c.Message).To(ContainSubstring("no credentials"))
+			g.Expect(obj.Status.ActiveJob).NotTo(BeNil())
+			first = obj.Status.ActiveJob.Name
 		}).Should(Succeed())
-		By("the Job controller fails the Job at its deadline; CAPTF counts the failure")
+		By("the Job controller stops the Job at its deadline: CAPTF records the run as interrupted, never counts it toward the backoff, and starts the next apply at once")
+		// The ApplyJobSucceeded condition says JobFailed only for the moment between this
+		// bookkeeping and the next pass, so the spec reads what stays: status.lastRun, the
+		// Warning event, the failure count and the next Job's pull failure.
+		Eventually(func(g Gomega) {
+			g.Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+			last := obj.Status.LastRun
+			g.Expect(last).NotTo(BeNil())
+			g.Expect(last.Job).To(Equal(first))
+			g.Expect(last.Outcome).To(Equal(infrav1.RunInterrupted))
+			g.Expect(last.Message).To(ContainSubstring("deadline"))
+		}, 3*time.Minute).Should(Succeed())
+		Expect(obj.Annotations).NotTo(HaveKey(infrav1.FailuresAnnotation), "an interruption is not a failure of the module")
+		Expect(warningNotes(sb, ns, cluster, "JobFailed")).To(ContainElement(And(ContainSubstring(first), ContainSubstring("interrupted"))))
 		Eventually(func(g Gomega) {
 			c := applyCondition(g, sb, obj)
-			g.Expect(c.Reason).To(Equal(infrav1.JobFailedReason))
-		}, 3*time.Minute).Should(Succeed())
+			g.Expect(c.Reason).To(Equal(infrav1.ImagePullFailedReason))
+			g.Expect(c.Message).NotTo(ContainSubstring(first), "the condition names the retry's Job")
+		}).Should(Succeed())
 		By("deleted while the retry's pod waits for its image: the deletion waits for that Job (its deadline), then the object goes")
 		kubectl(sb, "delete", "cluster", cluster, "-n", ns, "--wait=false")
 		Eventually(func() bool { return sb.Client().Get(ctx, client.ObjectKeyFromObject(obj), obj) != nil }, 3*time.Minute).Should(BeTrue())
