@@ -21,7 +21,10 @@ type Input struct {
 	Owner runlease.Owner
 	// ActiveJob is status.activeJob.name as the pass read it ("" when unset).
 	ActiveJob string
-	// Cached are the object's Jobs as the cache lists them.
+	// Cached are the object's Jobs as the cache lists them and the pass's decision judges them
+	// (the object's labels and one of its Job names, naming.JobName). A Job the decision does
+	// not judge is no evidence of anything here, even when the cache lists it: status.activeJob
+	// naming such a Job is read live like one the cache does not list.
 	Cached []batchv1.Job
 }
 

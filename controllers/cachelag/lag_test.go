@@ -181,6 +181,35 @@ var _ = Describe("Cache lag", func() {
 		Eventually(func() *infrav1.ActiveJob { return get(s.tc).Status.ActiveJob }).Should(BeNil())
 	})
 
+	It("judges a Job the cache lists under the object's labels but not under one of its Job names: kept while it runs, cleared once it ended", func() {
+		s := newScene(nil)
+		// Built as the object's Job (labels, controller owner reference), under a name no run
+		// of the object takes: the cache lists it, the decision judges only the object's Job
+		// names, and no run lease names it. status.activeJob names it (adding is never
+		// guarded), so only a live read of that Job can tell that it runs.
+		j, err := jobs.Build(jobs.Params{
+			Owner: jobs.Owner{APIVersion: infrav1.GroupVersion.String(), Kind: infrav1.TerraformClusterKind,
+				Name: s.tc.Name, Namespace: s.ns, UID: s.tc.UID, Cluster: "c1"},
+			Suffix: s.suffix(), Seq: 1, Operation: infrav1.OperationApply, InputsHash: "v1-test",
+			Spec: s.tc.Spec.TerraformSpec, Defaults: jobs.Defaults{RunnerImage: "captf/manager:test"},
+		})
+		Expect(err).NotTo(HaveOccurred())
+		j.Name = "c1-by-hand"
+		Expect(k8s.Create(ctx, j)).To(Succeed())
+		pod, err := envtest.StartJob(ctx, k8s, j)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() error { return cached.Get(ctx, client.ObjectKeyFromObject(j), &batchv1.Job{}) }).Should(Succeed(), "the cache lists the Job")
+		s.markActive(j)
+		s.pause()
+		Consistently(annotations(s.tc), "3s").Should(HaveKey(infrav1.BlockMoveAnnotation), "the Job still runs: block-move stays")
+		Expect(get(s.tc).Status.ActiveJob).NotTo(BeNil(), "the Job still runs: activeJob stays")
+
+		By("the Job ends: the marks go")
+		Expect(envtest.FinishJob(ctx, k8s, get(j), pod, true, "")).To(Succeed())
+		Eventually(annotations(s.tc)).ShouldNot(HaveKey(infrav1.BlockMoveAnnotation))
+		Eventually(func() *infrav1.ActiveJob { return get(s.tc).Status.ActiveJob }).Should(BeNil())
+	})
+
 	It("waits when block-move is written but activeJob is not, and the lease holder is hidden", func() {
 		s := newScene(nil)
 		// Hidden from its creation: no pass ever saw it, so status.activeJob stays unset.

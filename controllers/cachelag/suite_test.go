@@ -22,6 +22,8 @@ var (
 	ctx   context.Context
 	stale *stalecache.Reader
 	kit   *envtest.Kit
+	// cached is the manager's client: it reads through the cache (and the double).
+	cached client.Client
 )
 
 func TestCacheLag(t *testing.T) {
@@ -50,5 +52,6 @@ var _ = envtest.RegisterSuite(envtest.SuiteOptions{
 			}
 		})
 	Expect(err).NotTo(HaveOccurred())
+	cached = mgr.GetClient()
 	s.StartManager(mgr)
 })

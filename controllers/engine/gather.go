@@ -53,7 +53,7 @@ func (p *pass) gather(ctx context.Context) error {
 	if decide.NeedsLagCheck(p.ev) {
 		verdict, err := cachelag.Check(ctx, cachelag.Input{
 			APIReader: p.r.APIReader, Leases: p.r.Leases, Owner: p.owner,
-			ActiveJob: p.ev.Object.ActiveJob, Cached: p.jobs,
+			ActiveJob: p.ev.Object.ActiveJob, Cached: p.judged,
 		})
 		if err != nil {
 			return fmt.Errorf("cache lag check: %w", err)
@@ -251,13 +251,14 @@ func (p *pass) gatherCache(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("list jobs: %w", err)
 	}
-	p.jobs = list.Items
+	p.jobs, p.judged = list.Items, nil
 	sort.Slice(p.jobs, func(i, j int) bool { return p.jobs[i].Name < p.jobs[j].Name })
 	for i := range p.jobs {
 		v, ok := p.viewOf(&p.jobs[i])
 		if !ok {
 			continue
 		}
+		p.judged = append(p.judged, p.jobs[i])
 		if v.Seq == p.ev.Jobs.RunSeq {
 			vc := v
 			p.ev.Jobs.Current = &vc

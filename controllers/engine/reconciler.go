@@ -113,6 +113,9 @@ type pass struct {
 	suffix  string
 	cluster *clusterv1.Cluster
 	jobs    []batchv1.Job
+	// judged are the Jobs of jobs the decision sees (viewOf accepts them): the cache-lag
+	// check reads every other Job live, even one the cache lists.
+	judged  []batchv1.Job
 	pods    []corev1.Pod
 	ev      decide.Evidence
 	state   *state.State // the state as gatherState read it, when present
