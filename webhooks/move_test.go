@@ -32,6 +32,14 @@ import (
 // refuse the controller's own writes.
 func startRealManager(ns string) *atomic.Int32 {
 	GinkgoHelper()
+	refused, _ := startRealManagerWith(ns, func(*setup.Options) {})
+	return refused
+}
+
+// startRealManagerWith is startRealManager with the options edit changes (a shard, say); it
+// also returns the manager, whose cache a spec may look into.
+func startRealManagerWith(ns string, edit func(*setup.Options)) (*atomic.Int32, manager.Manager) {
+	GinkgoHelper()
 	Expect(hooks.stop()).To(Succeed())
 	hooks = nil
 	w := env.WebhookInstallOptions
@@ -42,11 +50,12 @@ func startRealManager(ns string) *atomic.Int32 {
 			resp, err := rt.RoundTrip(req)
 			if err == nil && resp.StatusCode == http.StatusForbidden && req.Method != http.MethodGet {
 				refused.Add(1)
+				fmt.Fprintf(GinkgoWriter, "the API server refused the manager's %s %s\n", req.Method, req.URL.Path)
 			}
 			return resp, err
 		})
 	}
-	mgr, err := setup.New(cfg, setup.Options{
+	o := setup.Options{
 		MetricsAddr: "0", ProbeAddr: "0", WatchNamespace: ns, Concurrency: 2,
 		EnableWebhooks: true, WebhookPort: w.LocalServingPort, WebhookCertDir: w.LocalServingCertDir,
 		GuardOverrideGroups: []string{breakGlassGroup}, ManagerServiceAccount: managerServiceAccount,
@@ -54,7 +63,9 @@ func startRealManager(ns string) *atomic.Int32 {
 		// namespace): it must keep the suite's approver group there.
 		PlanApproverGroups: []string{approverGroup},
 		RunnerImage:        "captf/manager:test", RuntimeImage: "captf/tofu:test",
-	}, func(o *manager.Options) { o.Controller.SkipNameValidation = ptr.To(true) })
+	}
+	edit(&o)
+	mgr, err := setup.New(cfg, o, func(o *manager.Options) { o.Controller.SkipNameValidation = ptr.To(true) })
 	Expect(err).NotTo(HaveOccurred())
 	full, err := runManager(mgr)
 	Expect(err).NotTo(HaveOccurred())
@@ -62,7 +73,7 @@ func startRealManager(ns string) *atomic.Int32 {
 		Expect(full.stop()).To(Succeed())
 		restartHooks()
 	})
-	return &refused
+	return &refused, mgr
 }
 
 // newCluster creates a Cluster and its TerraformCluster of the same name.
