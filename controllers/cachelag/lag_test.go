@@ -61,6 +61,20 @@ func (s *scene) markActive(job *batchv1.Job) {
 	}).Should(Succeed())
 }
 
+// pauseKeepsMarksUntil pauses the object while something of its Job still runs (what
+// runs says what): block-move and status.activeJob stay; then end ends it, and both go.
+func (s *scene) pauseKeepsMarksUntil(runs, ends string, end func()) {
+	GinkgoHelper()
+	s.pause()
+	Consistently(annotations(s.tc), "3s").Should(HaveKey(infrav1.BlockMoveAnnotation), runs+": block-move stays")
+	Expect(get(s.tc).Status.ActiveJob).NotTo(BeNil(), runs+": activeJob stays")
+
+	By(ends)
+	end()
+	Eventually(annotations(s.tc)).ShouldNot(HaveKey(infrav1.BlockMoveAnnotation))
+	Eventually(func() *infrav1.ActiveJob { return get(s.tc).Status.ActiveJob }).Should(BeNil())
+}
+
 // pause pauses the object, after which only lag can keep block-move on it.
 func (s *scene) pause() {
 	GinkgoHelper()
@@ -148,14 +162,9 @@ var _ = Describe("Cache lag", func() {
 		// terminates; no run lease exists, so only the live read of status.activeJob's Job and
 		// its pods can tell that something still runs.
 		Expect(envtest.FinishJob(ctx, k8s, get(job), nil, false, "")).To(Succeed())
-		s.pause()
-		Consistently(annotations(s.tc), "3s").Should(HaveKey(infrav1.BlockMoveAnnotation), "a pod of the Job still runs: block-move stays")
-		Expect(get(s.tc).Status.ActiveJob).NotTo(BeNil(), "a pod of the Job still runs: activeJob stays")
-
-		By("the pod ends: the marks go, although the cache never lists the Job")
-		Expect(envtest.FinishJob(ctx, k8s, get(job), pod, false, "")).To(Succeed())
-		Eventually(annotations(s.tc)).ShouldNot(HaveKey(infrav1.BlockMoveAnnotation))
-		Eventually(func() *infrav1.ActiveJob { return get(s.tc).Status.ActiveJob }).Should(BeNil())
+		s.pauseKeepsMarksUntil("a pod of the Job still runs", "the pod ends: the marks go, although the cache never lists the Job", func() {
+			Expect(envtest.FinishJob(ctx, k8s, get(job), pod, false, "")).To(Succeed())
+		})
 	})
 
 	It("judges a Job whose owner labels were stripped by the Job itself: kept while it runs, cleared once it ended", func() {
@@ -171,14 +180,9 @@ var _ = Describe("Cache lag", func() {
 			return k8s.Update(ctx, j)
 		}).Should(Succeed())
 		Expect(get(job).Labels).NotTo(HaveKey(infrav1.ManagedLabel))
-		s.pause()
-		Consistently(annotations(s.tc), "3s").Should(HaveKey(infrav1.BlockMoveAnnotation), "the Job still runs: block-move stays")
-		Expect(get(s.tc).Status.ActiveJob).NotTo(BeNil(), "the Job still runs: activeJob stays")
-
-		By("the Job ends: the marks go, although the cache never lists it again")
-		Expect(envtest.FinishJob(ctx, k8s, get(job), pod, true, "")).To(Succeed())
-		Eventually(annotations(s.tc)).ShouldNot(HaveKey(infrav1.BlockMoveAnnotation))
-		Eventually(func() *infrav1.ActiveJob { return get(s.tc).Status.ActiveJob }).Should(BeNil())
+		s.pauseKeepsMarksUntil("the Job still runs", "the Job ends: the marks go, although the cache never lists it again", func() {
+			Expect(envtest.FinishJob(ctx, k8s, get(job), pod, true, "")).To(Succeed())
+		})
 	})
 
 	It("judges a Job the cache lists under the object's labels but not under one of its Job names: kept while it runs, cleared once it ended", func() {
@@ -200,14 +204,9 @@ var _ = Describe("Cache lag", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func() error { return cached.Get(ctx, client.ObjectKeyFromObject(j), &batchv1.Job{}) }).Should(Succeed(), "the cache lists the Job")
 		s.markActive(j)
-		s.pause()
-		Consistently(annotations(s.tc), "3s").Should(HaveKey(infrav1.BlockMoveAnnotation), "the Job still runs: block-move stays")
-		Expect(get(s.tc).Status.ActiveJob).NotTo(BeNil(), "the Job still runs: activeJob stays")
-
-		By("the Job ends: the marks go")
-		Expect(envtest.FinishJob(ctx, k8s, get(j), pod, true, "")).To(Succeed())
-		Eventually(annotations(s.tc)).ShouldNot(HaveKey(infrav1.BlockMoveAnnotation))
-		Eventually(func() *infrav1.ActiveJob { return get(s.tc).Status.ActiveJob }).Should(BeNil())
+		s.pauseKeepsMarksUntil("the Job still runs", "the Job ends: the marks go", func() {
+			Expect(envtest.FinishJob(ctx, k8s, get(j), pod, true, "")).To(Succeed())
+		})
 	})
 
 	It("waits when block-move is written but activeJob is not, and the lease holder is hidden", func() {
