@@ -83,26 +83,30 @@ func render(t *testing.T, p Params) []byte {
 	return b
 }
 
+// golden compares the Job Build makes of p with testdata/<name>.yaml (-update writes it).
+func golden(t *testing.T, name string, p Params) {
+	t.Helper()
+	got := render(t, p)
+	path := filepath.Join("testdata", name+".yaml")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./controllers/jobs -update to write it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s differs from Build's output (review, then -update):\n--- got\n%s", path, got)
+	}
+}
+
 func TestGoldenJobs(t *testing.T) {
 	for _, op := range allOperations {
 		for kind, params := range map[string]func(infrav1.Operation) Params{"image": imageParams, "configmap": configMapParams} {
 			name := strings.ToLower(string(op)) + "-" + kind
-			t.Run(name, func(t *testing.T) {
-				got := render(t, params(op))
-				path := filepath.Join("testdata", name+".yaml")
-				if *update {
-					if err := os.WriteFile(path, got, 0o644); err != nil {
-						t.Fatal(err)
-					}
-				}
-				want, err := os.ReadFile(path)
-				if err != nil {
-					t.Fatalf("%v (run go test ./controllers/jobs -update to write it)", err)
-				}
-				if !bytes.Equal(got, want) {
-					t.Fatalf("%s differs from Build's output (review, then -update):\n--- got\n%s", path, got)
-				}
-			})
+			t.Run(name, func(t *testing.T) { golden(t, name, params(op)) })
 		}
 	}
 }
@@ -117,22 +121,7 @@ func savedPlanParams() Params {
 	return p
 }
 
-func TestGoldenSavedPlanJob(t *testing.T) {
-	got := render(t, savedPlanParams())
-	path := filepath.Join("testdata", "apply-saved-plan-image.yaml")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./controllers/jobs -update to write it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs from Build's output (review, then -update):\n--- got\n%s", path, got)
-	}
-}
+func TestGoldenSavedPlanJob(t *testing.T) { golden(t, "apply-saved-plan-image", savedPlanParams()) }
 
 // The plan and apply-of-a-saved-plan Jobs: what the runner and the channel are told.
 func TestPlanFlags(t *testing.T) {

@@ -1,10 +1,7 @@
 package jobs
 
 import (
-	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -62,22 +59,7 @@ func podTemplateParams(family string) Params {
 
 func TestGoldenPodTemplateJobs(t *testing.T) {
 	for family := range podTemplateFamilies {
-		t.Run(family, func(t *testing.T) {
-			got := render(t, podTemplateParams(family))
-			path := filepath.Join("testdata", "podtemplate-"+family+".yaml")
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./controllers/jobs -update to write it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("%s differs from Build's output (review, then -update):\n--- got\n%s", path, got)
-			}
-		})
+		t.Run(family, func(t *testing.T) { golden(t, "podtemplate-"+family, podTemplateParams(family)) })
 	}
 }
 

@@ -1,10 +1,7 @@
 package jobs
 
 import (
-	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -32,20 +29,7 @@ func identityParams() Params {
 // variables are references to the per-run identity Secret, in the main container only; the
 // Job holds no value.
 func TestBuildPutsIdentityEnvOnlyInTheMainContainer(t *testing.T) {
-	got := render(t, identityParams())
-	path := filepath.Join("testdata", "apply-identity-image.yaml")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./controllers/jobs -update to write it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs from Build's output (review, then -update):\n--- got\n%s", path, got)
-	}
+	golden(t, "apply-identity-image", identityParams())
 
 	job, err := Build(identityParams())
 	if err != nil {
