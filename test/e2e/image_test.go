@@ -213,13 +213,15 @@ spec:
 			g.Expect(last.Outcome).To(Equal(infrav1.RunInterrupted))
 			g.Expect(last.Message).To(ContainSubstring("deadline"))
 		}, 3*time.Minute).Should(Succeed())
-		Expect(obj.Annotations).NotTo(HaveKey(infrav1.FailuresAnnotation), "an interruption is not a failure of the module")
-		Expect(warningNotes(sb, ns, cluster, "JobFailed")).To(ContainElement(And(ContainSubstring(first), ContainSubstring("interrupted"))))
+		Eventually(func() []string { return warningNotes(sb, ns, cluster, "JobFailed") }).Should(
+			ContainElement(And(ContainSubstring(first), ContainSubstring("interrupted"))))
 		Eventually(func(g Gomega) {
 			c := applyCondition(g, sb, obj)
 			g.Expect(c.Reason).To(Equal(infrav1.ImagePullFailedReason))
 			g.Expect(c.Message).NotTo(ContainSubstring(first), "the condition names the retry's Job")
 		}).Should(Succeed())
+		// Read after the retry started, so the first Job's bookkeeping has landed whole.
+		Expect(obj.Annotations).NotTo(HaveKey(infrav1.FailuresAnnotation), "an interruption is not a failure of the module")
 		By("deleted while the retry's pod waits for its image: the deletion waits for that Job (its deadline), then the object goes")
 		kubectl(sb, "delete", "cluster", cluster, "-n", ns, "--wait=false")
 		Eventually(func() bool { return sb.Client().Get(ctx, client.ObjectKeyFromObject(obj), obj) != nil }, 3*time.Minute).Should(BeTrue())
