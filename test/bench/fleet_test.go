@@ -744,10 +744,15 @@ func waitReconciled(before map[string]float64, objects int) (map[string]float64,
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
 		now := controllerMetrics()
-		// Deltas, gauges too: a manager stopped while its queue held items (a gate that
-		// measures a fixed window) leaves the shared series where they were.
+		// Deltas for the passes and the queue depth: a manager stopped while its queue held
+		// items (a gate that measures a fixed window) leaves the shared series where they were.
+		// The active workers are read as they are: each controller that starts sets that shared
+		// gauge to 0 (controller-runtime's initMetrics), so a start while another manager's
+		// workers were busy leaves it below 0 for good once they finish, and a delta from such a
+		// value never comes back to 0 (TestShardsGate's restart waited 10 minutes at "active
+		// workers 10" with every pass done and no queue). All done, it is 0 or below.
 		passes := now[metricPasses] - before[metricPasses]
-		depth, workers := now[metricDepth]-before[metricDepth], now[metricWorkers]-before[metricWorkers]
+		depth, workers := now[metricDepth]-before[metricDepth], now[metricWorkers]
 		if depth <= 0 && workers <= 0 && passes >= float64(objects) {
 			return now, true
 		}

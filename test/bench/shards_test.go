@@ -196,12 +196,11 @@ func TestShardsGate(t *testing.T) {
 		stop()
 	}
 	if !ok {
-		// What the wait saw last, so that a failure says which of its three conditions held
-		// it (two CI runs on a loaded machine, ci24 among them, ended here; the cause is open).
+		// What the wait saw last, so that a failure says which of its three conditions held it.
 		t.Fatalf("the restarted managers of the two shards did not reconcile their objects within 10 minutes: "+
-			"passes %.0f of %d, queue depth %.0f, active workers %.0f (changes since the restart)",
+			"passes %.0f of %d, queue depth %.0f (changes since the restart), active workers %.0f",
 			after[metricPasses]-before[metricPasses], fleets["a"].objects()+fleets["b"].objects(),
-			after[metricDepth]-before[metricDepth], after[metricWorkers]-before[metricWorkers])
+			after[metricDepth]-before[metricDepth], after[metricWorkers])
 	}
 	checkShards(t, "restart", reqs)
 	for _, shard := range []string{"a", "b"} {
