@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
@@ -107,45 +106,6 @@ var _ = Describe("spec.job.podTemplate at admission", func() {
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
 		Expect(err.Error()).To(ContainSubstring("set exactly one of configMap and secret"))
 	})
-
-	It("refuses a Secret volume whose Secret is a ServiceAccount token when the Secret exists; a missing one is a warning", func() {
-		warnings := &warningRecorder{}
-		cfg := rest.CopyConfig(env.Config)
-		cfg.WarningHandler = warnings
-		c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-		Expect(err).NotTo(HaveOccurred())
-		ns := newNamespace()
-		Expect(admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "runner-token",
-			Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}}, Type: corev1.SecretTypeServiceAccountToken})).To(Succeed())
-		Expect(admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "registry"},
-			StringData: map[string]string{"token": "x"}})).To(Succeed())
-
-		for _, kind := range guardedKinds {
-			short := strings.ToLower(kind)
-			By(kind + ": a ServiceAccount token Secret is refused, with what to do")
-			err := c.Create(ctx, withPodTemplate(kind, ns, short+"-token", infrav1.RunnerPodTemplate{
-				Volumes: []infrav1.RunnerVolume{configMapVolume("ca", "/etc/ca"), secretVolume("kube", "/etc/kube", "runner-token")}}))
-			expectForbidden(err, "spec.job.podTemplate.volumes[1].secret.name: Forbidden", "of type kubernetes.io/service-account-token",
-				"mount a Secret of another type, or remove the volume")
-
-			By(kind + ": an Opaque Secret is admitted without a warning")
-			warnings.take()
-			Expect(c.Create(ctx, withPodTemplate(kind, ns, short+"-opaque", infrav1.RunnerPodTemplate{
-				Volumes: []infrav1.RunnerVolume{secretVolume("registry", "/etc/registry", "registry")}}))).To(Succeed())
-			Expect(warnings.take()).To(BeEmpty())
-
-			By(kind + ": a missing Secret is admitted with a warning")
-			Expect(c.Create(ctx, withPodTemplate(kind, ns, short+"-later", infrav1.RunnerPodTemplate{
-				Volumes: []infrav1.RunnerVolume{secretVolume("later", "/etc/later", "later")}}))).To(Succeed())
-			Expect(warnings.take()).To(ContainElement(ContainSubstring("the Secrets later of spec.job.podTemplate.volumes do not exist yet")))
-
-			By(kind + ": an update that points a volume at the token Secret is refused")
-			o := newObject(kind, ns, short+"-opaque")
-			Expect(c.Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
-			o.(interface{ GetTerraformSpec() *infrav1.TerraformSpec }).GetTerraformSpec().Job.PodTemplate.Volumes[0].Secret.Name = "runner-token"
-			expectForbidden(c.Update(ctx, o), "spec.job.podTemplate.volumes[0].secret.name: Forbidden", "kubernetes.io/service-account-token")
-		}
-	})
 })
 
 // A Secret volume whose Secret cannot be read is admitted with a warning: the controller reads
@@ -159,7 +119,7 @@ func TestAnUnreadablePodTemplateSecretIsAWarningNotARefusal(t *testing.T) {
 	if err != nil {
 		t.Fatalf("refused although the Secret could not be read: %v", err)
 	}
-	if len(warnings) != 1 || !strings.Contains(warnings[0], "could not read the Secrets of spec.job.podTemplate.volumes") ||
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "could not read the Secrets the spec hands to module code") ||
 		!strings.Contains(warnings[0], "connection refused") {
 		t.Fatalf("warnings %q, want one saying the Secrets could not be read and why", warnings)
 	}

@@ -21,7 +21,7 @@ import (
 // and objectSelector.
 //
 // The guard, the Lease guard and the Job guard:
-// +kubebuilder:webhook:path=/guard-captf,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=terraformclusters;terraformclusters/status;terraformmachines;terraformmachines/status;terraformmachinepools;terraformmachinepools/status,verbs=create;update,versions=v1alpha1,name=guard.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/guard-captf,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=terraformclusters;terraformclusters/status;terraformmachines;terraformmachines/status;terraformmachinepools;terraformmachinepools/status,verbs=update,versions=v1alpha1,name=guard.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
 // +kubebuilder:webhook:path=/guard-captf-lease,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups=coordination.k8s.io,resources=leases,verbs=update;delete,versions=v1,name=lease-guard.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
 // +kubebuilder:webhook:path=/guard-captf-job,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups=batch,resources=jobs,verbs=update,versions=v1,name=job-guard.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
 //

@@ -65,9 +65,10 @@ type Validator[T Reconciled] struct {
 	// spec.job.identityToken (jobs.CheckIdentityAudience). Nil skips that check; the
 	// controller makes it again before every Job.
 	Audiences jobs.AudienceProber
-	// Secrets reads the Secrets that spec.job.podTemplate.volumes name (the API server, not a
-	// cache), to refuse a ServiceAccount token (jobs.CheckPodTemplateSecrets). Nil skips that
-	// check; the controller makes it again before every Job.
+	// Secrets reads the Secrets the spec hands to module code (the API server, not a cache),
+	// to refuse a ServiceAccount token or a Secret without the opt-in label
+	// (modulesecrets.Check). Nil skips that check; the controller makes it again before every
+	// Job.
 	Secrets client.Reader
 }
 
@@ -80,7 +81,7 @@ func (v Validator[T]) ValidateCreate(ctx context.Context, obj T) (admission.Warn
 	errs := ValidateTerraformSpec(field.NewPath("spec"), obj.GetTerraformSpec())
 	warnings, accountErrs := v.checkAccount(ctx, obj.GetNamespace(), obj.GetTerraformSpec().Job.ServiceAccountName)
 	audienceWarnings, audienceErrs := checkAudience(ctx, v.Audiences, field.NewPath("spec"), obj.GetTerraformSpec())
-	secretWarnings, secretErrs := checkPodTemplateSecrets(ctx, v.Secrets, obj.GetNamespace(), field.NewPath("spec"), obj.GetTerraformSpec())
+	secretWarnings, secretErrs := checkModuleSecrets(ctx, v.Secrets, obj.GetNamespace(), field.NewPath("spec"), obj.GetTerraformSpec())
 	identityWarnings, identityErrs := checkIdentityRef(ctx, v.Accounts, obj.GetNamespace(), field.NewPath("spec"), obj.GetTerraformSpec())
 	errs = append(append(append(append(errs, accountErrs...), audienceErrs...), secretErrs...), identityErrs...)
 	return append(append(append(warnings, audienceWarnings...), secretWarnings...), identityWarnings...), invalid(v.Kind, obj.GetName(), errs)
@@ -106,8 +107,8 @@ func (v Validator[T]) ValidateUpdate(ctx context.Context, oldObj, newObj T) (adm
 		audienceWarnings, audienceErrs := checkAudience(ctx, v.Audiences, path, newObj.GetTerraformSpec())
 		warnings, errs = append(warnings, audienceWarnings...), append(errs, audienceErrs...)
 	}
-	if podTemplateVolumesChanged(oldObj.GetTerraformSpec(), newObj.GetTerraformSpec()) {
-		secretWarnings, secretErrs := checkPodTemplateSecrets(ctx, v.Secrets, newObj.GetNamespace(), path, newObj.GetTerraformSpec())
+	if moduleSecretRefsChanged(oldObj.GetTerraformSpec(), newObj.GetTerraformSpec()) {
+		secretWarnings, secretErrs := checkModuleSecrets(ctx, v.Secrets, newObj.GetNamespace(), path, newObj.GetTerraformSpec())
 		warnings, errs = append(warnings, secretWarnings...), append(errs, secretErrs...)
 	}
 	if identityRefChanged(oldObj.GetTerraformSpec(), newObj.GetTerraformSpec()) {
@@ -152,6 +153,10 @@ type TemplateValidator[T client.Object] struct {
 	// Audiences judges spec.job.identityToken's audience as Validator.Audiences does; nil
 	// skips that check (the stamped objects are checked on their own creation).
 	Audiences jobs.AudienceProber
+	// Secrets judges the Secrets the template's spec hands to module code, in the template's
+	// namespace, as Validator.Secrets does; nil skips that check (the stamped objects are
+	// checked on their own creation, and the controller before every Job).
+	Secrets client.Reader
 }
 
 var _ admission.Validator[*infrav1.TerraformClusterTemplate] = TemplateValidator[*infrav1.TerraformClusterTemplate]{}
@@ -161,7 +166,9 @@ var templateSpecPath = field.NewPath("spec", "template", "spec")
 // ValidateCreate implements admission.Validator.
 func (v TemplateValidator[T]) ValidateCreate(ctx context.Context, obj T) (admission.Warnings, error) {
 	warnings, audienceErrs := checkAudience(ctx, v.Audiences, templateSpecPath, v.Spec(obj))
-	return warnings, invalid(v.Kind, obj.GetName(), append(ValidateTerraformSpec(templateSpecPath, v.Spec(obj)), audienceErrs...))
+	secretWarnings, secretErrs := checkModuleSecrets(ctx, v.Secrets, obj.GetNamespace(), templateSpecPath, v.Spec(obj))
+	errs := append(append(ValidateTerraformSpec(templateSpecPath, v.Spec(obj)), audienceErrs...), secretErrs...)
+	return append(warnings, secretWarnings...), invalid(v.Kind, obj.GetName(), errs)
 }
 
 // ValidateUpdate implements admission.Validator.
@@ -175,6 +182,10 @@ func (v TemplateValidator[T]) ValidateUpdate(ctx context.Context, oldObj, newObj
 		var audienceErrs field.ErrorList
 		warnings, audienceErrs = checkAudience(ctx, v.Audiences, templateSpecPath, v.Spec(newObj))
 		errs = append(errs, audienceErrs...)
+	}
+	if moduleSecretRefsChanged(v.Spec(oldObj), v.Spec(newObj)) {
+		secretWarnings, secretErrs := checkModuleSecrets(ctx, v.Secrets, newObj.GetNamespace(), templateSpecPath, v.Spec(newObj))
+		warnings, errs = append(warnings, secretWarnings...), append(errs, secretErrs...)
 	}
 	return warnings, invalid(v.Kind, newObj.GetName(), errs)
 }

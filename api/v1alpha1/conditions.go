@@ -82,6 +82,12 @@ const (
 	// VariablesSourceNotOptedInReason: a variablesFrom Secret or ConfigMap exists but does not
 	// carry the label captf.io/variables=true, so CAPTF refuses to read it.
 	VariablesSourceNotOptedInReason = "VariablesSourceNotOptedIn"
+	// ModuleSecretRefusedReason: a Secret that would reach module code (spec.job.env,
+	// spec.job.podTemplate volumes, spec.job.cliConfig, variablesFrom or a TerraformIdentity) is
+	// a Kubernetes ServiceAccount token (its type, or the kubernetes.io/service-account.name
+	// annotation); no Job starts until the reference names another Secret
+	// (controllers/modulesecrets).
+	ModuleSecretRefusedReason = "ModuleSecretRefused"
 	// RunnerAccountMissingReason and RunnerAccountNotOptedInReason: spec.job.serviceAccountName
 	// names a ServiceAccount that does not exist, or one without the label captf.io/runner=true.
 	RunnerAccountMissingReason    = "RunnerAccountMissing"

@@ -8,6 +8,7 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
@@ -41,14 +42,14 @@ var _ = Describe("The sources of spec.job.cliConfig", func() {
 		Expect(inputsValid().Message).NotTo(ContainSubstring("t0ken-value"))
 		Consistently(func() int { return len(kit.JobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(BeZero())
 
-		By("labelled: the apply runs, its terraform container alone has the file and the token")
+		By("labelled: the apply runs, its terraform container alone has the file and the token (from the Job's copy)")
 		update(token, func(s *corev1.Secret) { s.Labels[infrav1.VariablesLabel] = "true" })
 		kit.Poke(tc)
 		job := waitForJob(tc, infrav1.TerraformClusterKind, 1)
 		main := job.Spec.Template.Spec.Containers[0]
 		Expect(main.Env).To(ContainElements(
 			HaveField("Name", jobs.EnvCLIConfigFile),
-			And(HaveField("Name", "TF_TOKEN_registry_example_com"), HaveField("ValueFrom.SecretKeyRef.Name", "registry-token"))))
+			And(HaveField("Name", "TF_TOKEN_registry_example_com"), HaveField("ValueFrom.SecretKeyRef.Name", naming.RunModuleSecretName(job.Name, 0)))))
 		for _, c := range job.Spec.Template.Spec.InitContainers {
 			Expect(c.Env).NotTo(ContainElement(HaveField("Name", HavePrefix("TF_"))), c.Name)
 		}

@@ -132,9 +132,8 @@ func (p *pass) rebind(ctx context.Context, rb *rbacv1.RoleBinding) error {
 // spec.job.identityToken must be one the API server does not accept (jobs.CheckIdentityAudience,
 // asked again before every Job: the API server's audiences are its configuration and can
 // change), the sources of spec.job.cliConfig must exist and have opted in
-// (cliConfigProblem), and no Secret volume of spec.job.podTemplate may be a ServiceAccount
-// token (podTemplateProblem). nil when all hold. A refused audience or Secret is reported
-// once, on the transition, as a Warning event.
+// (cliConfigProblem). nil when all hold. A refused audience is reported once, on the
+// transition, as a Warning event. The Secrets the pod reads are judged by moduleSecretsForRun.
 func (p *pass) runnerAccountProblem(ctx context.Context) (*decide.Problem, error) {
 	if name := p.obj.GetTerraformSpec().Job.ServiceAccountName; name != "" {
 		reason, msg, err := jobs.CheckRunnerAccount(ctx, p.r.APIReader, p.obj.GetNamespace(), name)
@@ -146,9 +145,6 @@ func (p *pass) runnerAccountProblem(ctx context.Context) (*decide.Problem, error
 		}
 	}
 	if problem, err := p.cliConfigProblem(ctx); err != nil || problem != nil {
-		return problem, err
-	}
-	if problem, err := p.podTemplateProblem(ctx); err != nil || problem != nil {
 		return problem, err
 	}
 	reason, msg, err := jobs.CheckIdentityAudience(ctx, p.r.audiences(), p.obj.GetTerraformSpec())

@@ -40,6 +40,9 @@ type startRun struct {
 	// identity are the values of the object's TerraformIdentity's variables (prepareRun), nil
 	// without one.
 	identity map[string][]byte
+	// copies are the data of the Job's per-run copies of the Secrets its pod reads, by source
+	// (prepareRun, modulesecrets.Copies), nil without any.
+	copies map[string]map[string][]byte
 }
 
 // startStep is one step of the start sequence: proceed is false when the start stops there,
@@ -170,6 +173,11 @@ func (p *pass) prepareRun(ctx context.Context, s *startRun) (ctrl.Result, bool, 
 			return ctrl.Result{}, false, err
 		}
 	}
+	if problem == nil {
+		if s.copies, problem, err = p.moduleSecretsForRun(ctx); err != nil {
+			return ctrl.Result{}, false, err
+		}
+	}
 	if problem != nil {
 		p.rep.StartProblem = problem
 		return ctrl.Result{}, false, p.releaseIfNoJob(ctx, name)
@@ -260,8 +268,10 @@ func (p *pass) createOrAdopt(ctx context.Context, s *startRun) (ctrl.Result, boo
 	return ctrl.Result{}, true, nil
 }
 
-// record writes the per-run Secret, owned by the Job (deleted with it; a restore carries the
-// backup), and status.activeJob (reported; never load-bearing).
+// record writes the per-run Secrets, owned by the Job (deleted with it): the identity's values,
+// the copies of the Secrets the pod reads, and last the per-run inputs Secret (a restore
+// carries the backup), whose redact list holds every value of the others; then
+// status.activeJob (reported; never load-bearing).
 func (p *pass) record(ctx context.Context, s *startRun) (ctrl.Result, error) {
 	var restore []byte
 	if s.op == infrav1.OperationRestore {
@@ -273,7 +283,10 @@ func (p *pass) record(ctx context.Context, s *startRun) (ctrl.Result, error) {
 	if err := p.writeRunIdentitySecret(ctx, s.job, s.identity); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := p.writeRunSecret(ctx, s.job, redactIdentity(s.in, s.identity), restore); err != nil {
+	if err := p.writeRunCopies(ctx, s.job, s.copies); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := p.writeRunSecret(ctx, s.job, redactRun(s.in, s.identity, s.copies), restore); err != nil {
 		return ctrl.Result{}, err
 	}
 	st := p.obj.GetTerraformStatus()

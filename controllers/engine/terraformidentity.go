@@ -19,6 +19,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 	"github.com/captf/cluster-api-provider-terraform/controllers/inputs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/modulesecrets"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 )
 
@@ -59,15 +60,18 @@ func identityEnvNames(values map[string][]byte) []string {
 	return slices.Sorted(maps.Keys(values))
 }
 
-// redactIdentity is in with the identity's values added to its redact list, so the runner
-// masks them as it masks Secret variables (inputs.WithRedacted): for the per-run Secret only.
-func redactIdentity(in *inputs.Inputs, values map[string][]byte) *inputs.Inputs {
-	if len(values) == 0 {
-		return in
-	}
-	vs := make([]string, 0, len(values))
-	for _, v := range values {
+// redactRun is in with every other value the run hands to module code added to its redact
+// list, so the runner masks them as it masks Secret variables (inputs.WithRedacted): the
+// identity's values and the values of the per-run copies of the Secrets the pod reads
+// (spec.job.env, registry tokens, the CLI configuration, Secret volumes). For the per-run
+// Secret only.
+func redactRun(in *inputs.Inputs, identity map[string][]byte, copies map[string]map[string][]byte) *inputs.Inputs {
+	vs := modulesecrets.Values(copies)
+	for _, v := range identity {
 		vs = append(vs, string(v))
+	}
+	if len(vs) == 0 {
+		return in
 	}
 	return inputs.WithRedacted(in, vs...)
 }

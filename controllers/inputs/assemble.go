@@ -15,10 +15,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/modulesecrets"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 )
 
@@ -161,8 +163,11 @@ func readSource(ctx context.Context, reader client.Reader, namespace string, i i
 		if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: src.SecretRef.Name}, &s); err != nil {
 			return missingOr(err, src.Optional, where, true)
 		}
-		if !optedIn(&s) {
-			return nil, true, where, notOptedIn(where, "Secret", namespace, src.SecretRef.Name, &s)
+		ref := modulesecrets.Ref{Kind: modulesecrets.Variables, Path: field.NewPath("spec", "variablesFrom").Index(i).Child("secretRef", "name"), Name: src.SecretRef.Name}
+		// The one rule for a Secret that reaches module code, judged on the read whose data
+		// becomes the variables: opted in, and never a ServiceAccount token.
+		if reason, errs := modulesecrets.Judge(ref, &s); len(errs) > 0 {
+			return nil, true, where, &InputsError{Reason: reason, Message: where + ": " + errs.ToAggregate().Error()}
 		}
 		if s.Data == nil {
 			return map[string][]byte{}, true, where, nil

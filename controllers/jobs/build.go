@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/modulesecrets"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
@@ -140,6 +141,9 @@ func Build(p Params) (*batchv1.Job, error) {
 		return nil, err
 	}
 	name := naming.JobName(p.Suffix, p.Seq)
+	// The pod names no Secret of the object's author: every Secret it hands to module code is
+	// the Job's per-run copy, written by the engine from what it judged (modulesecrets).
+	p.Spec = *modulesecrets.RenamePod(&p.Spec, name)
 	labels := naming.OwnerLabels(p.Owner.Kind, p.Owner.Name, p.Owner.Cluster, p.Owner.Shard)
 	labels[infrav1.OperationLabel] = string(p.Operation)
 	mod := moduleOf(p)

@@ -1,12 +1,15 @@
 package jobs
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/modulesecrets"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 )
 
 // cliConfigParams is configMapParams with a CLI configuration file from a Secret and two
@@ -57,11 +60,20 @@ func TestValidateCredentialHost(t *testing.T) {
 // mounted read-only into the main container alone, which TF_CLI_CONFIG_FILE names; each
 // credential is a TF_TOKEN_<host> of the main container alone, read by the kubelet from its
 // Secret key; the install and state channel containers get neither; and Build refuses an
-// invalid host (as admission does) and both file sources at once.
+// invalid host (as admission does) and both file sources at once. Every Secret the pod names is
+// the Job's per-run copy of the one the spec names (modulesecrets.RenamePod).
 func TestBuildCLIConfig(t *testing.T) {
-	job, err := Build(cliConfigParams())
+	p := cliConfigParams()
+	job, err := Build(p)
 	if err != nil {
 		t.Fatal(err)
+	}
+	copyOf := func(source string) string {
+		i := slices.Index(modulesecrets.PodSecretNames(&p.Spec), source)
+		if i < 0 {
+			t.Fatalf("%s is not a pod Secret of the spec", source)
+		}
+		return naming.RunModuleSecretName(job.Name, i)
 	}
 	pod := job.Spec.Template.Spec
 	main := pod.Containers[0]
@@ -75,7 +87,7 @@ func TestBuildCLIConfig(t *testing.T) {
 	for name, secret := range map[string]string{"TF_TOKEN_registry_example_com": "registry-token", "TF_TOKEN_127_0_0_1:8443": "mirror-token"} {
 		e, ok := env[name]
 		if !ok || e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil ||
-			e.ValueFrom.SecretKeyRef.Name != secret || e.ValueFrom.SecretKeyRef.Key != "token" ||
+			e.ValueFrom.SecretKeyRef.Name != copyOf(secret) || e.ValueFrom.SecretKeyRef.Key != "token" ||
 			e.ValueFrom.SecretKeyRef.Optional == nil || *e.ValueFrom.SecretKeyRef.Optional {
 			t.Errorf("%s = %+v, want a required secretKeyRef to %s/token", name, e, secret)
 		}
@@ -95,7 +107,7 @@ func TestBuildCLIConfig(t *testing.T) {
 			vol = &pod.Volumes[i]
 		}
 	}
-	if vol == nil || vol.Secret == nil || vol.Secret.SecretName != "terraform-cli" || len(vol.Secret.Items) != 1 ||
+	if vol == nil || vol.Secret == nil || vol.Secret.SecretName != copyOf("terraform-cli") || len(vol.Secret.Items) != 1 ||
 		vol.Secret.Items[0] != (corev1.KeyToPath{Key: "terraformrc", Path: CLIConfigFile}) {
 		t.Fatalf("volume %s = %+v, want the one key terraformrc of Secret terraform-cli", VolumeCLIConfig, vol)
 	}
@@ -113,7 +125,7 @@ func TestBuildCLIConfig(t *testing.T) {
 	}
 
 	// A ConfigMap file, no credentials.
-	p := configMapParams(infrav1.OperationDestroy)
+	p = configMapParams(infrav1.OperationDestroy)
 	p.Spec.Job.CLIConfig = &infrav1.CLIConfig{ConfigMapRef: &infrav1.CLIConfigKeyRef{Name: "mirror", Key: "cli.tfrc"}}
 	job, err = Build(p)
 	if err != nil {

@@ -1,7 +1,6 @@
 package jobs
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"path"
@@ -9,13 +8,10 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
@@ -116,7 +112,7 @@ func reservedMountPath(p string) string {
 // ReservedVolumePrefix) or that repeat; mount paths that are not absolute and clean, that
 // repeat, or that are at, under or above ReservedMountPaths; and item paths that are not
 // relative paths inside the volume. It is pure: the Secret a volume names is judged by
-// CheckPodTemplateSecrets.
+// modulesecrets (the rule for every Secret that reaches module code).
 func ValidatePodTemplate(fld *field.Path, t *infrav1.RunnerPodTemplate) field.ErrorList {
 	if t == nil {
 		return nil
@@ -195,48 +191,6 @@ func validateVolume(fld *field.Path, v infrav1.RunnerVolume, names, mounts map[s
 		}
 	}
 	return errs
-}
-
-// PodTemplateRefusal is a Secret volume of spec.job.podTemplate that CheckPodTemplateSecrets
-// refuses: its index in volumes and why.
-type PodTemplateRefusal struct {
-	Index   int
-	Message string
-}
-
-// CheckPodTemplateSecrets reads, through reader (the API server, not a cache), the Secret each
-// Secret volume of spec.job.podTemplate names in namespace, and refuses those of type
-// kubernetes.io/service-account-token: the token controller fills such a Secret with a
-// Kubernetes credential, which module code would read from its folder. missing lists the
-// volumes whose Secret does not exist (yet): their pod waits for them, as any pod does. The
-// admission webhook refuses what it returns (when the Secret exists then) and the controller
-// checks again before every Job (InputsValid=False, reason PodTemplateSecretRefused).
-func CheckPodTemplateSecrets(ctx context.Context, reader client.Reader, namespace string, spec *infrav1.TerraformSpec) (refused []PodTemplateRefusal, missing []string, err error) {
-	t := spec.Job.PodTemplate
-	if t == nil {
-		return nil, nil, nil
-	}
-	for i, v := range t.Volumes {
-		if v.Secret == nil {
-			continue
-		}
-		var s corev1.Secret
-		err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: v.Secret.Name}, &s)
-		switch {
-		case apierrors.IsNotFound(err):
-			missing = append(missing, v.Secret.Name)
-			continue
-		case err != nil:
-			return nil, nil, fmt.Errorf("read secret %s/%s of pod template volume %s: %w", namespace, v.Secret.Name, v.Name, err)
-		}
-		if s.Type == corev1.SecretTypeServiceAccountToken {
-			refused = append(refused, PodTemplateRefusal{Index: i, Message: fmt.Sprintf(
-				"spec.job.podTemplate.volumes[%d] (%s) mounts the Secret %s, of type %s: it holds a Kubernetes credential, and the main container never holds one "+
-					"(module code could read and write this object's state Secret past the state channel); mount a Secret of another type, or remove the volume",
-				i, v.Name, v.Secret.Name, corev1.SecretTypeServiceAccountToken)})
-		}
-	}
-	return refused, missing, nil
 }
 
 // podTemplateVolumes are the template's volumes, each with its read-only mount in the main

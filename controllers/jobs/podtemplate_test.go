@@ -1,14 +1,11 @@
 package jobs
 
 import (
-	"context"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
@@ -213,33 +210,5 @@ func TestValidatePodTemplate(t *testing.T) {
 	accepted.Volumes = append(accepted.Volumes, cmVolume("e", "/opt/e"))
 	if errs := ValidatePodTemplate(base, &accepted); len(errs) > 0 {
 		t.Fatalf("refused: %v", errs)
-	}
-}
-
-func TestCheckPodTemplateSecrets(t *testing.T) {
-	c := fake.NewClientBuilder().WithObjects(
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "sa-token"}, Type: corev1.SecretTypeServiceAccountToken},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "opaque"}, Type: corev1.SecretTypeOpaque},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "other-ns"}, Type: corev1.SecretTypeServiceAccountToken},
-	).Build()
-	spec := &infrav1.TerraformSpec{Job: infrav1.JobPolicy{PodTemplate: &infrav1.RunnerPodTemplate{Volumes: []infrav1.RunnerVolume{
-		cmVolume("ca", "/etc/ca"),
-		{Name: "a", MountPath: "/etc/a", Secret: &infrav1.RunnerVolumeSource{Name: "opaque"}},
-		{Name: "b", MountPath: "/etc/b", Secret: &infrav1.RunnerVolumeSource{Name: "sa-token"}},
-		{Name: "c", MountPath: "/etc/c", Secret: &infrav1.RunnerVolumeSource{Name: "other-ns"}},
-	}}}}
-	refused, missing, err := CheckPodTemplateSecrets(context.Background(), c, "team-a", spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(refused) != 1 || refused[0].Index != 2 || !strings.Contains(refused[0].Message, "kubernetes.io/service-account-token") ||
-		!strings.Contains(refused[0].Message, "mount a Secret of another type, or remove the volume") {
-		t.Errorf("refused %+v", refused)
-	}
-	if len(missing) != 1 || missing[0] != "other-ns" {
-		t.Errorf("missing %v", missing)
-	}
-	if refused, missing, err := CheckPodTemplateSecrets(context.Background(), c, "team-a", &infrav1.TerraformSpec{}); err != nil || refused != nil || missing != nil {
-		t.Errorf("no template: %v %v %v", refused, missing, err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/modulesecrets"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 )
 
@@ -139,14 +140,15 @@ var ErrIdentitySecret = errors.New("identity secret")
 
 // IdentityValues reads the value of each of the identity's variables from its Secret in the
 // manager's namespace (managerNamespace), live through reader. A Secret or key that is missing
-// comes back wrapped in ErrIdentitySecret, naming the Secret and key, never a value.
+// comes back wrapped in ErrIdentitySecret, naming the Secret and key, never a value; so does a
+// Secret that is a ServiceAccount token (modulesecrets.Judge).
 func IdentityValues(ctx context.Context, reader client.Reader, managerNamespace string, id *infrav1.TerraformIdentity) (map[string][]byte, error) {
 	if managerNamespace == "" {
 		return nil, fmt.Errorf("%w: the manager does not know its namespace (set $POD_NAMESPACE or --manager-service-account)", ErrIdentitySecret)
 	}
 	secrets := map[string]*corev1.Secret{}
 	values := make(map[string][]byte, len(id.Spec.Env))
-	for _, e := range id.Spec.Env {
+	for i, e := range id.Spec.Env {
 		ref := e.SecretKeyRef
 		s, ok := secrets[ref.Name]
 		if !ok {
@@ -156,6 +158,11 @@ func IdentityValues(ctx context.Context, reader client.Reader, managerNamespace 
 				return nil, fmt.Errorf("%w: TerraformIdentity %s takes %s from Secret %s/%s, which does not exist", ErrIdentitySecret, id.Name, e.Name, managerNamespace, ref.Name)
 			case err != nil:
 				return nil, fmt.Errorf("read identity secret %s/%s: %w", managerNamespace, ref.Name, err)
+			}
+			// The manager's namespace is the platform's: no opt-in label there, but never a
+			// ServiceAccount token (the manager's own, for one).
+			if _, errs := modulesecrets.Judge(modulesecrets.IdentityRefs(id)[i], s); len(errs) > 0 {
+				return nil, fmt.Errorf("%w: TerraformIdentity %s: %s", ErrIdentitySecret, id.Name, errs.ToAggregate().Error())
 			}
 			secrets[ref.Name] = s
 		}

@@ -72,6 +72,12 @@ func RunIdentitySecretName(jobName string) string {
 	return jobName + "-identity"
 }
 
+// RunModuleSecretName is the i-th per-run copy of a Secret of the object's namespace that a
+// Job's main container reads (owned by the Job; modulesecrets.RenamePod numbers them).
+func RunModuleSecretName(jobName string, i int) string {
+	return jobName + "-secret-" + strconv.Itoa(i)
+}
+
 // InputsSecretName is an object's durable inputs Secret (owned by the object; moves with it).
 func InputsSecretName(suffix string) string {
 	return "captf-inputs-" + suffix

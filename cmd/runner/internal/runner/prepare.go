@@ -31,6 +31,7 @@ func (s *session) prepare(ctx context.Context, res *runnerapi.Result) (prepared,
 	if err != nil {
 		return p, err
 	}
+	redact = append(redact, registryTokens(cfg.Environ)...)
 	s.redactor = NewRedactor(redact)
 	if p.in, err = readInputs(cfg.InputsDir, cfg.Operation, redact); err != nil {
 		return p, err

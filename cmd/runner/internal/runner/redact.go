@@ -97,3 +97,20 @@ func (r *Redactor) Redact(s string) string {
 	}
 	return s
 }
+
+// TokenEnvPrefix starts the variables terraform and tofu read a registry host's token from
+// (jobs.TokenEnvName builds them from spec.job.cliConfig.credentials).
+const TokenEnvPrefix = "TF_TOKEN_"
+
+// registryTokens are the values of the TF_TOKEN_* variables of environ: registry tokens the
+// runner masks whether or not redact.json lists them (the controller lists them too), so a
+// module that prints one shows it masked in the log, the result and every message made of it.
+func registryTokens(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, TokenEnvPrefix) && v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -106,7 +106,7 @@ func Run(ctx context.Context, cfg Config) (runnerapi.Result, int) {
 	if cfg.SignalChild == nil {
 		cfg.SignalChild = func(p *os.Process, s os.Signal) error { return p.Signal(s) }
 	}
-	s := &session{cfg: cfg, getenv: envLookup(cfg.Environ), out: &syncWriter{w: cfg.Stdout}, redactor: NewRedactor(nil)}
+	s := &session{cfg: cfg, getenv: envLookup(cfg.Environ), out: &syncWriter{w: cfg.Stdout}, redactor: NewRedactor(registryTokens(cfg.Environ))}
 	res := runnerapi.Result{Operation: cfg.Operation, Steps: []runnerapi.Step{}}
 	code := s.execute(ctx, &res)
 	doc := runnerapi.Encode(res)

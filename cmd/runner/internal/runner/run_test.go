@@ -160,6 +160,30 @@ func TestFailureIsRedactedEverywhere(t *testing.T) {
 	}
 }
 
+// TestRegistryTokenIsRedacted: a registry token that reaches terraform as TF_TOKEN_<host>
+// (spec.job.cliConfig.credentials) is masked wherever the runner reports a module that prints
+// it (the pod's log, the result's error that becomes status.lastRun.message and the JobFailed
+// event), even when redact.json does not list it.
+func TestRegistryTokenIsRedacted(t *testing.T) {
+	token := "tok3n-Value-of-the-registry"
+	f := newFixture(t, runnerapi.OperationApply, nil)
+	f.env("TF_TOKEN_registry_example_com="+token, "FAKE_TF_FAIL=apply",
+		"FAKE_TF_STDERR=Error: the module printed "+token, "FAKE_TF_STDOUT=token in stdout: "+token)
+	res, code := f.run()
+	if code != runnerapi.ExitTerraformFailed {
+		t.Fatalf("exit %d, result %+v", code, res)
+	}
+	resultFile, _ := os.ReadFile(f.cfg.ResultFile)
+	for where, text := range map[string]string{"result error": res.Error, "result file": string(resultFile), "stdout": f.out.String()} {
+		if strings.Contains(text, token) {
+			t.Errorf("%s leaks the registry token:\n%s", where, text)
+		}
+	}
+	if !strings.Contains(res.Error, "the module printed "+Mask) {
+		t.Errorf("error does not show the token masked:\n%s", res.Error)
+	}
+}
+
 func TestResultCappedAt4KiB(t *testing.T) {
 	var b strings.Builder
 	for i := 0; b.Len() < 100_000; i++ {
