@@ -188,7 +188,9 @@ MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guar
   cliconfig-admission-refuses-invalid-host, cliconfig-host-must-be-a-dns-name, cliconfig-host-port-in-range, \
   cliconfig-build-refuses-invalid-host, cliconfig-token-env-spelling, cliconfig-tf-names-stay-reserved, \
   cliconfig-source-must-opt-in, placement-build-validates, placement-reserved-label, \
-  placement-admission-refuses-token-secret, identity-ref-unset-allows-none, identity-ref-selector-must-match, \
+  modulesecrets-label-required, modulesecrets-token-type-refused, \
+  modulesecrets-token-annotation-refused, modulesecrets-pod-names-only-copies, modulesecrets-admission-refuses, \
+  modulesecrets-variables-judged, runner-redacts-registry-tokens, identity-ref-unset-allows-none, identity-ref-selector-must-match, \
   identity-ref-empty-selector-matches-none, identity-ref-reserved-env-refused, identity-ref-build-refuses-reserved-env, \
   identity-ref-env-main-container-only, identity-ref-job-marked, identity-ref-admission-refuses, \
   image-registry-basic-auth, image-node-credentials-of-the-registry, image-decide-reads-pending-pods, \

@@ -390,7 +390,10 @@ type JobPolicy struct {
 	FailedJobsHistory *int32 `json:"failedJobsHistory,omitempty"`
 
 	// env adds environment variables to the main container (provider credentials, for example).
-	// Names CAPTF sets itself are refused by the admission webhook.
+	// Names CAPTF sets itself are refused by the admission webhook. A Secret a variable reads
+	// (valueFrom.secretKeyRef) must carry captf.io/variables=true and must not be a
+	// ServiceAccount token; the Job reads its own copy of it (docs/jobs.md, "Secrets that reach
+	// module code").
 	// +optional
 	// +listType=map
 	// +listMapKey=name

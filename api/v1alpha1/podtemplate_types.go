@@ -2,9 +2,9 @@ package v1alpha1
 
 import corev1 "k8s.io/api/core/v1"
 
-// PodTemplateSecretRefusedReason: a Secret volume of spec.job.podTemplate names a Secret of
-// type kubernetes.io/service-account-token, a Kubernetes credential that module code would
-// read from its folder; no Job starts until the volume goes or names another Secret.
+// PodTemplateSecretRefusedReason is no longer set: a Secret volume that is a ServiceAccount
+// token is refused as every Secret that reaches module code is, with
+// ModuleSecretRefusedReason (controllers/modulesecrets). Kept for clients that compare it.
 const PodTemplateSecretRefusedReason = "PodTemplateSecretRefused"
 
 // RunnerPodTemplate is what a platform may set on the pod of every Job of an object: where it
@@ -62,13 +62,15 @@ type RunnerPodTemplate struct {
 	// only, never into the state channel or install-runner. A name or mount path CAPTF uses
 	// is refused (a name of CAPTF's volumes or starting with captf-; a mount path equal to,
 	// under or above /captf, /var/run/secrets/captf.io, /var/run/secrets/kubernetes.io or
-	// /dev/termination-log), and so is a Secret of type kubernetes.io/service-account-token:
-	// by the admission webhook when the Secret exists, and again by the controller before
-	// every Job (InputsValid=False, reason PodTemplateSecretRefused, and a Warning event).
-	// TestValidatePodTemplate, the webhooks suite's "spec.job.podTemplate at admission" and
-	// the engine suite's "The Secret volumes of spec.job.podTemplate, before every Job"
-	// prove it; TestPodTemplateKeepsTheGuarantees that they reach the main container alone,
-	// and the e2e spec that a module reads a ConfigMap volume at its mountPath.
+	// /dev/termination-log). A Secret volume's Secret must carry captf.io/variables=true and
+	// must not be a ServiceAccount token: by the admission webhook when the Secret exists, and
+	// again by the controller before every Job (InputsValid=False, reason ModuleSecretRefused
+	// or VariablesSourceNotOptedIn, and a Warning event); the pod mounts the Job's own copy of
+	// what was judged. TestValidatePodTemplate, the webhooks suite's "spec.job.podTemplate at
+	// admission" and "Secrets that reach module code, at admission" and the engine suite's
+	// "Secrets that reach module code, before every Job" prove it;
+	// TestPodTemplateKeepsTheGuarantees that they reach the main container alone, and the e2e
+	// spec that a module reads a ConfigMap volume at its mountPath.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -109,8 +111,8 @@ type RunnerVolume struct {
 	// +optional
 	ConfigMap *RunnerVolumeSource `json:"configMap,omitempty"`
 
-	// secret is the Secret whose keys become files. A Secret of type
-	// kubernetes.io/service-account-token is refused.
+	// secret is the Secret whose keys become files. It must carry captf.io/variables=true; a
+	// ServiceAccount token Secret is refused.
 	// +optional
 	Secret *RunnerVolumeSource `json:"secret,omitempty"`
 }

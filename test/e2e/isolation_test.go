@@ -193,6 +193,8 @@ apiVersion: v1
 kind: Secret
 metadata:
   name: probe-settings
+  labels:
+    captf.io/variables: "true"
 stringData:
   settings.json: '{"region": "example"}'
 ---
