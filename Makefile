@@ -163,6 +163,9 @@ MUTATE_ARGS ?=
 # It fits in about 10 minutes on a 2-core machine (docs/mutation-report.md).
 MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guarded, \
   guard-activejob-clear-is-guarded, guard-activejob-replace-is-guarded, \
+  records-create-judges-manager-keys, records-create-requests-reach-the-guard, records-change-is-judged, \
+  records-state-first-run-on-update, records-applied-hash-on-update, records-cel-list-equals-go-list, \
+  templates-refuse-records, manager-group-flags-are-trimmed, \
   guard-replace-only-with-the-lease-holder, guard-lease-inside-the-grace-blocks, \
   guard-old-activejob-blocks-down-to-its-pods, guard-fails-closed, guard-override-needs-a-group-member, \
   leaseguard-duration-change-is-judged, jobguard-label-value-change, jobstatus-runs-while-a-pod-runs, \
@@ -177,6 +180,8 @@ MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guar
   slots-unknown-create-keeps-its-slot, drift-prune-waits-for-the-pods, \
   identity-audience-accepted-is-refused, identity-audience-wellknown-filter, \
   plans-waiting-plan-is-false, plans-waiting-plan-keeps-ready, \
+  plans-corrupt-never-applies, plans-verdict-stays, plans-digest-compares-record, plans-digest-compares-json, \
+  plans-show-verifies-artifacts, plans-result-carries-digests, \
   abandon-set-before-the-deletion-does-not-skip-the-destroy, stateid-move-may-drop-the-record, \
   refresh-plan-is-no-apply-plan, refresh-answers-only-its-request, lease-orphaned-pod-of-the-owner-is-live, \
   stateid-first-run-is-not-retained, stateid-first-run-mark-names-the-incarnation, \

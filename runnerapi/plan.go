@@ -216,6 +216,9 @@ func cutAddress(a string) string {
 type PlanRef struct {
 	ID         string `json:"id"`
 	FileSHA256 string `json:"fileSHA256"`
+	// Digests (a Plan Job's Result.SavedPlan only): the digests of every artifact as the plan
+	// Secret stores them, as the channel reported them when it stored the plan.
+	Digests *PlanDigests `json:"digests,omitempty"`
 }
 
 // PlanRecord is the plan Secret's PlanRecordKey: what the plan is bound to and what it changes.
@@ -326,4 +329,101 @@ func CutPlanText(text string, n int) string {
 		head = head[:i]
 	}
 	return strings.ToValidUTF8(head, "") + PlanTextTruncatedMarker
+}
+
+// PlanArtifactKeys are the plan Secret's keys that PlanDigests binds, in the order a mismatch
+// is reported.
+var PlanArtifactKeys = []string{PlanRecordKey, PlanJSONKey, PlanTextKey, PlanFileKey}
+
+// PlanDigests are the SHA-256 (hex) of each artifact of a saved plan exactly as the plan Secret
+// stores it (the bytes of each data key: PlanFileKey gzip'd, PlanTextKey as the channel cut
+// it). The state channel computes them from what it wrote; the Plan Job's runner reports them
+// in its Result (SavedPlan), which reaches the manager through the pod's status, a path the
+// tenant cannot write; the manager keeps them in the object's pending-plan record and checks
+// the Secret against them before anything judges, shows or applies the plan (docs/plans.md,
+// "Why the plan you approve is the plan that applies").
+type PlanDigests struct {
+	File   string `json:"file"`
+	Record string `json:"record"`
+	JSON   string `json:"json"`
+	Text   string `json:"text"`
+}
+
+// DigestPlanArtifacts digests the plan Secret's artifacts as stored (data holds the raw bytes of
+// each key; a missing key digests as empty).
+func DigestPlanArtifacts(data map[string][]byte) PlanDigests {
+	return PlanDigests{File: FileSHA256(data[PlanFileKey]), Record: FileSHA256(data[PlanRecordKey]),
+		JSON: FileSHA256(data[PlanJSONKey]), Text: FileSHA256(data[PlanTextKey])}
+}
+
+// digestOf is the digest d holds for a plan Secret key.
+func (d PlanDigests) digestOf(key string) string {
+	switch key {
+	case PlanFileKey:
+		return d.File
+	case PlanRecordKey:
+		return d.Record
+	case PlanJSONKey:
+		return d.JSON
+	case PlanTextKey:
+		return d.Text
+	}
+	return ""
+}
+
+// Complete reports whether d holds a well-formed digest of every artifact.
+func (d PlanDigests) Complete() bool {
+	for _, k := range PlanArtifactKeys {
+		if !validSHA256(d.digestOf(k)) {
+			return false
+		}
+	}
+	return true
+}
+
+func validSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// PlanArtifactMismatch says which artifacts of the plan Secret do not match the digests the plan
+// was bound to: someone other than the plan Job's state channel wrote them.
+type PlanArtifactMismatch struct {
+	// Keys are the mismatching plan Secret keys, in PlanArtifactKeys order.
+	Keys []string
+}
+
+func (e *PlanArtifactMismatch) Error() string {
+	return "the plan Secret's " + strings.Join(e.Keys, ", ") + " do not match the digests the Plan Job reported: they were rewritten after the plan was saved"
+}
+
+// Verify checks the plan Secret's artifacts (data holds the raw bytes of each key) against d:
+// nil when every one matches, else a *PlanArtifactMismatch naming each that does not. Digests
+// that are not Complete match nothing: every key is reported.
+func (d PlanDigests) Verify(data map[string][]byte) error {
+	got := DigestPlanArtifacts(data)
+	var bad []string
+	for _, k := range PlanArtifactKeys {
+		if !validSHA256(d.digestOf(k)) || got.digestOf(k) != d.digestOf(k) {
+			bad = append(bad, k)
+		}
+	}
+	if len(bad) > 0 {
+		return &PlanArtifactMismatch{Keys: bad}
+	}
+	return nil
+}
+
+// PlanStored is the channel's answer to a PUT of the plan endpoint: the record it wrote
+// (PlanRecordKey) and the digests of every artifact as it stored them.
+type PlanStored struct {
+	PlanRecord
+	Digests PlanDigests `json:"digests"`
 }

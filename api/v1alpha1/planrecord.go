@@ -30,14 +30,46 @@ type PlanRecord struct {
 	// RefreshOnly: a refresh-only plan (its apply records in the state what changed outside
 	// Terraform and changes no infrastructure); a Refresh Job applies it, never an apply.
 	RefreshOnly bool `json:"refreshOnly,omitempty"`
-	// Reason it waits: Manual, DestructiveChanges or PolicyViolated.
+	// Reason it waits: Manual, DestructiveChanges, PolicyViolated or Corrupt.
 	Reason string `json:"reason,omitempty"`
 	// Violations are the plan policy rules the plan breaks, as "<policy>/<rule>: <message>",
 	// judged once when the plan Job ended (at most MaxPlanViolations, each at most
 	// MaxPlanViolationBytes). A plan with violations applies only once approved.
 	Violations []string  `json:"violations,omitempty"`
 	Created    time.Time `json:"created,omitempty"`
+	// Digests bind the plan Secret's artifacts to this plan: the SHA-256 of each as stored, as
+	// the Plan Job's runner reported them in its result (read from the pod's status, never from
+	// the Secret). The controller checks the Secret against them before it judges the plan and
+	// before it creates the Job that applies it; kubectl captf plan show checks them before it
+	// shows the plan (docs/plans.md, "Why the plan you approve is the plan that applies").
+	Digests *PlanDigests `json:"digests,omitempty"`
+	// Corrupt (Reason PlanWaitCorrupt) says which artifacts of the plan Secret did not match
+	// Digests, or why the plan could not be bound to them. A corrupt plan is never applied,
+	// approved or not; a change of the inputs or the state replaces it with a new plan.
+	Corrupt string `json:"corrupt,omitempty"`
 }
+
+// PlanDigests are the SHA-256 (hex) of the plan Secret's artifacts as stored: the plan file
+// (tfplan.gz, gzip'd), its record (summary.json), the JSON plan (plan.json) and the text
+// (plan.txt). The runner's contract spells the same document (runnerapi.PlanDigests).
+// +kubebuilder:object:generate=false
+type PlanDigests struct {
+	File   string `json:"file"`
+	Record string `json:"record"`
+	JSON   string `json:"json"`
+	Text   string `json:"text"`
+}
+
+// PlanWaitCorrupt is PlanRecord.Reason of a plan held as corrupt: an artifact of its plan
+// Secret does not match the digests its Plan Job reported.
+const PlanWaitCorrupt = "Corrupt"
+
+// PlanCorruptReason (ApplyJobSucceeded, and a Warning event): the pending plan is held as
+// corrupt and is never applied (docs/runbooks/plan-corrupt.md).
+const PlanCorruptReason = "PlanCorrupt"
+
+// IsCorrupt reports a plan held as corrupt.
+func (r *PlanRecord) IsCorrupt() bool { return r.Corrupt != "" }
 
 // Bounds of PlanRecord.Violations.
 const (

@@ -40,6 +40,11 @@ type PlanView struct {
 	Record *runnerapi.PlanRecord `json:"record,omitempty"`
 	// Problem says why approving the pending plan now would not apply it ("" when it would).
 	Problem string `json:"problem,omitempty"`
+	// Corrupt says why the plan is corrupt: the controller held it as corrupt, or an artifact of
+	// the plan Secret does not match the digests the pending plan's record keeps (someone
+	// rewrote it after the Plan Job stored it). A corrupt plan's artifacts are not shown, and
+	// plan show and approve exit non-zero (docs/runbooks/plan-corrupt.md).
+	Corrupt string `json:"corrupt,omitempty"`
 	// Text is terraform's plan text (key plan.txt), sensitive values masked.
 	Text string `json:"text,omitempty"`
 	// Plan is the JSON plan (key plan.json): terraform's show -json, sensitive values masked
@@ -71,6 +76,9 @@ func newPlanCommand(o *options) *cobra.Command {
 			}
 			if v.Pending == nil {
 				return &exitError{code: exitFailed, msg: "no plan waits for approval on " + t.ref()}
+			}
+			if v.Corrupt != "" {
+				return corruptError(v, t.ref())
 			}
 			if printed, err := o.printData(v); printed || err != nil {
 				return err
@@ -105,6 +113,10 @@ func readPlan(ctx context.Context, c client.Client, t target) (PlanView, error) 
 	default:
 		v.SecretPlanID = s.Annotations[runnerapi.PlanIDAnnotation]
 		v.ConsumedBy = s.Annotations[runnerapi.PlanConsumedByAnnotation]
+		if v.Corrupt = artifactsProblem(v.Pending, v.SecretPlanID, s.Data); v.Corrupt != "" || v.SecretPlanID != v.Pending.ID {
+			// Only artifacts bound to the pending plan are shown.
+			break
+		}
 		v.Text = string(s.Data[runnerapi.PlanTextKey])
 		if raw := s.Data[runnerapi.PlanJSONKey]; json.Valid(raw) {
 			v.Plan = raw
@@ -116,8 +128,35 @@ func readPlan(ctx context.Context, c client.Client, t target) (PlanView, error) 
 			}
 		}
 	}
+	if v.Corrupt == "" && v.Pending.IsCorrupt() {
+		v.Corrupt = "the controller holds it as corrupt: " + v.Pending.Corrupt
+	}
 	v.Problem = approvalProblem(v.Pending, t.obj.GetAnnotations(), t.obj.GetTerraformStatus().ActiveJob, v.marks(), "")
 	return v, nil
+}
+
+// artifactsProblem checks the plan Secret's artifacts (data) against the digests the pending
+// plan's record keeps, which only the controller writes (from the Plan Job's result): "" when
+// every one matches, or when the Secret holds another plan (superseded, not corrupt); else why
+// the plan is corrupt, naming the artifacts.
+func artifactsProblem(pending *infrav1.PlanRecord, secretPlanID string, data map[string][]byte) string {
+	if secretPlanID != pending.ID {
+		return ""
+	}
+	d := pending.Digests
+	if d == nil {
+		return "the pending plan's record keeps no digests of its artifacts, so nothing shows that the plan Secret holds what the Plan Job stored"
+	}
+	if err := (runnerapi.PlanDigests{File: d.File, Record: d.Record, JSON: d.JSON, Text: d.Text}).Verify(data); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// corruptError ends plan show and approve of a corrupt plan.
+func corruptError(v PlanView, ref string) error {
+	return &exitError{code: exitFailed, msg: fmt.Sprintf("plan %s on %s is corrupt and is not shown: %s; it will never be applied (docs/runbooks/plan-corrupt.md)",
+		v.Pending.ID, ref, v.Corrupt)}
 }
 
 // secretMarks is what the plan Secret's annotations say: the plan it holds ("" for none) and
@@ -225,6 +264,9 @@ func newApproveCommand(o *options) *cobra.Command {
 				return err
 			}
 			ann := t.obj.GetAnnotations()
+			if v.Pending != nil && v.Corrupt != "" {
+				return corruptError(v, t.ref())
+			}
 			if problem := approvalProblem(v.Pending, ann, t.obj.GetTerraformStatus().ActiveJob, v.marks(), planID); problem != "" {
 				return refused("%s on %s", problem, t.ref())
 			}

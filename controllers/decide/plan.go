@@ -15,10 +15,22 @@ import (
 // NeedsPlan reports whether an apply of this object goes through a saved plan: every apply,
 // the first included, when a plan policy selects the object (the policies judge every plan);
 // else under applyPolicy Manual, or with destructiveChanges RequireApproval, every apply but
-// the first (an object that never applied has no state to plan changes against).
+// the first (an object that never applied has no state to plan changes against); and always
+// while a verdict holds the pending plan (VerdictHolds), whatever selects the object now.
 func NeedsPlan(ev Evidence) bool {
-	return ev.Plan.PolicySelected ||
+	return ev.Plan.PolicySelected || VerdictHolds(ev) ||
 		ev.State.AppliedBefore && (ev.Plan.ApplyPolicy == infrav1.ApplyPolicyManual || ev.Plan.DestructiveChanges == infrav1.DestructiveChangesRequireApproval)
+}
+
+// VerdictHolds reports a pending plan that a verdict holds: it breaks a plan policy rule, or it
+// is corrupt, and it is still the plan of these inputs and this state (not superseded, not
+// applied). The verdict stays with the plan until an approver applies it (a corrupt plan never
+// applies) or a new plan replaces it: a policy deleted, or a namespace label removed, after
+// the plan was judged does not let the plan, nor a plain apply of the same inputs, by
+// (docs/plans.md, "Plan policies").
+func VerdictHolds(ev Evidence) bool {
+	p := ev.Plan.Pending
+	return p != nil && !p.RefreshOnly && (p.Violated() || p.IsCorrupt()) && !Superseded(p, ev) && p.ID != ev.Plan.Applied
 }
 
 // appliesUnapproved reports a pending plan that applies without an approver: under
@@ -44,6 +56,8 @@ func decidePlan(ev Evidence, d Decision) Decision {
 	case p == nil || p.RefreshOnly || Superseded(p, ev) || p.ID == ev.Plan.Applied:
 		// A pending refresh-only plan is no plan of this apply: the apply plans anew.
 		d.Action, d.Operation = ActionStart, infrav1.OperationPlan
+	case p.IsCorrupt():
+		d.Action, d.Wait = ActionWait, corruptWait(p, infrav1.ApplyJobSucceededCondition)
 	case ev.Plan.Approved == p.ID || appliesUnapproved(p, ev):
 		d.Action, d.Operation, d.PlanID = ActionStart, infrav1.OperationApply, p.ID
 	case p.Violated():
@@ -69,6 +83,8 @@ func decideRefreshPlan(ev Evidence, d Decision) Decision {
 	switch {
 	case p == nil || !p.RefreshOnly || Superseded(p, ev) || p.ID == ev.Plan.Applied:
 		d.Action, d.Operation, d.RefreshOnly = ActionStart, infrav1.OperationPlan, true
+	case p.IsCorrupt():
+		d.Action, d.Wait = ActionWait, corruptWait(p, infrav1.DriftJobSucceededCondition)
 	case ev.Plan.Approved == p.ID:
 		d.Action, d.Operation, d.PlanID = ActionStart, infrav1.OperationRefresh, p.ID
 	default:
@@ -79,6 +95,13 @@ func decideRefreshPlan(ev Evidence, d Decision) Decision {
 				p.ID, p.Counts(), addressesNote(p.Addresses), infrav1.ApprovePlanAnnotation, p.ID)}
 	}
 	return d
+}
+
+// corruptWait is the wait of a plan held as corrupt: never applied, approved or not.
+func corruptWait(p *infrav1.PlanRecord, condition string) *Wait {
+	return &Wait{ConditionType: condition, Reason: infrav1.PlanCorruptReason,
+		Message: fmt.Sprintf("plan %s is held as corrupt and is never applied, approved or not: %s; "+
+			"find who wrote the plan Secret, then change the inputs (or let the state move) for a new plan (docs/runbooks/plan-corrupt.md)", p.ID, p.Corrupt)}
 }
 
 func addressesNote(a []string) string {
@@ -110,6 +133,44 @@ func PlanRecordOf(rec runnerapi.PlanRecord, secret string, policy infrav1.ApplyP
 		out.Reason = "DestructiveChanges"
 	}
 	out.Created, _ = time.Parse(time.RFC3339, rec.CreatedAt)
+	return out
+}
+
+// DigestsOf is the record's copy of the digests the Plan Job's runner reported.
+func DigestsOf(d runnerapi.PlanDigests) *infrav1.PlanDigests {
+	return &infrav1.PlanDigests{File: d.File, Record: d.Record, JSON: d.JSON, Text: d.Text}
+}
+
+// RunnerDigests are a record's digests as the runner's contract spells them (every digest
+// empty for a record without them, which then verifies nothing).
+func RunnerDigests(d *infrav1.PlanDigests) runnerapi.PlanDigests {
+	if d == nil {
+		return runnerapi.PlanDigests{}
+	}
+	return runnerapi.PlanDigests{File: d.File, Record: d.Record, JSON: d.JSON, Text: d.Text}
+}
+
+// CorruptPlanRecord is the record of a plan held as corrupt (why says which artifact did not
+// match, or why nothing binds them): nothing of its plan Secret is trusted. Its ID is the one the
+// Plan Job's result reported (saved), its counts those of the result's summary; it was planned
+// against the Job's inputs and the state the object has now (serial and lineage, read live),
+// so a change of either replaces it.
+func CorruptPlanRecord(saved *runnerapi.PlanRef, summary *runnerapi.PlanSummary, job JobView, secret string, serial int64, lineage string, now time.Time, why string) *infrav1.PlanRecord {
+	out := &infrav1.PlanRecord{Job: job.Name, Secret: secret, InputsHash: job.InputsHash, Serial: serial, Lineage: lineage,
+		Reason: infrav1.PlanWaitCorrupt, Corrupt: why, Created: now}
+	if saved != nil && runnerapi.ValidPlanID(saved.ID) {
+		out.ID = saved.ID
+		if saved.Digests != nil {
+			out.Digests = DigestsOf(*saved.Digests)
+		}
+	} else {
+		// No ID the result vouches for: one of the Job, so the record is a plan that waits.
+		out.ID = runnerapi.PlanID("", job.InputsHash, 0, job.Name)
+	}
+	if summary != nil {
+		out.Create, out.Update, out.Replace, out.Delete = int32(summary.Create), int32(summary.Update), int32(summary.Replace), int32(summary.Delete)
+	}
+	out.RefreshOnly = job.RefreshOnly
 	return out
 }
 

@@ -20,6 +20,7 @@ func TestDecidePlanTable(t *testing.T) {
 	fresh := &infrav1.PlanRecord{ID: "p1", InputsHash: "h2", Serial: 7, Lineage: "L", Update: 1}
 	destructive := &infrav1.PlanRecord{ID: "p2", InputsHash: "h2", Serial: 7, Lineage: "L", Replace: 1}
 	violated := &infrav1.PlanRecord{ID: "p3", InputsHash: "h2", Serial: 7, Lineage: "L", Create: 1, Violations: []string{"p/r: no"}}
+	corrupt := &infrav1.PlanRecord{ID: "p4", InputsHash: "h2", Serial: 7, Lineage: "L", Update: 1, Reason: infrav1.PlanWaitCorrupt, Corrupt: "plan.json does not match"}
 	cases := []struct {
 		name string
 		ev   Evidence
@@ -79,6 +80,27 @@ func TestDecidePlanTable(t *testing.T) {
 		{"a plan policy under Manual: a plan that keeps every rule still waits",
 			planned(Evidence{Plan: PlanEvidence{PolicySelected: true, ApplyPolicy: infrav1.ApplyPolicyManual, Pending: fresh}}),
 			Decision{Action: ActionWait}},
+		{"the verdict stays: a plan that broke a rule waits after the policy stopped selecting the object",
+			planned(Evidence{Plan: PlanEvidence{Pending: violated}}),
+			Decision{Action: ActionWait}},
+		{"the verdict stays: an approver still applies it after the policy stopped selecting the object",
+			planned(Evidence{Plan: PlanEvidence{Pending: violated, Approved: "p3"}}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationApply, PlanID: "p3"}},
+		{"the verdict stays until a new plan: changed inputs replace the held plan (no policy: a plain apply)",
+			planned(Evidence{Plan: PlanEvidence{Pending: &infrav1.PlanRecord{ID: "p3", InputsHash: "h1x", Serial: 7, Lineage: "L", Violations: []string{"p/r: no"}}}}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationApply}},
+		{"a corrupt plan waits, approved or not",
+			planned(Evidence{Plan: PlanEvidence{ApplyPolicy: infrav1.ApplyPolicyManual, Pending: corrupt, Approved: "p4"}}),
+			Decision{Action: ActionWait}},
+		{"a corrupt plan waits under a policy that would let its record by",
+			planned(Evidence{Plan: PlanEvidence{PolicySelected: true, Pending: corrupt}}),
+			Decision{Action: ActionWait}},
+		{"a corrupt plan waits when nothing asks for a plan any more",
+			planned(Evidence{Plan: PlanEvidence{Pending: corrupt}}),
+			Decision{Action: ActionWait}},
+		{"a corrupt plan superseded by changed inputs: a new plan",
+			planned(Evidence{Plan: PlanEvidence{PolicySelected: true, Pending: &infrav1.PlanRecord{ID: "p4", InputsHash: "h1x", Serial: 7, Lineage: "L", Corrupt: "x"}}}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationPlan}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,6 +112,9 @@ func TestDecidePlanTable(t *testing.T) {
 			if tc.ev.Plan.Pending == violated && got.Action == ActionWait &&
 				(got.Wait == nil || got.Wait.Reason != infrav1.PlanPolicyViolatedReason || !strings.Contains(got.Wait.Message, "p/r: no")) {
 				t.Fatalf("a plan that breaks a rule waits with %+v, not its violations", got.Wait)
+			}
+			if tc.ev.Plan.Pending == corrupt && (got.Wait == nil || got.Wait.Reason != infrav1.PlanCorruptReason || !strings.Contains(got.Wait.Message, "plan.json does not match")) {
+				t.Fatalf("a corrupt plan waits with %+v, not why it is corrupt", got.Wait)
 			}
 		})
 	}
@@ -107,6 +132,7 @@ func TestDecidePlanNeverAppliesWhatNobodyApproved(t *testing.T) {
 		"serial":     {ID: "p1", InputsHash: "h2", Serial: 6, Lineage: "L", Update: 1},
 		"lineage":    {ID: "p1", InputsHash: "h2", Serial: 7, Lineage: "M", Update: 1},
 		"violated":   {ID: "p1", InputsHash: "h2", Serial: 7, Lineage: "L", Create: 1, Violations: []string{"p/r: no"}},
+		"corrupt":    {ID: "p1", InputsHash: "h2", Serial: 7, Lineage: "L", Update: 1, Reason: infrav1.PlanWaitCorrupt, Corrupt: "summary.json does not match"},
 	}
 	n := 0
 	for rname, rec := range records {
@@ -125,7 +151,16 @@ func TestDecidePlanNeverAppliesWhatNobodyApproved(t *testing.T) {
 								d := Decide(ev)
 								n++
 								viaPlan := NeedsPlan(ev)
+								current := rec != nil && !Superseded(rec, ev) && rec.ID != applied
 								if d.Action == ActionStart && d.Operation == infrav1.OperationApply {
+									switch {
+									case current && rec.IsCorrupt():
+										t.Fatalf("%s: applies while a corrupt plan of these inputs waits (%+v)", rname, d)
+									case current && rec.Violated() && d.PlanID != rec.ID:
+										t.Fatalf("%s: applies around a plan that broke a rule (the verdict must stay): %+v", rname, d)
+									case current && rec.Violated() && approved != rec.ID:
+										t.Fatalf("%s: a plan that broke a rule applies without approval, whatever selects the object now", rname)
+									}
 									switch {
 									case viaPlan && d.PlanID == "":
 										t.Fatalf("%s: an object that plans applies without a plan: %+v", rname, ev)

@@ -163,10 +163,12 @@ func setDriftDetected(c conditions, ev Evidence, rep Report) {
 	}
 }
 
-// waitsForApprover reports the reason of a saved plan that waits for an approver: approval is
-// asked for (PlanAwaitingApproval), or the plan breaks a plan policy rule (PlanPolicyViolated).
+// waitsForApprover reports the reason of a saved plan that waits for a person: approval is
+// asked for (PlanAwaitingApproval), the plan breaks a plan policy rule (PlanPolicyViolated), or
+// it is held as corrupt (PlanCorrupt: never applied; a person finds the writer and changes the
+// inputs for a new plan).
 func waitsForApprover(reason string) bool {
-	return reason == infrav1.PlanAwaitingApprovalReason || reason == infrav1.PlanPolicyViolatedReason
+	return reason == infrav1.PlanAwaitingApprovalReason || reason == infrav1.PlanPolicyViolatedReason || reason == infrav1.PlanCorruptReason
 }
 
 // setPendingPlan reports the plan that waits for approval; a plan that no longer waits

@@ -113,7 +113,8 @@ func (p *pass) collectFinished(ctx context.Context) (*finishedRun, error) {
 	b.RefreshRequest = job.Annotations[infrav1.RefreshAnnotation]
 	b.DriftCheckRequest = job.Annotations[infrav1.DriftCheckAnnotation]
 	if cur.Operation == infrav1.OperationPlan && b.Outcome == infrav1.RunSucceeded {
-		pl, err := p.readPlan(ctx, cur)
+		// The digests that bind the plan's artifacts come only from a pod the Job controls.
+		pl, err := p.readPlan(ctx, cur, jobs.OutcomeOf(job, controlledPods(job, p.pods)))
 		if err != nil {
 			return nil, err
 		}
@@ -206,7 +207,10 @@ func (p *pass) reportFinished(ctx context.Context, f *finishedRun) {
 			"Job %s broke the stale state lock %s held by pod %s of Job %s (%s), which had ended without releasing it", b.Job, lb.LockID, lb.Pod, lb.Job, lb.Who))
 	}
 	p.rep.LockHolder = f.out.LockHolder
-	if pl := b.Plan; pl != nil && pl.Changes() {
+	if pl := b.Plan; pl != nil && pl.IsCorrupt() {
+		p.reportCorrupt(pl)
+	}
+	if pl := b.Plan; pl != nil && pl.Changes() && !pl.IsCorrupt() {
 		p.emit(corev1.EventTypeNormal, "PlanSaved", fmt.Sprintf("Job %s saved plan %s (%s); it applies once approved: kubectl annotate %s %s %s=%s",
 			b.Job, pl.ID, pl.Counts(), strings.ToLower(p.r.Kind.Name()), p.obj.GetName(), infrav1.ApprovePlanAnnotation, pl.ID))
 	}

@@ -3,31 +3,141 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
-// readPlan reads the record a plan Job's state channel stored in the plan Secret, live, and
-// judges the plan by the plan policies that select the object.
-func (p *pass) readPlan(ctx context.Context, cur decide.JobView) (*infrav1.PlanRecord, error) {
+// Saved plans are bound to their artifacts (docs/plans.md, "Why the plan you approve is the
+// plan that applies"): the digests of the plan Secret's artifacts come from the Plan Job's
+// runner result, read from the status of a pod the Job controls (the tenant cannot write it),
+// never from the Secret (the tenant can). Bookkeeping checks the Secret against them before any
+// policy or the destructive-change guard judges the plan and records them in the pending-plan
+// annotation (which only the manager may write); the start of the Job that applies the plan
+// checks the Secret against the record again. A mismatch holds the plan as corrupt.
+
+// readPlan reads the plan a Plan Job's state channel stored in the plan Secret, live, checks
+// every artifact against the digests the Job's result reported, and only then judges the plan
+// by the plan policies that select the object. A plan whose artifacts do not match, or whose
+// result reports no digests, is recorded as corrupt and judged by nothing.
+func (p *pass) readPlan(ctx context.Context, cur decide.JobView, out jobs.Outcome) (*infrav1.PlanRecord, error) {
 	s := &corev1.Secret{}
 	name := naming.PlanSecretName(p.suffix)
 	if err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: name}, s); err != nil {
 		return nil, fmt.Errorf("read plan secret %s: %w", name, err)
 	}
+	saved := out.SavedPlan
+	why := ""
 	var rec runnerapi.PlanRecord
-	if err := json.Unmarshal(s.Data[runnerapi.PlanRecordKey], &rec); err != nil {
-		return nil, fmt.Errorf("read the plan record of %s: %w", name, err)
+	switch {
+	case saved == nil || saved.Digests == nil || !saved.Digests.Complete():
+		why = "the Plan Job's result reports no digests of the plan's artifacts, so nothing binds the plan Secret to the plan"
+	default:
+		if err := saved.Digests.Verify(s.Data); err != nil {
+			why = err.Error()
+		} else if err := json.Unmarshal(s.Data[runnerapi.PlanRecordKey], &rec); err != nil {
+			why = fmt.Sprintf("the plan Secret's %s cannot be read: %v", runnerapi.PlanRecordKey, err)
+		} else if rec.ID != saved.ID {
+			why = fmt.Sprintf("the plan Secret's %s records plan %s, but the Plan Job's result names plan %s", runnerapi.PlanRecordKey, rec.ID, saved.ID)
+		}
+	}
+	if why != "" {
+		return p.corruptPlan(ctx, cur, out, name, why)
 	}
 	if rec.Job != cur.Name {
 		return nil, fmt.Errorf("plan secret %s holds the plan of Job %s, not of %s", name, rec.Job, cur.Name)
 	}
-	return decide.PlanRecordOf(rec, name, p.ev.Plan.ApplyPolicy, p.judgePlan(ctx, s, rec)), nil
+	pl := decide.PlanRecordOf(rec, name, p.ev.Plan.ApplyPolicy, p.judgePlan(ctx, s, rec))
+	pl.Digests = decide.DigestsOf(*saved.Digests)
+	return pl, nil
+}
+
+// controlledPods are the pods whose controller owner reference names the Job's UID: the Job
+// controller's own. A Plan Job's result is read only from them, never from a pod that merely
+// carries the Job-name label (anyone who may create pods in the namespace can label one).
+func controlledPods(job *batchv1.Job, pods []corev1.Pod) []corev1.Pod {
+	var out []corev1.Pod
+	for i := range pods {
+		if ref := metav1.GetControllerOfNoCopy(&pods[i]); ref != nil && ref.UID == job.UID {
+			out = append(out, pods[i])
+		}
+	}
+	return out
+}
+
+// corruptPlan is the record of a plan held as corrupt: planned against the state the object has
+// now (read live: a plan changes no state).
+func (p *pass) corruptPlan(ctx context.Context, cur decide.JobView, out jobs.Outcome, secret, why string) (*infrav1.PlanRecord, error) {
+	var serial int64
+	var lineage string
+	st, err := state.Read(ctx, p.r.APIReader, p.obj.GetNamespace(), p.suffix)
+	switch {
+	case err == nil:
+		serial, lineage = int64(st.Serial), st.Lineage
+	case errors.Is(err, state.ErrNoState):
+	default:
+		if _, ok := state.AsStateError(err); !ok {
+			return nil, fmt.Errorf("read state: %w", err)
+		}
+	}
+	log.FromContext(ctx).Info("the plan Secret does not match the digests the Plan Job reported; holding the plan as corrupt", "job", cur.Name, "why", why)
+	return decide.CorruptPlanRecord(out.SavedPlan, out.Summary, cur, secret, serial, lineage, p.r.Clock.Now(), why), nil
+}
+
+// verifySavedPlan checks, before the Job that applies the pending plan starts, that every
+// artifact of the plan Secret still matches the digests the record keeps. On a mismatch the
+// record is marked corrupt (so no later pass applies it), a Warning event says which artifact,
+// and nothing starts. Only a start that applies a saved plan (PlanID) checks.
+func (p *pass) verifySavedPlan(ctx context.Context, s *startRun) (ctrl.Result, bool, error) {
+	pl := p.ev.Plan.Pending
+	if p.d.PlanID == "" {
+		return ctrl.Result{}, true, nil
+	}
+	if pl == nil || pl.ID != p.d.PlanID {
+		// Decide applies only the pending plan; anything else is a bug, never an apply.
+		return ctrl.Result{}, false, fmt.Errorf("apply plan %s: it is not the pending plan", p.d.PlanID)
+	}
+	sec := &corev1.Secret{}
+	name := naming.PlanSecretName(p.suffix)
+	if err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: name}, sec); err != nil {
+		return ctrl.Result{}, false, fmt.Errorf("read plan secret %s: %w", name, err)
+	}
+	why := ""
+	if pl.Digests == nil {
+		why = "the pending plan's record keeps no digests of its artifacts, so nothing binds the plan Secret to it"
+	} else if err := decide.RunnerDigests(pl.Digests).Verify(sec.Data); err != nil {
+		why = err.Error()
+	}
+	if why == "" {
+		return ctrl.Result{}, true, nil
+	}
+	corrupt := *pl
+	corrupt.Reason, corrupt.Corrupt = infrav1.PlanWaitCorrupt, why
+	if err := p.patchMeta(ctx, func(o Object) { decide.SetAnnotation(o, infrav1.PendingPlanAnnotation, corrupt.Annotation()) }); err != nil {
+		res, err := p.conflictOr(ctx, err, "hold the corrupt plan")
+		return res, false, err
+	}
+	p.reportCorrupt(&corrupt)
+	p.rep.StartProblem = &decide.Problem{ConditionType: decide.FamilyOf(s.op), Reason: infrav1.PlanCorruptReason,
+		Message: fmt.Sprintf("plan %s was not applied: %s (docs/runbooks/plan-corrupt.md)", corrupt.ID, why)}
+	return ctrl.Result{}, false, nil
+}
+
+// reportCorrupt emits the Warning event of a plan held as corrupt.
+func (p *pass) reportCorrupt(pl *infrav1.PlanRecord) {
+	p.emit(corev1.EventTypeWarning, infrav1.PlanCorruptReason, fmt.Sprintf(
+		"plan %s (Job %s) is held as corrupt and will never be applied: %s; see docs/runbooks/plan-corrupt.md", pl.ID, pl.Job, pl.Corrupt))
 }

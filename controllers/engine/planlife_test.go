@@ -32,6 +32,16 @@ func completePlan(job *batchv1.Job, serial uint64, counts runnerapi.PlanSummary)
 // without a state (serial 0) records no lineage, as the channel does.
 func completeSavedPlan(job *batchv1.Job, serial uint64, counts runnerapi.PlanSummary, refreshOnly bool, planJSON string) string {
 	GinkgoHelper()
+	id, digests := storeSavedPlan(job, serial, counts, refreshOnly, planJSON)
+	finishPlanJob(job, id, counts, digests)
+	return id
+}
+
+// storeSavedPlan plays a plan Job's state channel: it writes the plan record (and the JSON plan,
+// when not empty) into the plan Secret and returns the plan's ID and the digests of the
+// artifacts as stored, which the channel answers the runner.
+func storeSavedPlan(job *batchv1.Job, serial uint64, counts runnerapi.PlanSummary, refreshOnly bool, planJSON string) (string, runnerapi.PlanDigests) {
+	GinkgoHelper()
 	id := fmt.Sprintf("%032x", time.Now().UnixNano())
 	rec := runnerapi.PlanRecord{ID: id, FileSHA256: "f", InputsHash: job.Annotations[infrav1.InputsHashAnnotation], StateSerial: serial,
 		StateLineage: "00000000-0000-4000-8000-000000000000", // statetest's lineage
@@ -41,22 +51,35 @@ func completeSavedPlan(job *batchv1.Job, serial uint64, counts runnerapi.PlanSum
 	}
 	b, err := json.Marshal(rec)
 	Expect(err).NotTo(HaveOccurred())
-	suffix := naming.StateSuffix(job.Namespace, job.Labels[infrav1.OwnerKindLabel], ownerName(job))
-	s := &corev1.Secret{}
-	Expect(k8s.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: naming.PlanSecretName(suffix)}, s)).To(Succeed(),
-		"the controller creates the plan Secret before the plan Job")
-	s.Data = map[string][]byte{runnerapi.PlanRecordKey: b}
+	s := planSecretOf(job)
+	s.Data = map[string][]byte{runnerapi.PlanRecordKey: b, runnerapi.PlanTextKey: []byte("Plan: the text of plan " + id + "\n")}
 	if planJSON != "" {
 		s.Data[runnerapi.PlanJSONKey] = []byte(planJSON)
 	}
 	Expect(k8s.Update(ctx, s)).To(Succeed())
+	return id, runnerapi.DigestPlanArtifacts(s.Data)
+}
+
+// planSecretOf reads the plan Secret of a Job's object.
+func planSecretOf(job *batchv1.Job) *corev1.Secret {
+	GinkgoHelper()
+	suffix := naming.StateSuffix(job.Namespace, job.Labels[infrav1.OwnerKindLabel], ownerName(job))
+	s := &corev1.Secret{}
+	Expect(k8s.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: naming.PlanSecretName(suffix)}, s)).To(Succeed(),
+		"the controller creates the plan Secret before the plan Job")
+	return s
+}
+
+// finishPlanJob plays the plan Job's runner and the kubelet: the Job's pod ends with the saved
+// plan and the digests the channel reported in its result (the termination message).
+func finishPlanJob(job *batchv1.Job, id string, counts runnerapi.PlanSummary, digests runnerapi.PlanDigests) {
+	GinkgoHelper()
 	changes := counts.Changed() > 0
 	r := runnerapi.Result{Operation: string(infrav1.OperationPlan), Outcome: runnerapi.OutcomeSucceeded, Steps: []runnerapi.Step{},
-		Changes: &changes, Summary: &counts, SavedPlan: &runnerapi.PlanRef{ID: id, FileSHA256: "f"}}
+		Changes: &changes, Summary: &counts, SavedPlan: &runnerapi.PlanRef{ID: id, FileSHA256: "f", Digests: &digests}}
 	pod, err := envtest.StartJob(ctx, k8s, job)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(envtest.FinishJob(ctx, k8s, job, pod, true, string(runnerapi.Encode(r)))).To(Succeed())
-	return id
 }
 
 var _ = Describe("Plans", func() {

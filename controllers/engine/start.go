@@ -50,7 +50,8 @@ type startRun struct {
 type startStep func(ctx context.Context, s *startRun) (res ctrl.Result, proceed bool, err error)
 
 // start runs the Job start sequence (ARCHITECTURE.md step 8) as named steps: reserve a Job
-// slot -> take the run lease (and cluster lease) -> mark block-move and the run sequence and
+// slot -> check a saved plan's artifacts against its record (an apply of a saved plan) -> take
+// the run lease (and cluster lease) -> mark block-move and the run sequence and
 // recheck pause live -> prepare the run (durable inputs, live lease confirmation, runner
 // access) -> create the Job (AlreadyExists adopts) -> record the per-run Secret and
 // status.activeJob.
@@ -72,7 +73,7 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 			p.r.Slots.Release(s.slot)
 		}
 	}()
-	for _, step := range []startStep{p.takeLeases, p.markAndRecheck, p.prepareRun, p.createOrAdopt} {
+	for _, step := range []startStep{p.verifySavedPlan, p.takeLeases, p.markAndRecheck, p.prepareRun, p.createOrAdopt} {
 		if res, proceed, err := step(ctx, s); !proceed {
 			return res, err
 		}

@@ -27,7 +27,7 @@ func StartJob(ctx context.Context, c client.Client, job *batchv1.Job) (*corev1.P
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name + "-pod", Labels: map[string]string{
 			batchv1.JobNameLabel: job.Name, "job-name": job.Name,
-		}},
+		}, OwnerReferences: controlledBy(job)},
 		Spec: *job.Spec.Template.Spec.DeepCopy(),
 	}
 	pod.Spec.ServiceAccountName = ""
@@ -40,6 +40,18 @@ func StartJob(ctx context.Context, c client.Client, job *batchv1.Job) (*corev1.P
 		return nil, fmt.Errorf("mark pod running: %w", err)
 	}
 	return pod, nil
+}
+
+// controlledBy is the controller owner reference the Job controller puts on its pods (the
+// manager trusts a Plan Job's result only from a pod the Job controls); none for a Job without
+// a UID.
+func controlledBy(job *batchv1.Job) []metav1.OwnerReference {
+	if job.UID == "" {
+		return nil
+	}
+	ref := metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))
+	ref.BlockOwnerDeletion = nil
+	return []metav1.OwnerReference{*ref}
 }
 
 // FinishJob ends a Job the way the Job controller and the kubelet would: the pod terminates

@@ -110,7 +110,7 @@ func (s *server) putPlan(ctx context.Context, w http.ResponseWriter, r *http.Req
 		s.serverError(ctx, w, "gzip plan", err)
 		return
 	}
-	data, rec, err := planData(gz, rec, up.Text, up.JSON)
+	data, rec, digests, err := planData(gz, rec, up.Text, up.JSON)
 	if err != nil {
 		log.Info("refused a plan too large for the plan Secret", "gzipBytes", len(gz))
 		http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
@@ -143,7 +143,9 @@ func (s *server) putPlan(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}
 	log.Info("plan stored", "planID", rec.ID, "fileSHA256", rec.FileSHA256, "stateSerial", rec.StateSerial, "refreshOnly", rec.RefreshOnly, "gzipBytes", len(gz),
 		"create", rec.Create, "update", rec.Update, "replace", rec.Replace, "delete", rec.Delete)
-	writeJSON(w, http.StatusOK, rec)
+	// The digests of what was stored bind every artifact to this plan: the runner reports them
+	// in its Result, which the manager trusts and the tenant cannot write.
+	writeJSON(w, http.StatusOK, runnerapi.PlanStored{PlanRecord: rec, Digests: digests})
 }
 
 // checkUpload bounds what the runner sends besides the file.
@@ -171,23 +173,25 @@ func checkUpload(up runnerapi.PlanUpload) error {
 // planData lays out the plan Secret's data (base64 values, as the API takes them). The plan file
 // and its record must fit runnerapi.MaxPlanSecretBytes; then the JSON plan, which is left out
 // (the record and a PlanJSONTruncatedKey document say so) when it does not fit beside them; then
-// the text, cut (and the record says so) to the room left.
-func planData(gz []byte, rec runnerapi.PlanRecord, text string, planJSON []byte) (map[string]string, runnerapi.PlanRecord, error) {
+// the text, cut (and the record says so) to the room left. It also returns the digests of the
+// artifacts exactly as laid out (runnerapi.PlanDigests).
+func planData(gz []byte, rec runnerapi.PlanRecord, text string, planJSON []byte) (map[string]string, runnerapi.PlanRecord, runnerapi.PlanDigests, error) {
+	var none runnerapi.PlanDigests
 	recJSON, err := json.Marshal(rec)
 	if err != nil {
-		return nil, rec, fmt.Errorf("encode plan record: %w", err)
+		return nil, rec, none, fmt.Errorf("encode plan record: %w", err)
 	}
 	// The record grows by the textTruncated and jsonLeftOut fields when they are set: count
 	// them up front.
 	const flagFields = len(`,"textTruncated":true`) + len(`,"jsonLeftOut":true`)
 	fixed := len(gz) + len(recJSON) + flagFields
 	if fixed > runnerapi.MaxPlanSecretBytes {
-		return nil, rec, fmt.Errorf("the saved plan does not fit the plan Secret: its file is %d bytes gzip'd and the Secret holds at most %d bytes; "+
+		return nil, rec, none, fmt.Errorf("the saved plan does not fit the plan Secret: its file is %d bytes gzip'd and the Secret holds at most %d bytes; "+
 			"split the module or apply without approval", len(gz), runnerapi.MaxPlanSecretBytes)
 	}
 	if len(planJSON) == 0 || fixed+len(planJSON) > runnerapi.MaxPlanSecretBytes {
 		if planJSON, err = leftOutPlanJSON(len(planJSON), rec); err != nil {
-			return nil, rec, err
+			return nil, rec, none, err
 		}
 		rec.JSONLeftOut = true
 	}
@@ -197,15 +201,19 @@ func planData(gz []byte, rec runnerapi.PlanRecord, text string, planJSON []byte)
 		rec.TextTruncated = true
 	}
 	if recJSON, err = json.Marshal(rec); err != nil {
-		return nil, rec, fmt.Errorf("encode plan record: %w", err)
+		return nil, rec, none, fmt.Errorf("encode plan record: %w", err)
 	}
-	enc := base64.StdEncoding.EncodeToString
-	return map[string]string{
-		runnerapi.PlanFileKey:   enc(gz),
-		runnerapi.PlanRecordKey: enc(recJSON),
-		runnerapi.PlanTextKey:   enc([]byte(text)),
-		runnerapi.PlanJSONKey:   enc(planJSON),
-	}, rec, nil
+	raw := map[string][]byte{
+		runnerapi.PlanFileKey:   gz,
+		runnerapi.PlanRecordKey: recJSON,
+		runnerapi.PlanTextKey:   []byte(text),
+		runnerapi.PlanJSONKey:   planJSON,
+	}
+	data := make(map[string]string, len(raw))
+	for k, v := range raw {
+		data[k] = base64.StdEncoding.EncodeToString(v)
+	}
+	return data, rec, runnerapi.DigestPlanArtifacts(raw), nil
 }
 
 // leftOutPlanJSON is the JSON plan of a plan whose JSON plan was not uploaded or did not fit

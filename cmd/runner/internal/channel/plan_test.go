@@ -94,14 +94,20 @@ func (r *running) putPlan(up runnerapi.PlanUpload) (int, string) {
 	return r.do(http.MethodPut, r.planURL(), b, r.cred)
 }
 
-// savePlan stores a plan and returns its record.
+// savePlan stores a plan and returns its record. Every stored plan's answer carries the
+// digests of the artifacts exactly as the plan Secret holds them (the text cut and the JSON plan
+// left out included): the runner reports them and the manager checks the Secret against them.
 func (r *running) savePlan(up runnerapi.PlanUpload) runnerapi.PlanRecord {
 	GinkgoHelper()
 	code, body := r.putPlan(up)
 	Expect(code).To(Equal(http.StatusOK), body)
-	var rec runnerapi.PlanRecord
-	Expect(json.Unmarshal([]byte(body), &rec)).To(Succeed())
-	return rec
+	var stored runnerapi.PlanStored
+	Expect(json.Unmarshal([]byte(body), &stored)).To(Succeed())
+	Expect(stored.Digests.Complete()).To(BeTrue(), "the answer reports a digest of every artifact: %s", body)
+	sec := &corev1.Secret{}
+	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: r.srv.cfg.Namespace, Name: naming.PlanSecretName(r.srv.cfg.Suffix)}, sec)).To(Succeed())
+	Expect(stored.Digests.Verify(sec.Data)).To(Succeed(), "the reported digests are those of the artifacts as stored")
+	return stored.PlanRecord
 }
 
 // getPlan fetches the plan as the runner does.

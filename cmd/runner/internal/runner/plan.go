@@ -148,33 +148,37 @@ func planRequest(ctx context.Context, c ChannelBackend, method string, body []by
 const channelPlanAnswerBytes = 8 << 20
 
 // savePlan uploads the plan to the channel, which stores it in the plan Secret, and returns the
-// record the channel wrote.
-func (s *session) savePlan(ctx context.Context, c ChannelBackend, up runnerapi.PlanUpload) (runnerapi.PlanRecord, error) {
+// record the channel wrote and the digests of every artifact as it stored them (the runner
+// reports those in its Result: the manager checks the plan Secret against them).
+func (s *session) savePlan(ctx context.Context, c ChannelBackend, up runnerapi.PlanUpload) (runnerapi.PlanStored, error) {
+	var stored runnerapi.PlanStored
 	body, err := json.Marshal(up)
 	if err != nil {
-		return runnerapi.PlanRecord{}, fmt.Errorf("encode plan upload: %w", err)
+		return stored, fmt.Errorf("encode plan upload: %w", err)
 	}
 	code, answer, err := planRequest(ctx, c, http.MethodPut, body)
 	if err != nil {
-		return runnerapi.PlanRecord{}, err
+		return stored, err
 	}
 	switch code {
 	case http.StatusOK:
 	case http.StatusForbidden:
-		return runnerapi.PlanRecord{}, s.forbidden("PUT /plan", answer)
+		return stored, s.forbidden("PUT /plan", answer)
 	case http.StatusRequestEntityTooLarge:
-		return runnerapi.PlanRecord{}, badInput("%s", strings.TrimSpace(string(answer)))
+		return stored, badInput("%s", strings.TrimSpace(string(answer)))
 	default:
-		return runnerapi.PlanRecord{}, fmt.Errorf("the state channel did not store the plan: %d %s", code, strings.TrimSpace(string(answer)))
+		return stored, fmt.Errorf("the state channel did not store the plan: %d %s", code, strings.TrimSpace(string(answer)))
 	}
-	var rec runnerapi.PlanRecord
-	if err := json.Unmarshal(answer, &rec); err != nil {
-		return rec, fmt.Errorf("read the stored plan's record: %w", err)
+	if err := json.Unmarshal(answer, &stored); err != nil {
+		return stored, fmt.Errorf("read the stored plan's record: %w", err)
 	}
-	if want := runnerapi.FileSHA256(up.File); rec.FileSHA256 != want {
-		return rec, fmt.Errorf("the state channel stored a plan file of SHA-256 %s, not the one sent (%s)", rec.FileSHA256, want)
+	if want := runnerapi.FileSHA256(up.File); stored.FileSHA256 != want {
+		return stored, fmt.Errorf("the state channel stored a plan file of SHA-256 %s, not the one sent (%s)", stored.FileSHA256, want)
 	}
-	return rec, nil
+	if !stored.Digests.Complete() {
+		return stored, errors.New("the state channel did not report the digests of the stored plan's artifacts; the manager would hold the plan as corrupt")
+	}
+	return stored, nil
 }
 
 // fetchPlan gets the saved plan planID from the channel (which marks it consumed by this Job)
@@ -289,11 +293,13 @@ func (s *session) internalStep(ctx context.Context, st Step, p prepared, res *ru
 		if s.plan.summary != nil {
 			sum = s.plan.summary.Bounded(runnerapi.MaxRecordAddresses)
 		}
-		rec, err := s.savePlan(ctx, *p.channel, runnerapi.PlanUpload{File: file, Summary: sum, Text: s.plan.text, JSON: s.plan.json})
+		stored, err := s.savePlan(ctx, *p.channel, runnerapi.PlanUpload{File: file, Summary: sum, Text: s.plan.text, JSON: s.plan.json})
 		if err != nil {
 			return err
 		}
+		rec, digests := stored.PlanRecord, stored.Digests
 		ref := rec.Ref()
+		ref.Digests = &digests
 		res.SavedPlan = &ref
 		log.Info("saved the plan", "planID", rec.ID, "fileSHA256", rec.FileSHA256, "stateSerial", rec.StateSerial, "textTruncated", rec.TextTruncated)
 		return nil

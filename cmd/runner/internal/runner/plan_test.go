@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -164,13 +165,30 @@ func planRecordOf(file []byte, serial uint64) runnerapi.PlanRecord {
 		StateSerial: serial, StateLineage: "lineage-1", Job: "captf-" + testSuffix + "-4"}
 }
 
+// testDigests are the artifact digests the fake channel reports for a stored plan.
+var testDigests = runnerapi.PlanDigests{File: strings.Repeat("a", 64), Record: strings.Repeat("b", 64), JSON: strings.Repeat("c", 64), Text: strings.Repeat("d", 64)}
+
+// storedOf is the channel's answer to a PUT that stored rec, with testDigests.
+func storedOf(rec runnerapi.PlanRecord) runnerapi.PlanStored {
+	return runnerapi.PlanStored{PlanRecord: rec, Digests: testDigests}
+}
+
+// savedRefOf is the Result's SavedPlan for a stored rec: its reference and the digests the
+// channel reported.
+func savedRefOf(rec runnerapi.PlanRecord) runnerapi.PlanRef {
+	ref := rec.Ref()
+	d := testDigests
+	ref.Digests = &d
+	return ref
+}
+
 func TestPlanIsSavedThroughTheChannel(t *testing.T) {
 	f := newFixture(t, runnerapi.OperationPlan, []string{"hunter2-secret"})
 	ep := newPlanEndpoint(t)
 	ep.put = func(up runnerapi.PlanUpload) (int, any) {
 		rec := planRecordOf(up.File, 7)
 		rec.PlanSummary = up.Summary
-		return http.StatusOK, rec
+		return http.StatusOK, storedOf(rec)
 	}
 	ep.attach(f)
 	text := "Terraform will perform the following actions:\n  password = \"hunter2-secret\"\n" + strings.Repeat("  # a line of the plan\n", 40000)
@@ -198,9 +216,9 @@ func TestPlanIsSavedThroughTheChannel(t *testing.T) {
 	if strings.Contains(up.Text, "hunter2-secret") {
 		t.Fatal("the plan text carries a redacted value")
 	}
-	want := planRecordOf([]byte(fakePlanFile), 7)
-	if res.SavedPlan == nil || *res.SavedPlan != want.Ref() {
-		t.Fatalf("saved plan %+v, want %+v", res.SavedPlan, want.Ref())
+	want := savedRefOf(planRecordOf([]byte(fakePlanFile), 7))
+	if res.SavedPlan == nil || !reflect.DeepEqual(*res.SavedPlan, want) {
+		t.Fatalf("saved plan %+v, want %+v (with the digests the channel reported)", res.SavedPlan, want)
 	}
 	if res.Summary == nil || len(res.Summary.Addresses) != runnerapi.MaxResultAddresses || res.Changes == nil || !*res.Changes {
 		t.Fatalf("result %+v", res)
@@ -227,6 +245,10 @@ func TestSavePlanFailures(t *testing.T) {
 		{"fenced", http.StatusForbidden, "fenced", true, runnerapi.ExitFenced, runnerapi.OutcomeFenced, "run lease names captf-0123456789abcdef-9"},
 		{"forbidden, not fenced", http.StatusForbidden, "only a Plan Job stores a plan", false, runnerapi.ExitInternal, runnerapi.OutcomeFailed, "only a Plan Job"},
 		{"missing Secret", http.StatusPreconditionFailed, "read the plan: the plan Secret team-a/captf-plan-x is missing", false, runnerapi.ExitInternal, runnerapi.OutcomeFailed, "missing"},
+		// A channel that stored the plan but reported no digests of its artifacts: the manager
+		// could not bind them to the plan, so the run fails rather than report a plan it would
+		// hold as corrupt.
+		{"stored, no digests", http.StatusOK, mustJSON(planRecordOf([]byte(fakePlanFile), 7)), false, runnerapi.ExitInternal, runnerapi.OutcomeFailed, "did not report the digests"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -403,4 +425,12 @@ func TestPlanIDNeedsAnApplyThroughTheChannel(t *testing.T) {
 			}
 		})
 	}
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }

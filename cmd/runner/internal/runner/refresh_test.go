@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -270,7 +271,7 @@ func TestRefreshOnlyPlanIsSavedThroughTheChannel(t *testing.T) {
 		rec := planRecordOf(up.File, 7)
 		rec.RefreshOnly = true // the channel records it from its own flag
 		rec.PlanSummary = up.Summary
-		return http.StatusOK, rec
+		return http.StatusOK, storedOf(rec)
 	}
 	ep.attach(f)
 	f.env("FAKE_TF_PLAN_EXIT=2", "FAKE_TF_SHOW_JSON="+showJSONWithOutputs([]string{change("terraform_data.ignored", "update")}, nil, []string{outputChange("subnet", "update")}))
@@ -300,7 +301,7 @@ func TestRefreshOnlyPlanIsSavedThroughTheChannel(t *testing.T) {
 	if res.Summary == nil || !summaryEqual(*res.Summary, want) || res.Changes == nil || !*res.Changes || res.Drift != nil {
 		t.Fatalf("result %+v", res)
 	}
-	if res.SavedPlan == nil || *res.SavedPlan != planRecordOf([]byte(fakePlanFile), 7).Ref() {
+	if res.SavedPlan == nil || !reflect.DeepEqual(*res.SavedPlan, savedRefOf(planRecordOf([]byte(fakePlanFile), 7))) {
 		t.Fatalf("saved plan %+v", res.SavedPlan)
 	}
 }
