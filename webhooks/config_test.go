@@ -48,7 +48,7 @@ var _ = Describe("The generated webhook configuration", func() {
 		Expect(guard).NotTo(BeNil())
 		Expect(*guard.FailurePolicy).To(Equal(admissionregistrationv1.Fail))
 		Expect(*guard.ClientConfig.Service.Path).To(Equal(webhooks.GuardPath))
-		Expect(guard.Rules[0].Operations).To(ConsistOf(admissionregistrationv1.Update))
+		Expect(guard.Rules[0].Operations).To(ConsistOf(admissionregistrationv1.Create, admissionregistrationv1.Update))
 		Expect(guard.Rules[0].Resources).To(ConsistOf("terraformclusters", "terraformclusters/status",
 			"terraformmachines", "terraformmachines/status", "terraformmachinepools", "terraformmachinepools/status"))
 		Expect(guard.NamespaceSelector).To(BeNil(), "no namespace is exempt from the guard")

@@ -4,14 +4,14 @@
 // markers in setup.go plus the kustomize patches in config/webhook describe how the API server
 // calls them.
 //
-// The guard (validating, UPDATE of TerraformCluster, TerraformMachine, TerraformMachinePool and
-// their /status) refuses a request that removes the clusterctl.cluster.x-k8s.io/block-move
-// annotation, clears or changes status.activeJob, or removes the provider finalizer, unless
-// live evidence backs it. The Lease guard refuses changing (holder, duration, times, labels,
+// The guard (validating, CREATE and UPDATE of TerraformCluster, TerraformMachine,
+// TerraformMachinePool, UPDATE of their /status) refuses a request that removes the
+// clusterctl.cluster.x-k8s.io/block-move annotation, clears or changes status.activeJob, or
+// removes the provider finalizer, unless live evidence backs it. The Lease guard refuses changing (holder, duration, times, labels,
 // annotations) or deleting a CAPTF run or cluster Lease while it is live. The Job guard refuses
-// changing a managed Job's CAPTF labels or controller owner reference. The guard also judges the
-// annotations of saved plans (plans.go): approvals (captf.io/approve-plan) and the controller's
-// plan records (captf.io/pending-plan, captf.io/applied-plan).
+// changing a managed Job's CAPTF labels or controller owner reference. The guard also judges
+// approvals of saved plans (captf.io/approve-plan, plans.go), the adopt opt-in (adopt.go), the
+// abandon, and every write of the manager's records (records.go), on update and on create.
 //
 // Invariants:
 //   - Evidence is read through the API server (mgr.GetAPIReader()), never a cache, and judged by
@@ -44,14 +44,20 @@
 //     the ID of the pending plan in the old object's captf.io/pending-plan; an admitted approval
 //     is logged and recorded as a Normal PlanApproved event (not on dry-run requests). Removing
 //     the annotation is not judged.
-//   - captf.io/pending-plan and captf.io/applied-plan are set, changed or removed only by the
-//     manager's own identity. The plan rules read nothing and are judged before the removals.
+//   - The manager's records are one list, infrav1.ManagerRecordAnnotations; the guard's Go rules
+//     and its matchCondition use it (TestGuardMatchConditionNamesTheRecords keeps the
+//     condition equal to it). A record is set, changed or removed only by the manager's own
+//     identity or an override group member, except that removing captf.io/retry-at (retry now)
+//     is anyone's, and clusterctl move's source patch may drop the lineage records.
+//   - A CREATE is judged as an update from nothing (DiffRecords from empty marks, JudgeRecords):
+//     an object that carries a record or a guarded request (approve-plan, adopt-state,
+//     abandon-infrastructure) is created only by the manager or an override group member
+//     (clusterctl move). The records rule reads nothing and is judged before everything else.
 //   - A request that sets captf.io/adopt-state or changes its value (the opt-in that lets an
 //     object take over a state it never wrote) is allowed only from a member of the override
-//     groups; captf.io/object-state-lineage and captf.io/state-lineage-seen (the controller's
-//     record of the state lineage) are set, changed or removed only by the manager's own
-//     identity or an override group member (adopt.go). Both rules read nothing. Limit: the
-//     guard judges updates only, so an object created with captf.io/adopt-state is not refused.
+//     groups (adopt.go); it reads nothing.
+//   - A template's spec.template.metadata.annotations carries no record or guarded request
+//     (ValidateTemplateMetadata), and its spec.job.identityRef is judged like its objects'.
 //   - The ValidatingAdmissionPolicy of config/policy holds the approver-group rule from the
 //     ConfigMap PlanApproversConfigMap (kept by cmd/manager/setup), without the webhook.
 //   - Defaulting is idempotent: applying it twice equals applying it once.

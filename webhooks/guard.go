@@ -35,7 +35,7 @@ type Guard struct {
 	Leases *runlease.Manager
 	// Override decides the break-glass path and records its uses.
 	Override *Override
-	// Identities recognises the manager, the only writer of the plan records.
+	// Identities recognises the manager, who writes its records (with the override groups).
 	Identities Identities
 	// Approvals says who may approve a plan and records the approvals; nil: nobody may.
 	Approvals *PlanApprovals
@@ -43,25 +43,49 @@ type Guard struct {
 
 var _ admission.Handler = &Guard{}
 
-// Handle implements admission.Handler.
+// Handle implements admission.Handler. A CREATE is judged as an update from nothing: the
+// records rule (JudgeRecords) on the diff from an empty old object. Nothing else applies to a
+// create: it removes nothing, and a guarded request it carries is allowed only to the manager
+// and the override groups, whose clusterctl move brings requests judged where they were given.
 func (g *Guard) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if req.Operation != admissionv1.Update {
-		return admission.Allowed("the guard judges updates only")
+	create := req.Operation == admissionv1.Create
+	if !create && req.Operation != admissionv1.Update {
+		return admission.Allowed("the guard judges creates and updates only")
 	}
 	switch req.Kind.Kind {
 	case infrav1.TerraformClusterKind, infrav1.TerraformMachineKind, infrav1.TerraformMachinePoolKind:
 	default:
 		return admission.Allowed("not a kind the guard protects")
 	}
-	oldM, err := DecodeMarks(req.OldObject.Raw)
-	if err != nil {
-		return admission.Errored(http.StatusBadRequest, fmt.Errorf("old object: %w", err))
+	oldM := &Marks{}
+	if !create {
+		var err error
+		if oldM, err = DecodeMarks(req.OldObject.Raw); err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("old object: %w", err))
+		}
 	}
 	newM, err := DecodeMarks(req.Object.Raw)
 	if err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("new object: %w", err))
 	}
 	ref := ObjectRef{Kind: req.Kind.Kind, Namespace: req.Namespace, Name: req.Name}
+	if create && ref.Name == "" {
+		ref.Name = newM.Name
+	}
+	rch := DiffRecords(oldM, newM)
+	writer := g.Identities.IsManager(req.UserInfo) || g.Override.Member(req.UserInfo)
+	if rv := JudgeRecords(rch, create, writer, g.Override.Who(), ref); !rv.Allowed {
+		log.FromContext(ctx).Info("denied a write of the manager's records", "object", ref.String(), "user", req.UserInfo.Username,
+			"create", create, "records", rch.Records, "requests", rch.Requests)
+		return admission.Denied(rv.Message)
+	}
+	if create {
+		if len(rch.Records)+len(rch.Requests) > 0 {
+			log.FromContext(ctx).Info("created with the manager's records", "object", ref.String(), "user", req.UserInfo.Username,
+				"groups", req.UserInfo.Groups, "records", rch.Records, "requests", rch.Requests)
+		}
+		return admission.Allowed("")
+	}
 	var approved *infrav1.PlanRecord
 	if pch := DiffPlan(oldM, newM); pch.Judged() {
 		var approvers Approvers
@@ -69,10 +93,10 @@ func (g *Guard) Handle(ctx context.Context, req admission.Request) admission.Res
 			approvers = g.Approvals.Approvers
 		}
 		pending := infrav1.ParsePlanRecord(oldM.Annotations[infrav1.PendingPlanAnnotation])
-		pv := JudgePlan(pch, req.UserInfo, g.Identities.IsManager(req.UserInfo), approvers, pending, ref)
+		pv := JudgePlan(pch, req.UserInfo, approvers, pending, ref)
 		if !pv.Allowed {
-			log.FromContext(ctx).Info("denied a plan approval or a plan record change", "object", ref.String(),
-				"user", req.UserInfo.Username, "approval", pch.Approval, "records", pch.RecordsChanged)
+			log.FromContext(ctx).Info("denied a plan approval", "object", ref.String(),
+				"user", req.UserInfo.Username, "approval", pch.Approval)
 			return admission.Denied(pv.Message)
 		}
 		approved = pv.Approved
@@ -92,11 +116,11 @@ func eventTarget(req admission.Request, oldM, newM *Marks) *metav1.PartialObject
 	}
 }
 
-// judgeMarks judges the guarded removals (and the abandon, the adopt opt-in and the lineage
-// record, judgeIdentity) of one request.
+// judgeMarks judges the guarded removals (and the abandon and the adopt opt-in,
+// judgeIdentity) of one update.
 func (g *Guard) judgeMarks(ctx context.Context, req admission.Request, oldM, newM *Marks) admission.Response {
 	ch := Diff(oldM, newM)
-	if ich := DiffIdentity(oldM, newM); ich.AdoptSet || ich.RecordChanged {
+	if ich := DiffIdentity(oldM, newM); ich.AdoptSet {
 		if resp, denied := g.judgeIdentity(ctx, req, ich, newM); denied {
 			return resp
 		}

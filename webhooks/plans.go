@@ -16,8 +16,8 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 )
 
-// Plan approval (ARCHITECTURE.md I9): who may set captf.io/approve-plan, to what, and who may
-// write the controller's plan records.
+// Plan approval (ARCHITECTURE.md I9): who may set captf.io/approve-plan, and to what. Who may
+// write the controller's plan records is the records rule (records.go).
 const (
 	// PlanApprovedReason is the Normal event the guard records on an object when it admits an
 	// approval: it names the approver, the plan and its counts.
@@ -29,10 +29,6 @@ const (
 	// PlanApproversKey is the ConfigMap's key holding the groups.
 	PlanApproversKey = "groups"
 )
-
-// planRecordAnnotations are the controller's records of plans: only the manager may set,
-// change or remove them.
-var planRecordAnnotations = []string{infrav1.PendingPlanAnnotation, infrav1.AppliedPlanAnnotation}
 
 // ParseGroups splits a comma-separated list of groups, trimming spaces and dropping empty and
 // repeated entries. The manager flags, the webhook and the policy's ConfigMap all read groups
@@ -47,18 +43,15 @@ func ParseGroups(s string) []string {
 	return out
 }
 
-// PlanChange is what one UPDATE does to the plan annotations.
+// PlanChange is what one UPDATE does to the approval annotation.
 type PlanChange struct {
 	// ApprovalSet: the request sets captf.io/approve-plan or changes its value (removing it
 	// is not an approval). Approval is the new value.
 	ApprovalSet bool
 	Approval    string
-	// RecordsChanged names the controller's plan records (captf.io/pending-plan,
-	// captf.io/applied-plan) the request sets, changes or removes.
-	RecordsChanged []string
 }
 
-// DiffPlan compares the plan annotations of the old and the new object. It is pure.
+// DiffPlan compares the approval annotation of the old and the new object. It is pure.
 func DiffPlan(oldObj, newObj *Marks) PlanChange {
 	var ch PlanChange
 	oldV, oldOK := oldObj.Annotations[infrav1.ApprovePlanAnnotation]
@@ -66,18 +59,11 @@ func DiffPlan(oldObj, newObj *Marks) PlanChange {
 	if newOK && (!oldOK || oldV != newV) {
 		ch.ApprovalSet, ch.Approval = true, newV
 	}
-	for _, k := range planRecordAnnotations {
-		o, ook := oldObj.Annotations[k]
-		n, nok := newObj.Annotations[k]
-		if ook != nok || o != n {
-			ch.RecordsChanged = append(ch.RecordsChanged, k)
-		}
-	}
 	return ch
 }
 
 // Judged reports whether the change touches anything the plan rules judge.
-func (c PlanChange) Judged() bool { return c.ApprovalSet || len(c.RecordsChanged) > 0 }
+func (c PlanChange) Judged() bool { return c.ApprovalSet }
 
 // Approvers are the groups whose members may approve a plan (--plan-approver-groups).
 type Approvers struct {
@@ -112,10 +98,10 @@ type PlanVerdict struct {
 	Approved *infrav1.PlanRecord
 }
 
-// JudgePlan applies the plan rules to one UPDATE. It is pure: same inputs, same verdict.
+// JudgePlan applies the approval rule to one UPDATE. It is pure: same inputs, same verdict.
+// (captf.io/pending-plan and captf.io/applied-plan, the controller's records of plans, are
+// judged with its other records: JudgeRecords.)
 //
-//   - captf.io/pending-plan and captf.io/applied-plan are the controller's records: a request
-//     that sets, changes or removes one is allowed only from the manager itself (manager).
 //   - A request that sets captf.io/approve-plan or changes its value is allowed only from a
 //     member of the approver groups, and only when the value is the ID of the plan that waits
 //     for approval in the old object (pending, from its captf.io/pending-plan annotation): an
@@ -123,13 +109,7 @@ type PlanVerdict struct {
 //     refused here rather than ignored later.
 //
 // ref names the object in messages.
-func JudgePlan(ch PlanChange, user authenticationv1.UserInfo, manager bool, approvers Approvers, pending *infrav1.PlanRecord, ref ObjectRef) PlanVerdict {
-	if len(ch.RecordsChanged) > 0 && !manager {
-		return PlanVerdict{Message: fmt.Sprintf("CAPTF guard: this request sets, changes or removes %s on %s; these annotations are the controller's records of saved plans "+
-			"(what waits for approval, what was applied, so that a plan is applied at most once) and only the CAPTF manager may write them. "+
-			"To approve a plan set %s=<status.pendingPlan.id>; to drop a pending plan change the inputs or wait for the next plan (docs/plans.md).",
-			strings.Join(ch.RecordsChanged, " and "), ref, infrav1.ApprovePlanAnnotation)}
-	}
+func JudgePlan(ch PlanChange, user authenticationv1.UserInfo, approvers Approvers, pending *infrav1.PlanRecord, ref ObjectRef) PlanVerdict {
 	if !ch.ApprovalSet {
 		return PlanVerdict{Allowed: true}
 	}

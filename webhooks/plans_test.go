@@ -85,10 +85,12 @@ func TestDiffPlan(t *testing.T) {
 			new: map[string]string{infrav1.PendingPlanAnnotation: pending, infrav1.AppliedPlanAnnotation: oldID, "note": "x"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			// The plan records are judged with the manager's other records (DiffRecords).
 			ch := webhooks.DiffPlan(planMarks(c.old), planMarks(c.new))
-			if ch.ApprovalSet != c.approvalSet || ch.Approval != c.approval || !slices.Equal(ch.RecordsChanged, c.records) || ch.Judged() != c.judged {
-				t.Fatalf("DiffPlan = %+v (judged %v), want approvalSet %v %q, records %q, judged %v",
-					ch, ch.Judged(), c.approvalSet, c.approval, c.records, c.judged)
+			recs := webhooks.DiffRecords(planMarks(c.old), planMarks(c.new)).Records
+			if ch.ApprovalSet != c.approvalSet || ch.Approval != c.approval || !slices.Equal(recs, c.records) || (ch.Judged() || len(recs) > 0) != c.judged {
+				t.Fatalf("DiffPlan = %+v (judged %v), records %q, want approvalSet %v %q, records %q, judged %v",
+					ch, ch.Judged(), recs, c.approvalSet, c.approval, c.records, c.judged)
 			}
 		})
 	}
@@ -100,12 +102,10 @@ func TestJudgePlan(t *testing.T) {
 	approver := authenticationv1.UserInfo{Username: "alice", Groups: []string{"system:authenticated", "oncall"}}
 	dev := authenticationv1.UserInfo{Username: "dev", Groups: []string{"system:authenticated", "devs"}}
 	approve := func(id string) webhooks.PlanChange { return webhooks.PlanChange{ApprovalSet: true, Approval: id} }
-	records := webhooks.PlanChange{RecordsChanged: []string{infrav1.PendingPlanAnnotation}}
 	for _, c := range []struct {
 		name      string
 		ch        webhooks.PlanChange
 		user      authenticationv1.UserInfo
-		manager   bool
 		approvers webhooks.Approvers
 		pending   *infrav1.PlanRecord
 		allowed   bool
@@ -121,7 +121,7 @@ func TestJudgePlan(t *testing.T) {
 			approvers: webhooks.Approvers{}, pending: pendingRecord(),
 			says: []string{"no approver group is configured, so nobody may approve a plan", "--plan-approver-groups=<group>"}},
 		{name: "the manager is no approver", ch: approve(pendingID), user: authenticationv1.UserInfo{Username: "system:serviceaccount:captf-system:captf-controller-manager"},
-			manager: true, approvers: approvers, pending: pendingRecord(), says: []string{"may not approve plans"}},
+			approvers: approvers, pending: pendingRecord(), says: []string{"may not approve plans"}},
 		{name: "an old plan's ID", ch: approve(oldID), user: approver, approvers: approvers, pending: pendingRecord(),
 			says: []string{`approves plan "` + oldID + `"`, "the plan that waits for approval is " + pendingID, "create 1, update 0, replace 1, delete 0",
 				"kubectl get terraformcluster c"}},
@@ -129,18 +129,9 @@ func TestJudgePlan(t *testing.T) {
 			says: []string{"no plan waits for approval"}},
 		{name: "an empty ID", ch: approve(""), user: approver, approvers: approvers, pending: pendingRecord(),
 			says: []string{"the plan that waits for approval is " + pendingID}},
-		{name: "a user writes a plan record", ch: records, user: approver, approvers: approvers, pending: pendingRecord(),
-			says: []string{"only the CAPTF manager may write them", infrav1.PendingPlanAnnotation}},
-		{name: "a user forges applied-plan", ch: webhooks.PlanChange{RecordsChanged: []string{infrav1.AppliedPlanAnnotation}}, user: dev,
-			says: []string{infrav1.AppliedPlanAnnotation + " on TerraformCluster prod/c", "only the CAPTF manager may write them"}},
-		{name: "the manager writes its records", ch: webhooks.PlanChange{RecordsChanged: []string{infrav1.PendingPlanAnnotation, infrav1.AppliedPlanAnnotation}},
-			user: authenticationv1.UserInfo{Username: "mgr"}, manager: true, allowed: true},
-		{name: "an approver's approval that also writes a record", ch: webhooks.PlanChange{ApprovalSet: true, Approval: pendingID,
-			RecordsChanged: []string{infrav1.PendingPlanAnnotation}}, user: approver, approvers: approvers, pending: pendingRecord(),
-			says: []string{"only the CAPTF manager may write them"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			v := webhooks.JudgePlan(c.ch, c.user, c.manager, c.approvers, c.pending, ref)
+			v := webhooks.JudgePlan(c.ch, c.user, c.approvers, c.pending, ref)
 			if v.Allowed != c.allowed {
 				t.Fatalf("allowed = %v, want %v: %s", v.Allowed, c.allowed, v.Message)
 			}

@@ -21,7 +21,7 @@ import (
 // and objectSelector.
 //
 // The guard, the Lease guard and the Job guard:
-// +kubebuilder:webhook:path=/guard-captf,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=terraformclusters;terraformclusters/status;terraformmachines;terraformmachines/status;terraformmachinepools;terraformmachinepools/status,verbs=update,versions=v1alpha1,name=guard.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/guard-captf,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups=infrastructure.cluster.x-k8s.io,resources=terraformclusters;terraformclusters/status;terraformmachines;terraformmachines/status;terraformmachinepools;terraformmachinepools/status,verbs=create;update,versions=v1alpha1,name=guard.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
 // +kubebuilder:webhook:path=/guard-captf-lease,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups=coordination.k8s.io,resources=leases,verbs=update;delete,versions=v1,name=lease-guard.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
 // +kubebuilder:webhook:path=/guard-captf-job,mutating=false,failurePolicy=fail,sideEffects=None,matchPolicy=Equivalent,groups=batch,resources=jobs,verbs=update,versions=v1,name=job-guard.captf.io,admissionReviewVersions=v1,timeoutSeconds=5
 //
@@ -129,13 +129,25 @@ func Setup(mgr ctrl.Manager, o Options) error {
 	if err := register(mgr, &infrav1.TerraformMachinePool{}, infrav1.TerraformMachinePoolKind, reader, audiences); err != nil {
 		return err
 	}
-	if err := registerTemplate(mgr, &infrav1.TerraformClusterTemplate{}, "TerraformClusterTemplate", clusterTemplateSpec, audiences); err != nil {
+	if err := registerTemplate(mgr, &infrav1.TerraformClusterTemplate{}, TemplateValidator[*infrav1.TerraformClusterTemplate]{Kind: "TerraformClusterTemplate", Spec: clusterTemplateSpec,
+		Annotations: func(t *infrav1.TerraformClusterTemplate) map[string]string {
+			return t.Spec.Template.ObjectMeta.Annotations
+		},
+		Audiences: audiences, Secrets: reader, Identities: reader}); err != nil {
 		return err
 	}
-	if err := registerTemplate(mgr, &infrav1.TerraformMachineTemplate{}, "TerraformMachineTemplate", machineTemplateSpec, audiences); err != nil {
+	if err := registerTemplate(mgr, &infrav1.TerraformMachineTemplate{}, TemplateValidator[*infrav1.TerraformMachineTemplate]{Kind: "TerraformMachineTemplate", Spec: machineTemplateSpec,
+		Annotations: func(t *infrav1.TerraformMachineTemplate) map[string]string {
+			return t.Spec.Template.ObjectMeta.Annotations
+		},
+		Audiences: audiences, Secrets: reader, Identities: reader}); err != nil {
 		return err
 	}
-	if err := registerTemplate(mgr, &infrav1.TerraformMachinePoolTemplate{}, "TerraformMachinePoolTemplate", poolTemplateSpec, audiences); err != nil {
+	if err := registerTemplate(mgr, &infrav1.TerraformMachinePoolTemplate{}, TemplateValidator[*infrav1.TerraformMachinePoolTemplate]{Kind: "TerraformMachinePoolTemplate", Spec: poolTemplateSpec,
+		Annotations: func(t *infrav1.TerraformMachinePoolTemplate) map[string]string {
+			return t.Spec.Template.ObjectMeta.Annotations
+		},
+		Audiences: audiences, Secrets: reader, Identities: reader}); err != nil {
 		return err
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &infrav1.TerraformPlanPolicy{}).WithValidator(PlanPolicyValidator{}).Complete(); err != nil {
@@ -154,11 +166,9 @@ func register[T Reconciled](mgr ctrl.Manager, obj T, kind string, reader client.
 	return nil
 }
 
-func registerTemplate[T client.Object](mgr ctrl.Manager, obj T, kind string, spec func(T) *infrav1.TerraformSpec, audiences jobs.AudienceProber) error {
-	if err := ctrl.NewWebhookManagedBy(mgr, obj).
-		WithValidator(TemplateValidator[T]{Kind: kind, Spec: spec, Audiences: audiences}).
-		Complete(); err != nil {
-		return fmt.Errorf("register %s webhook: %w", kind, err)
+func registerTemplate[T client.Object](mgr ctrl.Manager, obj T, v TemplateValidator[T]) error {
+	if err := ctrl.NewWebhookManagedBy(mgr, obj).WithValidator(v).Complete(); err != nil {
+		return fmt.Errorf("register %s webhook: %w", v.Kind, err)
 	}
 	return nil
 }

@@ -157,18 +157,38 @@ type TemplateValidator[T client.Object] struct {
 	// namespace, as Validator.Secrets does; nil skips that check (the stamped objects are
 	// checked on their own creation, and the controller before every Job).
 	Secrets client.Reader
+	// Annotations returns spec.template.metadata.annotations, what the template stamps onto
+	// the objects Cluster API creates (ValidateTemplateMetadata).
+	Annotations func(T) map[string]string
+	// Identities reads the TerraformIdentity spec.job.identityRef names and the template's
+	// Namespace (the API server, not a cache), to judge the template like the objects it stamps
+	// (checkIdentityRef). Nil skips that check.
+	Identities client.Reader
 }
 
 var _ admission.Validator[*infrav1.TerraformClusterTemplate] = TemplateValidator[*infrav1.TerraformClusterTemplate]{}
 
-var templateSpecPath = field.NewPath("spec", "template", "spec")
+var (
+	templateSpecPath        = field.NewPath("spec", "template", "spec")
+	templateAnnotationsPath = field.NewPath("spec", "template", "metadata", "annotations")
+)
 
 // ValidateCreate implements admission.Validator.
 func (v TemplateValidator[T]) ValidateCreate(ctx context.Context, obj T) (admission.Warnings, error) {
 	warnings, audienceErrs := checkAudience(ctx, v.Audiences, templateSpecPath, v.Spec(obj))
 	secretWarnings, secretErrs := checkModuleSecrets(ctx, v.Secrets, obj.GetNamespace(), templateSpecPath, v.Spec(obj))
 	errs := append(append(ValidateTerraformSpec(templateSpecPath, v.Spec(obj)), audienceErrs...), secretErrs...)
-	return append(warnings, secretWarnings...), invalid(v.Kind, obj.GetName(), errs)
+	identityWarnings, identityErrs := checkIdentityRef(ctx, v.Identities, obj.GetNamespace(), templateSpecPath, v.Spec(obj))
+	errs = append(append(errs, identityErrs...), v.metadataErrs(obj)...)
+	return append(append(warnings, secretWarnings...), identityWarnings...), invalid(v.Kind, obj.GetName(), errs)
+}
+
+// metadataErrs judges what the template stamps onto the objects' metadata.
+func (v TemplateValidator[T]) metadataErrs(obj T) field.ErrorList {
+	if v.Annotations == nil {
+		return nil
+	}
+	return ValidateTemplateMetadata(templateAnnotationsPath, v.Annotations(obj))
 }
 
 // ValidateUpdate implements admission.Validator.
@@ -187,6 +207,11 @@ func (v TemplateValidator[T]) ValidateUpdate(ctx context.Context, oldObj, newObj
 		secretWarnings, secretErrs := checkModuleSecrets(ctx, v.Secrets, newObj.GetNamespace(), templateSpecPath, v.Spec(newObj))
 		warnings, errs = append(warnings, secretWarnings...), append(errs, secretErrs...)
 	}
+	if identityRefChanged(v.Spec(oldObj), v.Spec(newObj)) {
+		identityWarnings, identityErrs := checkIdentityRef(ctx, v.Identities, newObj.GetNamespace(), templateSpecPath, v.Spec(newObj))
+		warnings, errs = append(warnings, identityWarnings...), append(errs, identityErrs...)
+	}
+	errs = append(errs, v.metadataErrs(newObj)...)
 	return warnings, invalid(v.Kind, newObj.GetName(), errs)
 }
 

@@ -132,3 +132,24 @@ func Provisioned(annotations map[string]string, status *infrav1.TerraformStatus)
 	_, ok := annotations[infrav1.AppliedHashAnnotation]
 	return ok
 }
+
+// ValidateTemplateMetadata checks the annotations a template stamps onto every object Cluster
+// API creates from it (spec.template.metadata.annotations; path is that field): none may be one
+// of the manager's records (infrav1.ManagerRecordAnnotations) or a guarded request
+// (infrav1.GuardedRequestAnnotations). Cluster API creates those objects as its own identity,
+// which the guard lets create what a tenant may not, so a template would otherwise carry a
+// forged record or an unjudged approval, adoption or abandon into every object. It is pure.
+func ValidateTemplateMetadata(path *field.Path, annotations map[string]string) field.ErrorList {
+	var errs field.ErrorList
+	for _, k := range slices.Sorted(maps.Keys(annotations)) {
+		switch {
+		case infrav1.IsManagerRecordAnnotation(k):
+			errs = append(errs, field.Forbidden(path.Key(k), fmt.Sprintf(
+				"%s is one of the CAPTF manager's records (docs/webhooks.md): a template must not stamp it onto the objects Cluster API creates; remove it from the template", k)))
+		case slices.Contains(infrav1.GuardedRequestAnnotations(), k):
+			errs = append(errs, field.Forbidden(path.Key(k), fmt.Sprintf(
+				"%s is a request the CAPTF guard judges on each object (docs/webhooks.md): a template must not stamp it onto the objects Cluster API creates; remove it from the template and set it on the object itself", k)))
+		}
+	}
+	return errs
+}

@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,7 +25,10 @@ func main() {
 	}
 }
 
-func run() error {
+// parseFlags reads the manager's flags into setup.Options and the logger's options. Every
+// group-list flag is read with the one parser, webhooks.ParseGroups: spaces trimmed, empty and
+// repeated entries dropped.
+func parseFlags(args []string) (setup.Options, zap.Options, error) {
 	var o setup.Options
 	var gate bool
 	var groups, approvers string
@@ -55,14 +57,21 @@ func run() error {
 	fs.IntVar(&o.StateBackups, "state-backups", 5, "backups of each object's Terraform state to keep after the Jobs that change it (0 takes none)")
 	zo := zap.Options{}
 	zo.BindFlags(fs)
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		return err
+	if err := fs.Parse(args); err != nil {
+		return setup.Options{}, zap.Options{}, err
 	}
 	o.DisableClusterOperationGate = !gate
-	if groups != "" {
-		o.GuardOverrideGroups = strings.Split(groups, ",")
-	}
+	o.GuardOverrideGroups = webhooks.ParseGroups(groups)
 	o.PlanApproverGroups = webhooks.ParseGroups(approvers)
+	return o, zo, nil
+}
+
+func run() error {
+	o, zo, err := parseFlags(os.Args[1:])
+	if err != nil {
+		return err
+	}
+	gate := !o.DisableClusterOperationGate
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zo)))
 	limit, err := setup.SetMemoryLimit(os.Getenv)
 	if err != nil {

@@ -28,6 +28,14 @@ const ManagerReadyTimeout = 2 * time.Minute
 // approve plans.
 const PlanApproverGroups = "system:masters"
 
+// OverrideGroups is the sandbox manager's --guard-override-groups: the group of the sandbox's
+// administrator too, so that clusterctl move, which the e2e suite runs with that kubeconfig, may
+// create the target objects with the manager's records and drop them from the source copies
+// (docs/move.md). A spec that needs an administrator outside the override groups starts its
+// own sandbox with ManagerArgs naming another group (ManagerArgs come last, and the last flag
+// wins), and plays its users with impersonation.
+const OverrideGroups = "system:masters"
+
 // installManagerNamespace installs, as config/default renders them, the manager's Role and
 // RoleBinding in its own namespace (leader election, and the plan approvers ConfigMap the
 // manager writes), the plan-approval policy (the ValidatingAdmissionPolicy, its binding and its
@@ -99,6 +107,8 @@ func (s *Sandbox) managerProcess() (*ManagerProcess, error) {
 		// The sandbox's kubectl user is an administrator in system:masters: it may approve
 		// plans (docs/sandbox.md). ManagerArgs may name other groups.
 		"--plan-approver-groups=" + PlanApproverGroups,
+		// clusterctl move runs as the administrator (OverrideGroups).
+		"--guard-override-groups=" + OverrideGroups,
 	}
 	args = append(args, s.opts.ManagerArgs...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -122,6 +122,7 @@ func (o Options) withDefaults() Options {
 		o.Clock = clock.RealClock{}
 	}
 	o.PlanApproverGroups = webhooks.ParseGroups(strings.Join(o.PlanApproverGroups, ","))
+	o.GuardOverrideGroups = webhooks.ParseGroups(strings.Join(o.GuardOverrideGroups, ","))
 	if o.PlanApproversNamespace == "" {
 		o.PlanApproversNamespace = strings.TrimSpace(os.Getenv(webhooks.EnvPodNamespace))
 	}

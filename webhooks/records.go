@@ -1,0 +1,126 @@
+package webhooks
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+)
+
+// The manager's records (docs/webhooks.md, "The manager's records"): the annotations of
+// infrav1.ManagerRecordAnnotations are what the controller wrote about what it did and found;
+// only the manager itself and the override groups may set, change or remove them, on update and
+// on create. A create is judged as an update from nothing: the same diff (DiffRecords) from an
+// empty old object, the same verdict (JudgeRecords). On a create, the guarded requests
+// (infrav1.GuardedRequestAnnotations: approve-plan, adopt-state, abandon-infrastructure) count
+// too: a new object carries no approval, adoption or abandon that nobody judged.
+
+// lineageRecords are the records of the state's identity: clusterctl move may drop them from the
+// source copy it deletes (DiffRecords).
+var lineageRecords = []string{infrav1.StateLineageAnnotation, infrav1.StateLineageSeenAnnotation, infrav1.StateFirstRunAnnotation}
+
+// RecordChange is what one request does to the manager's records and the guarded requests.
+type RecordChange struct {
+	// Records names the manager's records the request sets, changes or removes, in the order
+	// of infrav1.ManagerRecordAnnotations.
+	Records []string
+	// Requests names the guarded requests the request sets or changes (judged here on a create
+	// only; on an update each has its own rule: JudgePlan, judgeIdentity, judgeAbandon).
+	Requests []string
+}
+
+// DiffRecords compares the annotations of the old and the new object (on a create the old is
+// empty Marks). It is pure. Two removals are no change of a record:
+//   - captf.io/retry-at: removing it is a person's request to retry now (kubectl captf retry);
+//     it cannot make the controller believe anything happened.
+//   - the lineage records, on an object that carries delete-for-move after the request:
+//     clusterctl move marks the source copy it is about to delete with a JSON patch that
+//     replaces all its annotations by delete-for-move alone. The record lives on in the target
+//     copy, and removing it can only make the object hold (RetainedStateFound), never take a
+//     state over. Setting or changing it still is a change.
+func DiffRecords(oldM, newM *Marks) RecordChange {
+	var ch RecordChange
+	_, moving := newM.Annotations[infrav1.DeleteForMoveAnnotation]
+	for _, k := range infrav1.ManagerRecordAnnotations() {
+		was, had := oldM.Annotations[k]
+		is, has := newM.Annotations[k]
+		if had == has && was == is {
+			continue
+		}
+		if !has && k == infrav1.RetryAtAnnotation {
+			continue
+		}
+		if moving && !has && slices.Contains(lineageRecords, k) {
+			continue
+		}
+		ch.Records = append(ch.Records, k)
+	}
+	for _, k := range infrav1.GuardedRequestAnnotations() {
+		was, had := oldM.Annotations[k]
+		if is, has := newM.Annotations[k]; has && (!had || was != is) {
+			ch.Requests = append(ch.Requests, k)
+		}
+	}
+	return ch
+}
+
+// RecordVerdict is the judgement of the records rule on one request.
+type RecordVerdict struct {
+	// Allowed: the request writes no record, or its user may.
+	Allowed bool
+	// Message says why not and what to do (empty when allowed).
+	Message string
+}
+
+// JudgeRecords applies the records rule. It is pure.
+//
+//   - On an update, a request that sets, changes or removes a manager's record is allowed only
+//     when writer (the user is the manager itself or a member of the override groups).
+//   - On a create (create true), a new object that carries a manager's record or a guarded
+//     request is allowed only when writer: only clusterctl move, run by an override group
+//     member, creates objects that carry what the manager wrote in another cluster.
+//
+// who names the override groups (Override.Who), ref the object, for the message.
+func JudgeRecords(ch RecordChange, create, writer bool, who string, ref ObjectRef) RecordVerdict {
+	if writer {
+		return RecordVerdict{Allowed: true}
+	}
+	if create {
+		carried := append(slices.Clone(ch.Records), ch.Requests...)
+		if len(carried) == 0 {
+			return RecordVerdict{Allowed: true}
+		}
+		return RecordVerdict{Message: fmt.Sprintf("CAPTF guard: this request creates %s with %s. A new object starts without the manager's records "+
+			"and without an approval, a state adoption or an abandon nobody judged: only the CAPTF manager and members of the override groups (%s) "+
+			"may create an object that carries them, as clusterctl move does. Create the object without them; to take over a retained state, "+
+			"ask an override group member to set %s after the create (docs/state.md); to run clusterctl move, run it as a member of the override groups (docs/move.md).",
+			ref, strings.Join(carried, ", "), who, infrav1.AdoptStateAnnotation)}
+	}
+	if len(ch.Records) == 0 {
+		return RecordVerdict{Allowed: true}
+	}
+	return RecordVerdict{Message: fmt.Sprintf("CAPTF guard: this request sets, changes or removes %s on %s; these annotations are the controller's records "+
+		"of what it did and found (docs/webhooks.md), and only the CAPTF manager may write them (or a member of the override groups: %s). %s",
+		strings.Join(ch.Records, ", "), ref, who, recordHint(ch.Records))}
+}
+
+// recordHint says what to do instead of writing records.
+func recordHint(records []string) string {
+	var hints []string
+	if slices.Contains(records, infrav1.PendingPlanAnnotation) || slices.Contains(records, infrav1.AppliedPlanAnnotation) {
+		hints = append(hints, fmt.Sprintf("To approve a plan set %s=<status.pendingPlan.id>; to drop a pending plan change the inputs or wait for the next plan (docs/plans.md).",
+			infrav1.ApprovePlanAnnotation))
+	}
+	if slices.ContainsFunc(records, func(k string) bool { return slices.Contains(lineageRecords, k) }) {
+		hints = append(hints, fmt.Sprintf("Changing the state lineage record would let the object run against another state; to bring the object's own state back, "+
+			"restore a backup with %s (docs/state.md).", infrav1.RestoreStateAnnotation))
+	}
+	if slices.Contains(records, infrav1.RetryAtAnnotation) {
+		hints = append(hints, fmt.Sprintf("To retry now, remove %s (kubectl captf retry).", infrav1.RetryAtAnnotation))
+	}
+	if len(hints) == 0 {
+		hints = append(hints, "Leave them as the manager wrote them.")
+	}
+	return strings.Join(hints, " ")
+}
