@@ -101,6 +101,17 @@ type storedPlan struct {
 	text        string
 	json        string
 	annotations map[string]string
+	// digests are those of the artifacts as the Secret holds them.
+	digests runnerapi.PlanDigests
+}
+
+// savedRef is the Result's savedPlan of this stored plan: its reference and the digests of
+// its artifacts as stored (what the controller binds the plan Secret with).
+func (p storedPlan) savedRef() runnerapi.PlanRef {
+	ref := p.record.Ref()
+	d := p.digests
+	ref.Digests = &d
+	return ref
 }
 
 func (o *stateObject) readPlan() storedPlan {
@@ -115,6 +126,7 @@ func (o *stateObject) readPlan() storedPlan {
 	p.text = string(sec.Data[runnerapi.PlanTextKey])
 	p.json = string(sec.Data[runnerapi.PlanJSONKey])
 	p.annotations = sec.Annotations
+	p.digests = runnerapi.DigestPlanArtifacts(sec.Data)
 	return p
 }
 
@@ -189,7 +201,7 @@ func describePlans(bin string) {
 
 			By("(b) the plan Secret holds the plan, bound to its file, the inputs and the state serial and lineage")
 			p := o.readPlan()
-			Expect(p.record.Ref()).To(Equal(*res.SavedPlan))
+			Expect(*res.SavedPlan).To(Equal(p.savedRef()), "the result reports the digests of the artifacts as stored")
 			Expect(p.record.FileSHA256).To(Equal(runnerapi.FileSHA256(p.file)))
 			Expect(p.record.StateSerial).To(BeEquivalentTo(st0.Serial))
 			Expect(p.record.StateLineage).To(Equal(st0.Lineage))
@@ -414,7 +426,7 @@ func describePlans(bin string) {
 			Expect(res.Summary).To(Equal(&want))
 			Expect(res.SavedPlan).NotTo(BeNil())
 			p := o.readPlan()
-			Expect(p.record.Ref()).To(Equal(*res.SavedPlan))
+			Expect(*res.SavedPlan).To(Equal(p.savedRef()), "the result reports the digests of the artifacts as stored")
 			Expect(p.record.RefreshOnly).To(BeTrue())
 			Expect(p.record.PlanSummary).To(Equal(want))
 			Expect(p.text).To(ContainSubstring("subnet"))
