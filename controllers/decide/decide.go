@@ -156,6 +156,11 @@ type JobsEvidence struct {
 	// PullFailure, read live while the running Job has no ready pod (NeedsPendingPods), is a
 	// container of its pod that waits for an image the kubelet cannot pull.
 	PullFailure *PullFailure
+	// StartBlock, read with PullFailure, is why the running Job's pod has not started its main
+	// container (nil: nothing blocks); NeverStarted, read with it, says the pods prove that no
+	// main container ever started (jobstatus.NoContainerStarted).
+	StartBlock   *StartBlock
+	NeverStarted bool
 }
 
 // InputsEvidence are the decision inputs, read only when NeedsDecisionInputs says so.
@@ -301,6 +306,10 @@ const (
 	// ActionSkipRun: the Job of the current run sequence belongs to another incarnation of the
 	// object and has finished: move the run sequence on without counting it.
 	ActionSkipRun Action = "SkipRun"
+	// ActionDeleteJob: a deleting object's running Job can never start and never ran terraform
+	// (NeverStartedJobGoes): delete it, keeping block-move and status.activeJob, so the
+	// deletion does not wait out its deadline.
+	ActionDeleteJob Action = "DeleteJob"
 	// ActionLeaveState: a deleting object that never wrote a state finds one it did not write
 	// (RetainedState) and has not adopted: let the object go without a destroy and without
 	// touching that state, which is not its own.
@@ -508,6 +517,9 @@ func decideJobs(ev Evidence) (Decision, bool) {
 			d.SetActiveJob = run.Name
 		}
 		d.Wait = pendingWait(ev)
+		if NeverStartedJobGoes(ev) {
+			d.Action = ActionDeleteJob
+		}
 		return d, true
 	}
 	if ev.Jobs.Current != nil && ev.Jobs.Current.Phase == JobFinished {

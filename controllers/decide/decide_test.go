@@ -463,13 +463,23 @@ func space(workers int, visit func(worker int, ev Evidence)) {
 		current *JobView
 		running []JobView
 		pods    PodsView
+		// A running Job whose pod cannot start: its start block or pull failure, and whether
+		// its pods prove that terraform never started (read live while it is unready).
+		block        *StartBlock
+		pull         *PullFailure
+		neverStarted bool
 	}
 	own := func(ph JobPhase, foreign bool) *JobView {
 		return &JobView{Name: "j3", Seq: 3, Operation: infrav1.OperationApply, Phase: ph, Foreign: foreign}
 	}
+	unready := func() *JobView { v := own(JobRunning, false); v.Unready = true; return v }
 	other := []JobView{{Name: "j2", Seq: 2, Operation: infrav1.OperationApply, Phase: JobRunning}}
+	configError := &StartBlock{Pod: "j3-p", Container: "terraform", Reason: "CreateContainerConfigError", Since: now, Immediate: true}
 	jobSets := []jobs{{}, {running: other}, {current: own(JobRunning, false), running: []JobView{*own(JobRunning, false)}},
-		{current: own(JobRunning, true), running: []JobView{*own(JobRunning, true)}}}
+		{current: own(JobRunning, true), running: []JobView{*own(JobRunning, true)}},
+		{current: unready(), running: []JobView{*unready()}, block: configError, neverStarted: true},
+		{current: unready(), running: []JobView{*unready()}, block: configError},
+		{current: unready(), running: []JobView{*unready()}, pull: &PullFailure{Pod: "j3-p", Reason: "ImagePullBackOff"}, neverStarted: true}}
 	for _, foreign := range []bool{false, true} {
 		for _, pods := range []PodsView{PodsNotListed, PodsRunning, PodsTerminal} {
 			jobSets = append(jobSets, jobs{current: own(JobFinished, foreign), pods: pods})
@@ -533,7 +543,8 @@ func space(workers int, visit func(worker int, ev Evidence)) {
 					Now:    now,
 					Lag:    lags[digit[8]],
 					Object: ObjectEvidence{HasFinalizer: on(0), Deleting: on(1), Paused: on(2), MoveDeletion: on(3), BlockMove: on(4), Provisioned: on(5), ActiveJob: actives[digit[6]], Destroyed: on(14), Abandon: digit[17] > 0, AbandonPredates: digit[17] == 2},
-					Jobs:   JobsEvidence{RunSeq: 3, Current: js.current, Running: js.running, CurrentPods: js.pods},
+					Jobs: JobsEvidence{RunSeq: 3, Current: js.current, Running: js.running, CurrentPods: js.pods,
+						StartBlock: js.block, PullFailure: js.pull, NeverStarted: js.neverStarted},
 					Inputs: InputsEvidence{Gathered: on(9), DependencyWait: in.dep, Problem: in.problem, DesiredHash: hashes[digit[11]][0], AppliedHash: hashes[digit[11]][1]},
 					State:  StateEvidence{Read: st.view, Empty: st.empty, Lineage: st.lineage, AdoptLineage: st.adopt, Backups: rs.backups, RestoreSerial: rs.serial, RestoreFailed: rs.failed},
 					Drift:  DriftEvidence{DueAt: dr.due, Remediate: dr.remediate, Mode: dr.mode, RefreshRequest: dr.refresh, CheckRequest: dr.check},
@@ -572,6 +583,9 @@ func consistent(ev Evidence) bool {
 	if (ev.Jobs.CurrentPods != PodsNotListed) != NeedsPods(ev) || ev.Lag.Checked != NeedsLagCheck(ev) {
 		return false
 	}
+	if (ev.Jobs.StartBlock != nil || ev.Jobs.PullFailure != nil || ev.Jobs.NeverStarted) && !NeedsPendingPods(ev) {
+		return false
+	}
 	return ev.Inputs.Gathered == NeedsDecisionInputs(ev) && (ev.State.Read != StateNotRead) == NeedsLiveState(ev)
 }
 
@@ -602,6 +616,12 @@ func violations(ev Evidence, d Decision) []string {
 
 	if startMayRun && d.Action == ActionStart {
 		bad("I1: starts a Job while one may run")
+	}
+	if d.Action == ActionDeleteJob && !(ev.Object.Deleting && cacheRuns && ev.Jobs.NeverStarted && (ev.Jobs.PullFailure != nil || StartBlocked(ev) != nil)) {
+		bad("deletes a running Job outside a deletion, or one whose pods do not prove that terraform never started")
+	}
+	if d.Action == ActionWaitJob && ev.Object.Deleting && cacheRuns && ev.Jobs.NeverStarted && (ev.Jobs.PullFailure != nil || StartBlocked(ev) != nil) {
+		bad("a deletion waits out the deadline of a Job that can never start and never ran terraform")
 	}
 	if (cacheRuns || podsRun) && ev.Object.HasFinalizer && (d.ClearBlockMove || !(ev.Object.BlockMove || d.SetBlockMove)) {
 		bad("I2: a Job runs and block-move is not kept")
@@ -811,7 +831,7 @@ func TestDecideInvariantsOverTheWholeEvidenceSpace(t *testing.T) {
 	}
 	for _, a := range []string{"None/", "AddFinalizer/", "WaitJob/", "Bookkeep/Apply", "SkipRun/", "WaitLag/", "Start/Apply",
 		"Start/Destroy", "Start/Restore", "Start/Drift", "Start/Refresh", "SavedPlan/Refresh", "AskedFor/Drift", "Idle/", "RecoverStatus/", "Wait/", "RemoveFinalizer/", "Cleanup/", "Retain/", "Abandon/",
-		"VoidAbandon/deleting=false", "VoidAbandon/deleting=true", "LeaveState/",
+		"VoidAbandon/deleting=false", "VoidAbandon/deleting=true", "LeaveState/", "DeleteJob/",
 		"Hold/" + infrav1.RetainedStateFoundReason, "Hold/" + infrav1.StateLineageChangedReason} {
 		if reached[a] == 0 {
 			t.Errorf("no evidence gather can produce reaches %s", a)

@@ -28,7 +28,12 @@
 //   - a running Job whose pod cannot pull its image (Evidence.Jobs.PullFailure) is reported
 //     (ImagePullFailed) and waited for like any running Job: its marks stay, nothing is
 //     cleared, failed or deleted; only a running Job with no ready pod has its pods read
-//     (NeedsPendingPods).
+//     (NeedsPendingPods);
+//   - a running Job whose pod cannot start for another reason (Evidence.Jobs.StartBlock) is
+//     reported (JobCannotStart) at once for a configuration error and after StartGrace for the
+//     rest; a deleting object deletes such a Job, or one that cannot pull its image, only when
+//     the pods prove that terraform never started (NeverStartedJobGoes, ActionDeleteJob), and
+//     keeps block-move and status.activeJob while it does.
 //
 // What it may import (enforced by depguard in .golangci.yml, rule decide-is-pure): the standard
 // library, api/v1alpha1, the Kubernetes apimachinery type packages (meta/v1, api/meta, types)

@@ -163,6 +163,10 @@ func setDriftDetected(c conditions, ev Evidence, rep Report) {
 	}
 }
 
+// waitsForJob reports a decision that keeps a running Job's marks and reports it: a wait for
+// it, or the deletion of a Job that never started (ActionDeleteJob).
+func waitsForJob(d Decision) bool { return d.Action == ActionWaitJob || d.Action == ActionDeleteJob }
+
 // waitsForApprover reports the reason of a saved plan that waits for a person: approval is
 // asked for (PlanAwaitingApproval), the plan breaks a plan policy rule (PlanPolicyViolated), or
 // it is held as corrupt (PlanCorrupt: never applied; a person finds the writer and changes the
@@ -176,7 +180,7 @@ func waitsForApprover(reason string) bool {
 func setPendingPlan(c conditions, ev Evidence, d Decision) {
 	p := ev.Plan.Pending
 	if p == nil || d.Wait == nil || !waitsForApprover(d.Wait.Reason) {
-		if d.Action != ActionWaitJob && d.Action != ActionWaitLag {
+		if !waitsForJob(d) && d.Action != ActionWaitLag {
 			c.st.PendingPlan = nil
 		}
 		return
@@ -274,9 +278,9 @@ func setOperation(c conditions, ev Evidence, d Decision, rep Report) {
 	case rep.Recovered:
 		c.set(infrav1.ApplyJobSucceededCondition, metav1.ConditionTrue, infrav1.JobSucceededReason,
 			"recovered from the state of the last successful apply")
-	case d.Action == ActionWaitJob && len(ev.Jobs.Running) > 0:
+	case waitsForJob(d) && len(ev.Jobs.Running) > 0:
 		run := ev.Jobs.Running[0]
-		if setPullFailure(c, ev, run) {
+		if setPullFailure(c, ev, run) || setStartBlock(c, ev, run) {
 			return
 		}
 		msg := fmt.Sprintf("Job %s runs %s", run.Name, run.Operation)
@@ -334,6 +338,8 @@ func setDeleting(c conditions, ev Evidence, d Decision, rep Report) {
 		msg = rep.CleanupBlocked
 	case rep.Started != "":
 		msg = "destroy Job " + rep.Started + " runs"
+	case d.Action == ActionDeleteJob:
+		msg = fmt.Sprintf("Job %s (%s) cannot start and never ran terraform: it is deleted, and the deletion goes on once its pods are gone", ev.Jobs.Running[0].Name, ev.Jobs.Running[0].Operation)
 	case d.Action == ActionWaitJob && len(ev.Jobs.Running) > 0:
 		msg = fmt.Sprintf("Job %s (%s) runs", ev.Jobs.Running[0].Name, ev.Jobs.Running[0].Operation)
 	case d.Action == ActionRemoveFinalizer:

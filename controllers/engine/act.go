@@ -56,10 +56,15 @@ func (p *pass) act(ctx context.Context) (ctrl.Result, error) {
 	case decide.ActionWaitJob, decide.ActionWait, decide.ActionIdle:
 		p.holdEvent()
 		p.pullFailureEvent()
+		p.startBlockEvent()
 		if d.Wait != nil {
 			return ctrl.Result{RequeueAfter: d.Wait.RequeueAfter}, nil
 		}
 		return ctrl.Result{}, nil
+	case decide.ActionDeleteJob:
+		p.pullFailureEvent()
+		p.startBlockEvent()
+		return p.deleteNeverStartedJob(ctx)
 	case decide.ActionRecoverStatus:
 		return p.recoverFromState(ctx)
 	case decide.ActionStart:

@@ -27,7 +27,12 @@
 //     first) waits with a kubelet's pull reason, ErrImagePull, ImagePullBackOff,
 //     InvalidImageName or ErrImageNeverPull (PullFailureOf); a terminal pod never counts, and
 //     the kubelet's back-off preamble is dropped so the registry's answer reads the same
-//     between a failed pull and the back-off after it.
+//     between a failed pull and the back-off after it;
+//   - a running Job's pods that have not started say why (StartBlockOf: a container
+//     configuration error, Unschedulable, a scheduled pod with no container started, or no pod),
+//     and they prove that terraform never ran only when every pod is Pending and no main
+//     container runs, ran, restarted or reports started (NoContainerStarted); init containers
+//     (the state channel) may have run.
 //
 // It imports the API types, naming (the owner labels) and the runner's wire API (the pod
 // labels), never the engine, runlease or cachelag, so each of them can use it.
