@@ -11,6 +11,18 @@
 // carries the state and the durable inputs over, destroys nothing in the source, and the
 // target resumes without an apply.
 //
+// Tenants (tenant_helpers_test.go, tenant_test.go): the actors of docs/threat-model.md act
+// through impersonation, never as the administrator. asTenant(sb, ns) creates namespace ns and
+// binds the user tenant-<ns> to Kubernetes' built-in ClusterRole edit in it (a RoleBinding);
+// asCAPTFEditor(sb, ns) binds captf-editor-<ns> to captf-tenant-edit alone; bindUser(sb, ns,
+// user, clusterRole) binds any other. Each first installs the tenants' ClusterRoles as
+// config/default renders them and waits until the clusterrole-aggregation controller copied
+// them into edit, admin and view. The returned tenant has Client() (a controller-runtime
+// client with rest.Config.Impersonate), Kubectl and MustKubectl (kubectl --as=<user> in its
+// namespace) and CanI (kubectl auth can-i). An attack row of the threat model becomes one It
+// in tenant_test.go that acts as its row's actor and expects the refusal or the harmless
+// outcome the row documents.
+//
 // The suite builds the manager, the runner and the sandbox from this checkout into a temporary
 // folder, so it never tests stale binaries; the control plane, kubectl, clusterctl and
 // kustomize come from bin/ (`make test-bins`). It fails, and never skips, when they are missing.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,8 +26,11 @@ import (
 )
 
 // Controllers are the kube-controller-manager controllers the sandbox runs: what CAPTF's Jobs,
-// their Pods and Secrets, its namespaces and its node meet in a cluster.
+// their Pods and Secrets, its namespaces and its node meet in a cluster, and the aggregation of
+// ClusterRoles into the built-in `admin`, `edit` and `view` (which carry no rules without it),
+// so a tenant bound to `edit` holds what it holds in a cluster (docs/permissions.md, Tenants).
 var Controllers = []string{
+	"clusterrole-aggregation-controller",
 	"job-controller",
 	"garbage-collector-controller",
 	"namespace-controller",
@@ -216,12 +220,17 @@ func healthy(hc *http.Client, url string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-// worked reports whether the ServiceAccount and root CA controllers reached namespace default.
+// worked reports whether the ServiceAccount and root CA controllers reached namespace default
+// and the aggregation controller filled the built-in ClusterRole edit.
 func worked(ctx context.Context, c client.Client) bool {
 	if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "default"}, &corev1.ServiceAccount{}); err != nil {
 		return false
 	}
-	return c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "kube-root-ca.crt"}, &corev1.ConfigMap{}) == nil
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "kube-root-ca.crt"}, &corev1.ConfigMap{}); err != nil {
+		return false
+	}
+	var edit rbacv1.ClusterRole
+	return c.Get(ctx, types.NamespacedName{Name: "edit"}, &edit) == nil && len(edit.Rules) > 0
 }
 
 // Stop ends both processes: SIGTERM, then SIGKILL after 10 s. It is safe to call more than once.

@@ -1,0 +1,148 @@
+package e2e_test
+
+import (
+	"regexp"
+	"strings"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+)
+
+// The tenant of docs/threat-model.md: a user bound to the built-in ClusterRole edit in one
+// namespace, reached through impersonation (asTenant), and the user with only CAPTF's editor
+// role (asCAPTFEditor). The first specs prove the roles themselves (docs/permissions.md,
+// "Tenants"); each attack row of the threat model adds one It here, acting as the row's actor.
+// Specs that need no Job stay on the shared sandbox and take seconds.
+var _ = Describe("A tenant with the namespace's edit role", func() {
+	// The resources of the tenants' roles, as kubectl auth can-i names them.
+	const (
+		clusters      = "terraformclusters.infrastructure.cluster.x-k8s.io"
+		machines      = "terraformmachines.infrastructure.cluster.x-k8s.io"
+		pools         = "terraformmachinepools.infrastructure.cluster.x-k8s.io"
+		identities    = "terraformidentities.infrastructure.cluster.x-k8s.io"
+		planPolicies  = "terraformplanpolicies.infrastructure.cluster.x-k8s.io"
+		status        = "--subresource=status"
+		allNamespaces = "--all-namespaces"
+	)
+	namespaced := []string{clusters, machines, pools,
+		"terraformclustertemplates.infrastructure.cluster.x-k8s.io",
+		"terraformmachinetemplates.infrastructure.cluster.x-k8s.io",
+		"terraformmachinepooltemplates.infrastructure.cluster.x-k8s.io"}
+
+	It("holds CAPTF's namespaced kinds through the aggregated edit role, and the namespace's Secrets, but no status and no cluster-scoped kind", func() {
+		t := asTenant(shared, "tenant-roles")
+
+		By("edit carries captf-tenant-edit: every verb of the role, and create on every namespaced kind")
+		// The deploy test checks the whole matrix of the rendered role; this proves it arrives.
+		for _, verb := range []string{"create", "get", "list", "watch", "update", "patch", "delete"} {
+			Expect(t.CanI(verb, clusters)).To(BeTrue(), "%s may %s %s", t.User, verb, clusters)
+		}
+		for _, res := range namespaced[1:] {
+			Expect(t.CanI("create", res)).To(BeTrue(), "%s may create %s", t.User, res)
+		}
+		Expect(t.CanI("deletecollection", clusters)).To(BeFalse(), "deletecollection is not granted")
+
+		By("no status subresource: status is the manager's")
+		for _, res := range []string{clusters, machines, pools} {
+			for _, verb := range []string{"update", "patch"} {
+				Expect(t.CanI(verb, res, status)).To(BeFalse(), "%s may not %s %s/status", t.User, verb, res)
+			}
+		}
+
+		By("no cluster-scoped kind: identities and plan policies are the platform's")
+		for _, res := range []string{identities, planPolicies} {
+			for _, verb := range []string{"create", "update", "delete"} {
+				Expect(t.CanI(verb, res)).To(BeFalse(), "%s may not %s %s", t.User, verb, res)
+			}
+		}
+
+		By("the rest of edit: the namespace's Secrets, and nothing outside the namespace")
+		Expect(t.CanI("get", "secrets")).To(BeTrue(), "edit reads Secrets: the aggregation ran and edit is the real one")
+		Expect(t.CanI("list", clusters, allNamespaces)).To(BeFalse(), "the binding reaches one namespace")
+
+		By("view carries captf-tenant-view: read, no write, no Secret")
+		v := bindUser(shared, t.Namespace, "viewer-"+t.Namespace, "view")
+		Expect(v.CanI("get", clusters)).To(BeTrue())
+		Expect(v.CanI("watch", machines)).To(BeTrue())
+		Expect(v.CanI("create", clusters)).To(BeFalse())
+		Expect(v.CanI("get", "secrets")).To(BeFalse())
+	})
+
+	It("leaves a user with only CAPTF's editor role CAPTF's kinds, and no Secret to read", func() {
+		e := asCAPTFEditor(shared, "tenant-captf-editor")
+		for _, res := range namespaced {
+			Expect(e.CanI("create", res)).To(BeTrue(), "%s may create %s", e.User, res)
+		}
+		Expect(e.CanI("patch", machines, status)).To(BeFalse())
+		Expect(e.CanI("create", identities)).To(BeFalse())
+		for _, verb := range []string{"get", "list", "watch"} {
+			Expect(e.CanI(verb, "secrets")).To(BeFalse(), "%s may not %s secrets", e.User, verb)
+		}
+		Expect(e.CanI("get", "configmaps")).To(BeFalse())
+
+		By("as the API server answers real requests: a template is created, a Secret is refused")
+		tmpl := &infrav1.TerraformMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: "editor-template"},
+			Spec: infrav1.TerraformMachineTemplateSpec{Template: infrav1.TerraformMachineTemplateResource{Spec: infrav1.TerraformMachineSpec{
+				TerraformSpec: infrav1.TerraformSpec{Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "editor-module"}}}}}}}
+		Expect(e.Client().Create(ctx, tmpl)).To(Succeed())
+		Expect(shared.Client().Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: "db-password"},
+			StringData: map[string]string{"password": "not-for-editors"}})).To(Succeed())
+		err := e.Client().Get(ctx, client.ObjectKey{Namespace: e.Namespace, Name: "db-password"}, &corev1.Secret{})
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "reading a Secret as %s: %v", e.User, err)
+	})
+
+	It("cannot write a CAPTF object's status, and cannot approve its plan", func() {
+		t := asTenant(shared, "tenant-status")
+		// Paused, so the manager starts no Job: the spec needs an object, not a run.
+		o := &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: "tenant-owned",
+			Annotations: map[string]string{infrav1.PausedAnnotation: ""}},
+			Spec: infrav1.TerraformClusterSpec{TerraformSpec: infrav1.TerraformSpec{
+				Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "tenant-owned-module"}}}}}
+		Expect(t.Client().Create(ctx, o)).To(Succeed(), "the tenant creates its own TerraformCluster")
+		DeferCleanup(func() {
+			// Deleted first, then unpaused: a paused deletion waits, and no state means no destroy.
+			Expect(client.IgnoreNotFound(shared.Client().Delete(ctx, tc(t.Namespace, o.Name)))).To(Succeed())
+			kubectl(shared, "annotate", "-n", t.Namespace, "terraformcluster", o.Name, infrav1.PausedAnnotation+"-")
+		})
+		forged := &infrav1.ActiveJob{Name: "forged", Operation: infrav1.OperationApply}
+
+		By("the status subresource: RBAC refuses it, through the client and through kubectl")
+		Expect(t.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+		before := o.DeepCopy()
+		o.Status.ActiveJob = forged
+		err := t.Client().Status().Patch(ctx, o, client.MergeFrom(before))
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "a status patch as %s: %v", t.User, err)
+		out, err := t.Kubectl("patch", "terraformcluster", o.Name, "--subresource=status", "--type=merge",
+			"-p", `{"status":{"activeJob":{"name":"forged","operation":"Apply"}}}`)
+		Expect(err).To(HaveOccurred())
+		// kubectl reads the status before it patches it; RBAC refuses the read already.
+		Expect(out).To(MatchRegexp(`Forbidden.*User "%s" cannot (get|patch) resource "terraformclusters/status"`, regexp.QuoteMeta(t.User)))
+
+		By("an update of the object itself: admitted, but the API server drops its status")
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := t.Client().Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+				return err
+			}
+			o.Status.ActiveJob = forged
+			return t.Client().Update(ctx, o)
+		})).To(Succeed())
+		Expect(shared.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+		Expect(o.Status.ActiveJob).To(Or(BeNil(), HaveField("Name", Not(Equal(forged.Name)))), "status.activeJob as the tenant wrote it")
+
+		By("the plan approval: RBAC lets the write through, the approvers policy refuses it (the sandbox's approvers are system:masters)")
+		out, err = t.Kubectl("annotate", "terraformcluster", o.Name, infrav1.ApprovePlanAnnotation+"=forged-plan")
+		Expect(err).To(HaveOccurred())
+		Expect(out).To(ContainSubstring("ValidatingAdmissionPolicy"))
+		Expect(out).To(ContainSubstring(t.User + " may not set captf.io/approve-plan: only members of the groups system:masters may"))
+		AddReportEntry("a tenant's approval", strings.TrimSpace(out))
+		Expect(shared.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+		Expect(o.Annotations).NotTo(HaveKey(infrav1.ApprovePlanAnnotation))
+	})
+})
