@@ -158,7 +158,8 @@ MUTATE_ARGS ?=
 # rules, the engine's fake-client and plan rules, the runner's restore lineage, the chaos
 # monitor's drift checks, the identity-token audience rule, the waiting plan's conditions, the
 # abandon that predates a deletion, the rules of the CLI configuration, the pod template, the
-# scoped identities (three of them through the webhook's envtest suite) and image pulls, and two Decide clauses (the rest of decide.txt runs about a minute
+# scoped identities (three of them through the webhook's envtest suite) and image pulls, the
+# tenants' edit role (two, through the deploy suite's render of the release), and two Decide clauses (the rest of decide.txt runs about a minute
 # each: make mutate MUTATIONS='decide/*').
 # It fits in about 10 minutes on a 2-core machine (docs/mutation-report.md).
 MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guarded, \
@@ -199,7 +200,7 @@ MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guar
   identity-ref-empty-selector-matches-none, identity-ref-reserved-env-refused, identity-ref-build-refuses-reserved-env, \
   identity-ref-env-main-container-only, identity-ref-job-marked, identity-ref-admission-refuses, \
   image-registry-basic-auth, image-node-credentials-of-the-registry, image-decide-reads-pending-pods, \
-  image-decide-sets-the-condition
+  image-decide-sets-the-condition, tenant-edit-grants-no-status, tenant-edit-grants-no-secrets
 
 .PHONY: mutate
 mutate: test-bins ## Run every mutation proof of hack/mutations/*.txt (well over an hour); fails unless each is KILLED by a named test. MUTATIONS=<globs> for a subset.
