@@ -130,8 +130,9 @@ var _ = Describe("The real manager with --enable-webhooks", func() {
 			return tc.Annotations
 		}).ShouldNot(HaveKey(infrav1.BlockMoveAnnotation))
 
-		By("clusterctl move: annotate delete-for-move, delete, strip the finalizers")
-		Expect(mergePatch(admin, infrav1.TerraformClusterKind, ns, "c1", false,
+		By("clusterctl move, run by an override group member (docs/move.md): annotate delete-for-move, delete, strip the finalizers")
+		mover, _ := userClient("clusterctl-mover", breakGlassGroup)
+		Expect(mergePatch(mover, infrav1.TerraformClusterKind, ns, "c1", false,
 			`{"metadata":{"annotations":{"clusterctl.cluster.x-k8s.io/delete-for-move":""}}}`)).To(Succeed())
 		Expect(admin.Delete(ctx, tc)).To(Succeed())
 		err = mergePatch(admin, infrav1.TerraformClusterKind, ns, "c1", false, `{"metadata":{"finalizers":null}}`)
@@ -174,8 +175,9 @@ var _ = Describe("A running Job deleted with --cascade=orphan, with the real man
 			return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{}))
 		}).Should(BeTrue())
 
-		By("clusterctl move's deletion arrives: delete-for-move, then delete")
-		Expect(mergePatch(admin, infrav1.TerraformClusterKind, ns, "c1", false,
+		By("clusterctl move's deletion arrives, run by an override group member: delete-for-move, then delete")
+		mover, _ := userClient("clusterctl-mover", breakGlassGroup)
+		Expect(mergePatch(mover, infrav1.TerraformClusterKind, ns, "c1", false,
 			`{"metadata":{"annotations":{"clusterctl.cluster.x-k8s.io/delete-for-move":""}}}`)).To(Succeed())
 		Expect(admin.Delete(ctx, tc)).To(Succeed())
 

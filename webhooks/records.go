@@ -28,6 +28,11 @@ type RecordChange struct {
 	// Requests names the guarded requests the request sets or changes (judged here on a create
 	// only; on an update each has its own rule: JudgePlan, judgeIdentity, judgeAbandon).
 	Requests []string
+	// MoveMark: the request sets clusterctl's delete-for-move, on a create or an update. A
+	// paused object deleted with it lets go without a destroy, keeping its state for the move's
+	// target: only clusterctl move, run by the manager's identity or an override group member
+	// (docs/move.md, "Who may run a move"), sets it.
+	MoveMark bool
 }
 
 // DiffRecords compares the annotations of the old and the new object (on a create the old is
@@ -62,6 +67,8 @@ func DiffRecords(oldM, newM *Marks) RecordChange {
 			ch.Requests = append(ch.Requests, k)
 		}
 	}
+	_, hadMark := oldM.Annotations[infrav1.DeleteForMoveAnnotation]
+	ch.MoveMark = moving && !hadMark
 	return ch
 }
 
@@ -85,6 +92,13 @@ type RecordVerdict struct {
 func JudgeRecords(ch RecordChange, create, writer bool, who string, ref ObjectRef) RecordVerdict {
 	if writer {
 		return RecordVerdict{Allowed: true}
+	}
+	if ch.MoveMark {
+		return RecordVerdict{Message: fmt.Sprintf("CAPTF guard: this request sets %s on %s. That is clusterctl move's mark of the copy it is about to delete: "+
+			"a paused object deleted with it lets go without a destroy and leaves its infrastructure and state behind. Only clusterctl move, "+
+			"run by a member of the override groups (%s), sets it (docs/move.md, \"Who may run a move\"). To delete the object and its "+
+			"infrastructure, delete it without the mark; to keep the infrastructure, use spec.deletionPolicy Retain (docs/deletion.md).",
+			infrav1.DeleteForMoveAnnotation, ref, who)}
 	}
 	if create {
 		carried := append(slices.Clone(ch.Records), ch.Requests...)

@@ -86,6 +86,31 @@ var _ = Describe("The manager's records, through the API server", func() {
 		}
 	})
 
+	It("refuses clusterctl's delete-for-move mark from anyone but the manager and the override groups, so a tenant cannot delete a paused object past its destroy", func() {
+		ns := newNamespace()
+		dev := creatorClient("dev-move-mark", "devs")
+		oncall := creatorClient("oncall-move-mark", breakGlassGroup)
+		move := infrav1.DeleteForMoveAnnotation
+		for _, kind := range guardedKinds {
+			By(kind + ": created with the mark")
+			err := dev.Create(ctx, withAnnotation(kind, ns, "m1", move, ""))
+			Expect(deniedByGuard(err)).To(BeTrue(), "a plain user created a %s with %s: %v", kind, move, err)
+			Expect(err.Error()).To(And(ContainSubstring(move), ContainSubstring("without a destroy")))
+
+			By(kind + ": the mark set on a paused object")
+			Expect(dev.Create(ctx, withAnnotation(kind, ns, "m1", infrav1.PausedAnnotation, ""))).To(Succeed())
+			err = mergePatch(dev, kind, ns, "m1", false, annotationBody(move, "x"))
+			Expect(deniedByGuard(err)).To(BeTrue(), "a plain user set %s: %v", move, err)
+			Expect(err.Error()).To(ContainSubstring("deletionPolicy Retain"))
+
+			By(kind + ": clusterctl move, run by an override group member, sets it; anyone may keep or drop it")
+			Expect(mergePatch(oncall, kind, ns, "m1", false, annotationBody(move, "x"))).To(Succeed())
+			Expect(mergePatch(dev, kind, ns, "m1", false, annotationBody("example.com/note", "kept"))).To(Succeed())
+			Expect(mergePatch(dev, kind, ns, "m1", false, annotationBody(move, ""))).To(Succeed())
+			Expect(mgrClient.Create(ctx, withAnnotation(kind, ns, "m2", move, ""))).To(Succeed(), "the manager")
+		}
+	})
+
 	It("never calls the guard for an unrelated create or update (matchCondition), and passes them", func() {
 		ns := newNamespace()
 		dev := creatorClient("dev-records-plain", "devs")

@@ -36,7 +36,7 @@ func annMarks(kv ...string) *webhooks.Marks {
 
 // notRecords are annotations a person or Cluster API writes on a reconciled object: neither
 // the records rule nor the guard's matchCondition may take them for records.
-var notRecords = []string{infrav1.BlockMoveAnnotation, infrav1.PausedAnnotation, infrav1.DeleteForMoveAnnotation,
+var notRecords = []string{infrav1.BlockMoveAnnotation, infrav1.PausedAnnotation,
 	infrav1.GuardOverrideReasonAnnotation, infrav1.RestoreStateAnnotation, infrav1.RefreshAnnotation, infrav1.DriftCheckAnnotation,
 	infrav1.InputsHashAnnotation, infrav1.PlanIDAnnotation, "example.com/note"}
 
@@ -53,6 +53,27 @@ func TestTheRecordListsAreDisjointAndNameNoPersonsRequest(t *testing.T) {
 	recs[0] = "mutated"
 	if infrav1.ManagerRecordAnnotations()[0] == "mutated" {
 		t.Error("a caller changed the one list")
+	}
+}
+
+// TestDiffRecordsSeesTheMoveMark: setting clusterctl's delete-for-move (on a create or an
+// update) is a MoveMark; keeping or removing it is not.
+func TestDiffRecordsSeesTheMoveMark(t *testing.T) {
+	const move = infrav1.DeleteForMoveAnnotation
+	for _, c := range []struct {
+		name     string
+		old, new *webhooks.Marks
+		want     bool
+	}{
+		{"created with it", &webhooks.Marks{}, annMarks(move, ""), true},
+		{"set", annMarks(), annMarks(move, ""), true},
+		{"kept", annMarks(move, ""), annMarks(move, "", "example.com/note", "x"), false},
+		{"removed", annMarks(move, ""), annMarks(), false},
+		{"never there", annMarks(), annMarks("example.com/note", "x"), false},
+	} {
+		if got := webhooks.DiffRecords(c.old, c.new).MoveMark; got != c.want {
+			t.Errorf("%s: MoveMark = %v, want %v", c.name, got, c.want)
+		}
 	}
 }
 
@@ -134,6 +155,11 @@ func TestJudgeRecords(t *testing.T) {
 		{name: "lineage records say how to restore", ch: webhooks.RecordChange{Records: []string{infrav1.StateFirstRunAnnotation}},
 			says: []string{infrav1.RestoreStateAnnotation}},
 		{name: "retry-at says how to retry", ch: webhooks.RecordChange{Records: []string{infrav1.RetryAtAnnotation}}, says: []string{"kubectl captf retry"}},
+		{name: "a user sets clusterctl's move mark", ch: webhooks.RecordChange{MoveMark: true},
+			says: []string{"sets " + infrav1.DeleteForMoveAnnotation + " on TerraformCluster prod/c", "without a destroy", who, "deletionPolicy Retain"}},
+		{name: "a user creates with clusterctl's move mark", ch: webhooks.RecordChange{MoveMark: true}, create: true,
+			says: []string{infrav1.DeleteForMoveAnnotation, "Who may run a move"}},
+		{name: "clusterctl move as an override member sets its mark", ch: webhooks.RecordChange{MoveMark: true}, writer: true, allowed: true},
 	} {
 		v := webhooks.JudgeRecords(c.ch, c.create, c.writer, who, ref)
 		if v.Allowed != c.allowed || (v.Allowed && v.Message != "") {
@@ -337,6 +363,14 @@ func TestGuardMatchConditionNamesTheRecords(t *testing.T) {
 		if k != infrav1.BlockMoveAnnotation && (match("UPDATE", obj(), obj(k, "v")) || match("UPDATE", obj(k, "v"), obj())) {
 			t.Errorf("an update of %s reaches the guard", k)
 		}
+	}
+	// clusterctl move's mark: setting it reaches the guard; keeping or removing it does not.
+	move := infrav1.DeleteForMoveAnnotation
+	if !match("CREATE", nil, obj(move, "")) || !match("UPDATE", obj(), obj(move, "")) {
+		t.Errorf("a create or update that sets %s does not reach the guard", move)
+	}
+	if match("UPDATE", obj(move, ""), obj(move, "")) || match("UPDATE", obj(move, ""), obj()) {
+		t.Errorf("an update that keeps or removes %s reaches the guard", move)
 	}
 	if match("CREATE", nil, map[string]any{"metadata": map[string]any{"name": "bare"}}) {
 		t.Error("a create without annotations reaches the guard")
