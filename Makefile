@@ -200,7 +200,10 @@ MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guar
   identity-ref-empty-selector-matches-none, identity-ref-reserved-env-refused, identity-ref-build-refuses-reserved-env, \
   identity-ref-env-main-container-only, identity-ref-job-marked, identity-ref-admission-refuses, \
   image-registry-basic-auth, image-node-credentials-of-the-registry, image-decide-reads-pending-pods, \
-  image-decide-sets-the-condition, tenant-edit-grants-no-status, tenant-edit-grants-no-secrets
+  image-decide-sets-the-condition, tenant-edit-grants-no-status, tenant-edit-grants-no-secrets, \
+  startblock-deletion-deletes-a-never-started-job, startblock-delete-needs-the-never-started-proof, \
+  startblock-grace-before-a-healing-block-counts, startblock-a-main-container-that-ran-is-not-never-started, \
+  records-move-mark-needs-a-writer, records-move-mark-is-seen
 
 .PHONY: mutate
 mutate: test-bins ## Run every mutation proof of hack/mutations/*.txt (well over an hour); fails unless each is KILLED by a named test. MUTATIONS=<globs> for a subset.
