@@ -145,4 +145,82 @@ var _ = Describe("A tenant with the namespace's edit role", func() {
 		Expect(shared.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
 		Expect(o.Annotations).NotTo(HaveKey(infrav1.ApprovePlanAnnotation))
 	})
+	// T19 and T22 of docs/threat-model.md: a create is an update from nothing.
+	It("cannot create an object carrying the manager's records or an approval, nor mark a paused one for a move to skip its destroy", func() {
+		t := asTenant(shared, "tenant-records")
+		paused := func(name string, ann map[string]string) *infrav1.TerraformCluster {
+			a := map[string]string{infrav1.PausedAnnotation: ""}
+			for k, v := range ann {
+				a[k] = v
+			}
+			return &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: name, Annotations: a},
+				Spec: infrav1.TerraformClusterSpec{TerraformSpec: infrav1.TerraformSpec{
+					Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "tenant-records-module"}}}}}
+		}
+		for _, forged := range []map[string]string{
+			{infrav1.AppliedHashAnnotation: "forged"},
+			{infrav1.StateLineageAnnotation: "0c4f9a2e-1111-4222-8333-000000000042"},
+			{infrav1.DestroyedAnnotation: "true"},
+			{infrav1.PendingPlanAnnotation: `{"id":"forged","inputsHash":"h","serial":1}`, infrav1.ApprovePlanAnnotation: "forged"},
+			{infrav1.AdoptStateAnnotation: "0c4f9a2e-1111-4222-8333-000000000042"},
+			{infrav1.DeleteForMoveAnnotation: ""},
+		} {
+			err := t.Client().Create(ctx, paused("forged", forged))
+			Expect(err).To(HaveOccurred(), "a tenant created an object with %v", forged)
+			Expect(err.Error()).To(ContainSubstring(`admission webhook "guard.captf.io" denied the request`), "created with %v", forged)
+			for k := range forged {
+				Expect(err.Error()).To(ContainSubstring(k))
+			}
+		}
+
+		By("its own paused object: the tenant may not mark it for a move, so a delete still destroys")
+		o := paused("tenant-move-mark", nil)
+		Expect(t.Client().Create(ctx, o)).To(Succeed())
+		DeferCleanup(func() {
+			Expect(client.IgnoreNotFound(shared.Client().Delete(ctx, tc(t.Namespace, o.Name)))).To(Succeed())
+			kubectl(shared, "annotate", "-n", t.Namespace, "terraformcluster", o.Name, infrav1.PausedAnnotation+"-")
+		})
+		out, err := t.Kubectl("annotate", "terraformcluster", o.Name, infrav1.DeleteForMoveAnnotation+"=")
+		Expect(err).To(HaveOccurred())
+		Expect(out).To(And(ContainSubstring("without a destroy"), ContainSubstring("deletionPolicy Retain")))
+		AddReportEntry("a tenant's move mark", strings.TrimSpace(out))
+	})
+
+	// T26 of docs/threat-model.md: the user with only CAPTF's editor role cannot read Secrets,
+	// so it must not be able to hand one to module code (whose output it reads) either.
+	It("cannot hand module code a Secret that did not opt in, or a ServiceAccount token", func() {
+		e := asCAPTFEditor(shared, "tenant-secrets")
+		secret := func(name string, typ corev1.SecretType, labelled bool, ann map[string]string) {
+			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: name, Annotations: ann}, Type: typ,
+				StringData: map[string]string{"token": "value-" + name}}
+			if labelled {
+				s.Labels = map[string]string{infrav1.VariablesLabel: "true"}
+			}
+			Expect(shared.Client().Create(ctx, s)).To(Succeed())
+		}
+		secret("db-password", corev1.SecretTypeOpaque, false, nil)
+		secret("cloud-creds", corev1.SecretTypeOpaque, true, nil)
+		Expect(shared.Client().Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: "runner"}})).To(Succeed())
+		secret("runner-token", corev1.SecretTypeServiceAccountToken, true, map[string]string{corev1.ServiceAccountNameKey: "runner"})
+		machine := func(name, from string) *infrav1.TerraformMachine {
+			return &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: name,
+				Annotations: map[string]string{infrav1.PausedAnnotation: ""}},
+				Spec: infrav1.TerraformMachineSpec{TerraformSpec: infrav1.TerraformSpec{
+					Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "tenant-secrets-module"}},
+					Job: infrav1.JobPolicy{Env: []corev1.EnvVar{{Name: "CLOUD_TOKEN", ValueFrom: &corev1.EnvVarSource{
+						SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: from}, Key: "token"}}}}}}}}
+		}
+		err := e.Client().Create(ctx, machine("unlabelled", "db-password"))
+		Expect(err).To(HaveOccurred(), "a Secret without the opt-in label")
+		Expect(err.Error()).To(And(ContainSubstring("db-password"), ContainSubstring(infrav1.VariablesLabel), Not(ContainSubstring("value-db-password"))))
+		err = e.Client().Create(ctx, machine("token", "runner-token"))
+		Expect(err).To(HaveOccurred(), "a ServiceAccount token Secret, labelled")
+		Expect(err.Error()).To(ContainSubstring("ServiceAccount token"))
+		Expect(e.Client().Create(ctx, machine("labelled", "cloud-creds"))).To(Succeed(), "a labelled Secret of another type")
+		DeferCleanup(func() {
+			// Deleted first, then unpaused: a paused deletion waits, and no state means no destroy.
+			Expect(client.IgnoreNotFound(shared.Client().Delete(ctx, &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: "labelled"}}))).To(Succeed())
+			kubectl(shared, "annotate", "-n", e.Namespace, "terraformmachine", "labelled", infrav1.PausedAnnotation+"-")
+		})
+	})
 })
