@@ -113,8 +113,13 @@ func (p *pass) collectFinished(ctx context.Context) (*finishedRun, error) {
 	b.RefreshRequest = job.Annotations[infrav1.RefreshAnnotation]
 	b.DriftCheckRequest = job.Annotations[infrav1.DriftCheckAnnotation]
 	if cur.Operation == infrav1.OperationPlan && b.Outcome == infrav1.RunSucceeded {
-		// The digests that bind the plan's artifacts come only from a pod the Job controls.
-		pl, err := p.readPlan(ctx, cur, jobs.OutcomeOf(job, controlledPods(job, p.pods)))
+		// The digests that bind the plan's artifacts come only from a pod the Job controls that
+		// runs the Job's template, which the cache strips: the Job is read live for it.
+		tmpl, err := p.liveJob(ctx, job)
+		if err != nil {
+			return nil, err
+		}
+		pl, err := p.readPlan(ctx, cur, jobs.OutcomeOf(job, controlledPods(tmpl, p.pods)))
 		if err != nil {
 			return nil, err
 		}

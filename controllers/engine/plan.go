@@ -8,14 +8,17 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
@@ -65,13 +68,33 @@ func (p *pass) readPlan(ctx context.Context, cur decide.JobView, out jobs.Outcom
 	return pl, nil
 }
 
-// controlledPods are the pods whose controller owner reference names the Job's UID: the Job
-// controller's own. A Plan Job's result is read only from them, never from a pod that merely
-// carries the Job-name label (anyone who may create pods in the namespace can label one).
+// liveJob reads job through the API server, with its pod template (the manager's cache keeps
+// Jobs without it). A Job gone by now is returned as cached, with no template: no pod then runs
+// it, so no result of its pods is trusted.
+func (p *pass) liveJob(ctx context.Context, job *batchv1.Job) (*batchv1.Job, error) {
+	live := &batchv1.Job{}
+	err := p.r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), live)
+	switch {
+	case err == nil:
+		if live.UID != job.UID {
+			return job, nil
+		}
+		return live, nil
+	case apierrors.IsNotFound(err):
+		return job, nil
+	}
+	return nil, fmt.Errorf("read job %s: %w", job.Name, err)
+}
+
+// controlledPods are the pods whose controller owner reference names the Job's UID and that run
+// exactly the Job's pod template (jobstatus.RunsTemplate): the Job's own runs. A Plan Job's
+// result is read only from them, never from a pod that merely carries the Job-name label, nor
+// from one that names the Job as its controller but runs something else (anyone who may create
+// pods in the namespace can write either).
 func controlledPods(job *batchv1.Job, pods []corev1.Pod) []corev1.Pod {
 	var out []corev1.Pod
 	for i := range pods {
-		if ref := metav1.GetControllerOfNoCopy(&pods[i]); ref != nil && ref.UID == job.UID {
+		if ref := metav1.GetControllerOfNoCopy(&pods[i]); ref != nil && ref.UID == job.UID && jobstatus.RunsTemplate(&pods[i], job) {
 			out = append(out, pods[i])
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -130,7 +131,7 @@ var _ = Describe("Plan artifacts bound to the plan", func() {
 			HaveField("Reason", infrav1.PlanWaitPolicyViolated), HaveField("Violations", HaveLen(1))))
 	})
 
-	It("trusts a Plan Job's result only from a pod the Job controls: a labelled pod's forged digests are not read", func() {
+	It("trusts a Plan Job's result only from a pod the Job controls that runs its template: a labelled pod's or a self-declared owned pod's forged digests are not read", func() {
 		f := newFixture()
 		noDBDeletes(f)
 		tc := appliedUnderPolicy(f)
@@ -165,10 +166,23 @@ var _ = Describe("Plan artifacts bound to the plan", func() {
 		fr := runnerapi.Result{Operation: string(infrav1.OperationPlan), Outcome: runnerapi.OutcomeSucceeded, Steps: []runnerapi.Step{}, Changes: &yes,
 			Summary: &forgedSum, SavedPlan: &runnerapi.PlanRef{ID: id, FileSHA256: "f", Digests: &forgedDigests}}
 		now := metav1.Now()
-		fake.Status.Phase = corev1.PodSucceeded
-		fake.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: plan.Spec.Template.Spec.Containers[0].Name, Image: plan.Spec.Template.Spec.Containers[0].Image,
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: string(runnerapi.Encode(fr)), StartedAt: now, FinishedAt: now}}}}
-		Expect(k8s.Status().Update(ctx, fake)).To(Succeed())
+		reportForged := func(pod *corev1.Pod) {
+			pod.Status.Phase = corev1.PodSucceeded
+			pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: pod.Spec.Containers[0].Name, Image: pod.Spec.Containers[0].Image,
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: string(runnerapi.Encode(fr)), StartedAt: now, FinishedAt: now}}}}
+			Expect(k8s.Status().Update(ctx, pod)).To(Succeed())
+		}
+		reportForged(fake)
+
+		By("and a pod that names the Job as its controller (the API server does not check that) but runs the tenant's image")
+		owned := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: plan.Namespace, Name: plan.Name + "-a-owned",
+			Labels:          map[string]string{"batch.kubernetes.io/job-name": plan.Name, "job-name": plan.Name},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(plan, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+			Spec: *plan.Spec.Template.Spec.DeepCopy()}
+		owned.Spec.ServiceAccountName, owned.Spec.AutomountServiceAccountToken = "", new(bool)
+		owned.Spec.Containers[0].Image = "tenant.example/forger:v1"
+		Expect(k8s.Create(ctx, owned)).To(Succeed())
+		reportForged(owned)
 
 		changes := true
 		r := runnerapi.Result{Operation: string(infrav1.OperationPlan), Outcome: runnerapi.OutcomeSucceeded, Steps: []runnerapi.Step{},
