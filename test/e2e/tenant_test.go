@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"regexp"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // The tenant of docs/threat-model.md: a user bound to the built-in ClusterRole edit in one
@@ -222,5 +224,46 @@ var _ = Describe("A tenant with the namespace's edit role", func() {
 			Expect(client.IgnoreNotFound(shared.Client().Delete(ctx, &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: "labelled"}}))).To(Succeed())
 			kubectl(shared, "annotate", "-n", e.Namespace, "terraformmachine", "labelled", infrav1.PausedAnnotation+"-")
 		})
+	})
+	// T23 of docs/threat-model.md: what an approver reads and what applies, against a tenant's
+	// rewrite of the plan Secret (edit writes Secrets), with real terraform.
+	It("rewrites a held plan's text and JSON plan: the approver's view refuses them, and the approval applies nothing", func() {
+		t := asTenant(shared, "tenant-plan")
+		sb, ns, name := shared, t.Namespace, "tp"
+		planFixture(sb, ns, name, "applyPolicy: Manual")
+		o := tc(ns, name)
+		eventuallyReady(sb, o)
+		applies := countRuns(sb, ns, name, infrav1.OperationApply)
+		setVariables(sb, ns, name, `{"generation":2,"extra":1}`)
+		p1 := eventuallyWaiting(sb, o, "")
+
+		By("the tenant rewrites plan.txt and plan.json to a plan that changes nothing")
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			sec := &corev1.Secret{}
+			if err := t.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: p1.Secret}, sec); err != nil {
+				return err
+			}
+			sec.Data[runnerapi.PlanTextKey] = []byte("No changes. Your infrastructure matches the configuration.\n")
+			sec.Data[runnerapi.PlanJSONKey] = []byte(`{"format_version":"1.2","resource_changes":[]}`)
+			return t.Client().Update(ctx, sec)
+		})).To(Succeed())
+
+		By("the approver's view: kubectl captf plan show refuses the rewritten plan")
+		show := captf(sb, ns, "", "plan", "show", "terraformcluster/"+name)
+		Expect(show.code).NotTo(BeZero())
+		Expect(show.stdout + show.stderr).To(And(ContainSubstring("is corrupt and is not shown"), ContainSubstring(runnerapi.PlanTextKey)))
+		Expect(show.stdout).NotTo(ContainSubstring("No changes."))
+
+		By("an approver approves the plan ID anyway: the engine checks every artifact first, and nothing applies")
+		kubectl(sb, "annotate", "-n", ns, "terraformcluster", name, "--overwrite", infrav1.ApprovePlanAnnotation+"="+p1.ID)
+		Eventually(func() string {
+			return kubectl(sb, "get", "-n", ns, "events", "--field-selector", "reason="+infrav1.PlanCorruptReason+",involvedObject.name="+name)
+		}).Should(ContainSubstring(p1.ID))
+		Consistently(func() int { return countRuns(sb, ns, name, infrav1.OperationApply) }, 5*time.Second).Should(Equal(applies), "a corrupt plan is never applied")
+		Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+		rec := infrav1.ParsePlanRecord(o.Annotations[infrav1.PendingPlanAnnotation])
+		Expect(rec).NotTo(BeNil())
+		Expect(rec.Reason).To(Equal(infrav1.PlanWaitCorrupt))
+		AddReportEntry("a tenant's rewritten plan", show.stdout+show.stderr)
 	})
 })
