@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -265,5 +266,32 @@ var _ = Describe("A tenant with the namespace's edit role", func() {
 		Expect(rec).NotTo(BeNil())
 		Expect(rec.Reason).To(Equal(infrav1.PlanWaitCorrupt))
 		AddReportEntry("a tenant's rewritten plan", show.stdout+show.stderr)
+	})
+	// T28 of docs/threat-model.md: a Job whose pod can never start (here the Job controller
+	// cannot create it: the PriorityClass does not exist) is reported, and a deletion does not
+	// wait out the Job's deadline.
+	It("a Job whose pod the Job controller cannot create is reported within a minute, and deleting the Cluster does not wait out its deadline", func() {
+		sb, ns, name := shared, "tenant-no-pod", "np"
+		createNamespace(sb, ns)
+		planFixture(sb, ns, name, "job:", "  podTemplate:", "    priorityClassName: captf-e2e-missing")
+		o := tc(ns, name)
+
+		By("JobCannotStart on the apply's condition, naming what the Job controller needs, and a Warning event")
+		Eventually(func(g Gomega) {
+			g.Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+			c := meta.FindStatusCondition(o.Status.Conditions, infrav1.ApplyJobSucceededCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Reason).To(Equal(infrav1.JobCannotStartReason))
+			g.Expect(c.Message).To(And(ContainSubstring("created no pod"), ContainSubstring("PriorityClass")))
+		}, 90*time.Second, time.Second).Should(Succeed())
+		Expect(kubectl(sb, "get", "-n", ns, "events", "--field-selector", "reason="+infrav1.JobCannotStartReason+",involvedObject.name="+name)).To(ContainSubstring("cannot start"))
+
+		By("the Cluster is deleted: the Job that never ran terraform is deleted, and the object goes")
+		kubectl(sb, "delete", "-n", ns, "cluster", name, "--wait=false")
+		Eventually(func() bool {
+			return apierrors.IsNotFound(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), &infrav1.TerraformCluster{}))
+		}, 3*time.Minute, time.Second).Should(BeTrue(), "the deletion waits for no deadline")
+		Expect(kubectl(sb, "get", "-n", ns, "events", "--field-selector", "reason=NeverStartedJobDeleted,involvedObject.name="+name)).To(ContainSubstring("never ran terraform"))
+		Expect(countRuns(sb, ns, name, infrav1.OperationApply)).To(BeZero(), "no runner ever ran")
 	})
 })
