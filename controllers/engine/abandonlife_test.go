@@ -23,11 +23,17 @@ import (
 // warnings lists the Warning events of reason about name in ns.
 func warnings(ns, name, reason string) []eventsv1.Event {
 	GinkgoHelper()
+	return eventsOfType(ns, name, reason, corev1.EventTypeWarning)
+}
+
+// eventsOfType lists the events of type eventType and reason about name in ns.
+func eventsOfType(ns, name, reason, eventType string) []eventsv1.Event {
+	GinkgoHelper()
 	list := &eventsv1.EventList{}
 	Expect(k8s.List(ctx, list, client.InNamespace(ns))).To(Succeed())
 	var out []eventsv1.Event
 	for _, e := range list.Items {
-		if e.Reason == reason && e.Regarding.Name == name && e.Type == corev1.EventTypeWarning {
+		if e.Reason == reason && e.Regarding.Name == name && e.Type == eventType {
 			out = append(out, e)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -34,24 +33,13 @@ func (p *pass) gatherPendingPods(ctx context.Context) error {
 	}
 	run := p.ev.Jobs.Running[0].Name
 	var created time.Time
-	if j := p.judgedJob(run); j != nil {
+	if j := p.jobNamed(run); j != nil {
 		created = j.CreationTimestamp.Time
 	}
 	if b := jobstatus.StartBlockOf(pods, created); b != nil {
 		p.ev.Jobs.StartBlock = &decide.StartBlock{Pod: b.Pod, Container: b.Container, Reason: b.Reason, Message: b.Message, Since: b.Since, Immediate: b.Immediate()}
 	}
 	p.ev.Jobs.NeverStarted = jobstatus.NoContainerStarted(pods)
-	return nil
-}
-
-// judgedJob returns the cached Job of that name among the Jobs the decision judges; nil when
-// there is none.
-func (p *pass) judgedJob(name string) *batchv1.Job {
-	for i := range p.judged {
-		if p.judged[i].Name == name {
-			return &p.judged[i]
-		}
-	}
 	return nil
 }
 
@@ -79,7 +67,7 @@ func (p *pass) startBlockEvent() {
 // sees the Job gone and waits for its pods like for any deleted Job.
 func (p *pass) deleteNeverStartedJob(ctx context.Context) (ctrl.Result, error) {
 	run := p.ev.Jobs.Running[0]
-	j := p.judgedJob(run.Name)
+	j := p.jobNamed(run.Name)
 	if j == nil {
 		return ctrl.Result{RequeueAfter: decide.PendingRequeue}, nil
 	}

@@ -20,15 +20,7 @@ import (
 // normals lists the Normal events of reason about name in ns.
 func normals(ns, name, reason string) []eventsv1.Event {
 	GinkgoHelper()
-	list := &eventsv1.EventList{}
-	Expect(k8s.List(ctx, list, client.InNamespace(ns))).To(Succeed())
-	var out []eventsv1.Event
-	for _, e := range list.Items {
-		if e.Reason == reason && e.Regarding.Name == name && e.Type == corev1.EventTypeNormal {
-			out = append(out, e)
-		}
-	}
-	return out
+	return eventsOfType(ns, name, reason, corev1.EventTypeNormal)
 }
 
 var _ = Describe("A Job whose pod can never start", func() {
