@@ -201,6 +201,11 @@ const (
 	// Job's record RefreshOnly, and hands a refresh-only plan out only to a Refresh Job (and
 	// any other plan only to an Apply Job).
 	FlagRefreshOnly = "refresh-only"
+	// FlagDestroyPlan (run: a Plan; channel: a Plan): the plan is a destroy plan (`plan
+	// -destroy`), made for a deleting object whose destroy is judged like an apply. The channel
+	// marks the Plan Job's record Destroy, and hands a destroy plan out only to a Destroy Job
+	// (PlanKindOf, JobPlanKind).
+	FlagDestroyPlan = "destroy-plan"
 	// FlagInputsHash (channel): the Job's inputs hash, which the ID of a saved plan covers.
 	FlagInputsHash = "inputs-hash"
 	// FlagStateLineage (channel): the lineage of the state the controller read live before it
@@ -259,10 +264,13 @@ type Invocation struct {
 	Binary string
 	// ChannelDir, when set, makes the runner use the state channel whose files are there.
 	ChannelDir string
-	// PlanID, when set (an Apply or a Refresh), makes the runner apply that saved plan.
+	// PlanID, when set (an Apply, a Refresh or a Destroy), makes the runner apply that saved
+	// plan.
 	PlanID string
 	// RefreshOnly (a Plan or a Drift check): make a refresh-only plan (FlagRefreshOnly).
 	RefreshOnly bool
+	// DestroyPlan (a Plan): make a destroy plan (FlagDestroyPlan).
+	DestroyPlan bool
 }
 
 // Command is the main container's command for an invocation: the only place the runner's
@@ -289,6 +297,9 @@ func Command(runner string, inv Invocation) []string {
 	if inv.RefreshOnly {
 		cmd = append(cmd, flag(FlagRefreshOnly, "true"))
 	}
+	if inv.DestroyPlan {
+		cmd = append(cmd, flag(FlagDestroyPlan, "true"))
+	}
 	return cmd
 }
 
@@ -314,10 +325,13 @@ type ChannelInvocation struct {
 	Operation string
 	// InputsHash is the Job's inputs hash, which the ID of a plan it stores covers.
 	InputsHash string
-	// PlanID (an Apply or a Refresh of a saved plan) is the only plan the channel hands out.
+	// PlanID (an Apply, a Refresh or a Destroy of a saved plan) is the only plan the channel
+	// hands out.
 	PlanID string
 	// RefreshOnly (a Plan Job): the plan it stores is refresh-only (FlagRefreshOnly).
 	RefreshOnly bool
+	// DestroyPlan (a Plan Job): the plan it stores is a destroy plan (FlagDestroyPlan).
+	DestroyPlan bool
 	// StateLineage, when set, is the only state lineage the channel serves.
 	StateLineage string
 }
@@ -345,6 +359,9 @@ func ChannelCommand(runner string, inv ChannelInvocation) []string {
 	}
 	if inv.RefreshOnly {
 		cmd = append(cmd, flag(FlagRefreshOnly, "true"))
+	}
+	if inv.DestroyPlan {
+		cmd = append(cmd, flag(FlagDestroyPlan, "true"))
 	}
 	return cmd
 }

@@ -3,6 +3,7 @@ package runnerapi
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -112,10 +113,84 @@ const (
 	// PlanRefusedCorrupt: the stored plan file does not match its record (SHA-256), or the record's
 	// ID is not the hash of its own fields, or the file cannot be read.
 	PlanRefusedCorrupt = "Corrupt"
-	// PlanRefusedKind: the plan is of the other kind than the Job applies: a Refresh Job applies
-	// only a refresh-only plan (PlanRecord.RefreshOnly), an Apply Job only a plan that is not.
+	// PlanRefusedKind: the plan is of another kind than the Job applies (PlanKindRefusal): a
+	// Refresh Job applies only a refresh-only plan, a Destroy Job only a destroy plan, an Apply
+	// Job only a plan that is neither.
 	PlanRefusedKind = "Kind"
 )
+
+// Kinds of saved plan (PlanKindOf), each applied by the Jobs of one operation only.
+const (
+	PlanKindApply   = "apply"
+	PlanKindRefresh = "refresh-only"
+	PlanKindDestroy = "destroy"
+)
+
+// PlanKindOf is the kind of a saved plan, from its record: refresh-only, destroy, or an apply's.
+func PlanKindOf(rec PlanRecord) string {
+	switch {
+	case rec.RefreshOnly:
+		return PlanKindRefresh
+	case rec.Destroy:
+		return PlanKindDestroy
+	}
+	return PlanKindApply
+}
+
+// JobPlanKind is the only kind of saved plan a Job of operation applies ("" for an operation
+// that applies none).
+func JobPlanKind(operation string) string {
+	switch operation {
+	case OperationApply:
+		return PlanKindApply
+	case OperationRefresh:
+		return PlanKindRefresh
+	case OperationDestroy:
+		return PlanKindDestroy
+	}
+	return ""
+}
+
+// PlanKindRefusal is the one rule both the channel and the runner apply before a saved plan is
+// handed out or applied: a Job applies only a plan of its operation's kind. It returns why rec
+// may not be applied by a Job of operation, or "" when it may.
+func PlanKindRefusal(rec PlanRecord, operation string) string {
+	have, want := PlanKindOf(rec), JobPlanKind(operation)
+	if have == want {
+		return ""
+	}
+	if want == "" {
+		return fmt.Sprintf("%s applies no saved plan", aJob(operation))
+	}
+	return fmt.Sprintf("plan %s is %s, which only %s applies; %s applies only %s", rec.ID, aPlan(have), aJob(jobOfKind(have)), aJob(operation), aPlan(want))
+}
+
+// aPlan names a plan of kind with its article, for messages.
+func aPlan(kind string) string {
+	if kind == PlanKindApply {
+		return "an apply plan"
+	}
+	return "a " + kind + " plan"
+}
+
+// aJob names a Job of operation with its article, for messages.
+func aJob(operation string) string {
+	if strings.HasPrefix(operation, "A") {
+		return "an " + operation + " Job"
+	}
+	return "a " + operation + " Job"
+}
+
+// jobOfKind is the operation whose Jobs apply plans of kind.
+func jobOfKind(kind string) string {
+	switch kind {
+	case PlanKindRefresh:
+		return OperationRefresh
+	case PlanKindDestroy:
+		return OperationDestroy
+	}
+	return OperationApply
+}
 
 // Plan actions as the summary counts them.
 const (
@@ -243,6 +318,10 @@ type PlanRecord struct {
 	// channel records from its own flag). Applying it writes to the state what changed outside
 	// Terraform and changes no infrastructure; only a Refresh Job applies it.
 	RefreshOnly bool `json:"refreshOnly,omitempty"`
+	// Destroy: a destroy plan (the plan Job ran with FlagDestroyPlan, which the channel records
+	// from its own flag). Applying it destroys what the state tracks; only a Destroy Job
+	// applies it.
+	Destroy bool `json:"destroy,omitempty"`
 	// The counts and at most MaxRecordAddresses addresses.
 	PlanSummary
 	// TextTruncated: PlanTextKey was cut to fit.

@@ -54,13 +54,17 @@ type Config struct {
 	// InputsHash is the Job's inputs hash; the ID of a plan the channel stores covers it.
 	// Required for a Plan Job.
 	InputsHash string
-	// PlanID (an Apply or a Refresh of a saved plan) is the only plan the channel hands out
-	// (GET /plan), and only once: to a Refresh Job only when its record says RefreshOnly, to an
-	// Apply Job only when it does not. Empty: the channel hands out no plan.
+	// PlanID (an Apply, a Refresh or a Destroy of a saved plan) is the only plan the channel
+	// hands out (GET /plan), and only once, and only a plan of the Job's kind
+	// (runnerapi.PlanKindRefusal): to a Refresh Job a refresh-only plan, to a Destroy Job a
+	// destroy plan, to an Apply Job one that is neither. Empty: the channel hands out no plan.
 	PlanID string
 	// RefreshOnly (a Plan Job): the plan the Job stores is a refresh-only plan; the channel
 	// records it in the plan record (never from what the runner uploads).
 	RefreshOnly bool
+	// DestroyPlan (a Plan Job): the plan the Job stores is a destroy plan; the channel records
+	// it in the plan record (never from what the runner uploads).
+	DestroyPlan bool
 	// StateLineage, when set, is the lineage of the state the controller read before it
 	// created the Job: the channel serves only a state of that lineage and refuses (409) a
 	// state Secret that holds no state or another lineage, and it accepts only state writes
@@ -105,12 +109,15 @@ func (c Config) validate() error {
 		if !runnerapi.ValidPlanID(c.PlanID) {
 			errs = append(errs, fmt.Errorf("plan ID %q is not a plan ID", c.PlanID))
 		}
-		if c.Operation != runnerapi.OperationApply && c.Operation != runnerapi.OperationRefresh {
-			errs = append(errs, fmt.Errorf("--%s is for an Apply or a Refresh Job, not %q", runnerapi.FlagPlanID, c.Operation))
+		if runnerapi.JobPlanKind(c.Operation) == "" {
+			errs = append(errs, fmt.Errorf("--%s is for an Apply, a Refresh or a Destroy Job, not %q", runnerapi.FlagPlanID, c.Operation))
 		}
 	}
 	if c.RefreshOnly && c.Operation != runnerapi.OperationPlan {
 		errs = append(errs, fmt.Errorf("--%s is for a Plan Job, not %q", runnerapi.FlagRefreshOnly, c.Operation))
+	}
+	if c.DestroyPlan && (c.Operation != runnerapi.OperationPlan || c.RefreshOnly) {
+		errs = append(errs, fmt.Errorf("--%s is for a Plan Job that is not refresh-only, not %q", runnerapi.FlagDestroyPlan, c.Operation))
 	}
 	if c.StateLineage != "" {
 		if !runnerapi.ValidLineage(c.StateLineage) {
@@ -185,8 +192,9 @@ func parse(args, environ []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.CAFile, runnerapi.FlagCAFile, filepath.Join(runnerapi.ServiceAccountDir, runnerapi.ServiceAccountCAFile), "the API server's CA bundle")
 	fs.StringVar(&cfg.Operation, runnerapi.FlagOperation, "", "the Job's operation (only a Plan Job stores a plan)")
 	fs.StringVar(&cfg.InputsHash, runnerapi.FlagInputsHash, "", "the Job's inputs hash (a stored plan's ID covers it)")
-	fs.StringVar(&cfg.PlanID, runnerapi.FlagPlanID, "", "the saved plan this Apply or Refresh Job may fetch, once")
+	fs.StringVar(&cfg.PlanID, runnerapi.FlagPlanID, "", "the saved plan this Apply, Refresh or Destroy Job may fetch, once")
 	fs.BoolVar(&cfg.RefreshOnly, runnerapi.FlagRefreshOnly, false, "a Plan Job: the plan it stores is refresh-only (only a Refresh Job applies it)")
+	fs.BoolVar(&cfg.DestroyPlan, runnerapi.FlagDestroyPlan, false, "a Plan Job: the plan it stores is a destroy plan (only a Destroy Job applies it)")
 	fs.StringVar(&cfg.StateLineage, runnerapi.FlagStateLineage, "", "the only state lineage the channel serves (the one the controller read)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, fmt.Errorf("parse flags: %w", err)
@@ -250,7 +258,7 @@ func serve(ctx context.Context, cfg Config, ready func(*server)) (*server, error
 		ready(s)
 	}
 	log.Info("serving", "address", addr, "path", s.statePath(), "job", cfg.Job, "pod", cfg.Pod, "runLease", cfg.RunLease,
-		"operation", cfg.Operation, "planID", cfg.PlanID, "refreshOnly", cfg.RefreshOnly, "stateLineage", cfg.StateLineage)
+		"operation", cfg.Operation, "planID", cfg.PlanID, "refreshOnly", cfg.RefreshOnly, "destroyPlan", cfg.DestroyPlan, "stateLineage", cfg.StateLineage)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

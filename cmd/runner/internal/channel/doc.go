@@ -45,14 +45,16 @@
 //     names its Job; the channel binds it itself: the ID is runnerapi.PlanID of the SHA-256 of
 //     the file it received, its own --inputs-hash, and the state serial and lineage the plan
 //     file records; the record says RefreshOnly when the channel's own --refresh-only says so
-//     (a Plan Job's refresh-only plan), never from what the runner uploads. A plan and its
+//     (a Plan Job's refresh-only plan), and Destroy when its own --destroy-plan does (a
+//     deleting object's destroy plan), never from what the runner uploads. A plan and its
 //     record must fit one Secret (about 1 MiB) or are refused;
 //   - a plan is handed out (GET /plan) only by a channel given its --plan-id, only while the
 //     run lease names its Job, only if the Secret holds that plan, its file matches its record's
-//     SHA-256, the record's ID is the hash of its fields and the plan is of the Job's kind (a
-//     Refresh Job gets only a refresh-only plan, an Apply Job only one that is not: refused
-//     with reason Kind otherwise, so an approved refresh-only plan never runs as an Apply and
-//     an approved plan never runs under a Refresh), and at most once: the first
+//     SHA-256, the record's ID is the hash of its fields and the plan is of the Job's kind
+//     (runnerapi.PlanKindRefusal: a Refresh Job gets only a refresh-only plan, a Destroy Job
+//     only a destroy plan, an Apply Job only one that is neither: refused with reason Kind
+//     otherwise, so an approved refresh-only plan never runs as an Apply, an approved plan
+//     never runs under a Refresh, and a destroy plan never runs as an Apply), and at most once: the first
 //     hand-out marks the Secret consumed by the Job in a write conditional on the
 //     resourceVersion read, and no other Job gets it afterwards (I9);
 //   - the API token is read from its file on every request (the kubelet rotates it);

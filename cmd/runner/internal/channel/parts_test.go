@@ -47,19 +47,23 @@ func TestConfigPlanFlags(t *testing.T) {
 	env := []string{"KUBERNETES_SERVICE_HOST=10.0.0.1", "KUBERNETES_SERVICE_PORT=443", "POD_NAME=p"}
 	id := runnerapi.PlanID("f", "h", 1, "l")
 	for args, wantErr := range map[string]string{
-		"--operation=Plan --inputs-hash=sha256:1":                     "",
-		"--operation=Plan":                                            "inputs-hash",
-		"--operation=Apply --plan-id=" + id:                           "",
-		"--operation=Refresh --plan-id=" + id:                         "",
-		"--operation=Plan --inputs-hash=h --plan-id=" + id:            "for an Apply or a Refresh Job",
-		"--operation=Drift --plan-id=" + id:                           "for an Apply or a Refresh Job",
-		"--operation=Apply --plan-id=ABC":                             "not a plan ID",
-		"--operation=Import":                                          "unknown operation",
-		"--operation=Plan --inputs-hash=sha256:1 --refresh-only":      "",
-		"--operation=Plan --inputs-hash=sha256:1 --refresh-only=true": "",
-		"--operation=Refresh --refresh-only":                          "--refresh-only is for a Plan Job",
-		"--operation=Apply --plan-id=" + id + " --refresh-only":       "--refresh-only is for a Plan Job",
-		"--refresh-only":                                              "--refresh-only is for a Plan Job",
+		"--operation=Plan --inputs-hash=sha256:1":                               "",
+		"--operation=Plan":                                                      "inputs-hash",
+		"--operation=Apply --plan-id=" + id:                                     "",
+		"--operation=Refresh --plan-id=" + id:                                   "",
+		"--operation=Plan --inputs-hash=h --plan-id=" + id:                      "for an Apply, a Refresh or a Destroy Job",
+		"--operation=Drift --plan-id=" + id:                                     "for an Apply, a Refresh or a Destroy Job",
+		"--operation=Destroy --plan-id=" + id:                                   "",
+		"--operation=Plan --inputs-hash=sha256:1 --destroy-plan":                "",
+		"--operation=Destroy --destroy-plan":                                    "--destroy-plan is for a Plan Job",
+		"--operation=Plan --inputs-hash=sha256:1 --destroy-plan --refresh-only": "--destroy-plan is for a Plan Job",
+		"--operation=Apply --plan-id=ABC":                                       "not a plan ID",
+		"--operation=Import":                                                    "unknown operation",
+		"--operation=Plan --inputs-hash=sha256:1 --refresh-only":                "",
+		"--operation=Plan --inputs-hash=sha256:1 --refresh-only=true":           "",
+		"--operation=Refresh --refresh-only":                                    "--refresh-only is for a Plan Job",
+		"--operation=Apply --plan-id=" + id + " --refresh-only":                 "--refresh-only is for a Plan Job",
+		"--refresh-only":                                                        "--refresh-only is for a Plan Job",
 	} {
 		cfg, err := parse(append(append([]string{}, base...), strings.Fields(args)...), env, &strings.Builder{})
 		switch {

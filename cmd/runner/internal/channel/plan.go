@@ -2,7 +2,7 @@ package channel
 
 // The saved plan: PUT stores a Plan Job's plan in the object's plan Secret; GET hands that plan
 // to the one Apply or Refresh Job whose --plan-id it is, once, when the plan is of the Job's
-// kind (refresh-only for a Refresh Job, not refresh-only for an Apply Job).
+// kind (runnerapi.PlanKindRefusal).
 
 import (
 	"archive/zip"
@@ -103,7 +103,7 @@ func (s *server) putPlan(ctx context.Context, w http.ResponseWriter, r *http.Req
 	rec := runnerapi.PlanRecord{
 		ID: runnerapi.PlanID(sha, s.cfg.InputsHash, serial, lineage), FileSHA256: sha, InputsHash: s.cfg.InputsHash,
 		StateSerial: serial, StateLineage: lineage, CreatedAt: s.now().UTC().Format(time.RFC3339), Job: s.cfg.Job,
-		RefreshOnly: s.cfg.RefreshOnly, PlanSummary: up.Summary.Bounded(runnerapi.MaxRecordAddresses),
+		RefreshOnly: s.cfg.RefreshOnly, Destroy: s.cfg.DestroyPlan, PlanSummary: up.Summary.Bounded(runnerapi.MaxRecordAddresses),
 	}
 	gz, err := gzipState(up.File)
 	if err != nil {
@@ -141,7 +141,7 @@ func (s *server) putPlan(ctx context.Context, w http.ResponseWriter, r *http.Req
 		}
 		break
 	}
-	log.Info("plan stored", "planID", rec.ID, "fileSHA256", rec.FileSHA256, "stateSerial", rec.StateSerial, "refreshOnly", rec.RefreshOnly, "gzipBytes", len(gz),
+	log.Info("plan stored", "planID", rec.ID, "fileSHA256", rec.FileSHA256, "stateSerial", rec.StateSerial, "refreshOnly", rec.RefreshOnly, "destroy", rec.Destroy, "gzipBytes", len(gz),
 		"create", rec.Create, "update", rec.Update, "replace", rec.Replace, "delete", rec.Delete)
 	// The digests of what was stored bind every artifact to this plan: the runner reports them
 	// in its Result, which the manager trusts and the tenant cannot write.
@@ -278,7 +278,8 @@ func planStateMeta(file []byte) (uint64, string, error) {
 // getPlan hands the plan of the channel's --plan-id to its Job, at most once: only while the run
 // lease names the Job (fencing); only when the plan Secret holds that plan (superseded
 // otherwise), untouched (the file's SHA-256 and the record's ID check out), of the Job's kind
-// (a Refresh Job gets only a refresh-only plan, an Apply Job only a plan that is not) and not
+// (runnerapi.PlanKindRefusal: a Refresh Job gets only a refresh-only plan, a Destroy Job only a
+// destroy plan, an Apply Job only a plan that is neither) and not
 // consumed by another Job. The first hand-out marks the Secret consumed by this Job in one conditional
 // write (the resourceVersion read), so two racing channels cannot both get it; the same Job may
 // fetch it again.
@@ -355,11 +356,8 @@ func (s *server) checkPlan(sec object) (runnerapi.PlanRecord, []byte, *runnerapi
 	if want := runnerapi.PlanID(rec.FileSHA256, rec.InputsHash, rec.StateSerial, rec.StateLineage); want != rec.ID {
 		return refuse(runnerapi.PlanRefusedCorrupt, "the plan record's ID %s is not the hash of its file, inputs and state (%s)", rec.ID, want)
 	}
-	if refresh := s.cfg.Operation == runnerapi.OperationRefresh; rec.RefreshOnly != refresh {
-		if rec.RefreshOnly {
-			return refuse(runnerapi.PlanRefusedKind, "plan %s is a refresh-only plan, which only a Refresh Job applies, not an %s Job", rec.ID, s.cfg.Operation)
-		}
-		return refuse(runnerapi.PlanRefusedKind, "plan %s is not a refresh-only plan: a %s Job applies only a refresh-only plan", rec.ID, s.cfg.Operation)
+	if why := runnerapi.PlanKindRefusal(rec, s.cfg.Operation); why != "" {
+		return refuse(runnerapi.PlanRefusedKind, "%s", why)
 	}
 	if by := sec.annotations()[runnerapi.PlanConsumedByAnnotation]; by != "" && by != s.cfg.Job {
 		return refuse(runnerapi.PlanRefusedConsumed, "plan %s was already handed to Job %s; a plan is applied at most once", rec.ID, by)

@@ -83,6 +83,24 @@ func (o *tfObject) refreshChannel(seq int64, id string) *running {
 	return start(cfg)
 }
 
+// destroyPlanChannel starts the channel of a Plan Job of o that makes a destroy plan.
+func (o *tfObject) destroyPlanChannel() *running {
+	cfg := o.config(GinkgoT().TempDir())
+	cfg.Operation, cfg.InputsHash, cfg.DestroyPlan = runnerapi.OperationPlan, inputsHash, true
+	return start(cfg)
+}
+
+// destroyChannel starts the channel of a Destroy Job (seq) of o that applies plan id, and
+// names that Job in the run lease.
+func (o *tfObject) destroyChannel(seq int64, id string) *running {
+	cfg := o.config(GinkgoT().TempDir())
+	cfg.Job = naming.JobName(o.suffix, seq)
+	cfg.Pod = cfg.Job + "-d1s2t"
+	cfg.Operation, cfg.PlanID = runnerapi.OperationDestroy, id
+	o.setRunLease(cfg.Job)
+	return start(cfg)
+}
+
 func (r *running) planURL() string {
 	return r.addr + runnerapi.PlanPathPrefix + r.srv.cfg.Namespace + "/" + r.srv.cfg.Suffix
 }
@@ -404,7 +422,13 @@ var _ = Describe("the saved plan", func() {
 			code, _, refusal := o.refreshChannel(9, rec.ID).getPlan()
 			Expect(code).To(Equal(http.StatusConflict))
 			Expect(refusal.Reason).To(Equal(runnerapi.PlanRefusedKind))
-			Expect(refusal.Message).To(ContainSubstring("not a refresh-only plan"))
+			Expect(refusal.Message).To(ContainSubstring("is an apply plan, which only an Apply Job applies"))
+			Expect(o.planSecret().Annotations).NotTo(HaveKey(runnerapi.PlanConsumedByAnnotation))
+
+			By("and to a Destroy Job")
+			code, _, refusal = o.destroyChannel(10, rec.ID).getPlan()
+			Expect(code).To(Equal(http.StatusConflict))
+			Expect(refusal.Reason).To(Equal(runnerapi.PlanRefusedKind))
 			Expect(o.planSecret().Annotations).NotTo(HaveKey(runnerapi.PlanConsumedByAnnotation))
 
 			By("its Apply Job still gets it")
@@ -421,6 +445,33 @@ var _ = Describe("the saved plan", func() {
 			Expect(code).To(Equal(http.StatusForbidden), "another object's plan")
 			code, _ = r.do(http.MethodGet, r.planURL(), nil, "wrong")
 			Expect(code).To(Equal(http.StatusUnauthorized))
+		})
+	})
+	Context("handing out a destroy plan", func() {
+		var o *tfObject
+		var file []byte
+		var rec runnerapi.PlanRecord
+		BeforeEach(func() {
+			o = newObject()
+			file = planZip(3, "lineage-c", []byte("the approved destroy plan"))
+			rec = o.destroyPlanChannel().savePlan(upload(file))
+		})
+
+		It("records the kind from its own flag, refuses the plan to an Apply and a Refresh Job, and hands it to its Destroy Job once", func() {
+			Expect(rec.Destroy).To(BeTrue())
+			Expect(rec.RefreshOnly).To(BeFalse())
+			for _, channelOf := range []func(int64, string) *running{o.applyChannel, o.refreshChannel} {
+				code, _, refusal := channelOf(9, rec.ID).getPlan()
+				Expect(code).To(Equal(http.StatusConflict))
+				Expect(refusal.Reason).To(Equal(runnerapi.PlanRefusedKind))
+				Expect(refusal.Message).To(ContainSubstring("is a destroy plan, which only a Destroy Job applies"))
+				Expect(o.planSecret().Annotations).NotTo(HaveKey(runnerapi.PlanConsumedByAnnotation))
+			}
+			code, dl, _ := o.destroyChannel(11, rec.ID).getPlan()
+			Expect(code).To(Equal(http.StatusOK))
+			Expect(dl.File).To(Equal(file))
+			Expect(dl.Record).To(Equal(rec))
+			Expect(o.planSecret().Annotations).To(HaveKeyWithValue(runnerapi.PlanConsumedByAnnotation, naming.JobName(o.suffix, 11)))
 		})
 	})
 	Context("handing out a refresh-only plan", func() {

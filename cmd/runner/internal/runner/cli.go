@@ -21,12 +21,12 @@ const usage = `usage:
   runner run --operation=<Apply|Destroy|Plan|Refresh|Drift|Restore> --module-dir=<dir>
              --inputs-dir=<dir> --work-dir=<dir> --result-file=<file> [--lock-timeout=300s]
              [--binary=<terraform or tofu>] [--channel-dir=<dir> [--channel-wait=60s]]
-             [--plan-id=<id>] [--refresh-only]
+             [--plan-id=<id>] [--refresh-only] [--destroy-plan]
   runner channel --dir=<dir> --namespace=<ns> --suffix=<suffix> --job=<job> --run-lease=<lease>
              --owner-kind=<kind> --owner-name=<name> --owner-uid=<uid>
              [--token-file=<file>] [--ca-file=<file>]
              [--operation=<op>] [--inputs-hash=<hash>] [--plan-id=<id>]
-             [--state-lineage=<lineage>] [--refresh-only]
+             [--state-lineage=<lineage>] [--refresh-only] [--destroy-plan]
   runner install <destination>
 `
 
@@ -89,8 +89,9 @@ func parseRun(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.Binary, runnerapi.FlagBinary, "", "terraform or tofu binary (default: $CAPTF_TF_BINARY, else tofu, else terraform on PATH)")
 	fs.StringVar(&cfg.ChannelDir, runnerapi.FlagChannelDir, "", "state channel folder: use the http backend on the channel (default: the kubernetes backend)")
 	fs.DurationVar(&cfg.ChannelWait, runnerapi.FlagChannelWait, DefaultChannelWait, "how long to wait for the state channel")
-	fs.StringVar(&cfg.PlanID, runnerapi.FlagPlanID, "", "Apply or Refresh: apply this saved plan, fetched through the state channel")
+	fs.StringVar(&cfg.PlanID, runnerapi.FlagPlanID, "", "Apply, Refresh or Destroy: apply this saved plan, fetched through the state channel")
 	fs.BoolVar(&cfg.RefreshOnly, runnerapi.FlagRefreshOnly, false, "Plan: make a refresh-only plan, which a Refresh applies")
+	fs.BoolVar(&cfg.DestroyPlan, runnerapi.FlagDestroyPlan, false, "Plan: make a destroy plan, which a Destroy applies")
 	if err := fs.Parse(args); err != nil {
 		return cfg, fmt.Errorf("parse flags: %w", err)
 	}

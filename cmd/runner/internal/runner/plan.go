@@ -183,8 +183,7 @@ func (s *session) savePlan(ctx context.Context, c ChannelBackend, up runnerapi.P
 
 // fetchPlan gets the saved plan planID from the channel (which marks it consumed by this Job)
 // and checks it: the record is that plan, the file is the one the record names, the ID is the
-// hash of what the record says, and the plan is of the Job's kind (refresh-only for a Refresh,
-// not refresh-only for an Apply).
+// hash of what the record says, and the plan is of the Job's kind (runnerapi.PlanKindRefusal).
 func (s *session) fetchPlan(ctx context.Context, c ChannelBackend, planID string) (runnerapi.PlanDownload, error) {
 	var dl runnerapi.PlanDownload
 	code, answer, err := planRequest(ctx, c, http.MethodGet, nil)
@@ -217,19 +216,10 @@ func (s *session) fetchPlan(ctx context.Context, c ChannelBackend, planID string
 	if want := runnerapi.PlanID(rec.FileSHA256, rec.InputsHash, rec.StateSerial, rec.StateLineage); want != rec.ID {
 		return dl, planRefusedError{reason: runnerapi.PlanRefusedCorrupt, message: fmt.Sprintf("plan %s is not the hash of its file, inputs and state (%s)", rec.ID, want)}
 	}
-	if want := s.cfg.Operation == runnerapi.OperationRefresh; rec.RefreshOnly != want {
-		return dl, planRefusedError{reason: runnerapi.PlanRefusedKind, message: planKindMismatch(rec.ID, rec.RefreshOnly, s.cfg.Operation)}
+	if why := runnerapi.PlanKindRefusal(rec, s.cfg.Operation); why != "" {
+		return dl, planRefusedError{reason: runnerapi.PlanRefusedKind, message: why}
 	}
 	return dl, nil
-}
-
-// planKindMismatch says why a plan of the wrong kind is not applied: a Refresh applies only a
-// refresh-only plan, an Apply only a plan that is not.
-func planKindMismatch(id string, refreshOnly bool, op string) string {
-	if refreshOnly {
-		return fmt.Sprintf("plan %s is a refresh-only plan, which only a Refresh applies, not an %s", id, op)
-	}
-	return fmt.Sprintf("plan %s is not a refresh-only plan: a %s applies only a refresh-only plan", id, op)
 }
 
 // forbidden turns a 403 of the plan endpoint into a fencing (when the channel recorded one) or

@@ -410,7 +410,16 @@ func TestPlanIDNeedsAnApplyThroughTheChannel(t *testing.T) {
 	for name, mutate := range map[string]func(*fixture){
 		"a plan":                func(f *fixture) { f.cfg.Operation = runnerapi.OperationPlan; withChannel(f) },
 		"a drift check":         func(f *fixture) { f.cfg.Operation = runnerapi.OperationDrift; withChannel(f) },
-		"a destroy":             func(f *fixture) { f.cfg.Operation = runnerapi.OperationDestroy; withChannel(f) },
+		"a restore":             func(f *fixture) { f.cfg.Operation = runnerapi.OperationRestore; withChannel(f) },
+		"a destroy, no channel": func(f *fixture) { f.cfg.Operation = runnerapi.OperationDestroy },
+		"a destroy plan of an apply": func(f *fixture) {
+			f.cfg.PlanID, f.cfg.DestroyPlan = "", true
+			withChannel(f)
+		},
+		"a refresh-only destroy plan": func(f *fixture) {
+			f.cfg.Operation, f.cfg.PlanID, f.cfg.RefreshOnly, f.cfg.DestroyPlan = runnerapi.OperationPlan, "", true, true
+			withChannel(f)
+		},
 		"no channel":            func(*fixture) {},
 		"a refresh, no channel": func(f *fixture) { f.cfg.Operation = runnerapi.OperationRefresh },
 		"not a planID":          func(f *fixture) { f.cfg.PlanID = "ABC"; withChannel(f) },

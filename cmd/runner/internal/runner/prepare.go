@@ -49,15 +49,17 @@ func (s *session) prepare(ctx context.Context, res *runnerapi.Result) (prepared,
 	p.pushFile = filepath.Join(cfg.WorkDir, "restore.tfstate")
 	p.planFile = filepath.Join(cfg.WorkDir, PlanFileName)
 	if p.steps, err = Steps(cfg.Operation, StepOptions{VarFile: p.in.VarFile, LockTimeout: cfg.LockTimeout, PushFile: p.pushFile,
-		PlanFile: p.planFile, ApplySavedPlan: cfg.PlanID != "", SavePlan: p.channel != nil, RefreshOnly: cfg.RefreshOnly}); err != nil {
+		PlanFile: p.planFile, ApplySavedPlan: cfg.PlanID != "", SavePlan: p.channel != nil, RefreshOnly: cfg.RefreshOnly,
+		DestroyPlan: cfg.DestroyPlan}); err != nil {
 		return p, err
 	}
 	return p, nil
 }
 
 // checkFlags refuses a command line whose flags do not go together: an unknown operation, a
-// negative lock timeout, --refresh-only outside a Plan or a Drift check, a --plan-id outside an
-// Apply or a Refresh, not a plan ID, or without a state channel to fetch it through.
+// negative lock timeout, --refresh-only outside a Plan or a Drift check, --destroy-plan outside
+// a Plan (or with --refresh-only), a --plan-id outside an Apply, a Refresh or a Destroy, not a
+// plan ID, or without a state channel to fetch it through.
 func checkFlags(cfg Config) error {
 	if !runnerapi.ValidOperation(cfg.Operation) {
 		return badInput("unknown operation %q (want one of %v)", cfg.Operation, runnerapi.Operations)
@@ -68,12 +70,15 @@ func checkFlags(cfg Config) error {
 	if cfg.RefreshOnly && cfg.Operation != runnerapi.OperationPlan && cfg.Operation != runnerapi.OperationDrift {
 		return badInput("--%s is for a Plan or a Drift check, not a %s (a Refresh makes and applies its own refresh-only plan)", runnerapi.FlagRefreshOnly, cfg.Operation)
 	}
+	if cfg.DestroyPlan && (cfg.Operation != runnerapi.OperationPlan || cfg.RefreshOnly) {
+		return badInput("--%s is for a Plan that is not refresh-only, not a %s (a Destroy applies the destroy plan a Plan saved)", runnerapi.FlagDestroyPlan, cfg.Operation)
+	}
 	if cfg.PlanID == "" {
 		return nil
 	}
 	switch {
-	case cfg.Operation != runnerapi.OperationApply && cfg.Operation != runnerapi.OperationRefresh:
-		return badInput("--%s is for an Apply or a Refresh, not a %s", runnerapi.FlagPlanID, cfg.Operation)
+	case runnerapi.JobPlanKind(cfg.Operation) == "":
+		return badInput("--%s is for an Apply, a Refresh or a Destroy, not a %s", runnerapi.FlagPlanID, cfg.Operation)
 	case !runnerapi.ValidPlanID(cfg.PlanID):
 		return badInput("--%s=%q is not a plan ID", runnerapi.FlagPlanID, cfg.PlanID)
 	case cfg.ChannelDir == "":

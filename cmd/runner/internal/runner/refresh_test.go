@@ -73,6 +73,25 @@ func TestStepsOfARefreshAndARefreshOnlyPlan(t *testing.T) {
 			args:  map[string][]string{StepPlan: refreshPlan},
 		},
 		{
+			name: "destroy Plan through the channel: plan -destroy, saved for a Destroy to apply",
+			op:   runnerapi.OperationPlan, opts: func(o *StepOptions) { o.DestroyPlan, o.SavePlan = true, true },
+			shape: []stepShape{init, {name: StepPlan, detailedExitCode: true}, {name: StepShowJSON, capture: true}, {name: StepShow, capture: true},
+				{name: StepSavePlan, internal: true}},
+			args: map[string][]string{StepPlan: {"plan", "-destroy", "-detailed-exitcode", "-input=false", "-no-color", lock, vars, "-out=W/plan.tfplan"}},
+		},
+		{
+			name: "Destroy of a saved destroy plan: fetched, then applied from that file, nothing planned afresh",
+			op:   runnerapi.OperationDestroy, opts: func(o *StepOptions) { o.ApplySavedPlan, o.SavePlan = true, true },
+			shape: []stepShape{init, {name: StepFetchPlan, internal: true}, {name: StepDestroy, savedPlan: true}},
+			args:  map[string][]string{StepDestroy: applyFile},
+		},
+		{
+			name: "Destroy without a saved plan: apply -destroy as before",
+			op:   runnerapi.OperationDestroy, opts: func(o *StepOptions) { o.SavePlan = true },
+			shape: []stepShape{init, {name: StepDestroy}},
+			args:  map[string][]string{StepDestroy: {"apply", "-destroy", "-auto-approve", "-input=false", "-no-color", lock, vars}},
+		},
+		{
 			name: "refresh-only Plan without the channel",
 			op:   runnerapi.OperationPlan, opts: func(o *StepOptions) { o.RefreshOnly = true },
 			shape: []stepShape{init, {name: StepPlan, detailedExitCode: true}, {name: StepShowJSON, capture: true}},
@@ -313,6 +332,12 @@ func refreshOnlyRecordOf(file []byte, serial uint64) runnerapi.PlanRecord {
 	return rec
 }
 
+func destroyRecordOf(file []byte, serial uint64) runnerapi.PlanRecord {
+	rec := planRecordOf(file, serial)
+	rec.Destroy = true
+	return rec
+}
+
 func TestRefreshOfASavedPlanAppliesExactlyThatFile(t *testing.T) {
 	file := []byte("PK\x03\x04 the approved refresh-only plan")
 	rec := refreshOnlyRecordOf(file, 3)
@@ -357,7 +382,8 @@ func TestRefreshOfASavedPlanAppliesExactlyThatFile(t *testing.T) {
 }
 
 // The runner's own check of the kind of plan the channel handed out: a Refresh applies only a
-// refresh-only plan, an Apply only a plan that is not. Neither applies anything.
+// refresh-only plan, a Destroy only a destroy plan, an Apply only a plan that is neither. None
+// applies anything.
 func TestSavedPlanOfTheOtherKindIsRefused(t *testing.T) {
 	file := []byte("PK\x03\x04 an approved plan")
 	cases := map[string]struct {
@@ -365,8 +391,12 @@ func TestSavedPlanOfTheOtherKindIsRefused(t *testing.T) {
 		rec  runnerapi.PlanRecord
 		want string
 	}{
-		"an Apply given a refresh-only plan": {runnerapi.OperationApply, refreshOnlyRecordOf(file, 3), "is a refresh-only plan, which only a Refresh applies"},
-		"a Refresh given an apply plan":      {runnerapi.OperationRefresh, planRecordOf(file, 3), "is not a refresh-only plan"},
+		"an Apply given a refresh-only plan":  {runnerapi.OperationApply, refreshOnlyRecordOf(file, 3), "is a refresh-only plan, which only a Refresh Job applies"},
+		"a Refresh given an apply plan":       {runnerapi.OperationRefresh, planRecordOf(file, 3), "is an apply plan, which only an Apply Job applies; a Refresh Job applies only a refresh-only plan"},
+		"an Apply given a destroy plan":       {runnerapi.OperationApply, destroyRecordOf(file, 3), "is a destroy plan, which only a Destroy Job applies; an Apply Job applies only an apply plan"},
+		"a Destroy given an apply plan":       {runnerapi.OperationDestroy, planRecordOf(file, 3), "is an apply plan, which only an Apply Job applies; a Destroy Job applies only a destroy plan"},
+		"a Refresh given a destroy plan":      {runnerapi.OperationRefresh, destroyRecordOf(file, 3), "is a destroy plan"},
+		"a Destroy given a refresh-only plan": {runnerapi.OperationDestroy, refreshOnlyRecordOf(file, 3), "is a refresh-only plan"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

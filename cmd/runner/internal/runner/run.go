@@ -34,10 +34,11 @@ const waitDelay = 30 * time.Second
 // Of the Invocation: Binary names terraform/tofu explicitly (path, or name looked up on PATH);
 // ChannelDir, when set, is the state channel's folder, and terraform uses the http backend on
 // the channel (the Job's way), else the kubernetes backend with the pod's or a kubeconfig's
-// credentials; PlanID (Apply or Refresh, with a channel) applies that saved plan, fetched
-// through the channel, instead of planning afresh (an Apply applies only a plan that is not
-// refresh-only, a Refresh only a refresh-only one); RefreshOnly (Plan or Drift) makes a
-// refresh-only plan (`plan -refresh-only`), which a Refresh Job applies later.
+// credentials; PlanID (Apply, Refresh or Destroy, with a channel) applies that saved plan,
+// fetched through the channel, instead of planning afresh (each only a plan of its kind,
+// runnerapi.PlanKindRefusal); RefreshOnly (Plan or Drift) makes a refresh-only plan (`plan
+// -refresh-only`), which a Refresh Job applies later; DestroyPlan (Plan) makes a destroy plan
+// (`plan -destroy`), which a Destroy Job applies later.
 type Config struct {
 	runnerapi.Invocation
 	// Environ is the runner's environment: read for CAPTF_TF_BINARY, PATH and the backend mode,

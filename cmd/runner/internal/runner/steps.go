@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"slices"
 	"time"
 
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
@@ -61,6 +62,9 @@ type StepOptions struct {
 	// Plan's is applied later by a Refresh Job; a Drift check's compares the infrastructure
 	// with the state (drift mode Accept).
 	RefreshOnly bool
+	// DestroyPlan (Plan): the plan is a destroy plan (`plan -destroy`), which a Destroy Job
+	// applies later (ApplySavedPlan).
+	DestroyPlan bool
 }
 
 // Steps is the one place that maps an operation to terraform/tofu commands.
@@ -84,11 +88,21 @@ func Steps(op string, o StepOptions) ([]Step, error) {
 		}
 		return []Step{init, {Name: StepApply, Args: []string{"apply", "-auto-approve", "-input=false", "-no-color", lock, vars}}}, nil
 	case runnerapi.OperationDestroy:
+		if o.ApplySavedPlan {
+			// The destroy plan a Plan Job saved and the object's policies or an approver let
+			// by: applying it destroys exactly what the plan shows, nothing else.
+			saved := slices.Clone(applySaved)
+			saved[len(saved)-1].Name = StepDestroy
+			return saved, nil
+		}
 		return []Step{init, {Name: StepDestroy, Args: []string{"apply", "-destroy", "-auto-approve", "-input=false", "-no-color", lock, vars}}}, nil
 	case runnerapi.OperationPlan:
 		plan := Step{Name: StepPlan, Args: []string{"plan", "-detailed-exitcode", "-input=false", "-no-color", lock, vars, planOut}, DetailedExitCode: true}
-		if o.RefreshOnly {
+		switch {
+		case o.RefreshOnly:
 			plan.Args = []string{"plan", "-refresh-only", "-detailed-exitcode", "-input=false", "-no-color", lock, vars, planOut}
+		case o.DestroyPlan:
+			plan.Args = []string{"plan", "-destroy", "-detailed-exitcode", "-input=false", "-no-color", lock, vars, planOut}
 		}
 		steps := []Step{init, plan, showJSON}
 		if o.SavePlan {
