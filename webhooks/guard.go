@@ -116,8 +116,8 @@ func eventTarget(req admission.Request, oldM, newM *Marks) *metav1.PartialObject
 	}
 }
 
-// judgeMarks judges the guarded removals (and the abandon and the adopt opt-in,
-// judgeIdentity) of one update.
+// judgeMarks judges the guarded removals (and the abandon, the adopt opt-in, judgeIdentity,
+// and the break-glass destroy, judgeDestroyWithoutPlan) of one update.
 func (g *Guard) judgeMarks(ctx context.Context, req admission.Request, oldM, newM *Marks) admission.Response {
 	ch := Diff(oldM, newM)
 	if ich := DiffIdentity(oldM, newM); ich.AdoptSet {
@@ -129,6 +129,9 @@ func (g *Guard) judgeMarks(ctx context.Context, req admission.Request, oldM, new
 		if resp, denied := g.judgeAbandon(ctx, req, oldM, newM); denied {
 			return resp
 		}
+	}
+	if resp, denied := g.judgeDestroyWithoutPlan(ctx, req, oldM, newM); denied {
+		return resp
 	}
 	if !ch.Guarded() {
 		return admission.Allowed("")

@@ -111,4 +111,30 @@ var _ = Describe("The audited abandon", func() {
 		By("a member, with the UID: allowed")
 		Expect(mergePatch(oncall, kind, ns, "c", false, abandon(string(o.GetUID())))).To(Succeed())
 	})
+
+	It("accepts captf.io/destroy-without-plan only from an override group member, set to the object's UID", func() {
+		oncall, _ := userClient("oncall-unplanned", breakGlassGroup)
+		dev, _ := userClient("dev-unplanned", "devs")
+		ns := newNamespace()
+		kind := infrav1.TerraformMachineKind
+		o := create(kind, ns, "m")
+		deleting(kind, ns, "m")
+		unplanned := func(value string) string {
+			return fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, infrav1.DestroyWithoutPlanAnnotation, value)
+		}
+
+		By("a user outside the override groups: denied, with what to do instead")
+		err := mergePatch(dev, kind, ns, "m", false, unplanned(string(o.GetUID())))
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("only members of the override groups may (groups " + breakGlassGroup + ")"))
+		Expect(err.Error()).To(ContainSubstring("approves the pending destroy plan"))
+
+		By("a member, with a value that is not the object's UID: denied")
+		err = mergePatch(oncall, kind, ns, "m", false, unplanned("some-other-uid"))
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("must be set to the object's UID"))
+
+		By("a member, with the UID: allowed")
+		Expect(mergePatch(oncall, kind, ns, "m", false, unplanned(string(o.GetUID())))).To(Succeed())
+	})
 })

@@ -79,6 +79,15 @@ const (
 	// (--guard-override-groups). See docs/state.md.
 	AdoptStateAnnotation = "captf.io/adopt-state"
 
+	// DestroyWithoutPlanAnnotation, set to the object's UID, is the break-glass path of a
+	// destroy judged like an apply (docs/deletion.md): a deleting object that asks for its
+	// plans to be judged (applyPolicy Manual, destructiveChanges RequireApproval, or a plan
+	// policy that selects it) destroys without a saved destroy plan, as an object that asks
+	// for nothing does. For a destroy whose plan cannot be made, or is held as corrupt. The
+	// admission webhook accepts it only from the override groups (--guard-override-groups);
+	// the engine honours it only on a deleting object, with a Warning event.
+	DestroyWithoutPlanAnnotation = "captf.io/destroy-without-plan"
+
 	// StateLineageAnnotation is the lineage of the state the object wrote (its first Job that
 	// moved the state), adopted (AdoptStateAnnotation), or restored last. The controller
 	// writes it, and holds the object (StateReadable=False, StateLineageChanged) when the state
@@ -134,6 +143,9 @@ const (
 	// RefreshOnlyAnnotation ("true") marks a Plan or Drift Job that runs a refresh-only plan; its
 	// result is reported on DriftJobSucceeded, like a refresh's.
 	RefreshOnlyAnnotation = "captf.io/refresh-only"
+	// DestroyPlanAnnotation ("true") marks a Plan Job that makes a destroy plan (`plan
+	// -destroy`) for a deleting object whose destroy is judged like an apply.
+	DestroyPlanAnnotation = "captf.io/destroy-plan"
 	// RunSeqAnnotation, on a reconciled object, is the sequence number of its next Job: the Job
 	// name is derived from it, so the name does not change while the object waits for a lease.
 	RunSeqAnnotation = "captf.io/run-seq"
@@ -744,6 +756,11 @@ type PendingPlan struct {
 	// recorded in the state without changing the infrastructure. docs/drift.md.
 	// +optional
 	RefreshOnly bool `json:"refreshOnly,omitempty"`
+	// destroy: a destroy plan, made when the object is deleted while it asks for its plans to
+	// be judged (applyPolicy Manual, destructiveChanges RequireApproval, or a plan policy that
+	// selects it). Approved (or let by), a Destroy Job applies it. docs/deletion.md.
+	// +optional
+	Destroy bool `json:"destroy,omitempty"`
 	// createdAt is when the plan Job finished.
 	// +optional
 	CreatedAt *metav1.Time `json:"createdAt,omitempty"`

@@ -30,6 +30,10 @@ type PlanRecord struct {
 	// RefreshOnly: a refresh-only plan (its apply records in the state what changed outside
 	// Terraform and changes no infrastructure); a Refresh Job applies it, never an apply.
 	RefreshOnly bool `json:"refreshOnly,omitempty"`
+	// Destroy: a destroy plan (`plan -destroy`), made when a deleting object asks for its
+	// destroy to be judged (docs/deletion.md, "A destroy judged like an apply"); a Destroy Job
+	// applies it, never an Apply.
+	Destroy bool `json:"destroy,omitempty"`
 	// Reason it waits: Manual, DestructiveChanges, PolicyViolated or Corrupt.
 	Reason string `json:"reason,omitempty"`
 	// Violations are the plan policy rules the plan breaks, as "<policy>/<rule>: <message>",
@@ -85,6 +89,17 @@ func (r *PlanRecord) Violated() bool { return len(r.Violations) > 0 }
 
 // Destructive reports a plan that deletes or replaces a resource.
 func (r *PlanRecord) Destructive() bool { return r.Delete > 0 || r.Replace > 0 }
+
+// KindName names the plan's kind for messages: "plan", "refresh-only plan" or "destroy plan".
+func (r *PlanRecord) KindName() string {
+	switch {
+	case r.RefreshOnly:
+		return "refresh-only plan"
+	case r.Destroy:
+		return "destroy plan"
+	}
+	return "plan"
+}
 
 // Changes reports a plan that changes anything.
 func (r *PlanRecord) Changes() bool { return r.Create+r.Update+r.Replace+r.Delete > 0 }

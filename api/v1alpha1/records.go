@@ -29,12 +29,14 @@ var managerRecordAnnotations = []string{
 
 // guardedRequestAnnotations are the requests a person writes that the admission guard judges
 // by rules of their own (who may, and when): approving a plan, adopting a state the object never
-// wrote, abandoning infrastructure. The other requests (restore-state, refresh, drift-check,
+// wrote, abandoning infrastructure, destroying without the destroy plan the object asks for.
+// The other requests (restore-state, refresh, drift-check,
 // guard-override-reason) are judged where they act, or only ask for what anyone may ask.
 var guardedRequestAnnotations = []string{
 	ApprovePlanAnnotation,
 	AdoptStateAnnotation,
 	AbandonInfrastructureAnnotation,
+	DestroyWithoutPlanAnnotation,
 }
 
 // ManagerRecordAnnotations returns the manager's records on a reconciled object, the one list
@@ -47,8 +49,8 @@ var guardedRequestAnnotations = []string{
 //     setting it only makes clusterctl move wait.
 //   - delete-for-move and paused: Cluster API's and clusterctl's, written by them.
 //   - restore-state, refresh, drift-check, guard-override-reason: a person's requests.
-//   - approve-plan, adopt-state, abandon-infrastructure: a person's requests with rules of their
-//     own (GuardedRequestAnnotations).
+//   - approve-plan, adopt-state, abandon-infrastructure, destroy-without-plan: a person's
+//     requests with rules of their own (GuardedRequestAnnotations).
 //   - inputs-hash, plan-id, refresh-only, identity-ref, lease-op, lease-acquired-at: on Jobs and
 //     Leases, never read from the reconciled object (the Job and Lease guards judge those).
 //   - retained and the backup annotations (state-serial, state-lineage, source-job, backup-time,
@@ -58,7 +60,7 @@ var guardedRequestAnnotations = []string{
 func ManagerRecordAnnotations() []string { return slices.Clone(managerRecordAnnotations) }
 
 // GuardedRequestAnnotations returns the person-written requests the guard judges by rules of
-// their own: approve-plan, adopt-state and abandon-infrastructure. An object may be created with
+// their own: approve-plan, adopt-state, abandon-infrastructure and destroy-without-plan. An object may be created with
 // none of them, except by the manager and the override groups (clusterctl move). It returns a
 // new slice on every call.
 func GuardedRequestAnnotations() []string { return slices.Clone(guardedRequestAnnotations) }

@@ -103,7 +103,7 @@ type Params struct {
 	InputsHash string
 	// Spec is the object's module, inputs and job policy.
 	Spec infrav1.TerraformSpec
-	// PlanID (Operation Apply or Refresh): apply this saved plan (runnerapi.PlanID) from the object's
+	// PlanID (Operation Apply, Refresh or Destroy): apply this saved plan (runnerapi.PlanID) from the object's
 	// plan Secret instead of planning afresh. Empty: a normal apply. The Job carries it as the
 	// annotation runnerapi.PlanIDAnnotation and passes it to the runner and to the state
 	// channel, which hands out only that plan, once.
@@ -113,6 +113,10 @@ type Params struct {
 	// state (drift mode Accept). Passed to the runner and the state channel
 	// (runnerapi.FlagRefreshOnly).
 	RefreshOnly bool
+	// DestroyPlan (Operation Plan): the plan is a destroy plan (`plan -destroy`) of a deleting
+	// object, applied later by a Destroy Job. Marked on the Job (infrav1.DestroyPlanAnnotation)
+	// and passed to the runner and the state channel (runnerapi.FlagDestroyPlan).
+	DestroyPlan bool
 	// RefreshRequest (Operation Plan or Refresh) is the value of the object's
 	// infrav1.RefreshAnnotation the run answers, recorded on the Job under that annotation so
 	// the controller clears only the request the run answered.
@@ -176,7 +180,7 @@ func Build(p Params) (*batchv1.Job, error) {
 }
 
 // jobMeta is the Job's name, namespace, labels, annotations (the inputs hash, and the plan ID,
-// refresh request and refresh-only mark when set) and its controller reference to the object.
+// refresh request, refresh-only and destroy-plan marks when set) and its controller reference to the object.
 func jobMeta(p Params, name string, labels map[string]string) metav1.ObjectMeta {
 	annotations := map[string]string{infrav1.InputsHashAnnotation: p.InputsHash}
 	if p.PlanID != "" {
@@ -187,6 +191,9 @@ func jobMeta(p Params, name string, labels map[string]string) metav1.ObjectMeta 
 	}
 	if p.RefreshOnly {
 		annotations[infrav1.RefreshOnlyAnnotation] = "true"
+	}
+	if p.DestroyPlan {
+		annotations[infrav1.DestroyPlanAnnotation] = "true"
 	}
 	annotateIdentity(p, annotations)
 	return metav1.ObjectMeta{
@@ -288,6 +295,7 @@ func channelContainer(p Params, name string) corev1.Container {
 		Operation: string(p.Operation), InputsHash: p.InputsHash, PlanID: p.PlanID, StateLineage: p.StateLineage,
 		// The channel stores plans: only a Plan Job's refresh-only flag concerns it.
 		RefreshOnly: p.RefreshOnly && p.Operation == infrav1.OperationPlan,
+		DestroyPlan: p.DestroyPlan,
 	})
 	return corev1.Container{
 		Name:          ChannelContainer,
@@ -330,6 +338,7 @@ func mainContainer(p Params, name string, mod module, extra []specVolume) corev1
 		ChannelDir:  runnerapi.ChannelDir,
 		PlanID:      p.PlanID,
 		RefreshOnly: p.RefreshOnly,
+		DestroyPlan: p.DestroyPlan,
 	}
 	// The main container reads the channel's folder but cannot write it: the channel's
 	// records (fenced, lock broken, lock holder) are the channel's word, not the module's.
@@ -508,13 +517,13 @@ func checkRun(p Params) []error {
 	return errs
 }
 
-// checkOperationParams checks that a plan ID, refresh-only, a refresh request and a state
+// checkOperationParams checks that a plan ID, refresh-only, destroy-plan, a refresh request and a state
 // lineage come only with the operations that take them, and are well formed.
 func checkOperationParams(p Params) []error {
 	var errs []error
 	if p.PlanID != "" {
-		if p.Operation != infrav1.OperationApply && p.Operation != infrav1.OperationRefresh {
-			errs = append(errs, fmt.Errorf("a plan ID is for an Apply or a Refresh, not a %s", p.Operation))
+		if runnerapi.JobPlanKind(string(p.Operation)) == "" {
+			errs = append(errs, fmt.Errorf("a plan ID is for an Apply, a Refresh or a Destroy, not a %s", p.Operation))
 		}
 		if !runnerapi.ValidPlanID(p.PlanID) {
 			errs = append(errs, fmt.Errorf("plan ID %q is not %d lowercase hex digits", p.PlanID, runnerapi.PlanIDLength))
@@ -522,6 +531,9 @@ func checkOperationParams(p Params) []error {
 	}
 	if p.RefreshOnly && p.Operation != infrav1.OperationPlan && p.Operation != infrav1.OperationDrift {
 		errs = append(errs, fmt.Errorf("refresh-only is for a Plan or a Drift check, not a %s", p.Operation))
+	}
+	if p.DestroyPlan && (p.Operation != infrav1.OperationPlan || p.RefreshOnly) {
+		errs = append(errs, fmt.Errorf("a destroy plan is made by a Plan that is not refresh-only, not a %s", p.Operation))
 	}
 	if p.RefreshRequest != "" && p.Operation != infrav1.OperationPlan && p.Operation != infrav1.OperationRefresh {
 		errs = append(errs, fmt.Errorf("a refresh request is for a Plan or a Refresh, not a %s", p.Operation))

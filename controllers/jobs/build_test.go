@@ -154,6 +154,46 @@ func TestPlanFlags(t *testing.T) {
 	}
 }
 
+// A deleting object's destroy plan: its Plan Job is marked, and both the runner and the channel
+// are told (the channel records the kind from its own flag); the Destroy Job that applies it
+// carries the plan ID to both, and is no destroy plan itself.
+func TestDestroyPlanFlags(t *testing.T) {
+	plan := imageParams(infrav1.OperationPlan)
+	plan.DestroyPlan = true
+	destroy := imageParams(infrav1.OperationDestroy)
+	destroy.PlanID = savedPlanID
+	for name, tc := range map[string]struct {
+		p          Params
+		flag, mark bool
+		planID     string
+	}{
+		"the destroy plan's Plan Job":    {p: plan, flag: true, mark: true},
+		"the Destroy of a saved plan":    {p: destroy, planID: savedPlanID},
+		"a Destroy without a saved plan": {p: imageParams(infrav1.OperationDestroy)},
+		"an ordinary Plan":               {p: imageParams(infrav1.OperationPlan)},
+	} {
+		job, err := Build(tc.p)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		pod := job.Spec.Template.Spec
+		for what, cmd := range map[string][]string{"runner": pod.Containers[0].Command, "channel": pod.InitContainers[1].Command} {
+			if got := slices.Contains(cmd, "--"+runnerapi.FlagDestroyPlan+"=true"); got != tc.flag {
+				t.Errorf("%s: the %s is told destroy-plan %t: %q", name, what, got, cmd)
+			}
+			if got := slices.Contains(cmd, "--plan-id="+savedPlanID); got != (tc.planID != "") {
+				t.Errorf("%s: the %s is told the plan ID %t: %q", name, what, got, cmd)
+			}
+		}
+		if got := job.Annotations[infrav1.DestroyPlanAnnotation] == "true"; got != tc.mark {
+			t.Errorf("%s: marked as a destroy plan %t: %v", name, got, job.Annotations)
+		}
+		if job.Annotations[runnerapi.PlanIDAnnotation] != tc.planID {
+			t.Errorf("%s: plan ID annotation %q", name, job.Annotations[runnerapi.PlanIDAnnotation])
+		}
+	}
+}
+
 // The lineage the controller read reaches the state channel, and only the channel: it is the
 // channel that serves the state (I7 at the point of use).
 func TestStateLineageFlag(t *testing.T) {
@@ -361,10 +401,13 @@ func TestBuildValidates(t *testing.T) {
 		"identity token too short": func(p *Params) {
 			p.Spec.Job.IdentityToken = &infrav1.IdentityToken{Audience: "a", ExpirationSeconds: ptr.To[int64](60)}
 		},
-		"plan ID of a plan":     func(p *Params) { p.Operation, p.PlanID = infrav1.OperationPlan, savedPlanID },
-		"plan ID of a destroy":  func(p *Params) { p.Operation, p.PlanID = infrav1.OperationDestroy, savedPlanID },
-		"plan ID not an ID":     func(p *Params) { p.PlanID = "approve-me" },
-		"plan ID in upper case": func(p *Params) { p.PlanID = strings.ToUpper(savedPlanID) },
+		"plan ID of a plan":         func(p *Params) { p.Operation, p.PlanID = infrav1.OperationPlan, savedPlanID },
+		"plan ID of a restore":      func(p *Params) { p.Operation, p.PlanID = infrav1.OperationRestore, savedPlanID },
+		"destroy plan of an apply":  func(p *Params) { p.DestroyPlan = true },
+		"destroy plan of a destroy": func(p *Params) { p.Operation, p.DestroyPlan = infrav1.OperationDestroy, true },
+		"refresh-only destroy plan": func(p *Params) { p.Operation, p.RefreshOnly, p.DestroyPlan = infrav1.OperationPlan, true, true },
+		"plan ID not an ID":         func(p *Params) { p.PlanID = "approve-me" },
+		"plan ID in upper case":     func(p *Params) { p.PlanID = strings.ToUpper(savedPlanID) },
 		"state lineage of a restore": func(p *Params) {
 			p.Operation, p.StateLineage = infrav1.OperationRestore, "5e0c7a6d-1b2c-4d3e-8f9a-0b1c2d3e4f5a"
 		},
