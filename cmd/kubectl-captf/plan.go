@@ -174,8 +174,11 @@ func (v PlanView) marks() *secretMarks {
 func renderPlan(p *printer, v PlanView) error {
 	pp := v.Pending
 	kind := "plan"
-	if pp.RefreshOnly {
+	switch {
+	case pp.RefreshOnly:
 		kind = "refresh-only plan (approved, a Refresh Job records it in the state; no infrastructure changes)"
+	case pp.Destroy:
+		kind = "destroy plan (the object is being deleted; approved, a Destroy Job destroys exactly what it lists)"
 	}
 	p.line("", "%s %s/%s: %s %s", v.Kind, v.Namespace, v.Name, kind, pp.ID)
 	p.line("", "  waits because: %s", pp.Reason)

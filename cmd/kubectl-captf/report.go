@@ -272,8 +272,11 @@ func renderObject(p *printer, head, body string, o ObjectNode, now time.Time, sh
 	}
 	if pp := o.PendingPlan; pp != nil {
 		kind := "plan"
-		if pp.RefreshOnly {
+		switch {
+		case pp.RefreshOnly:
 			kind = "refresh-only plan"
+		case pp.Destroy:
+			kind = "destroy plan"
 		}
 		p.line(body, "plan:      %s %s waits for approval (%s; %s): kubectl captf plan show %s/%s", kind, pp.ID, pp.Reason, pp.Counts(), strings.ToLower(o.Kind), o.Name)
 	}

@@ -128,7 +128,9 @@ func (b Bookkept) Markers(o metav1.Object, cur JobView, restoreSerial string) {
 	}
 	if pl := b.Plan; pl != nil {
 		switch {
-		case pl.Changes():
+		case pl.Changes() || pl.Destroy:
+			// A destroy plan waits even when it changes nothing: only its Destroy Job lets
+			// the deletion finish (decideDestroyPlan applies it without an approver).
 			SetAnnotation(o, infrav1.PendingPlanAnnotation, pl.Annotation())
 		case pl.RefreshOnly:
 			// Nothing changed outside Terraform: the refresh has nothing to record.

@@ -25,6 +25,8 @@ type JobView struct {
 	Phase      JobPhase
 	// RefreshOnly: a Plan or Drift Job that runs a refresh-only plan (RefreshOnlyAnnotation).
 	RefreshOnly bool
+	// DestroyPlan: a Plan Job that makes a destroy plan (DestroyPlanAnnotation).
+	DestroyPlan bool
 	// Foreign: the Job's controller owner reference names another incarnation of the object
 	// (deleted and re-created under the same name). It runs against the same state, so it
 	// blocks while it runs, but it is never adopted or counted.
@@ -140,6 +142,9 @@ type ObjectEvidence struct {
 	// annotation was last set before the deletion began (AbandonSetBefore); false when they
 	// cannot tell.
 	AbandonPredates bool
+	// DestroyWithoutPlan: the destroy-without-plan annotation names this object's UID, the
+	// override groups' break-glass path past a destroy plan (NeedsDestroyPlan).
+	DestroyWithoutPlan bool
 }
 
 // JobsEvidence is what the cache shows of the object's Jobs.
@@ -333,6 +338,9 @@ type Decision struct {
 	PlanID string
 	// RefreshOnly: the Plan Job started makes a refresh-only plan.
 	RefreshOnly bool
+	// DestroyPlan: the Plan Job started makes a destroy plan (a deleting object's,
+	// NeedsDestroyPlan).
+	DestroyPlan bool
 	// Wait explains ActionWait, ActionWaitJob and ActionWaitLag.
 	Wait *Wait
 	// Problem, when set, becomes a False condition.
@@ -672,6 +680,8 @@ func decideDeletion(ev Evidence, clearActive bool) Decision {
 	case ev.Now.Before(ev.Retry.At):
 		d.Action = ActionWait
 		d.Wait = backoffWait(ev, "destroy")
+	case NeedsDestroyPlan(ev):
+		return decideDestroyPlan(ev, d)
 	default:
 		d.Action, d.Operation = ActionStart, infrav1.OperationDestroy
 	}

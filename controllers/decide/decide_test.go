@@ -518,10 +518,18 @@ func space(workers int, visit func(worker int, ev Evidence)) {
 		refresh   string
 		manual    bool
 		check     string
+		// A destroy judged like an apply: 1, applyPolicy Manual with a destroy plan that
+		// waits for approval; 2, a plan policy selects the object and its destroy plan breaks
+		// a rule but is approved. The refresh set under Manual also carries the override
+		// groups' break-glass annotation (destroy-without-plan), which only a deletion reads.
+		destroy int
 	}
 	drifts := []driftSet{{}, {due: now.Add(time.Minute)}, {due: now.Add(-time.Second)}, {remediate: "j1", mode: infrav1.DriftModeRemediate},
-		{remediate: "j1", mode: infrav1.DriftModeAccept, refresh: "r1"}, {refresh: "r1", manual: true}, {due: now.Add(time.Minute), check: "c1"}}
+		{remediate: "j1", mode: infrav1.DriftModeAccept, refresh: "r1"}, {refresh: "r1", manual: true}, {due: now.Add(time.Minute), check: "c1"},
+		{destroy: 1}, {destroy: 2}}
 	refreshPlan := &infrav1.PlanRecord{ID: "p1", InputsHash: "h1", Serial: 0, RefreshOnly: true}
+	destroyPlan := &infrav1.PlanRecord{ID: "p2", InputsHash: "h1", Serial: 0, Lineage: "L", Destroy: true, Delete: 1}
+	violatedDestroyPlan := &infrav1.PlanRecord{ID: "p3", InputsHash: "h1", Serial: 0, Lineage: "L", Destroy: true, Delete: 2, Violations: []string{"no-db-deletes/db: deletes a database"}}
 	// finalizer, deleting, paused, move, block-move, provisioned, activeJob, jobs, lag,
 	// gathered, inputs, hashes, children, state, destroyed, backoff, policy, abandon, restore.
 	radix := []int{2, 2, 2, 2, 2, 2, len(actives), len(jobSets), len(lags), 2, len(inputSets), len(hashes), 2, len(states), 2, 2, 2, 3, len(restores), len(drifts)}
@@ -549,8 +557,14 @@ func space(workers int, visit func(worker int, ev Evidence)) {
 					State:  StateEvidence{Read: st.view, Empty: st.empty, Lineage: st.lineage, AdoptLineage: st.adopt, Backups: rs.backups, RestoreSerial: rs.serial, RestoreFailed: rs.failed},
 					Drift:  DriftEvidence{DueAt: dr.due, Remediate: dr.remediate, Mode: dr.mode, RefreshRequest: dr.refresh, CheckRequest: dr.check},
 				}
-				if dr.manual {
+				switch {
+				case dr.manual:
 					ev.Plan.ApplyPolicy, ev.Plan.Pending, ev.Plan.Approved = infrav1.ApplyPolicyManual, refreshPlan, refreshPlan.ID
+					ev.Object.DestroyWithoutPlan = true
+				case dr.destroy == 1:
+					ev.Plan.ApplyPolicy, ev.Plan.Pending = infrav1.ApplyPolicyManual, destroyPlan
+				case dr.destroy == 2:
+					ev.Plan.PolicySelected, ev.Plan.Pending, ev.Plan.Approved = true, violatedDestroyPlan, violatedDestroyPlan.ID
 				}
 				if on(12) {
 					ev.Inputs.Children = children
@@ -653,8 +667,38 @@ func violations(ev Evidence, d Decision) []string {
 	if d.Action == ActionStart && !ev.Inputs.Gathered {
 		bad("starts a Job without its decision inputs")
 	}
-	if ev.Object.Deleting && d.Action == ActionStart && d.Operation != infrav1.OperationDestroy && d.Operation != infrav1.OperationRestore {
+	if ev.Object.Deleting && d.Action == ActionStart && d.Operation != infrav1.OperationDestroy && d.Operation != infrav1.OperationRestore &&
+		!(d.Operation == infrav1.OperationPlan && d.DestroyPlan) {
 		bad("a deleting object starts %s", d.Operation)
+	}
+	// A destroy judged like an apply: an object that asks for its plans to be judged (or
+	// whose destroy plan a verdict holds) destroys only through its pending destroy plan,
+	// unchanged since it was judged, approved or let by; unless an override group member set
+	// the break-glass annotation. A destroy plan is made only for such a deletion, and an
+	// Apply never applies one.
+	judged := !ev.Object.DestroyWithoutPlan && (ev.Plan.PolicySelected || ev.Plan.ApplyPolicy == infrav1.ApplyPolicyManual ||
+		ev.Plan.DestructiveChanges == infrav1.DestructiveChangesRequireApproval ||
+		ev.Plan.Pending != nil && ev.Plan.Pending.Destroy && (ev.Plan.Pending.Violated() || ev.Plan.Pending.IsCorrupt()))
+	if d.Action == ActionStart && d.Operation == infrav1.OperationDestroy && d.PlanID == "" && judged {
+		bad("destroys without the destroy plan the object asks to be judged")
+	}
+	if d.Action == ActionStart && d.Operation == infrav1.OperationDestroy && d.PlanID != "" {
+		p := ev.Plan.Pending
+		switch {
+		case p == nil || p.ID != d.PlanID || !p.Destroy:
+			bad("a Destroy applies a plan that is not the pending destroy plan")
+		case p.IsCorrupt() || p.Serial != ev.State.Serial || p.Lineage != "" && p.Lineage != ev.State.Lineage || p.ID == ev.Plan.Applied:
+			bad("a Destroy applies a corrupt, superseded or spent destroy plan")
+		case ev.Plan.Approved != p.ID && (p.Violated() || p.Changes() && (ev.Plan.ApplyPolicy == infrav1.ApplyPolicyManual ||
+			ev.Plan.DestructiveChanges == infrav1.DestructiveChangesRequireApproval && p.Destructive())):
+			bad("a Destroy applies a destroy plan that its policies hold or that waits for an approver")
+		}
+	}
+	if d.Action == ActionStart && d.DestroyPlan && (!ev.Object.Deleting || d.Operation != infrav1.OperationPlan || d.RefreshOnly || !judged) {
+		bad("makes a destroy plan outside a judged deletion")
+	}
+	if d.Action == ActionStart && d.Operation == infrav1.OperationApply && d.PlanID != "" && ev.Plan.Pending != nil && ev.Plan.Pending.Destroy && d.PlanID == ev.Plan.Pending.ID {
+		bad("applies a destroy plan as an apply")
 	}
 	if ev.Object.Deleting && ev.Object.Paused && d.Action == ActionStart {
 		bad("I6: a paused deletion destroys")
@@ -800,8 +844,17 @@ func TestDecideInvariantsOverTheWholeEvidenceSpace(t *testing.T) {
 		if d.VoidAbandon != "" {
 			tl.reached[reachKey{action: "VoidAbandon", tag: fmt.Sprintf("deleting=%t", ev.Object.Deleting)}]++
 		}
-		if d.Action == ActionStart && d.Operation == infrav1.OperationRefresh && d.PlanID != "" {
-			tl.reached[reachKey{action: "SavedPlan", op: infrav1.OperationRefresh}]++
+		if d.Action == ActionStart && (d.Operation == infrav1.OperationRefresh || d.Operation == infrav1.OperationDestroy) && d.PlanID != "" {
+			tl.reached[reachKey{action: "SavedPlan", op: d.Operation}]++
+		}
+		if d.Action == ActionStart && d.DestroyPlan {
+			tl.reached[reachKey{action: "DestroyPlan", op: d.Operation}]++
+		}
+		if d.Action == ActionStart && d.Operation == infrav1.OperationDestroy && d.PlanID == "" && ev.Object.DestroyWithoutPlan && ev.Plan.ApplyPolicy == infrav1.ApplyPolicyManual {
+			tl.reached[reachKey{action: "BreakGlass", op: d.Operation}]++
+		}
+		if d.Wait != nil && d.Wait.ConditionType == infrav1.DeletingCondition && waitsForApprover(d.Wait.Reason) {
+			tl.reached[reachKey{action: "DestroyWaits", tag: d.Wait.Reason}]++
 		}
 		if d.Action == ActionStart && d.Operation == infrav1.OperationDrift && !DriftDue(ev) {
 			tl.reached[reachKey{action: "AskedFor", op: infrav1.OperationDrift}]++
@@ -830,7 +883,8 @@ func TestDecideInvariantsOverTheWholeEvidenceSpace(t *testing.T) {
 		t.Error(f)
 	}
 	for _, a := range []string{"None/", "AddFinalizer/", "WaitJob/", "Bookkeep/Apply", "SkipRun/", "WaitLag/", "Start/Apply",
-		"Start/Destroy", "Start/Restore", "Start/Drift", "Start/Refresh", "SavedPlan/Refresh", "AskedFor/Drift", "Idle/", "RecoverStatus/", "Wait/", "RemoveFinalizer/", "Cleanup/", "Retain/", "Abandon/",
+		"Start/Destroy", "Start/Restore", "Start/Drift", "Start/Refresh", "SavedPlan/Refresh",
+		"SavedPlan/Destroy", "DestroyPlan/Plan", "BreakGlass/Destroy", "DestroyWaits/" + infrav1.PlanAwaitingApprovalReason, "AskedFor/Drift", "Idle/", "RecoverStatus/", "Wait/", "RemoveFinalizer/", "Cleanup/", "Retain/", "Abandon/",
 		"VoidAbandon/deleting=false", "VoidAbandon/deleting=true", "LeaveState/", "DeleteJob/",
 		"Hold/" + infrav1.RetainedStateFoundReason, "Hold/" + infrav1.StateLineageChangedReason} {
 		if reached[a] == 0 {

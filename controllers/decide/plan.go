@@ -30,7 +30,7 @@ func NeedsPlan(ev Evidence) bool {
 // (docs/plans.md, "Plan policies").
 func VerdictHolds(ev Evidence) bool {
 	p := ev.Plan.Pending
-	return p != nil && !p.RefreshOnly && (p.Violated() || p.IsCorrupt()) && !Superseded(p, ev) && p.ID != ev.Plan.Applied
+	return p != nil && !p.RefreshOnly && !p.Destroy && (p.Violated() || p.IsCorrupt()) && !Superseded(p, ev) && p.ID != ev.Plan.Applied
 }
 
 // appliesUnapproved reports a pending plan that applies without an approver: under
@@ -53,8 +53,8 @@ func Superseded(p *infrav1.PlanRecord, ev Evidence) bool {
 func decidePlan(ev Evidence, d Decision) Decision {
 	p := ev.Plan.Pending
 	switch {
-	case p == nil || p.RefreshOnly || Superseded(p, ev) || p.ID == ev.Plan.Applied:
-		// A pending refresh-only plan is no plan of this apply: the apply plans anew.
+	case p == nil || p.RefreshOnly || p.Destroy || Superseded(p, ev) || p.ID == ev.Plan.Applied:
+		// A pending refresh-only (or destroy) plan is no plan of this apply: the apply plans anew.
 		d.Action, d.Operation = ActionStart, infrav1.OperationPlan
 	case p.IsCorrupt():
 		d.Action, d.Wait = ActionWait, corruptWait(p, infrav1.ApplyJobSucceededCondition)
@@ -70,6 +70,75 @@ func decidePlan(ev Evidence, d Decision) Decision {
 		d.Action = ActionWait
 		d.Wait = &Wait{ConditionType: infrav1.ApplyJobSucceededCondition, Reason: infrav1.PlanAwaitingApprovalReason,
 			Message: fmt.Sprintf("plan %s (%s%s) waits for approval: kubectl annotate <object> %s=%s (docs/plans.md)",
+				p.ID, p.Counts(), addressesNote(p.Addresses), infrav1.ApprovePlanAnnotation, p.ID)}
+	}
+	return d
+}
+
+// NeedsDestroyPlan reports whether a deleting object's destroy goes through a saved destroy
+// plan (docs/deletion.md, "A destroy judged like an apply"): when the object asks for its plans
+// to be judged (applyPolicy Manual, destructiveChanges RequireApproval) or a plan policy selects
+// it, and always while a verdict holds its pending destroy plan (DestroyVerdictHolds). The
+// override groups' break-glass annotation (DestroyWithoutPlan) destroys as an object that asks
+// for nothing does.
+func NeedsDestroyPlan(ev Evidence) bool {
+	if ev.Object.DestroyWithoutPlan {
+		return false
+	}
+	return ev.Plan.PolicySelected || DestroyVerdictHolds(ev) ||
+		ev.Plan.ApplyPolicy == infrav1.ApplyPolicyManual || ev.Plan.DestructiveChanges == infrav1.DestructiveChangesRequireApproval
+}
+
+// DestroyVerdictHolds reports a pending destroy plan that a verdict holds (it breaks a plan
+// policy rule, or it is corrupt) and that is still the plan of this state: as VerdictHolds for
+// an apply, a policy that stops selecting the object does not let it by.
+func DestroyVerdictHolds(ev Evidence) bool {
+	p := ev.Plan.Pending
+	return p != nil && p.Destroy && (p.Violated() || p.IsCorrupt()) && !DestroySuperseded(p, ev) && p.ID != ev.Plan.Applied
+}
+
+// DestroySuperseded reports a pending destroy plan made against another state than the one the
+// object has now (serial or lineage). A destroy plan is made from the durable inputs of the last
+// apply, which no pass of a deleting object changes, so only the state supersedes it.
+func DestroySuperseded(p *infrav1.PlanRecord, ev Evidence) bool {
+	return p.Serial != ev.State.Serial || (p.Lineage != "" && p.Lineage != ev.State.Lineage)
+}
+
+// destroyAppliesUnapproved reports a pending destroy plan that applies without an approver: as
+// an apply's plan (appliesUnapproved), or one that changes nothing and breaks no rule (there is
+// nothing to judge, and it lets the deletion finish).
+func destroyAppliesUnapproved(p *infrav1.PlanRecord, ev Evidence) bool {
+	return appliesUnapproved(p, ev) || !p.Changes() && !p.Violated()
+}
+
+// decideDestroyPlan decides the destroy of a deleting object that asks for it to be judged
+// (NeedsDestroyPlan), as decidePlan decides an apply: a new destroy plan when there is none, or
+// the pending plan is not a destroy plan, is superseded or spent; the Destroy Job of that plan
+// once approved or let by its policies; else a wait that keeps the finalizer and says how to
+// approve.
+func decideDestroyPlan(ev Evidence, d Decision) Decision {
+	p := ev.Plan.Pending
+	switch {
+	case p == nil || !p.Destroy || DestroySuperseded(p, ev) || p.ID == ev.Plan.Applied:
+		d.Action, d.Operation, d.DestroyPlan = ActionStart, infrav1.OperationPlan, true
+	case p.IsCorrupt():
+		d.Action = ActionWait
+		d.Wait = &Wait{ConditionType: infrav1.DeletingCondition, Reason: infrav1.PlanCorruptReason,
+			Message: fmt.Sprintf("destroy plan %s is held as corrupt and is never applied, approved or not: %s; find who wrote the plan Secret "+
+				"(docs/runbooks/plan-corrupt.md); a change of the state replaces it, or an override group member destroys without a plan: "+
+				"kubectl annotate <object> %s=<object UID> (docs/deletion.md)", p.ID, p.Corrupt, infrav1.DestroyWithoutPlanAnnotation)}
+	case ev.Plan.Approved == p.ID || destroyAppliesUnapproved(p, ev):
+		d.Action, d.Operation, d.PlanID = ActionStart, infrav1.OperationDestroy, p.ID
+	case p.Violated():
+		d.Action = ActionWait
+		d.Wait = &Wait{ConditionType: infrav1.DeletingCondition, Reason: infrav1.PlanPolicyViolatedReason,
+			Message: fmt.Sprintf("the deletion waits: destroy plan %s (%s%s) breaks plan policy rules: %s; an approver may still apply it: "+
+				"kubectl annotate <object> %s=%s (docs/deletion.md)",
+				p.ID, p.Counts(), addressesNote(p.Addresses), strings.Join(p.Violations, "; "), infrav1.ApprovePlanAnnotation, p.ID)}
+	default:
+		d.Action = ActionWait
+		d.Wait = &Wait{ConditionType: infrav1.DeletingCondition, Reason: infrav1.PlanAwaitingApprovalReason,
+			Message: fmt.Sprintf("the deletion waits: destroy plan %s (%s%s) waits for approval: kubectl annotate <object> %s=%s (docs/deletion.md)",
 				p.ID, p.Counts(), addressesNote(p.Addresses), infrav1.ApprovePlanAnnotation, p.ID)}
 	}
 	return d
@@ -124,7 +193,7 @@ func addressesNote(a []string) string {
 func PlanRecordOf(rec runnerapi.PlanRecord, secret string, policy infrav1.ApplyPolicy, violations []string) *infrav1.PlanRecord {
 	out := &infrav1.PlanRecord{ID: rec.ID, Job: rec.Job, Secret: secret, InputsHash: rec.InputsHash, Serial: int64(rec.StateSerial),
 		Lineage: rec.StateLineage, Create: int32(rec.Create), Update: int32(rec.Update), Replace: int32(rec.Replace),
-		Delete: int32(rec.Delete), Addresses: rec.Addresses, Reason: string(infrav1.ApplyPolicyManual), RefreshOnly: rec.RefreshOnly,
+		Delete: int32(rec.Delete), Addresses: rec.Addresses, Reason: string(infrav1.ApplyPolicyManual), RefreshOnly: rec.RefreshOnly, Destroy: rec.Destroy,
 		Violations: violations}
 	switch {
 	case len(violations) > 0:
@@ -170,7 +239,7 @@ func CorruptPlanRecord(saved *runnerapi.PlanRef, summary *runnerapi.PlanSummary,
 	if summary != nil {
 		out.Create, out.Update, out.Replace, out.Delete = int32(summary.Create), int32(summary.Update), int32(summary.Replace), int32(summary.Delete)
 	}
-	out.RefreshOnly = job.RefreshOnly
+	out.RefreshOnly, out.Destroy = job.RefreshOnly, job.DestroyPlan
 	return out
 }
 
@@ -181,7 +250,7 @@ const MaxPendingPlanAddresses = 50
 // MaxPendingPlanAddresses addresses.
 func PendingPlanOf(p *infrav1.PlanRecord) *infrav1.PendingPlan {
 	pp := &infrav1.PendingPlan{ID: p.ID, Job: p.Job, Secret: p.Secret, Create: p.Create, Update: p.Update, Replace: p.Replace,
-		Delete: p.Delete, Reason: p.Reason, RefreshOnly: p.RefreshOnly, Violations: p.Violations}
+		Delete: p.Delete, Reason: p.Reason, RefreshOnly: p.RefreshOnly, Destroy: p.Destroy, Violations: p.Violations}
 	if len(p.Addresses) > 0 {
 		pp.Addresses = p.Addresses[:min(len(p.Addresses), MaxPendingPlanAddresses)]
 	}

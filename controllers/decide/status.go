@@ -336,6 +336,8 @@ func setDeleting(c conditions, ev Evidence, d Decision, rep Report) {
 		msg = "destroyed; state, inputs and leases deleted"
 	case rep.CleanupBlocked != "":
 		msg = rep.CleanupBlocked
+	case rep.Started != "" && d.DestroyPlan:
+		msg = "Job " + rep.Started + " makes the destroy plan, which is judged before anything is destroyed (docs/deletion.md)"
 	case rep.Started != "":
 		msg = "destroy Job " + rep.Started + " runs"
 	case d.Action == ActionDeleteJob:

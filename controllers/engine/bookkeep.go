@@ -216,8 +216,8 @@ func (p *pass) reportFinished(ctx context.Context, f *finishedRun) {
 		p.reportCorrupt(pl)
 	}
 	if pl := b.Plan; pl != nil && pl.Changes() && !pl.IsCorrupt() {
-		p.emit(corev1.EventTypeNormal, "PlanSaved", fmt.Sprintf("Job %s saved plan %s (%s); it applies once approved: kubectl annotate %s %s %s=%s",
-			b.Job, pl.ID, pl.Counts(), strings.ToLower(p.r.Kind.Name()), p.obj.GetName(), infrav1.ApprovePlanAnnotation, pl.ID))
+		p.emit(corev1.EventTypeNormal, "PlanSaved", fmt.Sprintf("Job %s saved %s %s (%s); it applies once approved: kubectl annotate %s %s %s=%s",
+			b.Job, pl.KindName(), pl.ID, pl.Counts(), strings.ToLower(p.r.Kind.Name()), p.obj.GetName(), infrav1.ApprovePlanAnnotation, pl.ID))
 	}
 	if pl := b.Plan; pl != nil && pl.Violated() {
 		p.emit(corev1.EventTypeWarning, infrav1.PlanPolicyViolatedReason, fmt.Sprintf("plan %s breaks plan policy rules: %s", pl.ID, strings.Join(pl.Violations, "; ")))

@@ -208,6 +208,7 @@ func (p *pass) gatherCache(ctx context.Context) error {
 	}
 	p.ev.Object.DeletionPolicy = obj.GetTerraformSpec().DeletionPolicy
 	p.ev.Object.Abandon = obj.GetUID() != "" && ann[infrav1.AbandonInfrastructureAnnotation] == string(obj.GetUID())
+	p.ev.Object.DestroyWithoutPlan = obj.GetUID() != "" && ann[infrav1.DestroyWithoutPlanAnnotation] == string(obj.GetUID())
 	if p.ev.Object.Deleting && p.ev.Object.Abandon {
 		if err := p.gatherAbandonOrder(ctx); err != nil {
 			return err
@@ -282,7 +283,7 @@ func (p *pass) viewOf(j *batchv1.Job) (decide.JobView, bool) {
 	}
 	v := decide.JobView{Name: j.Name, Seq: seq, Operation: infrav1.Operation(j.Labels[infrav1.OperationLabel]),
 		InputsHash: j.Annotations[infrav1.InputsHashAnnotation], Phase: decide.JobRunning, Foreign: !jobstatus.SameIncarnation(j, p.obj.GetUID()),
-		RefreshOnly: j.Annotations[infrav1.RefreshOnlyAnnotation] == "true"}
+		RefreshOnly: j.Annotations[infrav1.RefreshOnlyAnnotation] == "true", DestroyPlan: j.Annotations[infrav1.DestroyPlanAnnotation] == "true"}
 	if jobstatus.Finished(j) {
 		v.Phase = decide.JobFinished
 	} else {

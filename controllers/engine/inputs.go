@@ -34,11 +34,11 @@ func (p *pass) assembleInputs(ctx context.Context, contract ContractInputs) (*in
 	return in, nil, nil
 }
 
-// inputsForRun returns the inputs a Job of op runs with. A destroy, a restore, a drift check or a
-// refresh uses the durable inputs of the last apply (the sources may be gone by now; a refresh
+// inputsForRun returns the inputs a Job of op runs with. A destroy (and its destroy plan), a
+// restore, a drift check or a refresh uses the durable inputs of the last apply (the sources may be gone by now; a refresh
 // records reality against what was applied), and assembles fresh ones only when there are none.
 func (p *pass) inputsForRun(ctx context.Context, op infrav1.Operation, contract ContractInputs) (*inputs.Inputs, *decide.Problem, error) {
-	if op == infrav1.OperationDestroy || op == infrav1.OperationRestore || op == infrav1.OperationRefresh || op.Background() {
+	if p.destroys(op) || op == infrav1.OperationRestore || op == infrav1.OperationRefresh || op.Background() {
 		s := &corev1.Secret{}
 		err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: naming.InputsSecretName(p.suffix)}, s)
 		switch {
@@ -53,6 +53,14 @@ func (p *pass) inputsForRun(ctx context.Context, op infrav1.Operation, contract 
 		}
 	}
 	return p.assembleInputs(ctx, contract)
+}
+
+// destroys reports a Job of op that belongs to the object's destroy: the Destroy itself, or the
+// Plan that makes its destroy plan (decide.NeedsDestroyPlan). Both run on the durable inputs of
+// the last apply, wait for no contract input (the owners may be going away), and write no
+// durable inputs.
+func (p *pass) destroys(op infrav1.Operation) bool {
+	return op == infrav1.OperationDestroy || op == infrav1.OperationPlan && p.d.DestroyPlan
 }
 
 // writeDurableInputs creates or updates the object's durable inputs Secret.
@@ -135,6 +143,7 @@ func (p *pass) jobParams(seq int64, op infrav1.Operation, hash string) jobs.Para
 		Suffix: p.suffix, Seq: seq, Operation: op, InputsHash: hash, PlanID: p.d.PlanID,
 		StateLineage:   decide.ExpectedLineage(p.ev, op),
 		RefreshOnly:    p.d.RefreshOnly || op == infrav1.OperationDrift && p.ev.Drift.Mode == infrav1.DriftModeAccept,
+		DestroyPlan:    op == infrav1.OperationPlan && p.d.DestroyPlan,
 		RefreshRequest: refreshRequestOf(p.ev, op, p.d),
 		Spec:           *p.obj.GetTerraformSpec(), Defaults: p.jobDefaults(),
 	}

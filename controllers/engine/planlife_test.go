@@ -45,7 +45,9 @@ func storeSavedPlan(job *batchv1.Job, serial uint64, counts runnerapi.PlanSummar
 	id := fmt.Sprintf("%032x", time.Now().UnixNano())
 	rec := runnerapi.PlanRecord{ID: id, FileSHA256: "f", InputsHash: job.Annotations[infrav1.InputsHashAnnotation], StateSerial: serial,
 		StateLineage: "00000000-0000-4000-8000-000000000000", // statetest's lineage
-		CreatedAt:    time.Now().UTC().Format(time.RFC3339), Job: job.Name, PlanSummary: counts, RefreshOnly: refreshOnly}
+		CreatedAt:    time.Now().UTC().Format(time.RFC3339), Job: job.Name, PlanSummary: counts, RefreshOnly: refreshOnly,
+		// As the channel does: a destroy plan when the manager told the Job to make one.
+		Destroy: job.Annotations[infrav1.DestroyPlanAnnotation] == "true"}
 	if serial == 0 {
 		rec.StateLineage = ""
 	}

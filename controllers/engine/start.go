@@ -154,7 +154,7 @@ func (p *pass) prepareRun(ctx context.Context, s *startRun) (ctrl.Result, bool, 
 	if err != nil {
 		return ctrl.Result{}, false, fmt.Errorf("gather contract inputs: %w", err)
 	}
-	if wait != nil && op != infrav1.OperationDestroy {
+	if wait != nil && !p.destroys(op) {
 		if err := p.releaseIfNoJob(ctx, name); err != nil {
 			return ctrl.Result{}, false, err
 		}
@@ -183,7 +183,7 @@ func (p *pass) prepareRun(ctx context.Context, s *startRun) (ctrl.Result, bool, 
 		p.rep.StartProblem = problem
 		return ctrl.Result{}, false, p.releaseIfNoJob(ctx, name)
 	}
-	if op != infrav1.OperationDestroy {
+	if !p.destroys(op) {
 		if err := p.writeDurableInputs(ctx, in); err != nil {
 			return ctrl.Result{}, false, err
 		}
@@ -261,8 +261,15 @@ func (p *pass) createOrAdopt(ctx context.Context, s *startRun) (ctrl.Result, boo
 	}
 	s.job, s.keepSlot = job, true
 	metrics.JobsStarted.WithLabelValues(p.r.Kind.Name(), string(op)).Inc()
-	if pl := p.ev.Plan.Pending; op == infrav1.OperationPlan && pl != nil {
+	switch pl := p.ev.Plan.Pending; {
+	case op == infrav1.OperationPlan && p.d.DestroyPlan:
+		p.emit(corev1.EventTypeNormal, "DestroyPlanStarted", fmt.Sprintf("the object is being deleted and asks for its destroy to be judged: "+
+			"Job %s makes the destroy plan; nothing is destroyed until it passes its plan policies or an approver approves it (docs/deletion.md)", name))
+	case op == infrav1.OperationPlan && pl != nil:
 		p.emit(corev1.EventTypeNormal, "PlanSuperseded", fmt.Sprintf("plan %s no longer matches the inputs or the state (or was applied); Job %s plans again", pl.ID, name))
+	case op == infrav1.OperationDestroy && p.d.PlanID == "" && p.ev.Object.DestroyWithoutPlan:
+		p.emit(corev1.EventTypeWarning, "DestroyWithoutPlan", fmt.Sprintf("Job %s destroys without a judged destroy plan: an override group member set %s (docs/deletion.md)",
+			name, infrav1.DestroyWithoutPlanAnnotation))
 	}
 	p.emit(corev1.EventTypeNormal, "JobStarted", fmt.Sprintf("started Job %s (%s)", name, op))
 	p.flush()
