@@ -203,7 +203,10 @@ MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guar
   image-decide-sets-the-condition, tenant-edit-grants-no-status, tenant-edit-grants-no-secrets, \
   startblock-deletion-deletes-a-never-started-job, startblock-delete-needs-the-never-started-proof, \
   startblock-grace-before-a-healing-block-counts, startblock-a-main-container-that-ran-is-not-never-started, \
-  records-move-mark-needs-a-writer, records-move-mark-is-seen, jobstatus-runs-template-compares-images
+  records-move-mark-needs-a-writer, records-move-mark-is-seen, jobstatus-runs-template-compares-images, \
+  destroyplan-judged-deletion-plans, destroyplan-manual-asks, destroyplan-verdict-stays, destroyplan-applies-only-approved, \
+  destroyplan-corrupt-holds, destroyplan-superseded-by-state, destroyplan-spent-never-again, destroyplan-break-glass-honoured, \
+  destroyplan-apply-never-applies-it, destroyplan-kind-rule, destroyplan-runner-plans-destroy
 
 .PHONY: mutate
 mutate: test-bins ## Run every mutation proof of hack/mutations/*.txt (well over an hour); fails unless each is KILLED by a named test. MUTATIONS=<globs> for a subset.
