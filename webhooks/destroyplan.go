@@ -29,7 +29,7 @@ func JudgeDestroyWithoutPlan(member bool, who string, m *Marks, ref ObjectRef) s
 	if !member {
 		return fmt.Sprintf("CAPTF guard: this request sets %s on %s, which destroys its infrastructure without the destroy plan "+
 			"its policies or approvers judge; only members of the override groups may (%s). To let the destroy go ahead, "+
-			"an approver approves the pending destroy plan: kubectl captf plan approve (see docs/deletion.md).",
+			"an approver approves the pending destroy plan: kubectl captf approve <kind>/<name> (see docs/deletion.md).",
 			infrav1.DestroyWithoutPlanAnnotation, ref, who)
 	}
 	if m.Annotations[infrav1.DestroyWithoutPlanAnnotation] != string(m.UID) {
