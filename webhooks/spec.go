@@ -45,9 +45,9 @@ func (Defaulter[T]) Default(_ context.Context, obj T) error {
 // (The API server applies schema defaults before this webhook runs, so an explicit 300 cannot
 // be told from the default; it is treated the same way.) It is idempotent.
 func DefaultTerraformSpec(s *infrav1.TerraformSpec) {
-	deadline := EffectiveDeadline(s.Job)
-	lock := EffectiveLockTimeout(s.Job)
-	if lock == jobs.DefaultLockTimeoutSeconds && lock >= deadline {
+	deadline := s.Job.EffectiveActiveDeadlineSeconds()
+	lock := s.Job.EffectiveLockTimeoutSeconds()
+	if lock == infrav1.DefaultLockTimeoutSeconds && lock >= deadline {
 		half := deadline / 2
 		s.Job.LockTimeoutSeconds = &half
 	}

@@ -32,23 +32,6 @@ func ModuleSourceKind(m infrav1.ModuleSource) string {
 	return ""
 }
 
-// EffectiveDeadline and EffectiveLockTimeout are the values a Job runs with: the spec's, or the
-// defaults jobs.Build applies.
-func EffectiveDeadline(p infrav1.JobPolicy) int64 {
-	if p.ActiveDeadlineSeconds != nil {
-		return *p.ActiveDeadlineSeconds
-	}
-	return jobs.DefaultActiveDeadlineSeconds
-}
-
-// EffectiveLockTimeout: see EffectiveDeadline.
-func EffectiveLockTimeout(p infrav1.JobPolicy) int64 {
-	if p.LockTimeoutSeconds != nil {
-		return *p.LockTimeoutSeconds
-	}
-	return jobs.DefaultLockTimeoutSeconds
-}
-
 // ValidateTerraformSpec checks what the schema cannot: variable names, reserved environment
 // names, the lock timeout against the deadline, the CLI configuration's credential hosts, and
 // spec.job.podTemplate's reserved names and folders. path is where the spec sits (spec, or
@@ -94,7 +77,7 @@ func validateEnv(path *field.Path, p infrav1.JobPolicy) field.ErrorList {
 }
 
 func validateLockTimeout(path *field.Path, p infrav1.JobPolicy) field.ErrorList {
-	lock, deadline := EffectiveLockTimeout(p), EffectiveDeadline(p)
+	lock, deadline := p.EffectiveLockTimeoutSeconds(), p.EffectiveActiveDeadlineSeconds()
 	if lock < deadline {
 		return nil
 	}

@@ -347,6 +347,17 @@ type LocalObjectReference struct {
 	Name string `json:"name"`
 }
 
+// The defaults of spec.job, the one place the code reads them: the Job builder, the start's
+// run lease request, the lease backstop and the webhooks' defaulting and validation. The
+// schema's +kubebuilder:default markers on JobPolicy must say the same (a marker cannot name a
+// constant; the schema test checks the API server's defaults against these).
+const (
+	// DefaultActiveDeadlineSeconds is spec.job.activeDeadlineSeconds when it is not set.
+	DefaultActiveDeadlineSeconds int64 = 3600
+	// DefaultLockTimeoutSeconds is spec.job.lockTimeoutSeconds when it is not set.
+	DefaultLockTimeoutSeconds int64 = 300
+)
+
 // JobPolicy shapes the Jobs CAPTF runs for an object.
 // +kubebuilder:validation:XValidation:rule="!has(self.lockTimeoutSeconds) || !has(self.activeDeadlineSeconds) || self.lockTimeoutSeconds < self.activeDeadlineSeconds",message="lockTimeoutSeconds must be below activeDeadlineSeconds"
 type JobPolicy struct {
@@ -437,6 +448,24 @@ type JobPolicy struct {
 	// docs/production.md, "Scoped identities".
 	// +optional
 	IdentityRef *TerraformIdentityRef `json:"identityRef,omitempty"`
+}
+
+// EffectiveActiveDeadlineSeconds is the deadline a Job runs with: spec.job.activeDeadlineSeconds,
+// or DefaultActiveDeadlineSeconds when it is not set.
+func (p JobPolicy) EffectiveActiveDeadlineSeconds() int64 {
+	if p.ActiveDeadlineSeconds != nil {
+		return *p.ActiveDeadlineSeconds
+	}
+	return DefaultActiveDeadlineSeconds
+}
+
+// EffectiveLockTimeoutSeconds is the lock timeout a Job runs with: spec.job.lockTimeoutSeconds,
+// or DefaultLockTimeoutSeconds when it is not set.
+func (p JobPolicy) EffectiveLockTimeoutSeconds() int64 {
+	if p.LockTimeoutSeconds != nil {
+		return *p.LockTimeoutSeconds
+	}
+	return DefaultLockTimeoutSeconds
 }
 
 // IdentityToken is a projected ServiceAccount token for a cloud provider, never for the

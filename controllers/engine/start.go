@@ -57,11 +57,7 @@ type startStep func(ctx context.Context, s *startRun) (res ctrl.Result, proceed 
 // status.activeJob.
 func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, error) {
 	name := naming.JobName(p.suffix, p.ev.Jobs.RunSeq)
-	spec := p.obj.GetTerraformSpec()
-	deadline := jobs.DefaultActiveDeadlineSeconds
-	if spec.Job.ActiveDeadlineSeconds != nil {
-		deadline = *spec.Job.ActiveDeadlineSeconds
-	}
+	deadline := p.obj.GetTerraformSpec().Job.EffectiveActiveDeadlineSeconds()
 	s := &startRun{op: op, name: name, slot: types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: name},
 		req: runlease.Request{Owner: p.owner, Holder: name, Operation: op, ActiveDeadlineSeconds: deadline}}
 

@@ -50,10 +50,6 @@ const (
 	DefaultRuntimeImage = "ghcr.io/opentofu/opentofu:1.10.10-minimal"
 	// DefaultServiceAccountName is the runner account CAPTF manages in each namespace.
 	DefaultServiceAccountName = "captf-runner"
-	// DefaultActiveDeadlineSeconds and DefaultLockTimeoutSeconds apply when the spec (whose
-	// schema defaults them too) leaves them unset.
-	DefaultActiveDeadlineSeconds int64 = 3600
-	DefaultLockTimeoutSeconds    int64 = 300
 	// TerminationGracePeriodSeconds is how long an interrupted terraform has to stop and
 	// release the state lock before the kubelet kills it.
 	TerminationGracePeriodSeconds int64 = 600
@@ -169,7 +165,7 @@ func Build(p Params) (*batchv1.Job, error) {
 			// With backoffLimit 0 there is no retry; Failed also means the Job controller never
 			// counts a terminating pod as gone, so two pods of a Job never overlap.
 			PodReplacementPolicy:  ptr.To(batchv1.Failed),
-			ActiveDeadlineSeconds: ptr.To(activeDeadline(p)),
+			ActiveDeadlineSeconds: ptr.To(p.Spec.Job.EffectiveActiveDeadlineSeconds()),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: podAnnotations},
 				Spec:       podSpec(p, inits, mainContainer(p, name, mod, extra), volumes),
@@ -210,14 +206,6 @@ func jobMeta(p Params, name string, labels map[string]string) metav1.ObjectMeta 
 			BlockOwnerDeletion: ptr.To(true),
 		}},
 	}
-}
-
-// activeDeadline is the spec's active deadline, or DefaultActiveDeadlineSeconds.
-func activeDeadline(p Params) int64 {
-	if d := p.Spec.Job.ActiveDeadlineSeconds; d != nil {
-		return *d
-	}
-	return DefaultActiveDeadlineSeconds
 }
 
 // serviceAccount is the account the pod runs under: the spec's, else the manager's default,
@@ -324,17 +312,13 @@ func channelContainer(p Params, name string) corev1.Container {
 // mainContainer runs the runner on the module: in the runtime image for a ConfigMap module,
 // in the module's image otherwise.
 func mainContainer(p Params, name string, mod module, extra []specVolume) corev1.Container {
-	lockTimeout := DefaultLockTimeoutSeconds
-	if l := p.Spec.Job.LockTimeoutSeconds; l != nil {
-		lockTimeout = *l
-	}
 	inv := runnerapi.Invocation{
 		Operation:   string(p.Operation),
 		ModuleDir:   mod.dir,
 		InputsDir:   runnerapi.InputsDir,
 		WorkDir:     runnerapi.WorkDir,
 		ResultFile:  runnerapi.TerminationLog,
-		LockTimeout: time.Duration(lockTimeout) * time.Second,
+		LockTimeout: time.Duration(p.Spec.Job.EffectiveLockTimeoutSeconds()) * time.Second,
 		ChannelDir:  runnerapi.ChannelDir,
 		PlanID:      p.PlanID,
 		RefreshOnly: p.RefreshOnly,

@@ -429,7 +429,7 @@ func TestDefaultsApply(t *testing.T) {
 	}
 	pod := job.Spec.Template.Spec
 	if pod.ServiceAccountName != DefaultServiceAccountName || pod.Containers[0].Image != DefaultRuntimeImage ||
-		*job.Spec.ActiveDeadlineSeconds != DefaultActiveDeadlineSeconds {
+		*job.Spec.ActiveDeadlineSeconds != infrav1.DefaultActiveDeadlineSeconds {
 		t.Fatalf("defaults not applied: sa %q image %q deadline %d", pod.ServiceAccountName, pod.Containers[0].Image, *job.Spec.ActiveDeadlineSeconds)
 	}
 	if cmd := strings.Join(pod.Containers[0].Command, " "); !strings.Contains(cmd, "--lock-timeout=300s") || !strings.Contains(cmd, "--module-dir=/captf/module") {

@@ -91,7 +91,7 @@ func jobSpec(o runlease.Owner, name string) *batchv1.Job {
 			Labels: naming.OwnerLabels(o.Kind, o.Name, o.Cluster, "")},
 		Spec: batchv1.JobSpec{
 			BackoffLimit:          ptr.To(int32(0)),
-			ActiveDeadlineSeconds: ptr.To(runlease.DefaultActiveDeadlineSeconds),
+			ActiveDeadlineSeconds: ptr.To(infrav1.DefaultActiveDeadlineSeconds),
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyNever,
 				Containers:    []corev1.Container{{Name: "runner", Image: "runner:test"}},

@@ -13,10 +13,6 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 )
 
-// DefaultActiveDeadlineSeconds is the Job deadline assumed when a request or a lease does not
-// say: the one the Job builder gives a Job whose spec sets none (jobs.DefaultActiveDeadlineSeconds).
-const DefaultActiveDeadlineSeconds = jobs.DefaultActiveDeadlineSeconds
-
 // MinActiveDeadlineSeconds is the shortest Job deadline the API accepts
 // (spec.job.activeDeadlineSeconds has a minimum of 60): the backstop of a lease whose holder
 // Job is unknown is never trusted below Backstop(MinActiveDeadlineSeconds), 960 s by default.
@@ -68,8 +64,8 @@ type Request struct {
 	Holder string
 	// Operation the Job runs; Mutating operations go through the gate.
 	Operation infrav1.Operation
-	// ActiveDeadlineSeconds of the Job; zero means DefaultActiveDeadlineSeconds. It sets the
-	// lease's backstop (leaseDurationSeconds).
+	// ActiveDeadlineSeconds of the Job; zero means infrav1.DefaultActiveDeadlineSeconds. It
+	// sets the lease's backstop (leaseDurationSeconds).
 	ActiveDeadlineSeconds int64
 }
 
@@ -190,12 +186,13 @@ func (o Options) withDefaults() Options {
 }
 
 // Backstop is the age past which a lease is free whatever its holder: the Job's
-// activeDeadlineSeconds (zero means DefaultActiveDeadlineSeconds) plus the termination grace
-// plus the margin; 4500 s with the defaults.
+// activeDeadlineSeconds (zero means infrav1.DefaultActiveDeadlineSeconds, the deadline the Job
+// builder gives a Job whose spec sets none) plus the termination grace plus the margin; 4500 s
+// with the defaults.
 func (o Options) Backstop(activeDeadlineSeconds int64) time.Duration {
 	o = o.withDefaults()
 	if activeDeadlineSeconds <= 0 {
-		activeDeadlineSeconds = DefaultActiveDeadlineSeconds
+		activeDeadlineSeconds = infrav1.DefaultActiveDeadlineSeconds
 	}
 	return time.Duration(activeDeadlineSeconds)*time.Second + o.TerminationGrace + o.BackstopMargin
 }
