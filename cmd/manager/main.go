@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -33,19 +32,19 @@ func parseFlags(args []string) (setup.Options, zap.Options, error) {
 	var gate bool
 	var groups, approvers string
 	fs := flag.NewFlagSet("manager", flag.ContinueOnError)
-	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of the metrics endpoint; 0 disables it")
-	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", setup.DefaultMetricsAddr, "address of the metrics endpoint; 0 disables it")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", setup.DefaultProbeAddr, "address of /healthz and /readyz")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", false, "elect a leader among replicas; only the leader reconciles")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")
 	fs.StringVar(&o.WatchNamespace, "watch-namespace", "", "reconcile objects of this namespace only (default: all)")
 	fs.StringVar(&o.WatchFilter, "watch-filter", "", "reconcile only objects labelled cluster.x-k8s.io/watch-filter=<value>, Cluster API's sharding label (default: all objects)")
-	fs.IntVar(&o.Concurrency, "concurrency", 4, "workers per controller")
+	fs.IntVar(&o.Concurrency, "concurrency", setup.DefaultConcurrency, "workers per controller")
 	fs.BoolVar(&gate, "cluster-operation-gate", true, "a cluster's and its machines' mutating Jobs wait for each other")
 	fs.StringVar(&o.RunnerImage, "runner-image", "", "image the runner is copied from into every Job (the manager's own image)")
 	fs.StringVar(&o.RuntimeImage, "runtime-image", "", "image that runs ConfigMap modules; must hold terraform or tofu")
-	fs.DurationVar(&o.SyncPeriod, "sync-period", 10*time.Minute, "how often every object is reconciled without events")
+	fs.DurationVar(&o.SyncPeriod, "sync-period", setup.DefaultSyncPeriod, "how often every object is reconciled without events")
 	fs.BoolVar(&o.EnableWebhooks, "enable-webhooks", true, "serve the admission webhooks (the manager waits for a certificate in --webhook-cert-dir)")
-	fs.IntVar(&o.WebhookPort, "webhook-port", 9443, "port of the webhook server")
+	fs.IntVar(&o.WebhookPort, "webhook-port", setup.DefaultWebhookPort, "port of the webhook server")
 	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs", "folder with tls.crt and tls.key (reloaded on change)")
 	fs.DurationVar(&o.WebhookCertPollInterval, "webhook-cert-poll-interval", certs.DefaultPollInterval, "how often the certificate files are re-read besides file change events")
 	fs.StringVar(&groups, "guard-override-groups", "", "comma-separated groups whose members may force a guarded removal or abandon an object's infrastructure")

@@ -12,6 +12,16 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
+// The defaults of the Options whose flag and zero value mean the same: cmd/manager's flags
+// default to these and withDefaults fills them in, so the two cannot drift apart.
+const (
+	DefaultMetricsAddr = ":8080"
+	DefaultProbeAddr   = ":8081"
+	DefaultConcurrency = 4
+	DefaultSyncPeriod  = 10 * time.Minute
+	DefaultWebhookPort = 9443
+)
+
 // Options configure the manager. The zero value of a field means its documented default; the
 // flags of cmd/manager map one to one onto these fields (docs/configuration.md).
 type Options struct {
@@ -104,19 +114,19 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.MetricsAddr == "" {
-		o.MetricsAddr = ":8080"
+		o.MetricsAddr = DefaultMetricsAddr
 	}
 	if o.ProbeAddr == "" {
-		o.ProbeAddr = ":8081"
+		o.ProbeAddr = DefaultProbeAddr
 	}
 	if o.Concurrency == 0 {
-		o.Concurrency = 4
+		o.Concurrency = DefaultConcurrency
 	}
 	if o.RunnerImage == "" {
 		o.RunnerImage = "ghcr.io/captf/cluster-api-provider-terraform:dev"
 	}
 	if o.SyncPeriod == 0 {
-		o.SyncPeriod = 10 * time.Minute
+		o.SyncPeriod = DefaultSyncPeriod
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
@@ -142,7 +152,7 @@ func (o Options) withDefaults() Options {
 		o.PlanApproversResync = time.Minute
 	}
 	if o.WebhookPort == 0 {
-		o.WebhookPort = 9443
+		o.WebhookPort = DefaultWebhookPort
 	}
 	if o.WebhookCertDir == "" {
 		o.WebhookCertDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")
