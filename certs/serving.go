@@ -95,7 +95,7 @@ func (s *Serving) Start(ctx context.Context) error {
 	})
 	if err != nil {
 		// The context ended before a certificate appeared: a normal shutdown.
-		return nil //nolint:nilerr // shutdown before the certificate appeared is not a failure
+		return nil
 	}
 	w = w.WithWatchInterval(s.opts.PollInterval)
 	w.RegisterCallback(func(c tls.Certificate) { logLoaded(log, c) })

@@ -9,8 +9,6 @@ import (
 
 // InputsError is a problem with an object's inputs that its owner must fix. The engine reports
 // it as InputsValid=False with Reason and Message; it is not retried until something changes.
-//
-//nolint:revive // the name is the one the engine and the webhooks use.
 type InputsError struct {
 	// Reason is one of infrav1.InputsSourceMissingReason, VariablesSourceNotOptedInReason,
 	// InvalidInputsReason, InputsTooLargeReason.

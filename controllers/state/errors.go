@@ -27,8 +27,6 @@ const (
 
 // StateError says why a state Secret that exists cannot be read. It is never a reason to treat
 // the state as empty.
-//
-//nolint:revive // state.StateError reads better at call sites than state.Error.
 type StateError struct {
 	// Secret is namespace/name of the state Secret, when known.
 	Secret string

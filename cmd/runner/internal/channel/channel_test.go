@@ -3,7 +3,7 @@ package channel
 import (
 	"bytes"
 	"compress/gzip"
-	"crypto/md5" //nolint:gosec // the protocol's checksum
+	"crypto/md5"
 	"encoding/base64"
 	"io"
 	"net/http"
@@ -72,7 +72,7 @@ var _ = Describe("the state channel", func() {
 		Expect(resp.Body.Close()).To(Succeed())
 		Expect(resp.StatusCode).To(Equal(http.StatusOK))
 		Expect(string(got)).To(Equal(stateV1))
-		sum := md5.Sum([]byte(stateV1)) //nolint:gosec // protocol checksum
+		sum := md5.Sum([]byte(stateV1))
 		Expect(resp.Header.Get("Content-MD5")).To(Equal(base64.StdEncoding.EncodeToString(sum[:])))
 
 		code, body = r.call(methodUnlock, "", lockBody("lock-1", "runner@pod"))
