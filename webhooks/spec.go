@@ -144,7 +144,9 @@ func (v Validator[T]) checkAccount(ctx context.Context, namespace, name string) 
 func (Validator[T]) ValidateDelete(context.Context, T) (admission.Warnings, error) { return nil, nil }
 
 // TemplateValidator is the spec validation of a template kind: the stamped spec must pass the
-// same checks as the object's. Templates are not provisioned, so nothing is immutable here.
+// same checks as the object's. It checks no immutability: spec.template.spec is immutable, but
+// the template-immutability ValidatingAdmissionPolicy (config/policy) enforces that in the API
+// server, with Cluster API's topology dry runs let through.
 type TemplateValidator[T client.Object] struct {
 	// Kind names the kind in errors.
 	Kind string

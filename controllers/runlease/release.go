@@ -18,7 +18,10 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 )
 
-// stateLockPrefix starts the Terraform backend's own lock Lease, which CAPTF never deletes.
+// stateLockPrefix starts the Terraform backend's own lock Lease. It is terraform's, not a run or
+// cluster lease: the lease cleanup here skips it whatever its labels say, and only the engine's
+// deletion cleanup deletes it, once the state is gone and no terraform holds it
+// (controllers/engine/cleanup.go, deleteUnheldStateLock).
 var stateLockPrefix = strings.TrimSuffix(naming.StateLockLeaseName(""), "-")
 
 // Release gives back the leases holder holds for owner: the run lease and, for a
