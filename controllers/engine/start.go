@@ -45,16 +45,13 @@ type startRun struct {
 	copies map[string]map[string][]byte
 }
 
-// startStep is one step of the start sequence: proceed is false when the start stops there,
-// with the result and error the pass returns.
-type startStep func(ctx context.Context, s *startRun) (res ctrl.Result, proceed bool, err error)
-
 // start runs the Job start sequence (ARCHITECTURE.md step 8) as named steps: reserve a Job
 // slot -> check a saved plan's artifacts against its record (an apply of a saved plan) -> take
 // the run lease (and cluster lease) -> mark block-move and the run sequence and
 // recheck pause live -> prepare the run (durable inputs, live lease confirmation, runner
 // access) -> create the Job (AlreadyExists adopts) -> record the per-run Secret and
-// status.activeJob.
+// status.activeJob. Each step returns proceed false when the start stops there, with the result
+// and error the pass returns.
 func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, error) {
 	name := naming.JobName(p.suffix, p.ev.Jobs.RunSeq)
 	deadline := p.obj.GetTerraformSpec().Job.EffectiveActiveDeadlineSeconds()
@@ -69,10 +66,20 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 			p.r.Slots.Release(s.slot)
 		}
 	}()
-	for _, step := range []startStep{p.verifySavedPlan, p.takeLeases, p.markAndRecheck, p.prepareRun, p.createOrAdopt} {
-		if res, proceed, err := step(ctx, s); !proceed {
-			return res, err
-		}
+	if res, proceed, err := p.verifySavedPlan(ctx, s); !proceed {
+		return res, err
+	}
+	if res, proceed, err := p.takeLeases(ctx, s); !proceed {
+		return res, err
+	}
+	if res, proceed, err := p.markAndRecheck(ctx, s); !proceed {
+		return res, err
+	}
+	if res, proceed, err := p.prepareRun(ctx, s); !proceed {
+		return res, err
+	}
+	if res, proceed, err := p.createOrAdopt(ctx, s); !proceed {
+		return res, err
 	}
 	return p.record(ctx, s)
 }
