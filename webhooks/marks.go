@@ -16,7 +16,14 @@ import (
 type Marks struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Status            struct {
+	// Spec holds the contract fields the controller fills from the module's outputs, which
+	// the records rule judges (DiffRecords): a TerraformMachine's providerID, a
+	// TerraformMachinePool's providerIDList.
+	Spec struct {
+		ProviderID     string   `json:"providerID,omitempty"`
+		ProviderIDList []string `json:"providerIDList,omitempty"`
+	} `json:"spec,omitempty"`
+	Status struct {
 		ActiveJob *infrav1.ActiveJob `json:"activeJob,omitempty"`
 		// Conditions tell whether the object holds because of its state (StateHold).
 		Conditions []metav1.Condition `json:"conditions,omitempty"`

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 )
 
@@ -28,6 +30,11 @@ type RecordChange struct {
 	// Requests names the guarded requests the request sets or changes (judged here on a create
 	// only; on an update each has its own rule: JudgePlan, judgeIdentity, judgeAbandon).
 	Requests []string
+	// Contract names the contract fields the request sets, changes or removes: spec.providerID
+	// and spec.providerIDList, which the controller fills from the module's outputs and Cluster
+	// API reads as the machine's identity. They are records like the annotations: judged on a
+	// create and on an update alike.
+	Contract []string
 	// MoveMark: the request sets clusterctl's delete-for-move, on a create or an update. A
 	// paused object deleted with it lets go without a destroy, keeping its state for the move's
 	// target: only clusterctl move, run by the manager's identity or an override group member
@@ -67,10 +74,22 @@ func DiffRecords(oldM, newM *Marks) RecordChange {
 			ch.Requests = append(ch.Requests, k)
 		}
 	}
+	if oldM.Spec.ProviderID != newM.Spec.ProviderID {
+		ch.Contract = append(ch.Contract, ContractProviderID)
+	}
+	if !slices.Equal(oldM.Spec.ProviderIDList, newM.Spec.ProviderIDList) {
+		ch.Contract = append(ch.Contract, ContractProviderIDList)
+	}
 	_, hadMark := oldM.Annotations[infrav1.DeleteForMoveAnnotation]
 	ch.MoveMark = moving && !hadMark
 	return ch
 }
+
+// The contract fields the records rule judges, as messages name them.
+const (
+	ContractProviderID     = "spec.providerID"
+	ContractProviderIDList = "spec.providerIDList"
+)
 
 // RecordVerdict is the judgement of the records rule on one request.
 type RecordVerdict struct {
@@ -82,6 +101,8 @@ type RecordVerdict struct {
 
 // JudgeRecords applies the records rule. It is pure.
 //
+//   - On a create and an update alike, a request that sets, changes or removes a contract
+//     field (spec.providerID, spec.providerIDList) is allowed only when writer.
 //   - On an update, a request that sets, changes or removes a manager's record is allowed only
 //     when writer (the user is the manager itself or a member of the override groups).
 //   - On a create (create true), a new object that carries a manager's record or a guarded
@@ -99,6 +120,12 @@ func JudgeRecords(ch RecordChange, create, writer bool, who string, ref ObjectRe
 			"run by a member of the override groups (%s), sets it (docs/move.md, \"Who may run a move\"). To delete the object and its "+
 			"infrastructure, delete it without the mark; to keep the infrastructure, use spec.deletionPolicy Retain (docs/deletion.md).",
 			infrav1.DeleteForMoveAnnotation, ref, who)}
+	}
+	if len(ch.Contract) > 0 {
+		return RecordVerdict{Message: fmt.Sprintf("CAPTF guard: this request sets, changes or removes %s on %s. The controller fills it from the module's "+
+			"outputs (provider_id, provider_id_list) once an apply ran, and Cluster API reads it as the machine's identity: only the CAPTF manager and "+
+			"members of the override groups (%s, as clusterctl move does) may write it. Leave it out of the object (and its template); the module's "+
+			"outputs set it (docs/module-contract.md).", strings.Join(ch.Contract, ", "), ref, who)}
 	}
 	if create {
 		carried := append(slices.Clone(ch.Records), ch.Requests...)
@@ -137,4 +164,21 @@ func recordHint(records []string) string {
 		hints = append(hints, "Leave them as the manager wrote them.")
 	}
 	return strings.Join(hints, " ")
+}
+
+// ValidateTemplateContract refuses a template that would stamp a contract field (providerID,
+// providerIDList; path is spec.template.spec) onto the objects Cluster API creates: Cluster API
+// creates them as its own identity, and the controller fills these fields from the module's
+// outputs on each object (DiffRecords judges them on the objects themselves). It is pure.
+func ValidateTemplateContract(path *field.Path, providerID string, providerIDList []string) field.ErrorList {
+	var errs field.ErrorList
+	if providerID != "" {
+		errs = append(errs, field.Forbidden(path.Child("providerID"),
+			"the controller fills providerID on each machine from the module's provider_id output (docs/module-contract.md): a template must not stamp it; remove it from the template"))
+	}
+	if len(providerIDList) > 0 {
+		errs = append(errs, field.Forbidden(path.Child("providerIDList"),
+			"the controller fills providerIDList on each pool from the module's provider_id_list output (docs/module-contract.md): a template must not stamp it; remove it from the template"))
+	}
+	return errs
 }

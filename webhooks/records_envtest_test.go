@@ -125,3 +125,40 @@ var _ = Describe("The manager's records, through the API server", func() {
 		Expect(webhookCalls(webhooks.GuardPath)).To(Equal(before), "the guard was called for creates and updates that carry no record")
 	})
 })
+
+var _ = Describe("The contract fields, through the API server", func() {
+	It("refuses spec.providerID and spec.providerIDList at create and on an update to all but the manager and the override groups", func() {
+		ns := newNamespace()
+		dev := creatorClient("dev-contract", "devs")
+		oncall := creatorClient("oncall-contract", breakGlassGroup)
+
+		By("a plain user creates a TerraformMachine with a providerID, and a pool with a providerIDList: refused")
+		m := newObject(infrav1.TerraformMachineKind, ns, "m1").(*infrav1.TerraformMachine)
+		m.Spec.ProviderID = "aws:///us-east-1a/i-forged"
+		err := dev.Create(ctx, m)
+		Expect(deniedByGuard(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(And(ContainSubstring("spec.providerID"), ContainSubstring("docs/module-contract.md")))
+		p := newObject(infrav1.TerraformMachinePoolKind, ns, "p1").(*infrav1.TerraformMachinePool)
+		p.Spec.ProviderIDList = []string{"aws:///us-east-1a/i-forged"}
+		Expect(deniedByGuard(dev.Create(ctx, p))).To(BeTrue())
+
+		By("an override group member (clusterctl move) creates them")
+		Expect(oncall.Create(ctx, m.DeepCopy())).To(Succeed())
+		Expect(oncall.Create(ctx, p.DeepCopy())).To(Succeed())
+
+		By("a plain user's object without them is admitted; setting them afterwards is refused")
+		m2 := newObject(infrav1.TerraformMachineKind, ns, "m2").(*infrav1.TerraformMachine)
+		Expect(dev.Create(ctx, m2)).To(Succeed())
+		m2.Spec.ProviderID = "aws:///us-east-1a/i-forged"
+		Expect(deniedByGuard(dev.Update(ctx, m2))).To(BeTrue())
+		p2 := &infrav1.TerraformMachinePool{}
+		Expect(admin.Get(ctx, client.ObjectKeyFromObject(p), p2)).To(Succeed())
+		p2.Spec.ProviderIDList = nil
+		Expect(deniedByGuard(dev.Update(ctx, p2))).To(BeTrue(), "clearing the list")
+
+		By("the manager fills them, as it does from the module's outputs")
+		Expect(mgrClient.Get(ctx, client.ObjectKeyFromObject(m2), m2)).To(Succeed())
+		m2.Spec.ProviderID = "aws:///us-east-1a/i-real"
+		Expect(mgrClient.Update(ctx, m2)).To(Succeed())
+	})
+})

@@ -43,6 +43,26 @@ var _ = Describe("Templates judged like the objects they stamp", func() {
 		Expect(err.Error()).To(ContainSubstring("spec.template.metadata.annotations[" + infrav1.StateFirstRunAnnotation + "]: Forbidden"))
 	})
 
+	It("refuses a template that stamps a providerID or a providerIDList onto the machines and pools Cluster API creates", func() {
+		ns := newNamespace()
+		mt := &infrav1.TerraformMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mt"}}
+		mt.Spec.Template.Spec.Module.Image = "example.com/module:1"
+		mt.Spec.Template.Spec.ProviderID = "aws:///us-east-1a/i-forged"
+		err := admin.Create(ctx, mt)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(And(ContainSubstring("spec.template.spec.providerID: Forbidden"), ContainSubstring("remove it from the template")))
+		pt := &infrav1.TerraformMachinePoolTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pt"}}
+		pt.Spec.Template.Spec.Module.Image = "example.com/module:1"
+		pt.Spec.Template.Spec.ProviderIDList = []string{"aws:///us-east-1a/i-forged"}
+		err = admin.Create(ctx, pt)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("spec.template.spec.providerIDList: Forbidden"))
+		By("without them, the templates are admitted")
+		mt.Spec.Template.Spec.ProviderID, pt.Spec.Template.Spec.ProviderIDList = "", nil
+		Expect(admin.Create(ctx, mt)).To(Succeed())
+		Expect(admin.Create(ctx, pt)).To(Succeed())
+	})
+
 	It("refuses a template naming an identity its namespace may not use, as it refuses the machine", func() {
 		ns, other := newNamespace(), newNamespace()
 		newIdentity("tmpl-other-"+ns, "CLOUD_TOKEN", &infrav1.AllowedNamespaces{List: []string{other}})

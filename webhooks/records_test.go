@@ -375,6 +375,75 @@ func TestGuardMatchConditionNamesTheRecords(t *testing.T) {
 	if match("CREATE", nil, map[string]any{"metadata": map[string]any{"name": "bare"}}) {
 		t.Error("a create without annotations reaches the guard")
 	}
+	// The contract fields: present at create, set, changed or removed at update.
+	spec := func(kv ...any) map[string]any {
+		o := obj()
+		sp := map[string]any{"module": map[string]any{"image": "m:1"}}
+		for i := 0; i+1 < len(kv); i += 2 {
+			sp[kv[i].(string)] = kv[i+1]
+		}
+		o["spec"] = sp
+		return o
+	}
+	for _, c := range []struct {
+		op       string
+		old, new map[string]any
+		want     bool
+	}{
+		{"CREATE", nil, spec("providerID", "aws:///i-1"), true},
+		{"CREATE", nil, spec("providerIDList", []any{"aws:///i-1"}), true},
+		{"CREATE", nil, spec(), false},
+		{"UPDATE", spec(), spec("providerID", "aws:///i-1"), true},
+		{"UPDATE", spec("providerID", "aws:///i-1"), spec("providerID", "aws:///i-1"), false},
+		{"UPDATE", spec(), spec("providerIDList", []any{"a"}), true},
+		{"UPDATE", spec("providerIDList", []any{"a"}), spec("providerIDList", []any{"a", "b"}), true},
+		{"UPDATE", spec("providerIDList", []any{"a"}), spec(), true},
+		{"UPDATE", spec("providerIDList", []any{"a"}), spec("providerIDList", []any{"a"}), false},
+		{"UPDATE", obj(), obj("example.com/note", "x"), false},
+	} {
+		if got := match(c.op, c.old, c.new); got != c.want {
+			t.Errorf("%s %v to %v reaches the guard: %t, want %t", c.op, c.old, c.new, got, c.want)
+		}
+	}
+}
+
+// TestContractFieldsAreRecords: spec.providerID and spec.providerIDList are judged like the
+// manager's records, on a create (a diff from nothing) and on an update.
+func TestContractFieldsAreRecords(t *testing.T) {
+	ref := webhooks.ObjectRef{Kind: infrav1.TerraformMachineKind, Namespace: "ns", Name: "m"}
+	with := func(id string, list ...string) *webhooks.Marks {
+		m := &webhooks.Marks{}
+		m.Spec.ProviderID, m.Spec.ProviderIDList = id, list
+		return m
+	}
+	for _, c := range []struct {
+		name     string
+		old, new *webhooks.Marks
+		create   bool
+		want     []string
+	}{
+		{"created with a providerID", &webhooks.Marks{}, with("aws:///i-1"), true, []string{webhooks.ContractProviderID}},
+		{"created with a providerIDList", &webhooks.Marks{}, with("", "a"), true, []string{webhooks.ContractProviderIDList}},
+		{"providerID set on an update", with(""), with("aws:///i-1"), false, []string{webhooks.ContractProviderID}},
+		{"providerIDList changed", with("", "a"), with("", "a", "b"), false, []string{webhooks.ContractProviderIDList}},
+		{"providerIDList cleared", with("", "a"), with(""), false, []string{webhooks.ContractProviderIDList}},
+		{"kept", with("aws:///i-1", "a"), with("aws:///i-1", "a"), false, nil},
+	} {
+		ch := webhooks.DiffRecords(c.old, c.new)
+		if !slices.Equal(ch.Contract, c.want) {
+			t.Errorf("%s: contract %v, want %v", c.name, ch.Contract, c.want)
+		}
+		v := webhooks.JudgeRecords(ch, c.create, false, "groups sre", ref)
+		if v.Allowed != (len(c.want) == 0) {
+			t.Errorf("%s: allowed %t to a plain user", c.name, v.Allowed)
+		}
+		if len(c.want) > 0 && !strings.Contains(v.Message, c.want[0]) || len(c.want) > 0 && !strings.Contains(v.Message, "docs/module-contract.md") {
+			t.Errorf("%s: message %q", c.name, v.Message)
+		}
+		if !webhooks.JudgeRecords(ch, c.create, true, "groups sre", ref).Allowed {
+			t.Errorf("%s: refused to the manager or an override member", c.name)
+		}
+	}
 }
 
 func TestValidateTemplateMetadata(t *testing.T) {

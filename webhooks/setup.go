@@ -140,12 +140,18 @@ func Setup(mgr ctrl.Manager, o Options) error {
 		Annotations: func(t *infrav1.TerraformMachineTemplate) map[string]string {
 			return t.Spec.Template.ObjectMeta.Annotations
 		},
+		Contract: func(t *infrav1.TerraformMachineTemplate) (string, []string) {
+			return t.Spec.Template.Spec.ProviderID, nil
+		},
 		Audiences: audiences, Secrets: reader, Identities: reader}); err != nil {
 		return err
 	}
 	if err := registerTemplate(mgr, &infrav1.TerraformMachinePoolTemplate{}, TemplateValidator[*infrav1.TerraformMachinePoolTemplate]{Kind: "TerraformMachinePoolTemplate", Spec: poolTemplateSpec,
 		Annotations: func(t *infrav1.TerraformMachinePoolTemplate) map[string]string {
 			return t.Spec.Template.ObjectMeta.Annotations
+		},
+		Contract: func(t *infrav1.TerraformMachinePoolTemplate) (string, []string) {
+			return "", t.Spec.Template.Spec.ProviderIDList
 		},
 		Audiences: audiences, Secrets: reader, Identities: reader}); err != nil {
 		return err

@@ -162,6 +162,10 @@ type TemplateValidator[T client.Object] struct {
 	// Annotations returns spec.template.metadata.annotations, what the template stamps onto
 	// the objects Cluster API creates (ValidateTemplateMetadata).
 	Annotations func(T) map[string]string
+	// Contract returns the contract fields the template would stamp (spec.template.spec's
+	// providerID and providerIDList; nil for a kind without them): the controller fills them on
+	// each object, so a template may not (ValidateTemplateContract).
+	Contract func(T) (providerID string, providerIDList []string)
 	// Identities reads the TerraformIdentity spec.job.identityRef names and the template's
 	// Namespace (the API server, not a cache), to judge the template like the objects it stamps
 	// (checkIdentityRef). Nil skips that check.
@@ -185,12 +189,18 @@ func (v TemplateValidator[T]) ValidateCreate(ctx context.Context, obj T) (admiss
 	return append(append(warnings, secretWarnings...), identityWarnings...), invalid(v.Kind, obj.GetName(), errs)
 }
 
-// metadataErrs judges what the template stamps onto the objects' metadata.
+// metadataErrs judges what the template stamps onto the objects' metadata, and the contract
+// fields it would stamp onto their spec.
 func (v TemplateValidator[T]) metadataErrs(obj T) field.ErrorList {
-	if v.Annotations == nil {
-		return nil
+	var errs field.ErrorList
+	if v.Annotations != nil {
+		errs = ValidateTemplateMetadata(templateAnnotationsPath, v.Annotations(obj))
 	}
-	return ValidateTemplateMetadata(templateAnnotationsPath, v.Annotations(obj))
+	if v.Contract != nil {
+		id, list := v.Contract(obj)
+		errs = append(errs, ValidateTemplateContract(templateSpecPath, id, list)...)
+	}
+	return errs
 }
 
 // ValidateUpdate implements admission.Validator.
