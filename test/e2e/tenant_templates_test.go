@@ -12,10 +12,10 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 )
 
-// T20 and T21 of docs/threat-model.md, as the tenant on the sandbox: the two records the guard
+// T20, T21 and T33 of docs/threat-model.md, as the tenant on the sandbox: the two records the guard
 // once left out on an update, and templates that would have Cluster API stamp a forgery.
 var _ = Describe("A tenant's records on an update and its templates", func() {
-	It("is refused captf.io/state-first-run and captf.io/applied-hash on an update, and a template that stamps a record, a guarded request or an identity its namespace may not use", func() {
+	It("is refused captf.io/state-first-run and captf.io/applied-hash on an update, and a template that stamps a record, a guarded request or an identity its namespace may not use, and a providerID it did not earn", func() {
 		sb := shared
 		t := asTenant(sb, "tenant-templates")
 		ns := t.Namespace
@@ -65,5 +65,21 @@ var _ = Describe("A tenant's records on an update and its templates", func() {
 		Expect(err.Error()).To(And(ContainSubstring("spec.template.spec.job.identityRef.name: Forbidden"),
 			ContainSubstring("TerraformIdentity "+id.Name+" does not allow namespace "+ns)))
 		AddReportEntry("T21: the tenant's template borrows an identity", err.Error())
+
+		By("T33: a TerraformMachine created with a providerID, and a template that stamps one: refused")
+		m := &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "forged-id",
+			Annotations: map[string]string{infrav1.PausedAnnotation: ""}}}
+		m.Spec.Module.Image = "example.com/module:1"
+		m.Spec.ProviderID = "aws:///us-east-1a/i-forged"
+		err = t.Client().Create(ctx, m)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(And(ContainSubstring(`admission webhook "guard.captf.io" denied the request`), ContainSubstring("spec.providerID")))
+		AddReportEntry("T33: the tenant creates a machine with a providerID", err.Error())
+		mt = &infrav1.TerraformMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stamps-id"}}
+		mt.Spec.Template.Spec.Module.Image = "example.com/module:1"
+		mt.Spec.Template.Spec.ProviderID = "aws:///us-east-1a/i-forged"
+		err = t.Client().Create(ctx, mt)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("spec.template.spec.providerID: Forbidden"))
 	})
 })
