@@ -126,24 +126,7 @@ func (b Bookkept) Markers(o metav1.Object, cur JobView, restoreSerial string) {
 	if cur.Operation == infrav1.OperationRefresh && b.Outcome == infrav1.RunSucceeded {
 		b.answerRefresh(o)
 	}
-	if pl := b.Plan; pl != nil {
-		switch {
-		case pl.Changes() || pl.Destroy:
-			// A destroy plan waits even when it changes nothing: only its Destroy Job lets
-			// the deletion finish (decideDestroyPlan applies it without an approver).
-			SetAnnotation(o, infrav1.PendingPlanAnnotation, pl.Annotation())
-		case pl.RefreshOnly:
-			// Nothing changed outside Terraform: the refresh has nothing to record.
-			RemoveAnnotation(o, infrav1.PendingPlanAnnotation)
-			RemoveAnnotation(o, infrav1.RemediateAnnotation)
-			b.answerRefresh(o)
-		default:
-			// Nothing to apply: the inputs are in effect already.
-			SetAnnotation(o, infrav1.AppliedHashAnnotation, pl.InputsHash)
-			RemoveAnnotation(o, infrav1.PendingPlanAnnotation)
-			RemoveAnnotation(o, infrav1.RemediateAnnotation)
-		}
-	}
+	b.planMarkers(o)
 	if b.AppliedPlan != "" && b.Outcome != infrav1.RunFenced {
 		// At most once (I9): whatever happened, this plan is spent.
 		SetAnnotation(o, infrav1.AppliedPlanAnnotation, b.AppliedPlan)
@@ -173,6 +156,28 @@ func (b Bookkept) Markers(o metav1.Object, cur JobView, restoreSerial string) {
 		SetAnnotation(o, infrav1.FailuresAnnotation, strconv.Itoa(b.Failures))
 		SetAnnotation(o, infrav1.LastErrorAnnotation, truncate(b.summary(), 1024))
 		SetAnnotation(o, infrav1.RetryAtAnnotation, b.At.Add(b.Backoff).UTC().Format(time.RFC3339))
+	}
+}
+
+// planMarkers records the plan a successful Plan Job saved: it waits (pending-plan) when it
+// changes something, and a destroy plan always waits (only its Destroy Job lets the deletion
+// finish; decideDestroyPlan applies one that changes nothing without an approver); a
+// refresh-only plan that found nothing answers the refresh; any other plan that changes nothing
+// means the inputs are in effect already.
+func (b Bookkept) planMarkers(o metav1.Object) {
+	pl := b.Plan
+	switch {
+	case pl == nil:
+	case pl.Changes() || pl.Destroy:
+		SetAnnotation(o, infrav1.PendingPlanAnnotation, pl.Annotation())
+	case pl.RefreshOnly:
+		RemoveAnnotation(o, infrav1.PendingPlanAnnotation)
+		RemoveAnnotation(o, infrav1.RemediateAnnotation)
+		b.answerRefresh(o)
+	default:
+		SetAnnotation(o, infrav1.AppliedHashAnnotation, pl.InputsHash)
+		RemoveAnnotation(o, infrav1.PendingPlanAnnotation)
+		RemoveAnnotation(o, infrav1.RemediateAnnotation)
 	}
 }
 
