@@ -629,7 +629,7 @@ func obsFreePort() int {
 // obsScrape reads a Prometheus text endpoint.
 func obsScrape(url string) map[string]*dto.MetricFamily {
 	GinkgoHelper()
-	resp, err := http.Get(url) //nolint:gosec,noctx // the sandbox manager's local endpoint
+	resp, err := http.Get(url) // the sandbox manager's local endpoint
 	Expect(err).NotTo(HaveOccurred())
 	defer resp.Body.Close()
 	Expect(resp.StatusCode).To(Equal(http.StatusOK))
