@@ -206,7 +206,8 @@ MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guar
   records-move-mark-needs-a-writer, records-move-mark-is-seen, jobstatus-runs-template-compares-images, \
   destroyplan-judged-deletion-plans, destroyplan-manual-asks, destroyplan-verdict-stays, destroyplan-applies-only-approved, \
   destroyplan-corrupt-holds, destroyplan-superseded-by-state, destroyplan-spent-never-again, destroyplan-break-glass-honoured, \
-  destroyplan-apply-never-applies-it, destroyplan-kind-rule, destroyplan-runner-plans-destroy, records-contract-fields-are-judged
+  destroyplan-apply-never-applies-it, destroyplan-kind-rule, destroyplan-runner-plans-destroy, records-contract-fields-are-judged, \
+  guard-finalizer-of-an-object-that-may-own-infrastructure, guard-finalizer-a-started-job-may-own
 
 .PHONY: mutate
 mutate: test-bins ## Run every mutation proof of hack/mutations/*.txt (well over an hour); fails unless each is KILLED by a named test. MUTATIONS=<globs> for a subset.

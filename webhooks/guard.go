@@ -149,6 +149,14 @@ func (g *Guard) judgeMarks(ctx context.Context, req admission.Request, oldM, new
 	}
 	v := Decide(ch, ev)
 	if v.Allowed {
+		// Nothing runs; the finalizer of an object that may own infrastructure still goes only
+		// by the manager's or an override member's hand (a Job that runs is reported first:
+		// its message says what to wait for).
+		writer := g.Identities.IsManager(req.UserInfo) || g.Override.Member(req.UserInfo)
+		if msg := JudgeFinalizerRemoval(ch, writer, oldM, g.Override.Who(), ref); msg != "" {
+			logger.Info("denied the removal of the finalizer of an object that may own infrastructure")
+			return admission.Denied(msg)
+		}
 		logger.V(1).Info("guarded removal backed by the evidence", "lease", ev.Lease.LeaseName, "leaseVerdict", ev.Lease.Verdict.Reason)
 		return admission.Allowed("")
 	}

@@ -25,6 +25,8 @@ type Marks struct {
 	} `json:"spec,omitempty"`
 	Status struct {
 		ActiveJob *infrav1.ActiveJob `json:"activeJob,omitempty"`
+		// Initialization says whether the infrastructure is provisioned (MayOwnInfrastructure).
+		Initialization *infrav1.Initialization `json:"initialization,omitempty"`
 		// Conditions tell whether the object holds because of its state (StateHold).
 		Conditions []metav1.Condition `json:"conditions,omitempty"`
 	} `json:"status,omitempty"`

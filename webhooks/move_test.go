@@ -135,7 +135,7 @@ var _ = Describe("The real manager with --enable-webhooks", func() {
 		Expect(mergePatch(mover, infrav1.TerraformClusterKind, ns, "c1", false,
 			`{"metadata":{"annotations":{"clusterctl.cluster.x-k8s.io/delete-for-move":""}}}`)).To(Succeed())
 		Expect(admin.Delete(ctx, tc)).To(Succeed())
-		err = mergePatch(admin, infrav1.TerraformClusterKind, ns, "c1", false, `{"metadata":{"finalizers":null}}`)
+		err = mergePatch(mover, infrav1.TerraformClusterKind, ns, "c1", false, `{"metadata":{"finalizers":null}}`)
 		Expect(client.IgnoreNotFound(err)).To(Succeed(), "stripping the finalizers of a moved object passes")
 		Eventually(func() bool { return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(tc), tc)) }).Should(BeTrue())
 		Expect(refused.Load()).To(BeZero(), "the API server refused a write of the controller")

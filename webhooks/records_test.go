@@ -463,3 +463,44 @@ func TestValidateTemplateMetadata(t *testing.T) {
 		t.Errorf("no annotations refused: %v", errs)
 	}
 }
+
+// TestFinalizerOfAnObjectThatMayOwnInfrastructure: a plain user may not remove the finalizer of
+// an object whose Jobs may have made infrastructure no destroy removed; the manager and the
+// override groups may, and so may anyone for an object that never ran a Job or was destroyed.
+func TestFinalizerOfAnObjectThatMayOwnInfrastructure(t *testing.T) {
+	ref := webhooks.ObjectRef{Kind: infrav1.TerraformClusterKind, Namespace: "ns", Name: "c"}
+	removal := webhooks.Change{FinalizerRemoved: true}
+	provisioned := annMarks()
+	yes := true
+	provisioned.Status.Initialization = &infrav1.Initialization{Provisioned: &yes}
+	for _, c := range []struct {
+		name string
+		old  *webhooks.Marks
+		owns bool
+	}{
+		{"never ran a Job", annMarks(), false},
+		{"a Job was started", annMarks(infrav1.RunSeqAnnotation, "2"), true},
+		{"applied", annMarks(infrav1.AppliedHashAnnotation, "h"), true},
+		{"its first run started", annMarks(infrav1.StateFirstRunAnnotation, "u/j"), true},
+		{"wrote a state", annMarks(infrav1.StateLineageAnnotation, "L"), true},
+		{"provisioned (a moved object)", provisioned, true},
+		{"destroyed", annMarks(infrav1.RunSeqAnnotation, "3", infrav1.AppliedHashAnnotation, "h", infrav1.DestroyedAnnotation, "true"), false},
+	} {
+		if got := webhooks.MayOwnInfrastructure(c.old); got != c.owns {
+			t.Errorf("%s: MayOwnInfrastructure = %t", c.name, got)
+		}
+		msg := webhooks.JudgeFinalizerRemoval(removal, false, c.old, "groups sre", ref)
+		if (msg != "") != c.owns {
+			t.Errorf("%s: a plain user's removal refused: %q", c.name, msg)
+		}
+		if c.owns && !strings.Contains(msg, "spec.deletionPolicy: Retain") {
+			t.Errorf("%s: the refusal does not say what to do: %q", c.name, msg)
+		}
+		if webhooks.JudgeFinalizerRemoval(removal, true, c.old, "groups sre", ref) != "" {
+			t.Errorf("%s: the manager or an override member is refused", c.name)
+		}
+		if webhooks.JudgeFinalizerRemoval(webhooks.Change{BlockMoveRemoved: true}, false, c.old, "groups sre", ref) != "" {
+			t.Errorf("%s: a removal of block-move alone is judged as the finalizer's", c.name)
+		}
+	}
+}

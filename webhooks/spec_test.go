@@ -129,8 +129,15 @@ var _ = Describe("Spec validation", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(admin.Update(ctx, o)).To(Succeed(), "a deleting object's spec is not judged")
 		Expect(webhookCalls(path)).To(Equal(before), "the matchCondition keeps a deleting object's update away from validation")
+		By("a plain user may not remove the finalizer of a provisioned object: it would leave its infrastructure without a destroy")
 		o.Finalizers = nil
-		Expect(admin.Update(ctx, o)).To(Succeed(), "nothing runs: the finalizer goes")
+		err = admin.Update(ctx, o)
+		Expect(deniedByGuard(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(And(ContainSubstring("may have made infrastructure that no destroy removed"), ContainSubstring("spec.deletionPolicy: Retain")))
+		By("the manager removes it once nothing runs (here: after the destroy it plays)")
+		Expect(mgrClient.Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+		o.Finalizers = nil
+		Expect(mgrClient.Update(ctx, o)).To(Succeed(), "nothing runs: the finalizer goes")
 		Eventually(func() bool {
 			return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(o), o))
 		}).Should(BeTrue())

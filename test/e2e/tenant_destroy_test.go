@@ -115,4 +115,37 @@ var _ = Describe("A tenant deleting judged objects", func() {
 		gone(so)
 		Expect(runsOf(readHistory(sb.HistoryFile()), infrav1.TerraformClusterKind, so.Namespace, so.Name, infrav1.OperationDestroy)).To(HaveLen(1))
 	})
+
+	// T34: the finalizer of an object that may own infrastructure.
+	It("pauses its applied object, deletes it and removes the finalizer while nothing runs: refused, and once unpaused the destroy runs", func() {
+		sb := shared
+		t := asTenant(sb, "tenant-finalizer")
+		o := tc(t.Namespace, "tf")
+		planFixture(sb, o.Namespace, o.Name, "applyPolicy: Automatic")
+		eventuallyReady(sb, o)
+
+		By("the tenant pauses it and deletes it: the deletion waits, nothing runs")
+		t.MustKubectl("annotate", "terraformcluster", o.Name, infrav1.PausedAnnotation+"=")
+		t.MustKubectl("delete", "terraformcluster", o.Name, "--wait=false")
+		Eventually(func() string {
+			Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+			if c := meta.FindStatusCondition(o.Status.Conditions, infrav1.DeletingCondition); c != nil {
+				return c.Reason
+			}
+			return ""
+		}).Should(Equal(infrav1.PausedReason))
+
+		By("the tenant removes the finalizer with a JSON patch: refused, with what to do")
+		out, err := t.Kubectl("patch", "terraformcluster", o.Name, "--type=json", "-p", `[{"op":"remove","path":"/metadata/finalizers"}]`)
+		Expect(err).To(HaveOccurred(), out)
+		Expect(out).To(And(ContainSubstring("may have made infrastructure that no destroy removed"), ContainSubstring("spec.deletionPolicy: Retain")))
+		AddReportEntry("T34: the tenant removes the finalizer of its paused, deleted object", strings.TrimSpace(out))
+		Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+		Expect(o.Finalizers).To(ContainElement(infrav1.Finalizer))
+
+		By("unpaused, the destroy runs and the object goes")
+		t.MustKubectl("annotate", "terraformcluster", o.Name, infrav1.PausedAnnotation+"-")
+		gone(o)
+		Expect(runsOf(readHistory(sb.HistoryFile()), infrav1.TerraformClusterKind, o.Namespace, o.Name, infrav1.OperationDestroy)).To(HaveLen(1))
+	})
 })
