@@ -1,6 +1,8 @@
 package e2e_test
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -271,9 +273,22 @@ var _ = Describe("A tenant with the namespace's edit role", func() {
 	// cannot create it: the PriorityClass does not exist) is reported, and a deletion does not
 	// wait out the Job's deadline.
 	It("a Job whose pod the Job controller cannot create is reported within a minute, and deleting the Cluster does not wait out its deadline", func() {
-		sb, ns, name := shared, "tenant-no-pod", "np"
-		createNamespace(sb, ns)
-		planFixture(sb, ns, name, "job:", "  podTemplate:", "    priorityClassName: captf-e2e-missing")
+		sb, name := shared, "np"
+		t := asTenant(sb, "tenant-no-pod")
+		ns := t.Namespace
+		// The platform's part (the module and the Cluster) by the administrator; the tenant's
+		// TerraformCluster, naming a PriorityClass that does not exist, by the tenant.
+		raw, err := os.ReadFile(filepath.Join("testdata", "plans.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		doc := strings.ReplaceAll(string(raw), "CLUSTER", name)
+		doc = strings.ReplaceAll(doc, "  POLICY", "  job:\n    podTemplate:\n      priorityClassName: captf-e2e-missing")
+		parts := strings.Split(doc, "\n---\n")
+		Expect(parts).To(HaveLen(3))
+		platform, tenantPart := filepath.Join(GinkgoT().TempDir(), "platform.yaml"), filepath.Join(GinkgoT().TempDir(), "tenant.yaml")
+		Expect(os.WriteFile(platform, []byte(parts[0]+"\n---\n"+parts[1]), 0o600)).To(Succeed())
+		Expect(os.WriteFile(tenantPart, []byte(parts[2]), 0o600)).To(Succeed())
+		kubectl(sb, "apply", "-n", ns, "-f", platform)
+		t.MustKubectl("apply", "-f", tenantPart)
 		o := tc(ns, name)
 
 		By("JobCannotStart on the apply's condition, naming what the Job controller needs, and a Warning event")
