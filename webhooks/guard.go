@@ -73,7 +73,7 @@ func (g *Guard) Handle(ctx context.Context, req admission.Request) admission.Res
 		ref.Name = newM.Name
 	}
 	rch := DiffRecords(oldM, newM)
-	writer := g.Identities.IsManager(req.UserInfo) || g.Override.Member(req.UserInfo)
+	writer := g.writer(req.UserInfo)
 	if rv := JudgeRecords(rch, create, writer, g.Override.Who(), ref); !rv.Allowed {
 		log.FromContext(ctx).Info("denied a write of the manager's records", "object", ref.String(), "user", req.UserInfo.Username,
 			"create", create, "records", rch.Records, "requests", rch.Requests)
@@ -106,6 +106,12 @@ func (g *Guard) Handle(ctx context.Context, req admission.Request) admission.Res
 		g.Approvals.Record(ctx, req, eventTarget(req, oldM, newM), approved)
 	}
 	return resp
+}
+
+// writer reports a user who may write what only the manager writes: the manager's own identity
+// and the members of the override groups (the records rule, the finalizer rule).
+func (g *Guard) writer(user authenticationv1.UserInfo) bool {
+	return g.Identities.IsManager(user) || g.Override.Member(user)
 }
 
 // eventTarget is the object of a request as an event's regarding object.
@@ -152,8 +158,7 @@ func (g *Guard) judgeMarks(ctx context.Context, req admission.Request, oldM, new
 		// Nothing runs; the finalizer of an object that may own infrastructure still goes only
 		// by the manager's or an override member's hand (a Job that runs is reported first:
 		// its message says what to wait for).
-		writer := g.Identities.IsManager(req.UserInfo) || g.Override.Member(req.UserInfo)
-		if msg := JudgeFinalizerRemoval(ch, writer, oldM, g.Override.Who(), ref); msg != "" {
+		if msg := JudgeFinalizerRemoval(ch, g.writer(req.UserInfo), oldM, g.Override.Who(), ref); msg != "" {
 			logger.Info("denied the removal of the finalizer of an object that may own infrastructure")
 			return admission.Denied(msg)
 		}

@@ -60,19 +60,26 @@ func decidePlan(ev Evidence, d Decision) Decision {
 		d.Action, d.Wait = ActionWait, corruptWait(p, infrav1.ApplyJobSucceededCondition)
 	case ev.Plan.Approved == p.ID || appliesUnapproved(p, ev):
 		d.Action, d.Operation, d.PlanID = ActionStart, infrav1.OperationApply, p.ID
-	case p.Violated():
-		d.Action = ActionWait
-		d.Wait = &Wait{ConditionType: infrav1.ApplyJobSucceededCondition, Reason: infrav1.PlanPolicyViolatedReason,
-			Message: fmt.Sprintf("plan %s (%s%s) breaks plan policy rules: %s; an approver may still apply it: kubectl annotate <object> %s=%s; "+
-				"or change the inputs for a new plan (docs/plans.md)",
-				p.ID, p.Counts(), addressesNote(p.Addresses), strings.Join(p.Violations, "; "), infrav1.ApprovePlanAnnotation, p.ID)}
 	default:
 		d.Action = ActionWait
-		d.Wait = &Wait{ConditionType: infrav1.ApplyJobSucceededCondition, Reason: infrav1.PlanAwaitingApprovalReason,
-			Message: fmt.Sprintf("plan %s (%s%s) waits for approval: kubectl annotate <object> %s=%s (docs/plans.md)",
-				p.ID, p.Counts(), addressesNote(p.Addresses), infrav1.ApprovePlanAnnotation, p.ID)}
+		d.Wait = approvalWait(p, infrav1.ApplyJobSucceededCondition, "plan "+p.ID, "; or change the inputs for a new plan", "docs/plans.md")
 	}
 	return d
+}
+
+// approvalWait is the wait of a plan only a person lets by: one that breaks plan policy rules
+// (PlanPolicyViolated, naming them), or one that waits for approval (PlanAwaitingApproval).
+// subject names the plan; instead is what else frees it (appended to the violation's message);
+// doc is the page to read.
+func approvalWait(p *infrav1.PlanRecord, condition, subject, instead, doc string) *Wait {
+	approve := fmt.Sprintf("kubectl annotate <object> %s=%s", infrav1.ApprovePlanAnnotation, p.ID)
+	if p.Violated() {
+		return &Wait{ConditionType: condition, Reason: infrav1.PlanPolicyViolatedReason,
+			Message: fmt.Sprintf("%s (%s%s) breaks plan policy rules: %s; an approver may still apply it: %s%s (%s)",
+				subject, p.Counts(), addressesNote(p.Addresses), strings.Join(p.Violations, "; "), approve, instead, doc)}
+	}
+	return &Wait{ConditionType: condition, Reason: infrav1.PlanAwaitingApprovalReason,
+		Message: fmt.Sprintf("%s (%s%s) waits for approval: %s (%s)", subject, p.Counts(), addressesNote(p.Addresses), approve, doc)}
 }
 
 // NeedsDestroyPlan reports whether a deleting object's destroy goes through a saved destroy
@@ -129,17 +136,9 @@ func decideDestroyPlan(ev Evidence, d Decision) Decision {
 				"kubectl annotate <object> %s=<object UID> (docs/deletion.md)", p.ID, p.Corrupt, infrav1.DestroyWithoutPlanAnnotation)}
 	case ev.Plan.Approved == p.ID || destroyAppliesUnapproved(p, ev):
 		d.Action, d.Operation, d.PlanID = ActionStart, infrav1.OperationDestroy, p.ID
-	case p.Violated():
-		d.Action = ActionWait
-		d.Wait = &Wait{ConditionType: infrav1.DeletingCondition, Reason: infrav1.PlanPolicyViolatedReason,
-			Message: fmt.Sprintf("the deletion waits: destroy plan %s (%s%s) breaks plan policy rules: %s; an approver may still apply it: "+
-				"kubectl annotate <object> %s=%s (docs/deletion.md)",
-				p.ID, p.Counts(), addressesNote(p.Addresses), strings.Join(p.Violations, "; "), infrav1.ApprovePlanAnnotation, p.ID)}
 	default:
 		d.Action = ActionWait
-		d.Wait = &Wait{ConditionType: infrav1.DeletingCondition, Reason: infrav1.PlanAwaitingApprovalReason,
-			Message: fmt.Sprintf("the deletion waits: destroy plan %s (%s%s) waits for approval: kubectl annotate <object> %s=%s (docs/deletion.md)",
-				p.ID, p.Counts(), addressesNote(p.Addresses), infrav1.ApprovePlanAnnotation, p.ID)}
+		d.Wait = approvalWait(p, infrav1.DeletingCondition, "the deletion waits: destroy plan "+p.ID, "", "docs/deletion.md")
 	}
 	return d
 }

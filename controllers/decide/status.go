@@ -337,11 +337,13 @@ func setDeleting(c conditions, ev Evidence, d Decision, rep Report) {
 	case rep.CleanupBlocked != "":
 		msg = rep.CleanupBlocked
 	case rep.Started != "" && d.DestroyPlan:
-		msg = "Job " + rep.Started + " makes the destroy plan, which is judged before anything is destroyed (docs/deletion.md)"
+		msg = destroyPlanRuns(rep.Started)
 	case rep.Started != "":
 		msg = "destroy Job " + rep.Started + " runs"
 	case d.Action == ActionDeleteJob:
 		msg = fmt.Sprintf("Job %s (%s) cannot start and never ran terraform: it is deleted, and the deletion goes on once its pods are gone", ev.Jobs.Running[0].Name, ev.Jobs.Running[0].Operation)
+	case d.Action == ActionWaitJob && len(ev.Jobs.Running) > 0 && ev.Jobs.Running[0].DestroyPlan:
+		msg = destroyPlanRuns(ev.Jobs.Running[0].Name)
 	case d.Action == ActionWaitJob && len(ev.Jobs.Running) > 0:
 		msg = fmt.Sprintf("Job %s (%s) runs", ev.Jobs.Running[0].Name, ev.Jobs.Running[0].Operation)
 	case d.Action == ActionRemoveFinalizer:
@@ -362,6 +364,11 @@ func setDeleting(c conditions, ev Evidence, d Decision, rep Report) {
 		msg = "the object is being deleted"
 	}
 	c.set(infrav1.DeletingCondition, metav1.ConditionTrue, reason, msg)
+}
+
+// destroyPlanRuns is what Deleting says while the Plan Job of a destroy plan starts or runs.
+func destroyPlanRuns(job string) string {
+	return "Job " + job + " makes the destroy plan, which is judged before anything is destroyed (docs/deletion.md)"
 }
 
 // setReady summarises the other conditions with Cluster API v1beta2 semantics. A provisioned

@@ -53,6 +53,8 @@ var _ = Describe("A destroy judged like an apply", func() {
 		Expect(k8s.Delete(ctx, tc)).To(Succeed())
 		name := destroyPlanJob(tc, 2)
 		Expect(normals(f.ns, tc.Name, "DestroyPlanStarted")).NotTo(BeEmpty())
+		Eventually(func() string { return envtest.Condition(get(tc), infrav1.DeletingCondition).Message }).Should(
+			ContainSubstring("Job "+name+" makes the destroy plan"), "Deleting says what runs, as docs/deletion.md shows")
 		deleteJSON, deleteSum := jsonPlanOf("aws_db_instance.main aws_db_instance delete", "terraform_data.network terraform_data delete")
 		id := completeSavedPlan(waitForJob(tc, infrav1.TerraformClusterKind, 2), 1, deleteSum, false, deleteJSON)
 
@@ -93,7 +95,7 @@ var _ = Describe("A destroy judged like an apply", func() {
 		id, digests := storeSavedPlan(asApply, 1, deleteSum, false, deleteJSON)
 		finishPlanJob(job, id, deleteSum, digests)
 		Eventually(func() string { return envtest.Condition(get(tc), infrav1.DeletingCondition).Reason }).Should(Equal(infrav1.PlanCorruptReason))
-		Expect(envtest.Condition(tc, infrav1.DeletingCondition).Message).To(ContainSubstring("records an apply plan, but Job " + job.Name + " made a destroy plan"))
+		Expect(envtest.Condition(tc, infrav1.DeletingCondition).Message).To(ContainSubstring("records a plan, but Job " + job.Name + " made a destroy plan"))
 		Expect(envtest.Condition(tc, infrav1.DeletingCondition).Message).To(ContainSubstring(infrav1.DestroyWithoutPlanAnnotation))
 
 		By("an approval of it destroys nothing")

@@ -58,8 +58,9 @@ func (p *pass) readPlan(ctx context.Context, cur decide.JobView, out jobs.Outcom
 		} else if rec.RefreshOnly != cur.RefreshOnly || rec.Destroy != cur.DestroyPlan {
 			// The channel records the kind from the flags the manager gave the Job; a record of
 			// another kind was not made by this Job's channel.
-			why = fmt.Sprintf("the plan Secret's %s records %s, but Job %s made %s", runnerapi.PlanRecordKey,
-				kindNote(rec.RefreshOnly, rec.Destroy), cur.Name, kindNote(cur.RefreshOnly, cur.DestroyPlan))
+			recorded, made := infrav1.PlanRecord{RefreshOnly: rec.RefreshOnly, Destroy: rec.Destroy}, infrav1.PlanRecord{RefreshOnly: cur.RefreshOnly, Destroy: cur.DestroyPlan}
+			why = fmt.Sprintf("the plan Secret's %s records a %s, but Job %s made a %s", runnerapi.PlanRecordKey,
+				recorded.KindName(), cur.Name, made.KindName())
 		}
 	}
 	if why != "" {
@@ -71,17 +72,6 @@ func (p *pass) readPlan(ctx context.Context, cur decide.JobView, out jobs.Outcom
 	pl := decide.PlanRecordOf(rec, name, p.ev.Plan.ApplyPolicy, p.judgePlan(ctx, s, rec))
 	pl.Digests = decide.DigestsOf(*saved.Digests)
 	return pl, nil
-}
-
-// kindNote names a plan's kind for messages.
-func kindNote(refreshOnly, destroy bool) string {
-	switch {
-	case refreshOnly:
-		return "a refresh-only plan"
-	case destroy:
-		return "a destroy plan"
-	}
-	return "an apply plan"
 }
 
 // liveJob reads job through the API server, with its pod template (the manager's cache keeps
