@@ -336,16 +336,8 @@ func setDeleting(c conditions, ev Evidence, d Decision, rep Report) {
 		msg = "destroyed; state, inputs and leases deleted"
 	case rep.CleanupBlocked != "":
 		msg = rep.CleanupBlocked
-	case rep.Started != "" && d.DestroyPlan:
-		msg = destroyPlanRuns(rep.Started)
-	case rep.Started != "":
-		msg = "destroy Job " + rep.Started + " runs"
-	case d.Action == ActionDeleteJob:
-		msg = fmt.Sprintf("Job %s (%s) cannot start and never ran terraform: it is deleted, and the deletion goes on once its pods are gone", ev.Jobs.Running[0].Name, ev.Jobs.Running[0].Operation)
-	case d.Action == ActionWaitJob && len(ev.Jobs.Running) > 0 && ev.Jobs.Running[0].DestroyPlan:
-		msg = destroyPlanRuns(ev.Jobs.Running[0].Name)
-	case d.Action == ActionWaitJob && len(ev.Jobs.Running) > 0:
-		msg = fmt.Sprintf("Job %s (%s) runs", ev.Jobs.Running[0].Name, ev.Jobs.Running[0].Operation)
+	case rep.Started != "" || d.Action == ActionDeleteJob || d.Action == ActionWaitJob && len(ev.Jobs.Running) > 0:
+		msg = deletionJobMessage(ev, d, rep)
 	case d.Action == ActionRemoveFinalizer:
 		reason, msg = infrav1.MoveReason, "part of a clusterctl move: nothing is destroyed and the state is kept"
 	case d.Action == ActionRetain:
@@ -366,9 +358,24 @@ func setDeleting(c conditions, ev Evidence, d Decision, rep Report) {
 	c.set(infrav1.DeletingCondition, metav1.ConditionTrue, reason, msg)
 }
 
-// destroyPlanRuns is what Deleting says while the Plan Job of a destroy plan starts or runs.
-func destroyPlanRuns(job string) string {
-	return "Job " + job + " makes the destroy plan, which is judged before anything is destroyed (docs/deletion.md)"
+// deletionJobMessage is what Deleting says of the Job a deleting object starts, deletes or waits
+// for; the Plan Job of a destroy plan is named as such, whether it starts or runs.
+func deletionJobMessage(ev Evidence, d Decision, rep Report) string {
+	destroyPlan := "Job %s makes the destroy plan, which is judged before anything is destroyed (docs/deletion.md)"
+	switch {
+	case rep.Started != "" && d.DestroyPlan:
+		return fmt.Sprintf(destroyPlan, rep.Started)
+	case rep.Started != "":
+		return "destroy Job " + rep.Started + " runs"
+	}
+	run := ev.Jobs.Running[0]
+	switch {
+	case d.Action == ActionDeleteJob:
+		return fmt.Sprintf("Job %s (%s) cannot start and never ran terraform: it is deleted, and the deletion goes on once its pods are gone", run.Name, run.Operation)
+	case run.DestroyPlan:
+		return fmt.Sprintf(destroyPlan, run.Name)
+	}
+	return fmt.Sprintf("Job %s (%s) runs", run.Name, run.Operation)
 }
 
 // setReady summarises the other conditions with Cluster API v1beta2 semantics. A provisioned
