@@ -79,6 +79,13 @@ func (b *TerraformBuilder[T]) Spec(fn func(*infrav1.TerraformSpec)) *TerraformBu
 	return b
 }
 
+// With lets the test change what no other method sets: a kind's own fields (a machine's
+// providerID, a pool's provider ID list), the status.
+func (b *TerraformBuilder[T]) With(fn func(T)) *TerraformBuilder[T] {
+	fn(b.obj)
+	return b
+}
+
 // Label sets a label.
 func (b *TerraformBuilder[T]) Label(key, value string) *TerraformBuilder[T] {
 	l := b.obj.GetLabels()
