@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 func imageSpec() infrav1.TerraformSpec {
@@ -23,10 +24,7 @@ func imageSpec() infrav1.TerraformSpec {
 }
 
 func newCluster(name string, mutate func(*infrav1.TerraformCluster)) *infrav1.TerraformCluster {
-	c := &infrav1.TerraformCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec:       infrav1.TerraformClusterSpec{TerraformSpec: imageSpec()},
-	}
+	c := objects.Cluster("default", name).Module(imageSpec().Module.Image).Obj()
 	if mutate != nil {
 		mutate(c)
 	}
@@ -186,10 +184,7 @@ var _ = Describe("TerraformCluster schema", func() {
 
 var _ = Describe("TerraformMachine and TerraformMachinePool schema", func() {
 	It("keeps providerID once set, and lets it be set once", func() {
-		m := &infrav1.TerraformMachine{
-			ObjectMeta: metav1.ObjectMeta{Name: uniqueName("m"), Namespace: "default"},
-			Spec:       infrav1.TerraformMachineSpec{TerraformSpec: imageSpec()},
-		}
+		m := objects.Machine("default", uniqueName("m")).Module(imageSpec().Module.Image).Obj()
 		Expect(k8s.Create(ctx, m)).To(Succeed())
 		m.Spec.ProviderID = "tf://vm-1"
 		Expect(k8s.Update(ctx, m)).To(Succeed())
@@ -199,10 +194,9 @@ var _ = Describe("TerraformMachine and TerraformMachinePool schema", func() {
 
 	It("bounds spec.health.unhealthyThreshold to 1..100, unset meaning the default", func() {
 		withThreshold := func(n int32) *infrav1.TerraformMachine {
-			return &infrav1.TerraformMachine{
-				ObjectMeta: metav1.ObjectMeta{Name: uniqueName("m"), Namespace: "default"},
-				Spec:       infrav1.TerraformMachineSpec{TerraformSpec: imageSpec(), Health: &infrav1.MachineHealthSpec{UnhealthyThreshold: n}},
-			}
+			return objects.Machine("default", uniqueName("m")).Module(imageSpec().Module.Image).With(func(m *infrav1.TerraformMachine) {
+				m.Spec.Health = &infrav1.MachineHealthSpec{UnhealthyThreshold: n}
+			}).Obj()
 		}
 		expectInvalid(k8s.Create(ctx, withThreshold(101)), "spec.health.unhealthyThreshold", "less than or equal to 100")
 		neg := withThreshold(-1)
@@ -216,20 +210,14 @@ var _ = Describe("TerraformMachine and TerraformMachinePool schema", func() {
 	})
 
 	It("refuses a machine without a module source", func() {
-		m := &infrav1.TerraformMachine{
-			ObjectMeta: metav1.ObjectMeta{Name: uniqueName("m"), Namespace: "default"},
-		}
+		m := objects.Machine("default", uniqueName("m")).Spec(func(s *infrav1.TerraformSpec) { s.Module = infrav1.ModuleSource{} }).Obj()
 		expectInvalid(k8s.Create(ctx, m), "spec.module", "set exactly one of module.image and module.configMap")
 	})
 
 	It("accepts a pool with provider IDs and reports replicas through status", func() {
-		p := &infrav1.TerraformMachinePool{
-			ObjectMeta: metav1.ObjectMeta{Name: uniqueName("p"), Namespace: "default"},
-			Spec: infrav1.TerraformMachinePoolSpec{
-				ProviderIDList: []string{"tf://a", "tf://b"},
-				TerraformSpec:  imageSpec(),
-			},
-		}
+		p := objects.MachinePool("default", uniqueName("p")).Module(imageSpec().Module.Image).With(func(p *infrav1.TerraformMachinePool) {
+			p.Spec.ProviderIDList = []string{"tf://a", "tf://b"}
+		}).Obj()
 		Expect(k8s.Create(ctx, p)).To(Succeed())
 		p.Status.Replicas = ptr.To[int32](2)
 		p.Status.Ready = true
@@ -243,10 +231,9 @@ var _ = Describe("TerraformMachine and TerraformMachinePool schema", func() {
 	})
 
 	It("refuses an empty provider ID in a pool", func() {
-		p := &infrav1.TerraformMachinePool{
-			ObjectMeta: metav1.ObjectMeta{Name: uniqueName("p"), Namespace: "default"},
-			Spec:       infrav1.TerraformMachinePoolSpec{ProviderIDList: []string{""}, TerraformSpec: imageSpec()},
-		}
+		p := objects.MachinePool("default", uniqueName("p")).Module(imageSpec().Module.Image).With(func(p *infrav1.TerraformMachinePool) {
+			p.Spec.ProviderIDList = []string{""}
+		}).Obj()
 		expectInvalid(k8s.Create(ctx, p), "spec.providerIDList[0]", "at least 1 chars long")
 	})
 })
