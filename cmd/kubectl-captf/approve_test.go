@@ -5,10 +5,10 @@ import (
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 func TestApprovalProblem(t *testing.T) {
@@ -81,11 +81,9 @@ func TestJudgeLockNeverOffersToBreakALockItCannotProveStale(t *testing.T) {
 
 func TestNewestJobIsTheHighestRunSequence(t *testing.T) {
 	const suffix = "0123456789abcdef"
-	items := []batchv1.Job{
-		{ObjectMeta: metav1.ObjectMeta{Name: naming.JobName(suffix, 10)}},
-		{ObjectMeta: metav1.ObjectMeta{Name: naming.JobName(suffix, 9)}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "not-a-captf-job"}},
-		{ObjectMeta: metav1.ObjectMeta{Name: naming.JobName(suffix, 2)}},
+	var items []batchv1.Job
+	for _, name := range []string{naming.JobName(suffix, 10), naming.JobName(suffix, 9), "not-a-captf-job", naming.JobName(suffix, 2)} {
+		items = append(items, *objects.Job("ns", name).Obj())
 	}
 	if got := newestJob(items, suffix); got == nil || got.Name != naming.JobName(suffix, 10) {
 		t.Fatalf("newest: %v", got)

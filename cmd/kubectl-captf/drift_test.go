@@ -4,9 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 // TestDriftCheckWhen: drift check says when the controller starts the check it asked for, from
@@ -29,7 +28,11 @@ func TestDriftCheckWhen(t *testing.T) {
 			active: &infrav1.ActiveJob{Name: "captf-x-4", Operation: infrav1.OperationApply}, want: "Job captf-x-4 runs now: the Drift Job follows it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc1 := &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Annotations: tc.ann}}
+			b := objects.Cluster("ns", "c")
+			for k, v := range tc.ann {
+				b.Annotation(k, v)
+			}
+			tc1 := b.Obj()
 			tc1.Status.ActiveJob = tc.active
 			if tc.prov {
 				tc1.Status.Initialization = &infrav1.Initialization{Provisioned: &provisioned}

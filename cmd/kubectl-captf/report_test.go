@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 var now = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
@@ -20,9 +21,8 @@ func cond(typ string, status metav1.ConditionStatus, reason, msg string, ago tim
 func waitingCluster() *infrav1.TerraformCluster {
 	rec := &infrav1.PlanRecord{ID: "7d1c0a59d1b5e2f8a2cc35b1e0c3e1f4", Job: "captf-abc-3", Secret: "captf-plan-abc", InputsHash: "h2",
 		Serial: 4, Lineage: "lin-1", Create: 1, Replace: 1, Addresses: []string{"terraform_data.extra[0]", "terraform_data.node"}, Reason: "Manual"}
-	o := &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "prod", UID: "uid-1",
-		Labels:      map[string]string{infrav1.ClusterNameLabel: "prod"},
-		Annotations: map[string]string{infrav1.PendingPlanAnnotation: rec.Annotation(), infrav1.StateLineageAnnotation: "lin-1"}}}
+	o := objects.Cluster("prod", "prod").UID("uid-1").
+		Annotation(infrav1.PendingPlanAnnotation, rec.Annotation()).Annotation(infrav1.StateLineageAnnotation, "lin-1").Obj()
 	prov := true
 	o.Status.Initialization = &infrav1.Initialization{Provisioned: &prov}
 	o.Status.Conditions = []metav1.Condition{
@@ -98,7 +98,7 @@ func TestExitCodes(t *testing.T) {
 }
 
 func TestRenderTree(t *testing.T) {
-	machine := &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "prod-md-0", Labels: map[string]string{infrav1.ClusterNameLabel: "prod"}}}
+	machine := objects.Machine("prod", "prod-md-0").Cluster("prod").Obj()
 	machine.Status.Conditions = []metav1.Condition{
 		cond(infrav1.ReadyCondition, metav1.ConditionFalse, infrav1.StateLockedReason, "the state is locked by ops@laptop", 20*time.Minute),
 		cond(infrav1.StateReadableCondition, metav1.ConditionFalse, infrav1.StateLockedReason, "the state is locked by ops@laptop (lock 1)\nsecond line", 20*time.Minute),
