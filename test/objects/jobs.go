@@ -58,6 +58,27 @@ func (b *JobBuilder) Label(key, value string) *JobBuilder {
 	return b
 }
 
+// Annotation sets an annotation on the Job.
+func (b *JobBuilder) Annotation(key, value string) *JobBuilder {
+	if b.obj.Annotations == nil {
+		b.obj.Annotations = map[string]string{}
+	}
+	b.obj.Annotations[key] = value
+	return b
+}
+
+// Suspend makes the Job suspended: the Job controller would start no pod for it.
+func (b *JobBuilder) Suspend() *JobBuilder {
+	b.obj.Spec.Suspend = ptr.To(true)
+	return b
+}
+
+// With lets the test change what no other method sets (the pod template, a status field).
+func (b *JobBuilder) With(fn func(*batchv1.Job)) *JobBuilder {
+	fn(b.obj)
+	return b
+}
+
 // Deadline sets spec.activeDeadlineSeconds.
 func (b *JobBuilder) Deadline(seconds int64) *JobBuilder {
 	b.obj.Spec.ActiveDeadlineSeconds = ptr.To(seconds)
