@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -23,6 +22,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 // controlPlane is the package's one kube-apiserver for its cache tests: the first test that
@@ -56,15 +56,12 @@ func TestCachedObjectsKeepNoLastAppliedConfiguration(t *testing.T) {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	annotations := func() map[string]string {
-		return map[string]string{corev1.LastAppliedConfigAnnotation: lastApplied, "example.com/kept": "v"}
-	}
-	tm := &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "m1", Annotations: annotations()},
-		Spec: infrav1.TerraformMachineSpec{TerraformSpec: infrav1.TerraformSpec{Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}}}}}
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "j1", Annotations: annotations(),
-		Labels: map[string]string{infrav1.ManagedLabel: "true"}},
-		Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "runner", Image: "runner:dev"}}}}}}
+	tm := objects.Machine(ns, "m1").Annotation(corev1.LastAppliedConfigAnnotation, lastApplied).Annotation("example.com/kept", "v").
+		Spec(func(s *infrav1.TerraformSpec) {
+			s.Module = infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}}
+		}).Obj()
+	job := objects.Job(ns, "j1").Annotation(corev1.LastAppliedConfigAnnotation, lastApplied).Annotation("example.com/kept", "v").
+		Label(infrav1.ManagedLabel, "true").Suspend().Obj()
 	for _, o := range []client.Object{tm, job} {
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatal(err)

@@ -5,9 +5,9 @@ import (
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
+
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 // TestShardsHaveTheirOwnLeader: two managers of different shards must not wait for each
@@ -32,13 +32,8 @@ func TestShardsHaveTheirOwnLeader(t *testing.T) {
 // TestCachedJobsKeepNoPodTemplate: the Job cache drops what no reader of it needs, the pod
 // template and the managed fields, and keeps what the engine judges a Job by.
 func TestCachedJobsKeepNoPodTemplate(t *testing.T) {
-	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: "j", Labels: map[string]string{"l": "v"}, Annotations: map[string]string{"a": "v"},
-			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "m"}}},
-		Spec: batchv1.JobSpec{ActiveDeadlineSeconds: ptr.To[int64](60), Template: corev1.PodTemplateSpec{
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "terraform", Image: "tofu"}}}}},
-		Status: batchv1.JobStatus{Succeeded: 1},
-	}
+	job := objects.Job("ns", "j").Label("l", "v").Annotation("a", "v").Deadline(60).Complete(metav1.Now()).
+		With(func(j *batchv1.Job) { j.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "m"}} }).Obj()
 	out, err := withoutPodTemplate(job)
 	if err != nil {
 		t.Fatal(err)
