@@ -1,39 +1,16 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"time"
-
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 )
 
 func newDriftCommand(o *options) *cobra.Command {
 	drift := &cobra.Command{Use: "drift", Short: "Drift checks"}
-	var value string
-	check := &cobra.Command{
-		Use:   "check KIND/NAME [--value V]",
-		Short: "Ask for one drift check now, whatever the schedule says (annotation captf.io/drift-check)",
-		Args:  cobra.ExactArgs(1),
-	}
-	check.RunE = o.withTarget(func(ctx context.Context, c client.Client, t target) error {
-		if value == "" {
-			value = time.Now().UTC().Format(time.RFC3339)
-		}
-		if old := t.obj.GetAnnotations()[infrav1.DriftCheckAnnotation]; old != "" {
-			fmt.Fprintf(o.streams.ErrOut, "a drift check (%s) was still waiting; %s asks for a new one\n", old, value)
-		}
-		if err := setAnnotation(ctx, c, t, infrav1.DriftCheckAnnotation, value); err != nil {
-			return err
-		}
-		_, err := fmt.Fprintf(o.streams.Out, "drift check %s requested on %s: %s\n", value, t.ref(), driftCheckWhen(t.obj))
-		return err
-	})
-	check.Flags().StringVar(&value, "value", "", "the request's value, for example a ticket (default: the current time)")
-	drift.AddCommand(check)
+	drift.AddCommand(o.requestCommand("check KIND/NAME [--value V]",
+		"Ask for one drift check now, whatever the schedule says (annotation captf.io/drift-check)",
+		"drift check", infrav1.DriftCheckAnnotation, func(t target) string { return driftCheckWhen(t.obj) }))
 	return drift
 }
 

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
@@ -21,58 +23,54 @@ type kindInfo struct {
 	// Kind is the kind's name (infrav1.TerraformClusterKind, ...).
 	Kind string
 	// names are the lower-case spellings a person may use before the slash.
-	names     []string
-	newObject func() terraformObject
-	// list lists the kind's objects and returns them.
-	newList func() (client.ObjectList, func() []terraformObject)
+	names []string
 }
 
 var kinds = []kindInfo{
-	{
-		Kind:      infrav1.TerraformClusterKind,
-		names:     []string{"terraformcluster", "terraformclusters", "tfc"},
-		newObject: func() terraformObject { return &infrav1.TerraformCluster{} },
-		newList: func() (client.ObjectList, func() []terraformObject) {
-			l := &infrav1.TerraformClusterList{}
-			return l, func() []terraformObject {
-				out := make([]terraformObject, 0, len(l.Items))
-				for i := range l.Items {
-					out = append(out, &l.Items[i])
-				}
-				return out
-			}
-		},
-	},
-	{
-		Kind:      infrav1.TerraformMachineKind,
-		names:     []string{"terraformmachine", "terraformmachines", "tfm"},
-		newObject: func() terraformObject { return &infrav1.TerraformMachine{} },
-		newList: func() (client.ObjectList, func() []terraformObject) {
-			l := &infrav1.TerraformMachineList{}
-			return l, func() []terraformObject {
-				out := make([]terraformObject, 0, len(l.Items))
-				for i := range l.Items {
-					out = append(out, &l.Items[i])
-				}
-				return out
-			}
-		},
-	},
-	{
-		Kind:      infrav1.TerraformMachinePoolKind,
-		names:     []string{"terraformmachinepool", "terraformmachinepools", "tfmp"},
-		newObject: func() terraformObject { return &infrav1.TerraformMachinePool{} },
-		newList: func() (client.ObjectList, func() []terraformObject) {
-			l := &infrav1.TerraformMachinePoolList{}
-			return l, func() []terraformObject {
-				out := make([]terraformObject, 0, len(l.Items))
-				for i := range l.Items {
-					out = append(out, &l.Items[i])
-				}
-				return out
-			}
-		},
-	},
+	{Kind: infrav1.TerraformClusterKind, names: []string{"terraformcluster", "terraformclusters", "tfc"}},
+	{Kind: infrav1.TerraformMachineKind, names: []string{"terraformmachine", "terraformmachines", "tfm"}},
+	{Kind: infrav1.TerraformMachinePoolKind, names: []string{"terraformmachinepool", "terraformmachinepools", "tfmp"}},
+}
+
+// newObject is an empty object of the kind, made by the client's scheme.
+func (k kindInfo) newObject(c client.Client) (terraformObject, error) {
+	o, err := c.Scheme().New(infrav1.GroupVersion.WithKind(k.Kind))
+	if err != nil {
+		return nil, fmt.Errorf("new %s: %w", k.Kind, err)
+	}
+	obj, ok := o.(terraformObject)
+	if !ok {
+		return nil, fmt.Errorf("new %s: %T is not a CAPTF object", k.Kind, o)
+	}
+	return obj, nil
+}
+
+// list lists the kind's objects.
+func (k kindInfo) list(ctx context.Context, c client.Client, opts ...client.ListOption) ([]terraformObject, error) {
+	o, err := c.Scheme().New(infrav1.GroupVersion.WithKind(k.Kind + "List"))
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", k.Kind, err)
+	}
+	l, ok := o.(client.ObjectList)
+	if !ok {
+		return nil, fmt.Errorf("list %s: %T is not a list", k.Kind, o)
+	}
+	if err := c.List(ctx, l, opts...); err != nil {
+		return nil, fmt.Errorf("list %s: %w", k.Kind, err)
+	}
+	items, err := meta.ExtractList(l)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", k.Kind, err)
+	}
+	out := make([]terraformObject, 0, len(items))
+	for _, item := range items {
+		obj, ok := item.(terraformObject)
+		if !ok {
+			return nil, fmt.Errorf("list %s: %T is not a CAPTF object", k.Kind, item)
+		}
+		out = append(out, obj)
+	}
+	return out, nil
 }
 
 // parseKindName reads KIND/NAME: the kind as its name, plural, short name or fully qualified

@@ -32,36 +32,27 @@ type ResultView struct {
 func newLogsCommand(o *options) *cobra.Command {
 	var job, operation, container string
 	var result, follow bool
-	cmd := &cobra.Command{
-		Use:   "logs KIND/NAME [--job NAME | --operation OP]",
-		Short: "Print the logs of the object's last Job (or of a named one, or the last of an operation); --result prints the runner's result document",
-		Args:  cobra.ExactArgs(1),
-	}
-	cmd.RunE = o.withTarget(func(ctx context.Context, c client.Client, t target) error {
-		if err := o.checkOutput(); err != nil {
-			return err
-		}
-		j, err := pickJob(ctx, c, t, job, infrav1.Operation(operation))
-		if err != nil {
-			return err
-		}
-		pod, err := podOf(ctx, c, j)
-		if err != nil {
-			return err
-		}
-		if result {
-			v := resultView(j.Name, pod)
-			if printed, err := o.printData(v); printed || err != nil {
+	cmd := o.objectCommand("logs KIND/NAME [--job NAME | --operation OP]",
+		"Print the logs of the object's last Job (or of a named one, or the last of an operation); --result prints the runner's result document",
+		func(ctx context.Context, c client.Client, t target) error {
+			j, err := pickJob(ctx, c, t, job, infrav1.Operation(operation))
+			if err != nil {
 				return err
 			}
-			return renderResult(&printer{w: o.streams.Out}, v)
-		}
-		if container == "" {
-			container = jobs.MainContainer
-		}
-		fmt.Fprintf(o.streams.ErrOut, "Job %s (%s), pod %s, container %s:\n", j.Name, j.Labels[infrav1.OperationLabel], pod.Name, container)
-		return o.streamLogs(ctx, pod, container, follow)
-	})
+			pod, err := podOf(ctx, c, j)
+			if err != nil {
+				return err
+			}
+			if result {
+				v := resultView(j.Name, pod)
+				return o.show(v, func(p *printer) error { return renderResult(p, v) })
+			}
+			if container == "" {
+				container = jobs.MainContainer
+			}
+			fmt.Fprintf(o.streams.ErrOut, "Job %s (%s), pod %s, container %s:\n", j.Name, j.Labels[infrav1.OperationLabel], pod.Name, container)
+			return o.streamLogs(ctx, pod, container, follow)
+		})
 	cmd.Flags().StringVar(&job, "job", "", "a Job of the object, by name")
 	cmd.Flags().StringVar(&operation, "operation", "", "the last Job of this operation (Apply, Destroy, Plan, Refresh, Drift, Restore)")
 	cmd.Flags().StringVarP(&container, "container", "c", "", "the container (default: the main container, "+jobs.MainContainer+")")

@@ -20,9 +20,7 @@ import (
 // PlanView is what plan show prints: the pending plan's record, what the plan Secret holds,
 // and the plan text. It is the JSON and YAML output of plan show.
 type PlanView struct {
-	Kind      string `json:"kind"`
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
+	objectID
 	// Pending is the controller's record of the plan that waits (annotation
 	// captf.io/pending-plan): the ID an approval names.
 	Pending *infrav1.PlanRecord `json:"pending"`
@@ -54,46 +52,30 @@ type PlanView struct {
 
 func newPlanCommand(o *options) *cobra.Command {
 	plan := &cobra.Command{Use: "plan", Short: "Read saved plans"}
-	show := &cobra.Command{
-		Use:   "show KIND/NAME",
-		Short: "Show the plan that waits for approval: its ID, counts, addresses and terraform's plan text",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.checkOutput(); err != nil {
-				return err
-			}
-			c, err := o.newClient()
-			if err != nil {
-				return err
-			}
-			t, err := o.getTarget(cmd.Context(), c, args[0])
-			if err != nil {
-				return err
-			}
-			v, err := readPlan(cmd.Context(), c, t)
-			if err != nil {
-				return err
-			}
-			if v.Pending == nil {
-				return &exitError{code: exitFailed, msg: "no plan waits for approval on " + t.ref()}
-			}
-			if v.Corrupt != "" {
-				return corruptError(v, t.ref())
-			}
-			if printed, err := o.printData(v); printed || err != nil {
-				return err
-			}
-			return renderPlan(&printer{w: o.streams.Out}, v)
-		},
-	}
-	o.addOutputFlag(show)
+	show := viewCommand(o, "show KIND/NAME",
+		"Show the plan that waits for approval: its ID, counts, addresses and terraform's plan text",
+		readPendingPlan, renderPlan)
 	plan.AddCommand(show)
 	return plan
 }
 
+// readPendingPlan is readPlan for plan show: an error when no plan waits or the plan is corrupt.
+func readPendingPlan(ctx context.Context, c client.Client, t target) (PlanView, error) {
+	v, err := readPlan(ctx, c, t)
+	switch {
+	case err != nil:
+		return v, err
+	case v.Pending == nil:
+		return v, &exitError{code: exitFailed, msg: "no plan waits for approval on " + t.ref()}
+	case v.Corrupt != "":
+		return v, corruptError(v, t.ref())
+	}
+	return v, nil
+}
+
 // readPlan reads the pending plan's record from the object and the plan Secret beside it.
 func readPlan(ctx context.Context, c client.Client, t target) (PlanView, error) {
-	v := PlanView{Kind: t.kind.Kind, Namespace: t.obj.GetNamespace(), Name: t.obj.GetName(),
+	v := PlanView{objectID: t.id(),
 		Pending: infrav1.ParsePlanRecord(t.obj.GetAnnotations()[infrav1.PendingPlanAnnotation])}
 	v.Secret = naming.PlanSecretName(naming.StateSuffix(v.Namespace, v.Kind, v.Name))
 	if v.Pending != nil && v.Pending.Secret != "" {
@@ -248,20 +230,9 @@ func approvalProblem(rec *infrav1.PlanRecord, ann map[string]string, active *inf
 func newApproveCommand(o *options) *cobra.Command {
 	var yes bool
 	var planID string
-	cmd := &cobra.Command{
-		Use:   "approve KIND/NAME",
-		Short: "Approve the plan that waits: names its ID (annotation captf.io/approve-plan), after a confirmation unless --yes",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			c, err := o.newClient()
-			if err != nil {
-				return err
-			}
-			t, err := o.getTarget(ctx, c, args[0])
-			if err != nil {
-				return err
-			}
+	cmd := o.objectCommand("approve KIND/NAME",
+		"Approve the plan that waits: names its ID (annotation captf.io/approve-plan), after a confirmation unless --yes",
+		func(ctx context.Context, c client.Client, t target) error {
 			v, err := readPlan(ctx, c, t)
 			if err != nil {
 				return err
@@ -286,22 +257,15 @@ func newApproveCommand(o *options) *cobra.Command {
 			if p.err != nil {
 				return p.err
 			}
-			if !yes {
-				ok, err := confirm(o.streams.In, o.streams.Out, "Approve plan "+rec.ID+"?")
-				if err != nil {
-					return err
-				}
-				if !ok {
-					return declined()
-				}
+			if err := o.confirm(yes, "Approve plan "+rec.ID+"?"); err != nil {
+				return err
 			}
 			if err := setAnnotation(ctx, c, t, infrav1.ApprovePlanAnnotation, rec.ID); err != nil {
 				return err
 			}
 			_, err = fmt.Fprintf(o.streams.Out, "approved plan %s on %s: the next pass applies exactly this plan, once\n", rec.ID, t.ref())
 			return err
-		},
-	}
+		})
 	cmd.Flags().BoolVar(&yes, "yes", false, "approve without asking")
 	cmd.Flags().StringVar(&planID, "plan-id", "", "approve only if this is the ID of the plan that waits (the ID plan show printed)")
 	return cmd

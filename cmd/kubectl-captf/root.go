@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -164,6 +165,17 @@ type target struct {
 	obj  terraformObject
 }
 
+// objectID names the object a verb's data is about: its fields lead that data's JSON and YAML.
+type objectID struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+func (t target) id() objectID {
+	return objectID{Kind: t.kind.Kind, Namespace: t.obj.GetNamespace(), Name: t.obj.GetName()}
+}
+
 // ref is how the plugin names an object in messages: TerraformCluster ns/name.
 func (t target) ref() string {
 	return t.kind.Kind + " " + t.obj.GetNamespace() + "/" + t.obj.GetName()
@@ -179,11 +191,37 @@ func (o *options) getTarget(ctx context.Context, c client.Client, arg string) (t
 	if err != nil {
 		return target{}, err
 	}
-	obj := k.newObject()
+	obj, err := k.newObject(c)
+	if err != nil {
+		return target{}, err
+	}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj); err != nil {
 		return target{}, fmt.Errorf("get %s %s/%s: %w", k.Kind, ns, name, err)
 	}
 	return target{kind: k, obj: obj}, nil
+}
+
+// getIfExists reads one object into obj and reports whether it exists; another error than
+// NotFound says what it could not read ("get WHAT NS/NAME").
+func getIfExists(ctx context.Context, c client.Client, what string, key types.NamespacedName, obj client.Object) (bool, error) {
+	err := c.Get(ctx, key, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("get %s %s: %w", what, key, err)
+	}
+	return true, nil
+}
+
+// getIfReadable is getIfExists that also reports false, with no error, when the caller may not
+// read the object: status then shows the rest.
+func getIfReadable(ctx context.Context, c client.Client, what string, key types.NamespacedName, obj client.Object) (bool, error) {
+	found, err := getIfExists(ctx, c, what, key, obj)
+	if apierrors.IsForbidden(err) {
+		return false, nil
+	}
+	return found, err
 }
 
 // setAnnotation writes one annotation the way `kubectl annotate --overwrite` does: a merge
@@ -209,23 +247,22 @@ func patchAnnotation(ctx context.Context, c client.Client, t target, key string,
 	return nil
 }
 
-// confirm asks a yes/no question on the streams; only "y" or "yes" is a yes.
-func confirm(in io.Reader, out io.Writer, question string) (bool, error) {
-	if _, err := fmt.Fprintf(out, "%s [y/N]: ", question); err != nil {
-		return false, fmt.Errorf("ask: %w", err)
+// confirm asks a yes/no question on the streams unless yes (--yes) answered it already: nil
+// for a yes ("y" or "yes"), else the error that ends the verb with nothing written.
+func (o *options) confirm(yes bool, question string) error {
+	if yes {
+		return nil
 	}
-	line, err := bufio.NewReader(in).ReadString('\n')
+	if _, err := fmt.Fprintf(o.streams.Out, "%s [y/N]: ", question); err != nil {
+		return fmt.Errorf("ask: %w", err)
+	}
+	line, err := bufio.NewReader(o.streams.In).ReadString('\n')
 	if err != nil && err != io.EOF {
-		return false, fmt.Errorf("read answer: %w", err)
+		return fmt.Errorf("read answer: %w", err)
 	}
 	switch strings.ToLower(strings.TrimSpace(line)) {
 	case "y", "yes":
-		return true, nil
+		return nil
 	}
-	return false, nil
-}
-
-// declined is the error of a confirmation answered no.
-func declined() error {
 	return &exitError{code: exitFailed, msg: "not confirmed: nothing was written"}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -89,11 +88,11 @@ func (o *options) gatherReport(ctx context.Context, c client.Client, args []stri
 			sel = append(sel, client.MatchingLabels{infrav1.ClusterNameLabel: cluster})
 		}
 		for _, k := range kinds {
-			list, items := k.newList()
-			if err := c.List(ctx, list, sel...); err != nil {
-				return Report{}, fmt.Errorf("list %s: %w", k.Kind, err)
+			items, err := k.list(ctx, c, sel...)
+			if err != nil {
+				return Report{}, err
 			}
-			for _, obj := range items() {
+			for _, obj := range items {
 				objs = append(objs, target{kind: k, obj: obj})
 			}
 		}
@@ -147,12 +146,12 @@ func sortObjects(objs []ObjectNode) {
 
 func clusterNode(ctx context.Context, c client.Client, ns, name string) (*ClusterNode, error) {
 	cl := &clusterv1.Cluster{}
-	err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, cl)
-	switch {
-	case apierrors.IsNotFound(err):
+	found, err := getIfExists(ctx, c, "Cluster", types.NamespacedName{Namespace: ns, Name: name}, cl)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
 		return &ClusterNode{Namespace: ns, Name: name, Missing: true}, nil
-	case err != nil:
-		return nil, fmt.Errorf("get Cluster %s/%s: %w", ns, name, err)
 	}
 	return &ClusterNode{Namespace: ns, Name: name, Phase: cl.Status.Phase, Paused: cl.Spec.Paused != nil && *cl.Spec.Paused,
 		Available: meta.FindStatusCondition(cl.Status.Conditions, clusterv1.ClusterAvailableCondition)}, nil
@@ -162,12 +161,8 @@ func clusterNode(ctx context.Context, c client.Client, ns, name string) (*Cluste
 // may not read it (status still shows the rest), an error when it cannot be parsed.
 func inventoryOf(ctx context.Context, c client.Client, ns, suffix string) (*state.Inventory, error) {
 	s := &corev1.Secret{}
-	err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: naming.InventorySecretName(suffix)}, s)
-	switch {
-	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("get secret %s/%s: %w", ns, naming.InventorySecretName(suffix), err)
+	if found, err := getIfReadable(ctx, c, "secret", types.NamespacedName{Namespace: ns, Name: naming.InventorySecretName(suffix)}, s); err != nil || !found {
+		return nil, err
 	}
 	inv, err := state.ParseInventory(s.Data)
 	if err != nil {
@@ -180,12 +175,8 @@ func inventoryOf(ctx context.Context, c client.Client, ns, suffix string) (*stat
 // the caller (status still shows the rest).
 func leaseHolder(ctx context.Context, c client.Client, ns, name string) (string, error) {
 	l := &coordinationv1.Lease{}
-	err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, l)
-	switch {
-	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
-		return "", nil
-	case err != nil:
-		return "", fmt.Errorf("get lease %s/%s: %w", ns, name, err)
+	if found, err := getIfReadable(ctx, c, "lease", types.NamespacedName{Namespace: ns, Name: name}, l); err != nil || !found {
+		return "", err
 	}
 	if l.Spec.HolderIdentity == nil {
 		return "", nil

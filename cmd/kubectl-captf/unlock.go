@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,11 +32,9 @@ const (
 
 // LockView is what unlock shows. It is the JSON and YAML output of unlock.
 type LockView struct {
-	Kind      string `json:"kind"`
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
-	Lease     string `json:"lease"`
-	Missing   bool   `json:"missing,omitempty"`
+	objectID
+	Lease   string `json:"lease"`
+	Missing bool   `json:"missing,omitempty"`
 	// LockID is the Lease's holderIdentity; Info terraform's lock info.
 	LockID string         `json:"lockID,omitempty"`
 	Info   map[string]any `json:"info,omitempty"`
@@ -53,39 +50,20 @@ type LockView struct {
 }
 
 func newUnlockCommand(o *options) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "unlock KIND/NAME",
-		Short: "Show who holds the object's Terraform state lock and the evidence; prints the runbook's release commands, never releases it itself",
-		Args:  cobra.ExactArgs(1),
-	}
-	cmd.RunE = o.withTarget(func(ctx context.Context, c client.Client, t target) error {
-		if err := o.checkOutput(); err != nil {
-			return err
-		}
-		v, err := readLock(ctx, c, t)
-		if err != nil {
-			return err
-		}
-		if printed, err := o.printData(v); printed || err != nil {
-			return err
-		}
-		return renderLock(&printer{w: o.streams.Out}, v)
-	})
-	o.addOutputFlag(cmd)
-	return cmd
+	return viewCommand(o, "unlock KIND/NAME",
+		"Show who holds the object's Terraform state lock and the evidence; prints the runbook's release commands, never releases it itself",
+		readLock, renderLock)
 }
 
 func readLock(ctx context.Context, c client.Client, t target) (LockView, error) {
 	suffix := naming.StateSuffix(t.obj.GetNamespace(), t.kind.Kind, t.obj.GetName())
-	v := LockView{Kind: t.kind.Kind, Namespace: t.obj.GetNamespace(), Name: t.obj.GetName(), Lease: naming.StateLockLeaseName(suffix)}
+	v := LockView{objectID: t.id(), Lease: naming.StateLockLeaseName(suffix)}
 	l := &coordinationv1.Lease{}
-	err := c.Get(ctx, types.NamespacedName{Namespace: v.Namespace, Name: v.Lease}, l)
-	switch {
-	case apierrors.IsNotFound(err):
-		v.Missing = true
-	case err != nil:
-		return v, fmt.Errorf("get the lock Lease %s/%s: %w", v.Namespace, v.Lease, err)
+	found, err := getIfExists(ctx, c, "the lock Lease", types.NamespacedName{Namespace: v.Namespace, Name: v.Lease}, l)
+	if err != nil {
+		return v, err
 	}
+	v.Missing = !found
 	if l.Spec.HolderIdentity != nil {
 		v.LockID = *l.Spec.HolderIdentity
 	}
@@ -98,15 +76,11 @@ func readLock(ctx context.Context, c client.Client, t target) (LockView, error) 
 	v.Pod, v.Job = l.Annotations[runnerapi.LockPodAnnotation], l.Annotations[runnerapi.LockJobAnnotation]
 	if v.LockID != "" && v.Pod != "" {
 		pod := &corev1.Pod{}
-		err := c.Get(ctx, types.NamespacedName{Namespace: v.Namespace, Name: v.Pod}, pod)
-		switch {
-		case apierrors.IsNotFound(err):
-			v.PodGone = true
-		case err != nil:
-			return v, fmt.Errorf("get the lock holder's pod %s/%s: %w", v.Namespace, v.Pod, err)
-		default:
-			v.PodPhase = string(pod.Status.Phase)
+		found, err := getIfExists(ctx, c, "the lock holder's pod", types.NamespacedName{Namespace: v.Namespace, Name: v.Pod}, pod)
+		if err != nil {
+			return v, err
 		}
+		v.PodGone, v.PodPhase = !found, string(pod.Status.Phase)
 	}
 	judgeLock(&v, suffix)
 	return v, nil
