@@ -5,6 +5,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -46,6 +47,13 @@ func (b *JobBuilder) Owner(o client.Object) *JobBuilder {
 		gvk = infrav1.GroupVersion.WithKind(KindOf(o))
 	}
 	b.obj.OwnerReferences = append(b.obj.OwnerReferences, *metav1.NewControllerRef(o, gvk))
+	return b
+}
+
+// UID sets the Job's UID (what its pods' controller reference and a per-run Secret's owner
+// reference name); for Jobs that are never created on an API server, which assigns its own.
+func (b *JobBuilder) UID(uid types.UID) *JobBuilder {
+	b.obj.UID = uid
 	return b
 }
 
@@ -123,7 +131,10 @@ func (b *JobBuilder) finish(at metav1.Time, final, target batchv1.JobConditionTy
 func (b *JobBuilder) Obj() *batchv1.Job { return b.obj }
 
 // PodBuilder builds a pod of a Job.
-type PodBuilder struct{ obj *corev1.Pod }
+type PodBuilder struct {
+	obj *corev1.Pod
+	job *batchv1.Job
+}
 
 // PodOf starts the pod the Job controller would create for job: its Job labels and a copy of
 // its template's spec, without a service account (tests run no token controller).
@@ -131,16 +142,42 @@ func PodOf(job *batchv1.Job, name string) *PodBuilder {
 	spec := *job.Spec.Template.Spec.DeepCopy()
 	spec.ServiceAccountName = ""
 	spec.AutomountServiceAccountToken = ptr.To(false)
-	return &PodBuilder{obj: &corev1.Pod{
+	return &PodBuilder{job: job, obj: &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: name, Labels: map[string]string{
 			batchv1.JobNameLabel: job.Name, "job-name": job.Name}},
 		Spec: spec,
 	}}
 }
 
+// AsBuilt gives the pod its Job's pod template unchanged, service account and token mount
+// included, and the template's labels: for a test where admission judges the spec as built.
+func (b *PodBuilder) AsBuilt() *PodBuilder {
+	b.obj.Spec = *b.job.Spec.Template.Spec.DeepCopy()
+	for k, v := range b.job.Spec.Template.Labels {
+		b.obj.Labels[k] = v
+	}
+	return b
+}
+
+// ControlledBy adds the controller owner reference the Job controller puts on the pods it
+// creates (job must have its UID, as read back from the API server).
+func (b *PodBuilder) ControlledBy(job *batchv1.Job) *PodBuilder {
+	ref := metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))
+	ref.BlockOwnerDeletion = nil
+	b.obj.OwnerReferences = append(b.obj.OwnerReferences, *ref)
+	return b
+}
+
 // Phase sets the pod's phase.
 func (b *PodBuilder) Phase(p corev1.PodPhase) *PodBuilder {
 	b.obj.Status.Phase = p
+	return b
+}
+
+// With lets the test change what no other method sets (container statuses, conditions, the
+// spec as the template has it).
+func (b *PodBuilder) With(fn func(*corev1.Pod)) *PodBuilder {
+	fn(b.obj)
 	return b
 }
 
@@ -177,12 +214,26 @@ func (b *LeaseBuilder) Label(key, value string) *LeaseBuilder {
 	return b
 }
 
+// Labels sets every label of m on the Lease (a state lock's runnerapi.StateLabels).
+func (b *LeaseBuilder) Labels(m map[string]string) *LeaseBuilder {
+	for k, v := range m {
+		b.Label(k, v)
+	}
+	return b
+}
+
 // Annotation sets an annotation on the Lease.
 func (b *LeaseBuilder) Annotation(key, value string) *LeaseBuilder {
 	if b.obj.Annotations == nil {
 		b.obj.Annotations = map[string]string{}
 	}
 	b.obj.Annotations[key] = value
+	return b
+}
+
+// With lets the test change what no other method sets.
+func (b *LeaseBuilder) With(fn func(*coordinationv1.Lease)) *LeaseBuilder {
+	fn(b.obj)
 	return b
 }
 

@@ -39,6 +39,15 @@ func TestBuiltJobsReadAsTheProductReadsThem(t *testing.T) {
 	if pod.Labels["job-name"] != "run-1" || pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
 		t.Fatalf("the pod is not the Job's: %+v", pod.ObjectMeta)
 	}
+	job.UID = "job-uid"
+	other := objects.Job("ns", "run-1").UID("earlier-job").Obj()
+	if !jobstatus.PodOfJob(objects.PodOf(job, "p").ControlledBy(job).Obj(), job) ||
+		jobstatus.PodOfJob(objects.PodOf(job, "p").ControlledBy(other).Obj(), job) {
+		t.Fatal("ControlledBy does not make the pod the controlled pod of that Job, and only of it")
+	}
+	if !jobstatus.RunsTemplate(objects.PodOf(job, "p").AsBuilt().Obj(), job) {
+		t.Fatal("a pod AsBuilt does not run its Job's template")
+	}
 }
 
 func TestTerraformBuildersSetOnlyWhatTheyAreAskedFor(t *testing.T) {
