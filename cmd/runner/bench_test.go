@@ -20,6 +20,7 @@ import (
 
 var (
 	benchOnce sync.Once
+	benchCP   envtest.Shared
 	benchH    *harness
 	benchErr  error
 )
@@ -27,8 +28,9 @@ var (
 // benchHarness starts one control plane for the benchmarks (TestMain stops it) and builds the
 // runner binary they run, as a Job runs it (the test binary's own start-up would dominate).
 func benchHarness(b *testing.B) *harness {
+	env, c := benchCP.Get(b)
 	benchOnce.Do(func() {
-		if benchH, benchErr = startHarness(); benchErr != nil {
+		if benchH, benchErr = newHarness(env, c); benchErr != nil {
 			return
 		}
 		root, err := envtest.RepoRoot()
@@ -51,8 +53,9 @@ func benchHarness(b *testing.B) *harness {
 
 func stopBenchHarness() {
 	if benchH != nil {
-		_ = benchH.stop()
+		benchH.cleanup()
 	}
+	_ = benchCP.Stop()
 }
 
 // Backend modes the benchmark compares.

@@ -25,7 +25,6 @@ import (
 
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -43,6 +42,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 // Environment variables naming the two binaries by absolute path (the Makefile exports them).
@@ -120,22 +120,19 @@ type harness struct {
 
 const backendUser = "captf-backend-user"
 
-func startHarness() (*harness, error) {
-	env, err := envtest.Start(envtest.Options{})
-	if err != nil {
+// newHarness builds the harness on a control plane test/envtest started (the suite's, or the
+// benchmarks' shared one), with c its administrator client. cleanup removes what it wrote; the
+// control plane's owner stops the control plane.
+func newHarness(env *envtest.Env, c client.Client) (*harness, error) {
+	h := &harness{env: env, k8s: c}
+	var err error
+	if h.cs, err = kubernetes.NewForConfig(env.Config); err != nil {
 		return nil, err
 	}
-	h := &harness{env: env}
-	fail := func(err error) (*harness, error) { _ = env.Stop(); return nil, err }
-	if h.k8s, err = client.New(env.Config, client.Options{Scheme: env.Scheme}); err != nil {
-		return fail(err)
-	}
-	if h.cs, err = kubernetes.NewForConfig(env.Config); err != nil {
-		return fail(err)
-	}
 	if h.dir, err = os.MkdirTemp("", "runner-it-"); err != nil {
-		return fail(err)
+		return nil, err
 	}
+	fail := func(err error) (*harness, error) { h.cleanup(); return nil, err }
 	h.caFile = filepath.Join(h.dir, "ca.crt")
 	if err := os.WriteFile(h.caFile, env.Config.CAData, 0o600); err != nil {
 		return fail(err)
@@ -160,11 +157,8 @@ func startHarness() (*harness, error) {
 	return h, nil
 }
 
-func (h *harness) stop() error {
-	err := h.env.Stop()
-	_ = os.RemoveAll(h.dir)
-	return err
-}
+// cleanup removes the harness's files.
+func (h *harness) cleanup() { _ = os.RemoveAll(h.dir) }
 
 // namespace creates a namespace where the backend user has what Terraform's kubernetes backend
 // needs, and nothing cluster-wide.
@@ -322,12 +316,11 @@ func (o *stateObject) prepare() {
 	if !apierrors.IsAlreadyExists(err) {
 		Expect(err).NotTo(HaveOccurred())
 	}
-	err = k.Create(o.ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: naming.StateLockLeaseName(o.suffix),
-		Labels: runnerapi.StateLabels(o.suffix)}})
+	err = k.Create(o.ctx, objects.Lease(o.namespace, naming.StateLockLeaseName(o.suffix)).Labels(runnerapi.StateLabels(o.suffix)).Obj())
 	if !apierrors.IsAlreadyExists(err) {
 		Expect(err).NotTo(HaveOccurred())
 	}
-	err = k.Create(o.ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: naming.RunLeaseName(o.suffix)}})
+	err = k.Create(o.ctx, objects.Lease(o.namespace, naming.RunLeaseName(o.suffix)).Obj())
 	if !apierrors.IsAlreadyExists(err) {
 		Expect(err).NotTo(HaveOccurred())
 	}
@@ -509,13 +502,8 @@ type jobRun struct {
 func (o *stateObject) nextJob() (job, pod string) {
 	o.seq++
 	job = naming.JobName(o.suffix, o.seq)
-	Expect(o.h.k8s.Create(o.ctx, &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: job, Labels: naming.OwnerLabels("TerraformCluster", o.name, "", ""),
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: infrav1.GroupVersion.String(), Kind: "TerraformCluster", Name: o.name,
-				UID: types.UID(o.uid), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
-		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "terraform", Image: "example.com/m:1"}}}}},
-	})).To(Succeed())
+	owner := objects.Cluster(o.namespace, o.name).UID(types.UID(o.uid)).Obj()
+	Expect(o.h.k8s.Create(o.ctx, objects.Job(o.namespace, job).Of(infrav1.TerraformClusterKind, o.name, "").Owner(owner).Obj())).To(Succeed())
 	o.setRunLease(job)
 	return job, job + "-p0d5x"
 }

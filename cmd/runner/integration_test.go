@@ -12,13 +12,15 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 // The test binary doubles as the runner: with CAPTF_RUNNER_MAIN=1 it runs main() instead of the
@@ -45,8 +47,8 @@ var (
 	specs int
 )
 
-var _ = BeforeSuite(func() {
-	ctx = context.Background()
+var _ = envtest.RegisterSuite(envtest.SuiteOptions{}, func(s *envtest.Suite) {
+	ctx = s.Ctx
 	var err error
 	bins, err = findBinaries()
 	Expect(err).NotTo(HaveOccurred())
@@ -56,15 +58,9 @@ var _ = BeforeSuite(func() {
 		fmt.Printf("runner integration: %s %s (%s)\n", b.name, b.path, b.version)
 		GinkgoWriter.Printf("runner integration: %s %s (%s)\n", b.name, b.path, b.version)
 	}
-	h, err = startHarness()
+	h, err = newHarness(s.Env, s.Client)
 	Expect(err).NotTo(HaveOccurred())
-	fmt.Println(h.env.Describe())
-})
-
-var _ = AfterSuite(func() {
-	if h != nil {
-		Expect(h.stop()).To(Succeed())
-	}
+	s.Defer(h.cleanup)
 })
 
 // newTestObject is an object in a fresh namespace, run with the binary of its container.
@@ -403,10 +399,9 @@ func describeChannel(bin string) {
 			o := newTestObject(bin)
 			o.prepare()
 			job, pod := o.nextJob()
-			Expect(h.k8s.Create(ctx, &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Namespace: o.namespace, Name: pod, Labels: map[string]string{"batch.kubernetes.io/job-name": job}},
-				Spec:       corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "terraform", Image: "example.com/m:1"}}},
-			})).To(Succeed())
+			j := &batchv1.Job{}
+			Expect(h.k8s.Get(ctx, client.ObjectKey{Namespace: o.namespace, Name: job}, j)).To(Succeed())
+			Expect(h.k8s.Create(ctx, objects.PodOf(j, pod).Obj())).To(Succeed())
 			holdLock(o, "running-lock", "runner@"+pod, map[string]string{runnerapi.LockPodAnnotation: pod, runnerapi.LockJobAnnotation: job})
 
 			res, code, raw := o.startJob(runnerapi.OperationApply, map[string]any{"name": "alpha"}, 2*time.Second).wait()

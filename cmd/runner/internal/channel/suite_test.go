@@ -17,7 +17,6 @@ import (
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -32,6 +31,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 var (
@@ -41,7 +41,7 @@ var (
 	ctx       context.Context
 	namespace string
 	caFile    string
-	objects   atomic.Int64
+	objectSeq atomic.Int64
 )
 
 func TestChannelAgainstAPIServer(t *testing.T) {
@@ -71,7 +71,7 @@ type tfObject struct {
 }
 
 func newObject() *tfObject {
-	n := objects.Add(1)
+	n := objectSeq.Add(1)
 	o := &tfObject{name: fmt.Sprintf("demo-%d", n), uid: fmt.Sprintf("00000000-0000-0000-0000-%012d", n)}
 	o.suffix = naming.StateSuffix(namespace, "TerraformCluster", o.name)
 	o.job = naming.JobName(o.suffix, 7)
@@ -89,9 +89,8 @@ func newObject() *tfObject {
 	// The plan Secret, empty, as the controller creates it before a Plan Job.
 	Expect(k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: naming.PlanSecretName(o.suffix),
 		Labels: map[string]string{"keep": "me"}}})).To(Succeed())
-	Expect(k8s.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: naming.StateLockLeaseName(o.suffix)}})).To(Succeed())
-	Expect(k8s.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: naming.RunLeaseName(o.suffix)},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(o.job)}})).To(Succeed())
+	Expect(k8s.Create(ctx, objects.Lease(namespace, naming.StateLockLeaseName(o.suffix)).Obj())).To(Succeed())
+	Expect(k8s.Create(ctx, objects.Lease(namespace, naming.RunLeaseName(o.suffix)).Holder(o.job).Obj())).To(Succeed())
 
 	sa := naming.RunnerServiceAccountName(o.suffix)
 	Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: sa}})).To(Succeed())
@@ -254,23 +253,14 @@ func (o *tfObject) holdLock(lockID, who string, extra map[string]string) {
 // leave no pod), as a runner killed without grace leaves them; it returns the names.
 func oldRun(o *tfObject, ownerUID string, seq int64, phase corev1.PodPhase) (job, pod string) {
 	job = naming.JobName(o.suffix, seq)
-	labels := naming.OwnerLabels("TerraformCluster", o.name, "", "")
-	j := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: job, Labels: labels, OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: infrav1.GroupVersion.String(), Kind: "TerraformCluster", Name: o.name, UID: types.UID(ownerUID), Controller: ptr.To(true)}}},
-		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "terraform", Image: "example.com/m:1"}}}}},
-	}
+	owner := objects.Cluster(namespace, o.name).UID(types.UID(ownerUID)).Obj()
+	j := objects.Job(namespace, job).Of(infrav1.TerraformClusterKind, o.name, "").Owner(owner).Obj()
 	Expect(k8s.Create(ctx, j)).To(Succeed())
 	pod = job + "-ab12c"
 	if phase == "" {
 		return job, pod
 	}
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: pod, Labels: map[string]string{batchv1.JobNameLabel: job},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job, UID: j.UID, Controller: ptr.To(true)}}},
-		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "terraform", Image: "example.com/m:1"}}},
-	}
+	p := objects.PodOf(j, pod).ControlledBy(j).Obj()
 	Expect(k8s.Create(ctx, p)).To(Succeed())
 	p.Status.Phase = phase
 	Expect(k8s.Status().Update(ctx, p)).To(Succeed())
