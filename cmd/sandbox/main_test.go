@@ -29,6 +29,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 	testenv "github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox"
 )
 
@@ -215,9 +216,8 @@ func (r *running) runWorkingJob(t *testing.T, ns, part string) []int {
 	g.Expect(r.client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "runner"}})).To(Succeed())
 	managed := map[string]string{infrav1.ManagedLabel: "true"}
 	marker := corev1.EnvVar{Name: helperEnv, Value: "1"}
-	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "work", Labels: managed},
-		Spec: batchv1.JobSpec{BackoffLimit: ptr.To[int32](0), Template: corev1.PodTemplateSpec{
+	job := objects.Job(ns, "work").Label(infrav1.ManagedLabel, "true").With(func(j *batchv1.Job) {
+		j.Spec.Template = corev1.PodTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{Labels: managed},
 			Spec: corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyNever, ServiceAccountName: "runner", AutomountServiceAccountToken: ptr.To(false),
@@ -230,8 +230,8 @@ func (r *running) runWorkingJob(t *testing.T, ns, part string) []int {
 					{Name: "state", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 				},
 			},
-		}},
-	}
+		}
+	}).Obj()
 	g.Expect(r.client.Create(ctx, job)).To(Succeed())
 	var pids []int
 	g.Eventually(func() error {
