@@ -377,6 +377,31 @@ func providerID(name, what string, v any) (string, error) {
 	return id, nil
 }
 
+// listOutput reads a list output element by element: nil when the output is absent (null),
+// else a list of at most limit elements (elements describes them and noun counts them, in
+// messages), each read by elem, which is told the element's place ("element 3").
+func listOutput[T any](name string, v any, elements, noun string, limit int, elem func(what string, e any) (T, error)) ([]T, error) {
+	if v == nil {
+		return nil, nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, invalid(name, "must be a list of %s, got %s", elements, describe(v))
+	}
+	if len(list) > limit {
+		return nil, invalid(name, "has %d %s; at most %d are allowed", len(list), noun, limit)
+	}
+	out := make([]T, 0, len(list))
+	for i, e := range list {
+		t, err := elem(fmt.Sprintf("element %d", i), e)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
 var addressTypes = map[string]clusterv1.MachineAddressType{
 	string(clusterv1.MachineHostName):    clusterv1.MachineHostName,
 	string(clusterv1.MachineExternalIP):  clusterv1.MachineExternalIP,
@@ -387,35 +412,22 @@ var addressTypes = map[string]clusterv1.MachineAddressType{
 
 func addresses(v any) ([]clusterv1.MachineAddress, error) {
 	const name = OutputAddresses
-	if v == nil {
-		return nil, nil
-	}
-	list, ok := v.([]any)
-	if !ok {
-		return nil, invalid(name, "must be a list of {type, address}, got %s", describe(v))
-	}
-	if len(list) > maxAddresses {
-		return nil, invalid(name, "has %d addresses; at most %d are allowed", len(list), maxAddresses)
-	}
-	out := make([]clusterv1.MachineAddress, 0, len(list))
-	for i, e := range list {
-		what := fmt.Sprintf("element %d", i)
+	return listOutput(name, v, "{type, address}", "addresses", maxAddresses, func(what string, e any) (clusterv1.MachineAddress, error) {
 		m, err := object(name, what, e, "type", "address")
 		if err != nil {
-			return nil, err
+			return clusterv1.MachineAddress{}, err
 		}
 		ts, _ := m["type"].(string)
 		typ, ok := addressTypes[ts]
 		if !ok {
-			return nil, invalid(name, "%s: type must be one of Hostname, ExternalIP, InternalIP, ExternalDNS, InternalDNS, got %s", what, describe(m["type"]))
+			return clusterv1.MachineAddress{}, invalid(name, "%s: type must be one of Hostname, ExternalIP, InternalIP, ExternalDNS, InternalDNS, got %s", what, describe(m["type"]))
 		}
 		addr, ok := m["address"].(string)
 		if !ok || addr == "" || len(addr) > maxAddressLength {
-			return nil, invalid(name, "%s: address must be a non-empty string of at most %d characters, got %s", what, maxAddressLength, describe(m["address"]))
+			return clusterv1.MachineAddress{}, invalid(name, "%s: address must be a non-empty string of at most %d characters, got %s", what, maxAddressLength, describe(m["address"]))
 		}
-		out = append(out, clusterv1.MachineAddress{Type: typ, Address: addr})
-	}
-	return out, nil
+		return clusterv1.MachineAddress{Type: typ, Address: addr}, nil
+	})
 }
 
 // MachinePool reads a TerraformMachinePool module's contract outputs.
@@ -425,25 +437,21 @@ func MachinePool(s *State) (*MachinePoolOutputs, error) {
 	if err != nil {
 		return nil, err
 	}
-	list, ok := v.([]any)
-	if !ok {
-		return nil, invalid(name, "must be a list of strings, got %s", describe(v))
-	}
-	if len(list) > maxProviderIDs {
-		return nil, invalid(name, "has %d provider IDs; at most %d are allowed", len(list), maxProviderIDs)
-	}
-	out := &MachinePoolOutputs{ProviderIDList: make([]string, 0, len(list))}
-	seen := make(map[string]struct{}, len(list))
-	for i, e := range list {
-		id, err := providerID(name, fmt.Sprintf("element %d", i), e)
+	out := &MachinePoolOutputs{}
+	seen := map[string]struct{}{}
+	out.ProviderIDList, err = listOutput(name, v, "strings", "provider IDs", maxProviderIDs, func(what string, e any) (string, error) {
+		id, err := providerID(name, what, e)
 		if err != nil {
-			return nil, err
+			return "", err
 		}
 		if _, dup := seen[id]; dup {
-			return nil, invalid(name, "lists the provider ID %s twice", quoteShort(id))
+			return "", invalid(name, "lists the provider ID %s twice", quoteShort(id))
 		}
 		seen[id] = struct{}{}
-		out.ProviderIDList = append(out.ProviderIDList, id)
+		return id, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	out.Replicas = int32(len(out.ProviderIDList))
 
@@ -483,51 +491,47 @@ func MachinePool(s *State) (*MachinePoolOutputs, error) {
 // so that the status never describes an instance the pool does not list, nor leaves one out.
 func instances(v any, ids []string, pool map[string]struct{}) ([]infrav1.TerraformMachinePoolInstance, error) {
 	const name = OutputInstances
-	if v == nil {
-		return nil, nil
-	}
-	list, ok := v.([]any)
-	if !ok {
-		return nil, invalid(name, "must be a list of {provider_id, ready, message}, got %s", describe(v))
-	}
-	if len(list) > maxProviderIDs {
-		return nil, invalid(name, "has %d instances; at most %d are allowed", len(list), maxProviderIDs)
-	}
-	out := make([]infrav1.TerraformMachinePoolInstance, 0, len(list))
-	seen := make(map[string]struct{}, len(list))
-	for i, e := range list {
-		what := fmt.Sprintf("element %d", i)
+	seen := map[string]struct{}{}
+	out, err := listOutput(name, v, "{provider_id, ready, message}", "instances", maxProviderIDs, func(what string, e any) (infrav1.TerraformMachinePoolInstance, error) {
+		var none infrav1.TerraformMachinePoolInstance
 		m, err := object(name, what, e, "provider_id", "ready", "message")
 		if err != nil {
-			return nil, err
+			return none, err
 		}
 		id, err := providerID(name, what+": provider_id", m["provider_id"])
 		if err != nil {
-			return nil, err
+			return none, err
 		}
 		if _, dup := seen[id]; dup {
-			return nil, invalid(name, "lists the provider ID %s twice", quoteShort(id))
+			return none, invalid(name, "lists the provider ID %s twice", quoteShort(id))
 		}
 		seen[id] = struct{}{}
 		if _, listed := pool[id]; !listed {
-			return nil, invalid(name, "%s: the provider ID %s is not in provider_id_list; every instance must be one of the pool's provider IDs", what, quoteShort(id))
+			return none, invalid(name, "%s: the provider ID %s is not in provider_id_list; every instance must be one of the pool's provider IDs", what, quoteShort(id))
 		}
 		ready, ok := m["ready"].(bool)
 		if !ok {
-			return nil, invalid(name, "%s: ready must be a bool, got %s", what, describe(m["ready"]))
+			return none, invalid(name, "%s: ready must be a bool, got %s", what, describe(m["ready"]))
 		}
 		in := infrav1.TerraformMachinePoolInstance{ProviderID: id, Ready: ready}
 		switch msg := m["message"].(type) {
 		case nil:
 		case string:
 			if len(msg) > maxInstanceMessage {
-				return nil, invalid(name, "%s: message must have at most %d bytes", what, maxInstanceMessage)
+				return none, invalid(name, "%s: message must have at most %d bytes", what, maxInstanceMessage)
 			}
 			in.Message = msg
 		default:
-			return nil, invalid(name, "%s: message must be a string, got %s", what, describe(msg))
+			return none, invalid(name, "%s: message must be a string, got %s", what, describe(msg))
 		}
-		out = append(out, in)
+		return in, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if out == nil {
+		// No instances output.
+		return nil, nil
 	}
 	if len(seen) != len(pool) {
 		for _, id := range ids {

@@ -66,20 +66,12 @@ func (e *OutputError) Error() string { return e.Message }
 
 // AsOutputError returns the *OutputError in err's chain, if any.
 func AsOutputError(err error) (*OutputError, bool) {
-	var oe *OutputError
-	if errors.As(err, &oe) {
-		return oe, true
-	}
-	return nil, false
+	return errors.AsType[*OutputError](err)
 }
 
 // AsStateError returns the *StateError in err's chain, if any.
 func AsStateError(err error) (*StateError, bool) {
-	var se *StateError
-	if errors.As(err, &se) {
-		return se, true
-	}
-	return nil, false
+	return errors.AsType[*StateError](err)
 }
 
 func stateErr(secret, reason string, err error, format string, args ...any) *StateError {

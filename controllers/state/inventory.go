@@ -3,7 +3,6 @@ package state
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -190,29 +189,15 @@ func hclQuote(s string) string {
 // outputs Secret (owner labels with the shard, the clusterctl move label, role InventoryRole),
 // but it is not offered to variablesFrom.
 func InventorySecret(owner metav1.Object, gvk schema.GroupVersionKind, suffix string, inv Inventory) (*corev1.Secret, error) {
-	if owner.GetUID() == "" || owner.GetName() == "" || owner.GetNamespace() == "" || gvk.Kind == "" {
-		return nil, errors.New("inventory secret: the owner needs a name, namespace, uid and kind")
-	}
-	if suffix == "" {
-		return nil, errors.New("inventory secret: suffix is empty")
+	if err := checkOwner("inventory secret", owner, gvk, suffix); err != nil {
+		return nil, err
 	}
 	b, err := json.Marshal(inv)
 	if err != nil {
 		return nil, fmt.Errorf("encode inventory: %w", err)
 	}
-	labels := naming.OwnerLabels(gvk.Kind, owner.GetName(), owner.GetLabels()[infrav1.ClusterNameLabel], naming.ShardOf(owner))
-	labels[MoveLabel] = ""
-	labels[infrav1.SecretRoleLabel] = InventoryRole
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            naming.InventorySecretName(suffix),
-			Namespace:       owner.GetNamespace(),
-			Labels:          labels,
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, gvk)},
-		},
-		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{InventoryKey: b},
-	}, nil
+	return movedSecret(owner, gvk, naming.InventorySecretName(suffix), infrav1.SecretRoleLabel, InventoryRole,
+		map[string][]byte{InventoryKey: b}), nil
 }
 
 // ParseInventory reads the inventory Secret's data.

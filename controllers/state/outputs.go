@@ -2,7 +2,6 @@ package state
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 
@@ -47,11 +46,8 @@ func ClusterOutputsForMachines(s *State) map[string]json.RawMessage {
 // move`; gvk is the owner's kind and the cluster label comes from the owner's cluster-name label.
 // A nil state gives a Secret with no keys.
 func OutputsSecret(owner metav1.Object, gvk schema.GroupVersionKind, suffix string, s *State) (*corev1.Secret, error) {
-	if owner.GetUID() == "" || owner.GetName() == "" || owner.GetNamespace() == "" || gvk.Kind == "" {
-		return nil, errors.New("outputs secret: the owner needs a name, namespace, uid and kind")
-	}
-	if suffix == "" {
-		return nil, errors.New("outputs secret: suffix is empty")
+	if err := checkOwner("outputs secret", owner, gvk, suffix); err != nil {
+		return nil, err
 	}
 	data := map[string][]byte{}
 	size := 0
@@ -68,18 +64,37 @@ func OutputsSecret(owner metav1.Object, gvk schema.GroupVersionKind, suffix stri
 		return nil, &OutputError{Reason: infrav1.OutputInvalidReason,
 			Message: fmt.Sprintf("the module's outputs take %d bytes, over the %d bytes a Secret can hold; output less data", size, maxSecretBytes)}
 	}
+	// Offered to other objects' variablesFrom (a machine module reading its cluster's outputs).
+	return movedSecret(owner, gvk, naming.OutputsSecretName(suffix), infrav1.VariablesLabel, "true", data), nil
+}
+
+// checkOwner refuses to build one of an object's Secrets (what) for an owner without a name,
+// namespace, UID or kind, or without a state suffix.
+func checkOwner(what string, owner metav1.Object, gvk schema.GroupVersionKind, suffix string) error {
+	if owner.GetUID() == "" || owner.GetName() == "" || owner.GetNamespace() == "" || gvk.Kind == "" {
+		return fmt.Errorf("%s: the owner needs a name, namespace, uid and kind", what)
+	}
+	if suffix == "" {
+		return fmt.Errorf("%s: suffix is empty", what)
+	}
+	return nil
+}
+
+// movedSecret is an opaque Secret of the object's that clusterctl move carries with it:
+// controlled by the owner (gvk is its kind), with the owner labels (the cluster from the
+// owner's cluster-name label, the shard), the move label, and label = value.
+func movedSecret(owner metav1.Object, gvk schema.GroupVersionKind, name, label, value string, data map[string][]byte) *corev1.Secret {
 	labels := naming.OwnerLabels(gvk.Kind, owner.GetName(), owner.GetLabels()[infrav1.ClusterNameLabel], naming.ShardOf(owner))
 	labels[MoveLabel] = ""
-	// Offered to other objects' variablesFrom (a machine module reading its cluster's outputs).
-	labels[infrav1.VariablesLabel] = "true"
+	labels[label] = value
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            naming.OutputsSecretName(suffix),
+			Name:            name,
 			Namespace:       owner.GetNamespace(),
 			Labels:          labels,
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(owner, gvk)},
 		},
 		Type: corev1.SecretTypeOpaque,
 		Data: data,
-	}, nil
+	}
 }

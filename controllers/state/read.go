@@ -57,21 +57,22 @@ func FromSecret(s *corev1.Secret) (*State, error) {
 	}
 	raw, err := Decompress(compressed)
 	if err != nil {
-		if se, ok := AsStateError(err); ok {
-			se.Secret = where
-			return nil, se
-		}
-		return nil, err
+		return nil, inSecret(where, err)
 	}
 	st, err := Parse(raw)
 	if err != nil {
-		if se, ok := AsStateError(err); ok {
-			se.Secret = where
-			return nil, se
-		}
-		return nil, err
+		return nil, inSecret(where, err)
 	}
 	return st, nil
+}
+
+// inSecret names the Secret a *StateError was found in; other errors are returned as they are.
+func inSecret(where string, err error) error {
+	if se, ok := AsStateError(err); ok {
+		se.Secret = where
+		return se
+	}
+	return err
 }
 
 // Decompress decodes the backend's tfstate value (runnerapi.DecodeState), refusing more than
