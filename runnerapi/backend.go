@@ -144,11 +144,7 @@ func Gunzip(compressed []byte, limit int) ([]byte, error) {
 
 // AsDecodeError returns the *DecodeError in err's chain, if any.
 func AsDecodeError(err error) (*DecodeError, bool) {
-	var de *DecodeError
-	if errors.As(err, &de) {
-		return de, true
-	}
-	return nil, false
+	return errors.AsType[*DecodeError](err)
 }
 
 // Pod phases, spelled as k8s.io/api/core/v1's PodPhase values (a test keeps them equal).

@@ -285,22 +285,8 @@ func Command(runner string, inv Invocation) []string {
 		flag(FlagResultFile, inv.ResultFile),
 		flag(FlagLockTimeout, FormatSeconds(inv.LockTimeout)),
 	}
-	if inv.Binary != "" {
-		cmd = append(cmd, flag(FlagBinary, inv.Binary))
-	}
-	if inv.ChannelDir != "" {
-		cmd = append(cmd, flag(FlagChannelDir, inv.ChannelDir))
-	}
-	if inv.PlanID != "" {
-		cmd = append(cmd, flag(FlagPlanID, inv.PlanID))
-	}
-	if inv.RefreshOnly {
-		cmd = append(cmd, flag(FlagRefreshOnly, "true"))
-	}
-	if inv.DestroyPlan {
-		cmd = append(cmd, flag(FlagDestroyPlan, "true"))
-	}
-	return cmd
+	return appendSet(cmd, ifSet(FlagBinary, inv.Binary), ifSet(FlagChannelDir, inv.ChannelDir), ifSet(FlagPlanID, inv.PlanID),
+		ifTrue(FlagRefreshOnly, inv.RefreshOnly), ifTrue(FlagDestroyPlan, inv.DestroyPlan))
 }
 
 // ChannelInvocation is what the state channel's command says.
@@ -352,18 +338,8 @@ func ChannelCommand(runner string, inv ChannelInvocation) []string {
 		flag(FlagTokenFile, inv.TokenFile),
 		flag(FlagCAFile, inv.CAFile),
 	}
-	for _, f := range []struct{ name, value string }{{FlagOperation, inv.Operation}, {FlagInputsHash, inv.InputsHash}, {FlagPlanID, inv.PlanID}, {FlagStateLineage, inv.StateLineage}} {
-		if f.value != "" {
-			cmd = append(cmd, flag(f.name, f.value))
-		}
-	}
-	if inv.RefreshOnly {
-		cmd = append(cmd, flag(FlagRefreshOnly, "true"))
-	}
-	if inv.DestroyPlan {
-		cmd = append(cmd, flag(FlagDestroyPlan, "true"))
-	}
-	return cmd
+	return appendSet(cmd, ifSet(FlagOperation, inv.Operation), ifSet(FlagInputsHash, inv.InputsHash), ifSet(FlagPlanID, inv.PlanID),
+		ifSet(FlagStateLineage, inv.StateLineage), ifTrue(FlagRefreshOnly, inv.RefreshOnly), ifTrue(FlagDestroyPlan, inv.DestroyPlan))
 }
 
 // InstallCommand is the init container's command: copy the runner from the manager image.
@@ -379,4 +355,28 @@ func FormatSeconds(d time.Duration) string {
 
 func flag(name, value string) string {
 	return fmt.Sprintf("--%s=%s", name, value)
+}
+
+// optionalFlag is a flag a command line carries only when it is set; value "" leaves it out.
+type optionalFlag struct{ name, value string }
+
+// ifSet is the flag --name=value, left out when value is "" (the flag's default).
+func ifSet(name, value string) optionalFlag { return optionalFlag{name: name, value: value} }
+
+// ifTrue is the flag --name=true, left out when on is false (the flag's default).
+func ifTrue(name string, on bool) optionalFlag {
+	if !on {
+		return optionalFlag{name: name}
+	}
+	return optionalFlag{name: name, value: "true"}
+}
+
+// appendSet appends the flags that are set, in their order.
+func appendSet(cmd []string, flags ...optionalFlag) []string {
+	for _, f := range flags {
+		if f.value != "" {
+			cmd = append(cmd, flag(f.name, f.value))
+		}
+	}
+	return cmd
 }
