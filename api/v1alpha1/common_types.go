@@ -356,6 +356,9 @@ const (
 	DefaultActiveDeadlineSeconds int64 = 3600
 	// DefaultLockTimeoutSeconds is spec.job.lockTimeoutSeconds when it is not set.
 	DefaultLockTimeoutSeconds int64 = 300
+	// DefaultJobsHistory is spec.job.successfulJobsHistory and spec.job.failedJobsHistory when
+	// they are not set.
+	DefaultJobsHistory int32 = 1
 )
 
 // JobPolicy shapes the Jobs CAPTF runs for an object.
@@ -466,6 +469,20 @@ func (p JobPolicy) EffectiveLockTimeoutSeconds() int64 {
 		return *p.LockTimeoutSeconds
 	}
 	return DefaultLockTimeoutSeconds
+}
+
+// EffectiveJobsHistory is how many finished Jobs of each outcome the object keeps:
+// spec.job.successfulJobsHistory and spec.job.failedJobsHistory, or DefaultJobsHistory for
+// one that is not set.
+func (p JobPolicy) EffectiveJobsHistory() (succeeded, failed int) {
+	succeeded, failed = int(DefaultJobsHistory), int(DefaultJobsHistory)
+	if p.SuccessfulJobsHistory != nil {
+		succeeded = int(*p.SuccessfulJobsHistory)
+	}
+	if p.FailedJobsHistory != nil {
+		failed = int(*p.FailedJobsHistory)
+	}
+	return succeeded, failed
 }
 
 // IdentityToken is a projected ServiceAccount token for a cloud provider, never for the
