@@ -123,6 +123,8 @@ var _ = Describe("TerraformCluster schema", func() {
 		// The schema's markers and the constants the code reads must agree.
 		Expect(got.Spec.Job.ActiveDeadlineSeconds).To(HaveValue(Equal(infrav1.DefaultActiveDeadlineSeconds)))
 		Expect(got.Spec.Job.LockTimeoutSeconds).To(HaveValue(Equal(infrav1.DefaultLockTimeoutSeconds)))
+		Expect(got.Spec.Job.SuccessfulJobsHistory).To(HaveValue(Equal(infrav1.DefaultJobsHistory)))
+		Expect(got.Spec.Job.FailedJobsHistory).To(HaveValue(Equal(infrav1.DefaultJobsHistory)))
 		Expect(got.Spec.Drift.Mode).To(Equal(infrav1.DriftModeReport))
 	})
 
