@@ -51,6 +51,21 @@ func AbandonVoid(ev Evidence) string {
 	return ""
 }
 
+// AbandonPredates judges, for a deleting object that carries an abandon, whether the abandon
+// was set before the deletion began, from the object as the cache shows it and as the API
+// server shows it now (live nil: it is gone). When the API server no longer shows the abandon
+// the cache shows (or the object is gone, or is another incarnation), the abandon is not
+// honoured this pass (true): every write of the pass carries the cached resourceVersion and
+// conflicts, and the next pass decides on the newer object. Otherwise the managed fields
+// decide (AbandonSetBefore).
+func AbandonPredates(cached, live metav1.Object) bool {
+	key := infrav1.AbandonInfrastructureAnnotation
+	if live == nil || live.GetUID() != cached.GetUID() || live.GetAnnotations()[key] != cached.GetAnnotations()[key] {
+		return true
+	}
+	return AbandonSetBefore(live)
+}
+
 // AbandonSetBefore reports whether the managed fields of o prove that the abandon annotation
 // was last set before the deletion began: every field manager that owns the annotation last
 // wrote strictly before the deletion timestamp (both at the API server's one-second

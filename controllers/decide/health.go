@@ -130,12 +130,12 @@ func HealthTransition(prev, next *infrav1.HealthRecord, threshold int32) (eventT
 	_, ns, nr, nmsg := HealthCondition(next, threshold)
 	switch {
 	case atThreshold(next, threshold) && !atThreshold(prev, threshold):
-		return "Warning", infrav1.InfrastructureUnhealthyReason, nmsg, true
+		return EventWarning, infrav1.InfrastructureUnhealthyReason, nmsg, true
 	case ps == ns && pr == nr:
 		return "", "", "", false
 	case nr == infrav1.UnhealthyReason || nr == infrav1.HealthOutputInvalidReason:
-		return "Warning", nr, nmsg, true
+		return EventWarning, nr, nmsg, true
 	}
 	// Healthy, and a module without a health output (the usual case, not a fault).
-	return "Normal", nr, nmsg, true
+	return EventNormal, nr, nmsg, true
 }

@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -258,4 +259,51 @@ func PendingPlanOf(p *infrav1.PlanRecord) *infrav1.PendingPlan {
 		pp.CreatedAt = &t
 	}
 	return pp
+}
+
+// PlanSecretProblem judges the plan Secret a Plan Job's state channel wrote (data) against the
+// plan the Job's result names (saved, read from a pod the Job controls): every artifact must
+// match the reported digests, the record must read and name that plan, and record the kind of
+// plan the Job was told to make (the channel records the kind from the manager's flags; a
+// record of another kind was not made by this Job's channel). It returns the record and "",
+// or why the plan is to be held as corrupt.
+func PlanSecretProblem(saved *runnerapi.PlanRef, data map[string][]byte, cur JobView) (runnerapi.PlanRecord, string) {
+	var rec runnerapi.PlanRecord
+	if saved == nil || saved.Digests == nil || !saved.Digests.Complete() {
+		return rec, "the Plan Job's result reports no digests of the plan's artifacts, so nothing binds the plan Secret to the plan"
+	}
+	if err := saved.Digests.Verify(data); err != nil {
+		return rec, err.Error()
+	}
+	if err := json.Unmarshal(data[runnerapi.PlanRecordKey], &rec); err != nil {
+		return rec, fmt.Sprintf("the plan Secret's %s cannot be read: %v", runnerapi.PlanRecordKey, err)
+	}
+	if rec.ID != saved.ID {
+		return rec, fmt.Sprintf("the plan Secret's %s records plan %s, but the Plan Job's result names plan %s", runnerapi.PlanRecordKey, rec.ID, saved.ID)
+	}
+	if rec.RefreshOnly != cur.RefreshOnly || rec.Destroy != cur.DestroyPlan {
+		recorded, made := infrav1.PlanRecord{RefreshOnly: rec.RefreshOnly, Destroy: rec.Destroy}, infrav1.PlanRecord{RefreshOnly: cur.RefreshOnly, Destroy: cur.DestroyPlan}
+		return rec, fmt.Sprintf("the plan Secret's %s records a %s, but Job %s made a %s", runnerapi.PlanRecordKey,
+			recorded.KindName(), cur.Name, made.KindName())
+	}
+	return rec, ""
+}
+
+// PendingPlanProblem judges the plan Secret (data) against the pending plan's record just
+// before the Job that applies it starts: "" when every artifact still matches the digests the
+// record keeps, else why the plan is to be held as corrupt.
+func PendingPlanProblem(pl *infrav1.PlanRecord, data map[string][]byte) string {
+	if pl.Digests == nil {
+		return "the pending plan's record keeps no digests of its artifacts, so nothing binds the plan Secret to it"
+	}
+	if err := RunnerDigests(pl.Digests).Verify(data); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// CorruptPlanEvent is the Warning event of a plan held as corrupt.
+func CorruptPlanEvent(pl *infrav1.PlanRecord) Event {
+	return Event{EventWarning, infrav1.PlanCorruptReason, fmt.Sprintf(
+		"plan %s (Job %s) is held as corrupt and will never be applied: %s; see docs/runbooks/plan-corrupt.md", pl.ID, pl.Job, pl.Corrupt)}
 }

@@ -179,6 +179,27 @@ func Selects(p *infrav1.TerraformPlanPolicy, nsLabels map[string]string) (bool, 
 	return sel.Matches(labels.Set(nsLabels)), nil
 }
 
+// Selecting are the policies that judge the objects of a namespace with these labels. A policy
+// whose namespace selector does not parse (the webhook refuses one; one may have slipped
+// through) selects every object, so it holds plans rather than letting them by: unparsable
+// says why for each such policy, by name.
+func Selecting(policies []infrav1.TerraformPlanPolicy, nsLabels map[string]string) (selected []infrav1.TerraformPlanPolicy, unparsable map[string]error) {
+	for _, pol := range policies {
+		ok, err := Selects(&pol, nsLabels)
+		if err != nil {
+			if unparsable == nil {
+				unparsable = map[string]error{}
+			}
+			unparsable[pol.Name] = err
+			ok = true
+		}
+		if ok {
+			selected = append(selected, pol)
+		}
+	}
+	return selected, unparsable
+}
+
 // Input is what a plan is judged on.
 type Input struct {
 	// PlanJSON is the plan Secret's runnerapi.PlanJSONKey.
