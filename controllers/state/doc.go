@@ -25,4 +25,16 @@
 //     status or spec patch built from them is not refused; a bad output is an *OutputError
 //     naming the output and what was expected, never a panic.
 //   - Reads go through the reader the caller passes (the engine passes the live API reader).
+//
+// Keeper (keeper.go) is the state's lifecycle beside the object, built once with its clients
+// and the backup count; its methods take the object (a Subject) explicitly. It keeps:
+//   - the state Secret, its backups and the durable inputs carry the protection finalizer
+//     captf.io/state-protection, which only the Keeper removes (LetGo, Retain), and the state
+//     Secret never gets an owner reference (the garbage collector must never delete a state);
+//   - a backup is taken only of a state newer than the newest backup, and belongs to one
+//     incarnation (controller owner reference); a restore reads only a backup of the same
+//     incarnation;
+//   - Clean deletes the state and the durable inputs but keeps the backups (unprotected) until
+//     the object is gone, and deletes the lock Lease only when no terraform holds it (UID and
+//     resourceVersion preconditions); when to Clean is the caller's decision (controllers/decide).
 package state
