@@ -6,10 +6,12 @@ import (
 	"strconv"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +20,8 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
+	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
+	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
 
 // act carries out p.d. It writes exactly what the decision says: the marks first, then the
@@ -51,20 +55,18 @@ func (p *pass) act(ctx context.Context) (ctrl.Result, error) {
 	if res, proceed, err := p.writeMarks(ctx); !proceed {
 		return res, err
 	}
+	for _, e := range decide.WaitEvents(p.ev, d, p.obj.GetTerraformStatus().Conditions) {
+		p.out.add(e.Type, e.Reason, e.Message)
+	}
 
 	switch d.Action {
 	case decide.ActionWaitJob, decide.ActionWait, decide.ActionIdle:
-		p.holdEvent()
-		p.pullFailureEvent()
-		p.startBlockEvent()
 		if d.Wait != nil {
 			return ctrl.Result{RequeueAfter: d.Wait.RequeueAfter}, nil
 		}
 		return ctrl.Result{}, nil
 	case decide.ActionDeleteJob:
-		p.pullFailureEvent()
-		p.startBlockEvent()
-		return p.deleteNeverStartedJob(ctx)
+		return deleteNeverStartedJob(ctx, p.r.Client, p.ev.Jobs.Running[0], p.jobs, &p.out)
 	case decide.ActionRecoverStatus:
 		return p.recoverFromState(ctx)
 	case decide.ActionStart:
@@ -93,8 +95,8 @@ func (p *pass) writeMarks(ctx context.Context) (ctrl.Result, bool, error) {
 			return res, false, err
 		}
 		log.FromContext(ctx).Info("voided a dormant abandon", "why", why)
-		p.emit(corev1.EventTypeWarning, "AbandonVoided", why)
-		p.flush()
+		p.out.add(corev1.EventTypeWarning, "AbandonVoided", why)
+		p.out.flush()
 	}
 
 	// The marks.
@@ -105,7 +107,7 @@ func (p *pass) writeMarks(ctx context.Context) (ctrl.Result, bool, error) {
 		}
 	}
 	if name := d.SetActiveJob; name != "" {
-		p.obj.GetTerraformStatus().ActiveJob = &infrav1.ActiveJob{Name: name, Operation: p.runningOp(name), StartTime: p.jobStart(name)}
+		p.obj.GetTerraformStatus().ActiveJob = activeJobOf(p.ev.Jobs.Running, p.jobs, name)
 	}
 	if d.ClearActiveJob {
 		p.obj.GetTerraformStatus().ActiveJob = nil
@@ -115,8 +117,8 @@ func (p *pass) writeMarks(ctx context.Context) (ctrl.Result, bool, error) {
 			res, err := p.conflictOr(ctx, err, "clear block-move")
 			return res, false, err
 		}
-		p.emit(corev1.EventTypeNormal, "BlockMoveCleared", "nothing runs and the object is paused or leaving: clusterctl move may proceed")
-		p.flush()
+		p.out.add(corev1.EventTypeNormal, "BlockMoveCleared", "nothing runs and the object is paused or leaving: clusterctl move may proceed")
+		p.out.flush()
 	}
 	return ctrl.Result{}, true, nil
 }
@@ -137,14 +139,14 @@ func (p *pass) skipRun(ctx context.Context, name string) (ctrl.Result, error) {
 // release lets the object go without a destroy, handing its state, durable inputs and backups
 // over to a person (Retain, or an audited abandon).
 func (p *pass) release(ctx context.Context, a decide.Action) (ctrl.Result, error) {
-	for _, name := range p.objectSecrets() {
-		if err := p.retainSecret(ctx, name); err != nil {
+	for _, name := range state.Names(p.suffix, p.ev.State.Backups) {
+		if err := p.r.stateKeeper().Retain(ctx, p.subject, name); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 	note := "deletionPolicy Retain: nothing was destroyed; the state, durable inputs and backups are kept and no longer protected (see docs/state.md)"
 	if a == decide.ActionAbandon {
-		p.emit(corev1.EventTypeWarning, "InfrastructureAbandoned",
+		p.out.add(corev1.EventTypeWarning, "InfrastructureAbandoned",
 			"the infrastructure was abandoned (annotation "+infrav1.AbandonInfrastructureAnnotation+"): nothing was destroyed; the state, durable inputs and backups are kept")
 		note = "abandoned: nothing was destroyed; the state, durable inputs and backups are kept"
 	}
@@ -155,21 +157,21 @@ func (p *pass) release(ctx context.Context, a decide.Action) (ctrl.Result, error
 	return res, err
 }
 
-func (p *pass) runningOp(name string) infrav1.Operation {
-	for _, j := range p.ev.Jobs.Running {
+// activeJobOf is status.activeJob for the running Job name: its operation as the decision saw
+// it, and its creation time from the cache (nil when the cache does not show it yet).
+func activeJobOf(running []decide.JobView, jobs []batchv1.Job, name string) *infrav1.ActiveJob {
+	a := &infrav1.ActiveJob{Name: name}
+	for _, j := range running {
 		if j.Name == name {
-			return j.Operation
+			a.Operation = j.Operation
+			break
 		}
 	}
-	return ""
-}
-
-func (p *pass) jobStart(name string) *metav1.Time {
-	if j := p.jobNamed(name); j != nil {
+	if j := jobNamed(jobs, name); j != nil {
 		t := j.CreationTimestamp
-		return &t
+		a.StartTime = &t
 	}
-	return nil
+	return a
 }
 
 // SlotRequeue is how soon an object waiting for a Job slot looks again.
@@ -184,32 +186,30 @@ func rejected(err error) bool {
 
 // releaseIfNoJob gives the leases back only when the API server has no Job of that name: a
 // pass with a lagging cache can rebuild the name of a Job an earlier pass created.
-func (p *pass) releaseIfNoJob(ctx context.Context, name string) error {
-	if _, _, err := p.r.Leases.ReleaseIfNoJob(ctx, p.owner, name); err != nil {
+func releaseIfNoJob(ctx context.Context, leases *runlease.Manager, owner runlease.Owner, name string) error {
+	if _, _, err := leases.ReleaseIfNoJob(ctx, owner, name); err != nil {
 		return fmt.Errorf("release leases of %s: %w", name, err)
 	}
 	return nil
 }
 
-func (p *pass) livePaused(ctx context.Context) (bool, error) {
-	fresh := p.r.Kind.New()
-	if err := p.r.APIReader.Get(ctx, client.ObjectKeyFromObject(p.obj), fresh); err != nil {
+// livePaused applies decide.Paused to the object (read into fresh) and its Cluster as the API
+// server has them now: the cache may lag a pause set a moment ago.
+func livePaused(ctx context.Context, live client.Reader, key types.NamespacedName, fresh Object, cluster string) (bool, error) {
+	if err := live.Get(ctx, key, fresh); err != nil {
 		return false, fmt.Errorf("re-read object: %w", err)
 	}
-	if hasKey(fresh.GetAnnotations(), infrav1.PausedAnnotation) {
-		return true, nil
-	}
-	if p.owner.Cluster == "" {
-		return false, nil
+	if decide.Paused(fresh.GetAnnotations(), nil) || cluster == "" {
+		return decide.Paused(fresh.GetAnnotations(), nil), nil
 	}
 	c := &clusterv1.Cluster{}
-	if err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: p.owner.Cluster}, c); err != nil {
+	if err := live.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: cluster}, c); err != nil {
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
 		return false, fmt.Errorf("re-read cluster: %w", err)
 	}
-	return c.Spec.Paused != nil && *c.Spec.Paused, nil
+	return decide.Paused(fresh.GetAnnotations(), c.Spec.Paused), nil
 }
 
 func (p *pass) removeFinalizer(ctx context.Context, clearBlockMove bool, note string) (ctrl.Result, error) {
@@ -222,26 +222,37 @@ func (p *pass) removeFinalizer(ctx context.Context, clearBlockMove bool, note st
 		return p.conflictOr(ctx, err, "remove finalizer")
 	}
 	p.r.memo.forget(p.obj.GetUID())
-	p.emit(corev1.EventTypeNormal, "FinalizerRemoved", note)
-	p.flush()
+	p.out.add(corev1.EventTypeNormal, "FinalizerRemoved", note)
+	p.out.flush()
 	return ctrl.Result{}, nil
 }
 
 // event is one event waiting for the write it reports.
 type event struct{ eventType, reason, note string }
 
-// emit queues an event; flush sends the queue. An event is sent only after the write it
-// reports succeeded: callers flush right after that write, and the queue left at the end of
-// the pass goes out after the status patch succeeded (lease waits, outputs problems).
-func (p *pass) emit(eventType, reason, note string) {
-	p.pending = append(p.pending, event{eventType, reason, note})
+// outbox holds the events of one pass until the write they report succeeded: callers flush
+// right after that write, and the queue left at the end of the pass goes out after the status
+// patch succeeded (lease waits, outputs problems); a write that failed drops the queue.
+type outbox struct {
+	rec     events.EventRecorder // nil sends nothing
+	about   runtime.Object
+	pending []event
 }
 
-func (p *pass) flush() {
-	for _, e := range p.pending {
-		if p.r.Recorder != nil {
-			p.r.Recorder.Eventf(p.obj, nil, e.eventType, e.reason, e.reason, "%s", e.note)
+// add queues an event.
+func (o *outbox) add(eventType, reason, note string) {
+	o.pending = append(o.pending, event{eventType, reason, note})
+}
+
+// flush sends the queue.
+func (o *outbox) flush() {
+	for _, e := range o.pending {
+		if o.rec != nil {
+			o.rec.Eventf(o.about, nil, e.eventType, e.reason, e.reason, "%s", e.note)
 		}
 	}
-	p.pending = nil
+	o.pending = nil
 }
+
+// drop forgets the queue: nothing it reports was written.
+func (o *outbox) drop() { o.pending = nil }

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
@@ -19,6 +20,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/metrics"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
 
@@ -71,19 +73,19 @@ func (p *pass) bookkeep(ctx context.Context) (ctrl.Result, error) {
 	if f.b.HealthSampled {
 		p.rep.HealthRecord = infrav1.ParseHealthRecord(p.obj.GetAnnotations()[infrav1.HealthRecordAnnotation])
 		if et, reason, note, ok := decide.HealthTransition(p.ev.Health.Last, p.rep.HealthRecord, p.ev.Health.Threshold); ok {
-			p.emit(et, reason, note)
+			p.out.add(et, reason, note)
 		}
 	}
 	p.reportFinished(ctx, f)
-	p.releaseFinished(ctx, f.job)
-	p.pruneHistory(ctx, f.cur)
+	releaseFinished(ctx, p.r.Client, p.r.Leases, p.owner, f.job)
+	pruneHistory(ctx, p.r.Client, p.r.APIReader, p.subject, p.jobs, p.obj.GetTerraformSpec().Job, f.cur)
 	return ctrl.Result{}, nil
 }
 
 // collectFinished judges the finished Job and reads and writes everything its count depends on.
 func (p *pass) collectFinished(ctx context.Context) (*finishedRun, error) {
 	cur := *p.ev.Jobs.Current
-	job := p.jobNamed(cur.Name)
+	job := jobNamed(p.jobs, cur.Name)
 	if job == nil {
 		return nil, fmt.Errorf("bookkeep job %s: not in the cached list", cur.Name)
 	}
@@ -92,7 +94,7 @@ func (p *pass) collectFinished(ctx context.Context) (*finishedRun, error) {
 	b := decide.JudgeFinished(cur, decide.RunEnd{Outcome: out.Outcome, Message: out.Message, PlanStale: out.PlanStale, PlanRefused: out.PlanRefused}, failures, p.r.Clock.Now())
 	if cur.Operation.Background() && b.Outcome == infrav1.RunSucceeded && out.Result != nil && out.Result.Drift != nil {
 		b.DriftChecked, b.DriftFound = true, *out.Result.Drift
-		b.ActOnDrift = p.ev.Drift.Mode == infrav1.DriftModeRemediate || p.ev.Drift.Mode == infrav1.DriftModeAccept
+		b.ActOnDrift = decide.ActsOnDrift(p.ev.Drift.Mode)
 		b.DriftSummary = driftSummary(out)
 	}
 	f := &finishedRun{cur: cur, job: job, out: out}
@@ -100,11 +102,15 @@ func (p *pass) collectFinished(ctx context.Context) (*finishedRun, error) {
 	// A Job that may have moved the state: protect it and back it up, whatever the outcome (a
 	// failed apply can have written part of its changes).
 	if cur.Operation.Mutating() {
-		if err := p.protectState(ctx); err != nil {
+		if err := p.r.stateKeeper().Protect(ctx, p.subject); err != nil {
 			return nil, err
 		}
+		var newest int64
+		if len(p.ev.State.Backups) > 0 {
+			newest = p.ev.State.Backups[0].Serial
+		}
 		var err error
-		if f.backup, err = p.takeBackup(ctx, cur.Name); err != nil {
+		if f.backup, err = p.r.stateKeeper().Backup(ctx, p.subject, cur.Name, newest); err != nil {
 			return nil, err
 		}
 	}
@@ -115,11 +121,12 @@ func (p *pass) collectFinished(ctx context.Context) (*finishedRun, error) {
 	if cur.Operation == infrav1.OperationPlan && b.Outcome == infrav1.RunSucceeded {
 		// The digests that bind the plan's artifacts come only from a pod the Job controls that
 		// runs the Job's template, which the cache strips: the Job is read live for it.
-		tmpl, err := p.liveJob(ctx, job)
+		tmpl, err := liveJob(ctx, p.r.APIReader, job)
 		if err != nil {
 			return nil, err
 		}
-		pl, err := p.readPlan(ctx, cur, jobs.OutcomeOf(job, controlledPods(tmpl, p.pods)))
+		reader := planReader{live: p.r.APIReader, subject: p.subject, applyPolicy: p.ev.Plan.ApplyPolicy, policies: p.policies, clock: p.r.Clock}
+		pl, err := reader.read(ctx, cur, jobs.OutcomeOf(job, controlledPods(tmpl, p.pods)))
 		if err != nil {
 			return nil, err
 		}
@@ -144,7 +151,7 @@ func (p *pass) collectFinished(ctx context.Context) (*finishedRun, error) {
 	// The lineage of the state the Job left: the object's own the first time, else compared
 	// with it (I7: a state of another lineage holds the object).
 	var err error
-	if f.lineage, err = p.lineageAfter(ctx, cur.Operation); err != nil {
+	if f.lineage, err = lineageAfter(ctx, p.r.stateKeeper(), p.subject, cur.Operation); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -154,12 +161,12 @@ func (p *pass) collectFinished(ctx context.Context) (*finishedRun, error) {
 // the state and offers the outputs Secret for outputs that fit the contract.
 func (p *pass) collectOutputs(ctx context.Context, f *finishedRun) error {
 	var err error
-	if f.outputs, f.outputsErr, err = p.readOutputs(ctx); err != nil {
+	if f.outputs, f.outputsErr, err = p.r.stateKeeper().ReadOutputs(ctx, p.subject); err != nil {
 		return err
 	}
 	// The inventory lists what the state holds, whether or not its outputs fit the contract.
 	if f.outputs != nil {
-		if err := p.writeInventory(ctx, f.outputs); err != nil {
+		if err := p.r.stateKeeper().WriteInventory(ctx, p.subject, f.outputs); err != nil {
 			return err
 		}
 	}
@@ -169,7 +176,7 @@ func (p *pass) collectOutputs(ctx context.Context, f *finishedRun) error {
 		f.outputsErr = p.r.Kind.ApplyOutputs(p.obj.DeepCopyObject().(Object), f.outputs)
 	}
 	if f.outputsErr == nil {
-		if err := p.writeOutputsSecret(ctx, f.outputs); err != nil {
+		if err := p.prep.writeOutputsSecret(ctx, f.outputs); err != nil {
 			if _, ok := state.AsOutputError(err); !ok {
 				return err
 			}
@@ -184,19 +191,19 @@ func (p *pass) collectOutputs(ctx context.Context, f *finishedRun) error {
 func (p *pass) reportFinished(ctx context.Context, f *finishedRun) {
 	b := f.b
 	if b.Outcome == infrav1.RunSucceeded {
-		p.emit(corev1.EventTypeNormal, "JobSucceeded", fmt.Sprintf("Job %s (%s) succeeded", b.Job, b.Op))
+		p.out.add(corev1.EventTypeNormal, "JobSucceeded", fmt.Sprintf("Job %s (%s) succeeded", b.Job, b.Op))
 		if f.cur.Operation == infrav1.OperationRefresh {
-			p.emit(corev1.EventTypeNormal, "StateRefreshed", fmt.Sprintf("Job %s recorded in the state what changed outside Terraform (%s); no infrastructure was changed",
+			p.out.add(corev1.EventTypeNormal, "StateRefreshed", fmt.Sprintf("Job %s recorded in the state what changed outside Terraform (%s); no infrastructure was changed",
 				b.Job, refreshSummary(f.out)))
 		}
 	} else {
-		p.emit(corev1.EventTypeWarning, "JobFailed", b.Event())
+		p.out.add(corev1.EventTypeWarning, "JobFailed", b.Event())
 	}
 	if f.outputs != nil || f.outputsErr != nil {
 		p.rep.Outputs = outputsOf(f.outputsErr)
 		var oe *state.OutputError
 		if errors.As(f.outputsErr, &oe) {
-			p.emit(corev1.EventTypeWarning, oe.Reason, oe.Message)
+			p.out.add(corev1.EventTypeWarning, oe.Reason, oe.Message)
 		}
 	}
 	metrics.JobsFinished.WithLabelValues(p.r.Kind.Name(), string(b.Op), string(b.Outcome)).Inc()
@@ -208,25 +215,26 @@ func (p *pass) reportFinished(ctx context.Context, f *finishedRun) {
 	}
 	if lb := f.out.LockBroken; lb != nil {
 		metrics.LocksBroken.WithLabelValues(p.r.Kind.Name()).Inc()
-		p.emit(corev1.EventTypeWarning, "StateLockBroken", fmt.Sprintf(
+		p.out.add(corev1.EventTypeWarning, "StateLockBroken", fmt.Sprintf(
 			"Job %s broke the stale state lock %s held by pod %s of Job %s (%s), which had ended without releasing it", b.Job, lb.LockID, lb.Pod, lb.Job, lb.Who))
 	}
 	p.rep.LockHolder = f.out.LockHolder
 	if pl := b.Plan; pl != nil && pl.IsCorrupt() {
-		p.reportCorrupt(pl)
+		e := decide.CorruptPlanEvent(pl)
+		p.out.add(e.Type, e.Reason, e.Message)
 	}
 	if pl := b.Plan; pl != nil && pl.Changes() && !pl.IsCorrupt() {
-		p.emit(corev1.EventTypeNormal, "PlanSaved", fmt.Sprintf("Job %s saved %s %s (%s); it applies once approved: kubectl annotate %s %s %s=%s",
+		p.out.add(corev1.EventTypeNormal, "PlanSaved", fmt.Sprintf("Job %s saved %s %s (%s); it applies once approved: kubectl annotate %s %s %s=%s",
 			b.Job, pl.KindName(), pl.ID, pl.Counts(), strings.ToLower(p.r.Kind.Name()), p.obj.GetName(), infrav1.ApprovePlanAnnotation, pl.ID))
 	}
 	if pl := b.Plan; pl != nil && pl.Violated() {
-		p.emit(corev1.EventTypeWarning, infrav1.PlanPolicyViolatedReason, fmt.Sprintf("plan %s breaks plan policy rules: %s", pl.ID, strings.Join(pl.Violations, "; ")))
+		p.out.add(corev1.EventTypeWarning, infrav1.PlanPolicyViolatedReason, fmt.Sprintf("plan %s breaks plan policy rules: %s", pl.ID, strings.Join(pl.Violations, "; ")))
 	}
 	if f.backup != nil {
-		p.emit(corev1.EventTypeNormal, "StateBackedUp", fmt.Sprintf("state serial %d backed up to %s", f.backup.Serial, f.backup.Name))
-		p.rep.Backups = p.pruneBackups(ctx, append([]decide.BackupView{*f.backup}, p.ev.State.Backups...))
+		p.out.add(corev1.EventTypeNormal, "StateBackedUp", fmt.Sprintf("state serial %d backed up to %s", f.backup.Serial, f.backup.Name))
+		p.rep.Backups = p.r.stateKeeper().PruneBackups(ctx, p.subject, append([]decide.BackupView{*f.backup}, p.ev.State.Backups...))
 	}
-	p.flush()
+	p.out.flush()
 	p.rep.Bookkept = &f.b
 	st := p.obj.GetTerraformStatus()
 	st.LastRun = &infrav1.LastRun{Job: b.Job, Operation: b.Op, Outcome: b.Outcome,
@@ -234,12 +242,12 @@ func (p *pass) reportFinished(ctx context.Context, f *finishedRun) {
 	if f.cur.Operation.Background() {
 		st.LastDriftCheck = &metav1.Time{Time: b.At}
 		if b.DriftFound {
-			p.emit(corev1.EventTypeWarning, "DriftDetected", fmt.Sprintf("Job %s found drift: %s", b.Job, b.DriftSummary))
+			p.out.add(corev1.EventTypeWarning, "DriftDetected", fmt.Sprintf("Job %s found drift: %s", b.Job, b.DriftSummary))
 		}
 		if b.DriftCheckRequest != "" {
-			p.emit(corev1.EventTypeNormal, "DriftCheckAnswered", driftCheckAnswer(b, p.obj.GetAnnotations()[infrav1.DriftCheckAnnotation]))
+			p.out.add(corev1.EventTypeNormal, "DriftCheckAnswered", driftCheckAnswer(b, p.obj.GetAnnotations()[infrav1.DriftCheckAnnotation]))
 		}
-		p.flush()
+		p.out.flush()
 	}
 }
 
@@ -267,39 +275,22 @@ func driftCheckAnswer(b decide.Bookkept, now string) string {
 
 // releaseFinished deletes the per-run Secret and gives back the leases of a counted Job. Both
 // are best effort: the Secret goes with its Job, and a lease whose holder finished is free.
-func (p *pass) releaseFinished(ctx context.Context, job *batchv1.Job) {
+func releaseFinished(ctx context.Context, c client.Client, leases *runlease.Manager, owner runlease.Owner, job *batchv1.Job) {
 	rs := &corev1.Secret{}
 	rs.Namespace, rs.Name = job.Namespace, naming.RunSecretName(job.Name)
-	if err := p.r.Client.Delete(ctx, rs); err != nil && !apierrors.IsNotFound(err) {
+	if err := c.Delete(ctx, rs); err != nil && !apierrors.IsNotFound(err) {
 		log.FromContext(ctx).Error(err, "delete per-run secret", "secret", rs.Name)
 	}
-	p.deleteRunIdentitySecret(ctx, job)
-	if _, err := p.r.Leases.Release(ctx, p.owner, job.Name); err != nil {
+	deleteRunIdentitySecret(ctx, c, job)
+	if _, err := leases.Release(ctx, owner, job.Name); err != nil {
 		log.FromContext(ctx).Error(err, "release leases of a finished job", "job", job.Name)
 	}
-}
-
-// readOutputs reads the state live after an apply. A state that is missing or unreadable is
-// an outputs problem (reported), not an error to retry blindly.
-func (p *pass) readOutputs(ctx context.Context) (*state.State, error, error) {
-	st, err := state.Read(ctx, p.r.APIReader, p.obj.GetNamespace(), p.suffix)
-	switch {
-	case err == nil:
-		return st, nil, nil
-	case errors.Is(err, state.ErrNoState):
-		return nil, &state.OutputError{Reason: infrav1.OutputMissingReason,
-			Message: "the apply succeeded but left no state Secret " + naming.StateSecretName(p.suffix)}, nil
-	}
-	if se, ok := state.AsStateError(err); ok {
-		return nil, &state.OutputError{Reason: infrav1.OutputInvalidReason, Message: se.Error()}, nil
-	}
-	return nil, nil, fmt.Errorf("read state: %w", err)
 }
 
 // recoverFromState rebuilds the contract fields and provisioned from the state of the last
 // successful apply, for an object whose status was wiped.
 func (p *pass) recoverFromState(ctx context.Context) (ctrl.Result, error) {
-	st, outputsErr, err := p.readOutputs(ctx)
+	st, outputsErr, err := p.r.stateKeeper().ReadOutputs(ctx, p.subject)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -313,11 +304,11 @@ func (p *pass) recoverFromState(ctx context.Context) (ctrl.Result, error) {
 	switch {
 	case outputsErr == nil:
 		p.rep.Recovered = true
-		p.emit(corev1.EventTypeNormal, "StatusRecovered", "status rebuilt from the Terraform state; no Job was needed")
+		p.out.add(corev1.EventTypeNormal, "StatusRecovered", "status rebuilt from the Terraform state; no Job was needed")
 	case errors.As(outputsErr, &oe):
-		p.emit(corev1.EventTypeWarning, oe.Reason, oe.Message)
+		p.out.add(corev1.EventTypeWarning, oe.Reason, oe.Message)
 	}
-	p.flush()
+	p.out.flush()
 	return ctrl.Result{}, nil
 }
 

@@ -12,8 +12,8 @@ import (
 // cliConfigProblem checks, live, the sources of spec.job.cliConfig (inputs.CheckCLIConfig): a
 // missing or unlabelled one, or a missing key, holds the object with InputsValid=False before
 // any Job hands it to the kubelet.
-func (p *pass) cliConfigProblem(ctx context.Context) (*decide.Problem, error) {
-	err := inputs.CheckCLIConfig(ctx, p.r.APIReader, p.obj.GetNamespace(), p.obj.GetTerraformSpec().Job.CLIConfig)
+func (pr *preparer) cliConfigProblem(ctx context.Context) (*decide.Problem, error) {
+	err := inputs.CheckCLIConfig(ctx, pr.live, pr.obj.GetNamespace(), pr.obj.GetTerraformSpec().Job.CLIConfig)
 	if err == nil {
 		return nil, nil
 	}

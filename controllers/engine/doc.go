@@ -9,6 +9,23 @@
 // metrics, leases and Job slots. The per-kind controllers are thin adapters (the Kind
 // interface) that supply contract inputs and map module outputs to contract fields.
 //
+// The pass (reconciler.go) holds the gathered evidence, the decision and the report, and runs the
+// steps; each step that does not need the whole pass is a small type or function given exactly
+// the clients and evidence it uses:
+//   - state.Keeper (controllers/state): the state Secret's protection, backups, restore reads,
+//     the inventory and the cleanup after a destroy;
+//   - preparer (prepare.go): the inputs, credentials and Secrets a Job runs with, judged live,
+//     and the per-run Secrets;
+//   - planReader and policyGate (plan.go, planpolicy.go): reading a Plan Job's plan and judging
+//     it by the plan policies;
+//   - outbox (act.go): the events of the pass, sent only after the write they report;
+//   - functions for the rest (gatherPendingPods, pruneHistory, livePaused, releaseFinished...).
+//
+// The engine judges nothing itself: every rule that picks an operation, shapes its Job or
+// chooses an event is a pure function of controllers/decide (Decide, ObjectEvidenceOf,
+// IdentityOf, Paused, BelongsToDestroy, RefreshOnly, WaitEvents, StartEvents,
+// PlanSecretProblem...), tested there.
+//
 // Invariants this package keeps (ARCHITECTURE.md I1-I6):
 //   - a Job is created only under the object's run lease (and, for a cluster's mutating
 //     operation, the cluster lease), after block-move is on the object, after a live re-read of

@@ -7,17 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
@@ -47,8 +43,10 @@ func (p *pass) gather(ctx context.Context) error {
 			p.ev.Jobs.CurrentPods = decide.PodsRunning
 		}
 	}
-	if err := p.gatherPendingPods(ctx); err != nil {
-		return err
+	if decide.NeedsPendingPods(p.ev) {
+		if err := gatherPendingPods(ctx, p.r.APIReader, p.obj.GetNamespace(), p.jobs, &p.ev.Jobs); err != nil {
+			return err
+		}
 	}
 	if decide.NeedsLagCheck(p.ev) {
 		verdict, err := cachelag.Check(ctx, cachelag.Input{
@@ -72,167 +70,90 @@ func (p *pass) gather(ctx context.Context) error {
 		p.ev.Inputs.Gathered = true
 	}
 	if decide.NeedsLiveState(p.ev) {
-		if err := p.gatherState(ctx); err != nil {
+		st, err := gatherState(ctx, p.r.stateKeeper(), p.subject, &p.ev.State)
+		if err != nil {
 			return err
 		}
-		if err := p.gatherOwnRun(ctx); err != nil {
-			return err
+		p.state = st
+		if decide.RetainedState(p.ev) {
+			ours, err := currentRunIsOurs(ctx, p.r.APIReader, p.subject, p.ev.Jobs.RunSeq)
+			if err != nil {
+				return err
+			}
+			if ours {
+				p.ev.State.Read, p.ev.State.Lineage, p.ev.State.Empty, p.ev.State.Serial = decide.StateNotRead, "", false, 0
+				p.state = nil
+			}
 		}
 	}
 	return nil
 }
 
-// gatherOwnRun keeps a state that seems never written by the object (RetainedState) from being
+// currentRunIsOurs keeps a state that seems never written by the object (RetainedState) from being
 // judged while a Job of this incarnation's current run exists that the cache does not show:
 // that Job may have written the state and not be counted yet (its count lost a conflict, or
 // another manager started it). The Job is read live, only in that case; when it is the
 // object's own, the pass does not judge whose state it is (the state counts as not read), so
 // it goes on as before the state was read: the start of that run finds the Job, never takes a
 // finished one over, and looks again until the cache shows it and it is counted.
-func (p *pass) gatherOwnRun(ctx context.Context) error {
-	if !decide.RetainedState(p.ev) {
-		return nil
-	}
+func currentRunIsOurs(ctx context.Context, live client.Reader, s state.Subject, seq int64) (bool, error) {
 	job := &batchv1.Job{}
-	err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: naming.JobName(p.suffix, p.ev.Jobs.RunSeq)}, job)
+	err := live.Get(ctx, types.NamespacedName{Namespace: s.Object.GetNamespace(), Name: naming.JobName(s.Suffix, seq)}, job)
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil
+		return false, nil
 	case err != nil:
-		return fmt.Errorf("read the current run's job live: %w", err)
+		return false, fmt.Errorf("read the current run's job live: %w", err)
 	}
-	if jobstatus.SameIncarnation(job, p.obj.GetUID()) {
-		p.ev.State.Read, p.ev.State.Lineage, p.ev.State.Empty, p.ev.State.Serial = decide.StateNotRead, "", false, 0
-		p.state = nil
-	}
-	return nil
-}
-
-// gatherDriftSchedule computes when the next drift check is due, from the spec, the manager's
-// default and the durable last-check annotation (no read).
-func (p *pass) gatherDriftSchedule() {
-	drift := p.obj.GetTerraformSpec().Drift
-	p.ev.Drift.Mode = drift.Mode
-	p.ev.Drift.Remediate = p.obj.GetAnnotations()[infrav1.RemediateAnnotation]
-	p.ev.Drift.RefreshRequest = p.obj.GetAnnotations()[infrav1.RefreshAnnotation]
-	p.ev.Drift.CheckRequest = p.obj.GetAnnotations()[infrav1.DriftCheckAnnotation]
-	p.ev.Drift.Last = infrav1.ParseDriftRecord(p.obj.GetAnnotations()[infrav1.DriftFindingAnnotation])
-	interval := p.r.DriftInterval
-	if drift.Interval != nil {
-		interval = drift.Interval.Duration
-	}
-	last, _ := time.Parse(time.RFC3339, p.obj.GetAnnotations()[infrav1.LastDriftCheckAnnotation])
-	p.ev.Drift.DueAt = decide.DriftDueAt(last, p.obj.GetCreationTimestamp().Time, p.r.started(p.ev.Now), interval, p.obj.GetUID())
-	if hr, ok := p.obj.(infrav1.HealthReporter); ok {
-		p.ev.Health.Threshold = hr.HealthThreshold()
-		p.ev.Health.Last = infrav1.ParseHealthRecord(p.obj.GetAnnotations()[infrav1.HealthRecordAnnotation])
-	}
+	return jobstatus.SameIncarnation(job, s.Object.GetUID()), nil
 }
 
 // gatherState reads the state Secret live: absent, present (with its lineage and whether it
 // still tracks resources) or unreadable (with why).
-func (p *pass) gatherState(ctx context.Context) error {
-	st, err := state.Read(ctx, p.r.APIReader, p.obj.GetNamespace(), p.suffix)
+func gatherState(ctx context.Context, k *state.Keeper, s state.Subject, ev *decide.StateEvidence) (*state.State, error) {
+	st, err := k.Read(ctx, s)
 	switch {
 	case err == nil:
-		p.ev.State.Read, p.ev.State.Lineage, p.ev.State.Empty = decide.StatePresent, st.Lineage, state.StateEmpty(st)
-		p.ev.State.Serial = int64(st.Serial)
-		p.state = st
+		ev.Read, ev.Lineage, ev.Empty = decide.StatePresent, st.Lineage, state.StateEmpty(st)
+		ev.Serial = int64(st.Serial)
+		return st, nil
 	case errors.Is(err, state.ErrNoState):
-		p.ev.State.Read = decide.StateAbsent
-	default:
-		se, ok := state.AsStateError(err)
-		if !ok {
-			return fmt.Errorf("read state: %w", err)
-		}
-		p.ev.State.Read = decide.StateUnreadable
-		p.ev.State.Problem = &decide.Problem{ConditionType: infrav1.StateReadableCondition, Reason: se.Reason, Message: se.Error()}
+		ev.Read = decide.StateAbsent
+		return nil, nil
 	}
-	return nil
-}
-
-// gatherSecrets reads, from the metadata cache of CAPTF's Secrets, whether the state Secret is
-// there and which backups this incarnation has (newest first).
-func (p *pass) gatherSecrets(ctx context.Context) error {
-	if p.r.SecretMeta == nil {
-		return nil
+	se, ok := state.AsStateError(err)
+	if !ok {
+		return nil, fmt.Errorf("read state: %w", err)
 	}
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
-	if err := p.r.SecretMeta.List(ctx, list, client.InNamespace(p.obj.GetNamespace()), client.MatchingLabels{
-		infrav1.ManagedLabel: "true", infrav1.OwnerKindLabel: p.r.Kind.Name(), infrav1.OwnerNameLabel: naming.LabelValue(p.obj.GetName()),
-	}); err != nil {
-		return fmt.Errorf("list secrets' metadata: %w", err)
-	}
-	stateName := naming.StateSecretName(p.suffix)
-	for i := range list.Items {
-		s := &list.Items[i]
-		switch {
-		case s.Name == stateName:
-			p.ev.State.SecretCached = true
-		case s.Labels[infrav1.SecretRoleLabel] == infrav1.SecretRoleStateBackup && jobstatus.SameIncarnation(s, p.obj.GetUID()):
-			if b, ok := backupView(s); ok {
-				p.ev.State.Backups = append(p.ev.State.Backups, b)
-			}
-		}
-	}
-	sort.Slice(p.ev.State.Backups, func(i, j int) bool { return p.ev.State.Backups[i].Serial > p.ev.State.Backups[j].Serial })
-	return nil
-}
-
-// backupView reads a backup Secret's annotations.
-func backupView(s metav1.Object) (decide.BackupView, bool) {
-	a := s.GetAnnotations()
-	serial, err := strconv.ParseInt(a[infrav1.BackupSerialAnnotation], 10, 64)
-	if err != nil {
-		return decide.BackupView{}, false
-	}
-	b := decide.BackupView{Name: s.GetName(), Serial: serial, Lineage: a[infrav1.BackupLineageAnnotation]}
-	b.Bytes, _ = strconv.ParseInt(a[infrav1.BackupBytesAnnotation], 10, 64)
-	b.Time, _ = time.Parse(time.RFC3339, a[infrav1.BackupTimeAnnotation])
-	return b, true
+	ev.Read = decide.StateUnreadable
+	ev.Problem = &decide.Problem{ConditionType: infrav1.StateReadableCondition, Reason: se.Reason, Message: se.Error()}
+	return nil, nil
 }
 
 // gatherCache reads what every pass needs, all from the cache.
 func (p *pass) gatherCache(ctx context.Context) error {
 	obj := p.obj
 	ann := obj.GetAnnotations()
-	p.ev = decide.Evidence{
-		Now:    p.r.Clock.Now(),
-		Object: decide.ObjectEvidence{Deleting: !obj.GetDeletionTimestamp().IsZero(), HasFinalizer: controllerutil.ContainsFinalizer(obj, infrav1.Finalizer), MoveDeletion: hasKey(ann, infrav1.DeleteForMoveAnnotation), BlockMove: hasKey(ann, infrav1.BlockMoveAnnotation), Provisioned: obj.GetTerraformStatus().IsProvisioned(), Destroyed: ann[infrav1.DestroyedAnnotation] == "true"},
-		Jobs:   decide.JobsEvidence{RunSeq: runSeq(obj)},
-		Inputs: decide.InputsEvidence{AppliedHash: ann[infrav1.AppliedHashAnnotation]},
-	}
-	if st := obj.GetTerraformStatus(); st.ActiveJob != nil {
-		p.ev.Object.ActiveJob = st.ActiveJob.Name
-	}
-	p.ev.Object.DeletionPolicy = obj.GetTerraformSpec().DeletionPolicy
-	p.ev.Object.Abandon = obj.GetUID() != "" && ann[infrav1.AbandonInfrastructureAnnotation] == string(obj.GetUID())
-	p.ev.Object.DestroyWithoutPlan = obj.GetUID() != "" && ann[infrav1.DestroyWithoutPlanAnnotation] == string(obj.GetUID())
-	if p.ev.Object.Deleting && p.ev.Object.Abandon {
-		if err := p.gatherAbandonOrder(ctx); err != nil {
+	now := p.r.Clock.Now()
+	p.ev = decide.ObjectEvidenceOf(obj, now, p.r.DriftInterval, p.r.started(now))
+	if decide.NeedsAbandonOrder(p.ev) {
+		predates, err := gatherAbandonOrder(ctx, p.r.APIReader, p.obj, p.r.Kind.New())
+		if err != nil {
 			return err
 		}
+		p.ev.Object.AbandonPredates = predates
 	}
-	p.ev.State.RestoreSerial = ann[infrav1.RestoreStateAnnotation]
-	p.ev.State.RestoreFailed = ann[infrav1.RestoreFailedAnnotation]
-	spec := obj.GetTerraformSpec()
-	p.ev.Plan.ApplyPolicy, p.ev.Plan.DestructiveChanges = spec.ApplyPolicy, spec.DestructiveChanges
-	p.ev.Plan.Pending = infrav1.ParsePlanRecord(ann[infrav1.PendingPlanAnnotation])
-	p.ev.Plan.Approved, p.ev.Plan.Applied = ann[infrav1.ApprovePlanAnnotation], ann[infrav1.AppliedPlanAnnotation]
-	if err := p.gatherPlanPolicies(ctx); err != nil {
+	var err error
+	if p.policies, err = gatherPlanPolicies(ctx, p.r.Client, obj.GetNamespace()); err != nil {
 		return err
 	}
-	if err := p.gatherSecrets(ctx); err != nil {
+	p.ev.Plan.PolicySelected = len(p.policies.policies) > 0
+	secrets, err := p.r.stateKeeper().Secrets(ctx, p.subject)
+	if err != nil {
 		return err
 	}
-	p.gatherIdentity()
-	p.ev.State.AppliedBefore = p.ev.Inputs.AppliedHash != "" || p.ev.Object.Provisioned || len(p.ev.State.Backups) > 0 || p.ev.State.OwnLineage != ""
-	p.gatherDriftSchedule()
-	if t, err := time.Parse(time.RFC3339, ann[infrav1.RetryAtAnnotation]); err == nil {
-		p.ev.Retry.At = t
-		p.ev.Retry.LastError = ann[infrav1.LastErrorAnnotation]
-	}
+	p.ev.State.SecretCached, p.ev.State.Backups = secrets.StateCached, secrets.Backups
+	decide.IdentityOf(&p.ev, ann, obj.GetUID())
 
 	if name := p.owner.Cluster; name != "" {
 		c := &clusterv1.Cluster{}
@@ -244,7 +165,11 @@ func (p *pass) gatherCache(ctx context.Context) error {
 			return fmt.Errorf("get cluster %s: %w", name, err)
 		}
 	}
-	p.ev.Object.Paused = hasKey(ann, infrav1.PausedAnnotation) || (p.cluster != nil && p.cluster.Spec.Paused != nil && *p.cluster.Spec.Paused)
+	var clusterPaused *bool
+	if p.cluster != nil {
+		clusterPaused = p.cluster.Spec.Paused
+	}
+	p.ev.Object.Paused = decide.Paused(ann, clusterPaused)
 
 	list := &batchv1.JobList{}
 	if err := p.r.Client.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels{
@@ -255,7 +180,7 @@ func (p *pass) gatherCache(ctx context.Context) error {
 	p.jobs, p.judged = list.Items, nil
 	sort.Slice(p.jobs, func(i, j int) bool { return p.jobs[i].Name < p.jobs[j].Name })
 	for i := range p.jobs {
-		v, ok := p.viewOf(&p.jobs[i])
+		v, ok := viewOf(p.subject, &p.jobs[i])
 		if !ok {
 			continue
 		}
@@ -273,16 +198,16 @@ func (p *pass) gatherCache(ctx context.Context) error {
 
 // viewOf is what the decision sees of one of the object's cached Jobs; ok is false for a Job
 // that is not the object's (a colliding label value).
-func (p *pass) viewOf(j *batchv1.Job) (decide.JobView, bool) {
-	if !jobstatus.LabelledForObject(j, p.r.Kind.Name(), p.obj.GetName()) {
+func viewOf(s state.Subject, j *batchv1.Job) (decide.JobView, bool) {
+	if !jobstatus.LabelledForObject(j, s.Kind, s.Object.GetName()) {
 		return decide.JobView{}, false
 	}
-	seq, err := naming.ParseJobSeq(p.suffix, j.Name)
+	seq, err := naming.ParseJobSeq(s.Suffix, j.Name)
 	if err != nil {
 		return decide.JobView{}, false
 	}
 	v := decide.JobView{Name: j.Name, Seq: seq, Operation: infrav1.Operation(j.Labels[infrav1.OperationLabel]),
-		InputsHash: j.Annotations[infrav1.InputsHashAnnotation], Phase: decide.JobRunning, Foreign: !jobstatus.SameIncarnation(j, p.obj.GetUID()),
+		InputsHash: j.Annotations[infrav1.InputsHashAnnotation], Phase: decide.JobRunning, Foreign: !jobstatus.SameIncarnation(j, s.Object.GetUID()),
 		RefreshOnly: j.Annotations[infrav1.RefreshOnlyAnnotation] == "true", DestroyPlan: j.Annotations[infrav1.DestroyPlanAnnotation] == "true"}
 	if jobstatus.Finished(j) {
 		v.Phase = decide.JobFinished
@@ -320,7 +245,7 @@ func (p *pass) gatherDecisionInputs(ctx context.Context) error {
 	sources := inputsSources(p.obj, p.owner.Cluster, fp)
 	if hash, ok := p.r.memo.get(key, p.ev.Now); ok {
 		p.ev.Inputs.DesiredHash = hash
-		p.recordInputs(sources, hash)
+		recordInputs(p.obj, sources, hash)
 		return nil
 	}
 	if rec := p.obj.GetTerraformStatus().Inputs; sources != "" && rec != nil && rec.Sources == sources && rec.Hash != "" {
@@ -336,7 +261,7 @@ func (p *pass) gatherDecisionInputs(ctx context.Context) error {
 		p.ev.Inputs.DependencyWait = wait
 		return nil
 	}
-	in, problem, err := p.assembleInputs(ctx, contract)
+	in, problem, err := p.prep.assembleInputs(ctx, contract)
 	if err != nil {
 		return err
 	}
@@ -346,25 +271,25 @@ func (p *pass) gatherDecisionInputs(ctx context.Context) error {
 	}
 	// A ServiceAccount named for the Jobs must have opted in; read with the inputs, so an idle
 	// pass (memoised) reads nothing. The start of each Job checks it again.
-	if problem, err = p.runnerAccountProblem(ctx); err != nil || problem != nil {
+	if problem, err = p.prep.runnerAccountProblem(ctx); err != nil || problem != nil {
 		p.ev.Inputs.Problem = problem
 		return err
 	}
 	p.ev.Inputs.DesiredHash = in.Hash
 	p.r.memo.put(key, in.Hash, p.ev.Now.Add(p.r.inputsTTL()))
-	p.recordInputs(sources, in.Hash)
+	recordInputs(p.obj, sources, in.Hash)
 	return nil
 }
 
 // recordInputs sets status.inputs to the record of hash and its sources, or removes it when
 // the sources cannot be recorded (empty).
-func (p *pass) recordInputs(sources, hash string) {
-	st := p.obj.GetTerraformStatus()
+func recordInputs(obj Object, sources, hash string) {
+	st := obj.GetTerraformStatus()
 	if sources == "" {
 		st.Inputs = nil
 		return
 	}
-	want := infrav1.InputsRecord{Sources: sources, Hash: hash, Generation: p.obj.GetGeneration()}
+	want := infrav1.InputsRecord{Sources: sources, Hash: hash, Generation: obj.GetGeneration()}
 	if st.Inputs == nil || *st.Inputs != want {
 		st.Inputs = &want
 	}
@@ -384,23 +309,11 @@ func inputsSources(obj Object, cluster string, fp Fingerprint) string {
 	return "v1-" + hex.EncodeToString(h.Sum(nil))
 }
 
-func runSeq(obj Object) int64 {
-	if v, err := strconv.ParseInt(obj.GetAnnotations()[infrav1.RunSeqAnnotation], 10, 64); err == nil && v > 0 {
-		return v
-	}
-	return 1
-}
-
-func hasKey(m map[string]string, k string) bool {
-	_, ok := m[k]
-	return ok
-}
-
 // jobNamed returns the cached Job of that name, or nil.
-func (p *pass) jobNamed(name string) *batchv1.Job {
-	for i := range p.jobs {
-		if p.jobs[i].Name == name {
-			return &p.jobs[i]
+func jobNamed(jobs []batchv1.Job, name string) *batchv1.Job {
+	for i := range jobs {
+		if jobs[i].Name == name {
+			return &jobs[i]
 		}
 	}
 	return nil

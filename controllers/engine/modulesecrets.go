@@ -23,8 +23,8 @@ import (
 // a ServiceAccount token or lacks the opt-in label holds the object (InputsValid=False,
 // ModuleSecretRefused or VariablesSourceNotOptedIn, a Warning event on the transition); a
 // missing one, or a missing key, holds it with InputsSourceMissing. No Job is created then.
-func (p *pass) moduleSecretsForRun(ctx context.Context) (map[string]map[string][]byte, *decide.Problem, error) {
-	spec := p.obj.GetTerraformSpec()
+func (pr *preparer) moduleSecretsForRun(ctx context.Context) (map[string]map[string][]byte, *decide.Problem, error) {
+	spec := pr.obj.GetTerraformSpec()
 	var refs []modulesecrets.Ref
 	for _, r := range modulesecrets.Refs(field.NewPath("spec"), spec) {
 		if r.Kind.Pod() {
@@ -34,7 +34,7 @@ func (p *pass) moduleSecretsForRun(ctx context.Context) (map[string]map[string][
 	if len(refs) == 0 {
 		return nil, nil, nil
 	}
-	res, err := modulesecrets.Check(ctx, p.r.APIReader, p.obj.GetNamespace(), refs)
+	res, err := modulesecrets.Check(ctx, pr.live, pr.obj.GetNamespace(), refs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("check module secrets: %w", err)
 	}
@@ -43,12 +43,12 @@ func (p *pass) moduleSecretsForRun(ctx context.Context) (map[string]map[string][
 	case len(res.Errs) > 0:
 		msg = res.Errs.ToAggregate().Error()
 	case len(res.Missing) > 0:
-		reason, msg = infrav1.InputsSourceMissingReason, res.MissingMessage(p.obj.GetNamespace())
+		reason, msg = infrav1.InputsSourceMissingReason, res.MissingMessage(pr.obj.GetNamespace())
 	default:
 		return modulesecrets.Copies(spec, res.Secrets), nil, nil
 	}
-	if c := meta.FindStatusCondition(p.obj.GetTerraformStatus().Conditions, infrav1.InputsValidCondition); c == nil || c.Reason != reason {
-		p.emit(corev1.EventTypeWarning, reason, msg)
+	if c := meta.FindStatusCondition(pr.obj.GetTerraformStatus().Conditions, infrav1.InputsValidCondition); c == nil || c.Reason != reason {
+		pr.out.add(corev1.EventTypeWarning, reason, msg)
 	}
 	return nil, &decide.Problem{ConditionType: infrav1.InputsValidCondition, Reason: reason, Message: msg}, nil
 }
@@ -58,9 +58,9 @@ func (p *pass) moduleSecretsForRun(ctx context.Context) (map[string]map[string][
 // cannot start before every copy exists. A copy found already there must be this Job's own
 // (modulesecrets.OwnCopy); a Secret someone else created under its name is refused, and the
 // per-run inputs Secret is then never written, so the pod never starts.
-func (p *pass) writeRunCopies(ctx context.Context, job *batchv1.Job, copies map[string]map[string][]byte) error {
-	for _, s := range modulesecrets.RunCopies(job, p.obj.GetTerraformSpec(), copies) {
-		err := p.r.Client.Create(ctx, s)
+func (pr *preparer) writeRunCopies(ctx context.Context, job *batchv1.Job, copies map[string]map[string][]byte) error {
+	for _, s := range modulesecrets.RunCopies(job, pr.obj.GetTerraformSpec(), copies) {
+		err := pr.c.Create(ctx, s)
 		if err == nil {
 			continue
 		}
@@ -68,13 +68,13 @@ func (p *pass) writeRunCopies(ctx context.Context, job *batchv1.Job, copies map[
 			return fmt.Errorf("create per-run secret copy %s: %w", s.Name, err)
 		}
 		found := &corev1.Secret{}
-		if err := p.r.APIReader.Get(ctx, client.ObjectKeyFromObject(s), found); err != nil {
+		if err := pr.live.Get(ctx, client.ObjectKeyFromObject(s), found); err != nil {
 			return fmt.Errorf("read per-run secret copy %s: %w", s.Name, err)
 		}
 		if !modulesecrets.OwnCopy(found, job) {
 			msg := fmt.Sprintf("Secret %s/%s, where Job %s reads its copy of a Secret, was not written by CAPTF for this Job; the Job's pod will not start: delete the Secret and the Job",
 				s.Namespace, s.Name, job.Name)
-			p.emit(corev1.EventTypeWarning, infrav1.ModuleSecretRefusedReason, msg)
+			pr.out.add(corev1.EventTypeWarning, infrav1.ModuleSecretRefusedReason, msg)
 			return fmt.Errorf("per-run secret copy: %s", msg)
 		}
 	}

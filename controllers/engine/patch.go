@@ -33,7 +33,7 @@ func (p *pass) patchMeta(ctx context.Context, mutate func(Object)) error {
 func (p *pass) conflictOr(ctx context.Context, err error, what string) (ctrl.Result, error) {
 	if apierrors.IsConflict(err) {
 		log.FromContext(ctx).V(1).Info("conflict; the next pass reads the newer object", "write", what)
-		p.pending = nil // nothing this pass queued was written
+		p.out.drop() // nothing this pass queued was written
 		return ctrl.Result{RequeueAfter: decide.LagRequeue}, nil
 	}
 	if apierrors.IsNotFound(err) {
@@ -76,13 +76,13 @@ func (p *pass) patchStatus(ctx context.Context, succeeded bool) (ctrl.Result, er
 				return ctrl.Result{}, nil
 			case apierrors.IsConflict(err):
 				log.FromContext(ctx).V(1).Info("status conflict; the next pass recomputes it")
-				p.pending = nil
+				p.out.drop()
 				return ctrl.Result{RequeueAfter: StatusConflictRequeue}, nil
 			}
 			return ctrl.Result{}, fmt.Errorf("patch status: %w", err)
 		}
 	}
-	p.flush()
+	p.out.flush()
 	return ctrl.Result{}, nil
 }
 

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -11,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -21,7 +21,6 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
-	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // Saved plans are bound to their artifacts (docs/plans.md, "Why the plan you approve is the
@@ -32,54 +31,45 @@ import (
 // annotation (which only the manager may write); the start of the Job that applies the plan
 // checks the Secret against the record again. A mismatch holds the plan as corrupt.
 
-// readPlan reads the plan a Plan Job's state channel stored in the plan Secret, live, checks
-// every artifact against the digests the Job's result reported, and only then judges the plan
-// by the plan policies that select the object. A plan whose artifacts do not match, or whose
-// result reports no digests, is recorded as corrupt and judged by nothing.
-func (p *pass) readPlan(ctx context.Context, cur decide.JobView, out jobs.Outcome) (*infrav1.PlanRecord, error) {
+// planReader reads the plan a Plan Job left, live, and judges it: the binding of the plan
+// Secret to the Job's result (decide.PlanSecretProblem), then the plan policies that select
+// the object. It sees the object's subject, its apply policy and its policies, nothing else.
+type planReader struct {
+	live        client.Reader
+	subject     state.Subject
+	applyPolicy infrav1.ApplyPolicy
+	policies    policyGate
+	clock       clock.Clock
+}
+
+// read reads the plan a Plan Job's state channel stored in the plan Secret, live, checks every
+// artifact against the digests the Job's result reported, and only then judges the plan by the
+// plan policies that select the object. A plan whose artifacts do not match, or whose result
+// reports no digests, is recorded as corrupt and judged by nothing.
+func (pr planReader) read(ctx context.Context, cur decide.JobView, out jobs.Outcome) (*infrav1.PlanRecord, error) {
 	s := &corev1.Secret{}
-	name := naming.PlanSecretName(p.suffix)
-	if err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: name}, s); err != nil {
+	name := naming.PlanSecretName(pr.subject.Suffix)
+	if err := pr.live.Get(ctx, types.NamespacedName{Namespace: pr.subject.Object.GetNamespace(), Name: name}, s); err != nil {
 		return nil, fmt.Errorf("read plan secret %s: %w", name, err)
 	}
-	saved := out.SavedPlan
-	why := ""
-	var rec runnerapi.PlanRecord
-	switch {
-	case saved == nil || saved.Digests == nil || !saved.Digests.Complete():
-		why = "the Plan Job's result reports no digests of the plan's artifacts, so nothing binds the plan Secret to the plan"
-	default:
-		if err := saved.Digests.Verify(s.Data); err != nil {
-			why = err.Error()
-		} else if err := json.Unmarshal(s.Data[runnerapi.PlanRecordKey], &rec); err != nil {
-			why = fmt.Sprintf("the plan Secret's %s cannot be read: %v", runnerapi.PlanRecordKey, err)
-		} else if rec.ID != saved.ID {
-			why = fmt.Sprintf("the plan Secret's %s records plan %s, but the Plan Job's result names plan %s", runnerapi.PlanRecordKey, rec.ID, saved.ID)
-		} else if rec.RefreshOnly != cur.RefreshOnly || rec.Destroy != cur.DestroyPlan {
-			// The channel records the kind from the flags the manager gave the Job; a record of
-			// another kind was not made by this Job's channel.
-			recorded, made := infrav1.PlanRecord{RefreshOnly: rec.RefreshOnly, Destroy: rec.Destroy}, infrav1.PlanRecord{RefreshOnly: cur.RefreshOnly, Destroy: cur.DestroyPlan}
-			why = fmt.Sprintf("the plan Secret's %s records a %s, but Job %s made a %s", runnerapi.PlanRecordKey,
-				recorded.KindName(), cur.Name, made.KindName())
-		}
-	}
+	rec, why := decide.PlanSecretProblem(out.SavedPlan, s.Data, cur)
 	if why != "" {
-		return p.corruptPlan(ctx, cur, out, name, why)
+		return pr.corrupt(ctx, cur, out, name, why)
 	}
 	if rec.Job != cur.Name {
 		return nil, fmt.Errorf("plan secret %s holds the plan of Job %s, not of %s", name, rec.Job, cur.Name)
 	}
-	pl := decide.PlanRecordOf(rec, name, p.ev.Plan.ApplyPolicy, p.judgePlan(ctx, s, rec))
-	pl.Digests = decide.DigestsOf(*saved.Digests)
+	pl := decide.PlanRecordOf(rec, name, pr.applyPolicy, pr.policies.judgePlan(ctx, pr.subject.Object, s, rec))
+	pl.Digests = decide.DigestsOf(*out.SavedPlan.Digests)
 	return pl, nil
 }
 
 // liveJob reads job through the API server, with its pod template (the manager's cache keeps
 // Jobs without it). A Job gone by now is returned as cached, with no template: no pod then runs
 // it, so no result of its pods is trusted.
-func (p *pass) liveJob(ctx context.Context, job *batchv1.Job) (*batchv1.Job, error) {
+func liveJob(ctx context.Context, reader client.Reader, job *batchv1.Job) (*batchv1.Job, error) {
 	live := &batchv1.Job{}
-	err := p.r.APIReader.Get(ctx, client.ObjectKeyFromObject(job), live)
+	err := reader.Get(ctx, client.ObjectKeyFromObject(job), live)
 	switch {
 	case err == nil:
 		if live.UID != job.UID {
@@ -107,12 +97,12 @@ func controlledPods(job *batchv1.Job, pods []corev1.Pod) []corev1.Pod {
 	return out
 }
 
-// corruptPlan is the record of a plan held as corrupt: planned against the state the object has
+// corrupt is the record of a plan held as corrupt: planned against the state the object has
 // now (read live: a plan changes no state).
-func (p *pass) corruptPlan(ctx context.Context, cur decide.JobView, out jobs.Outcome, secret, why string) (*infrav1.PlanRecord, error) {
+func (pr planReader) corrupt(ctx context.Context, cur decide.JobView, out jobs.Outcome, secret, why string) (*infrav1.PlanRecord, error) {
 	var serial int64
 	var lineage string
-	st, err := state.Read(ctx, p.r.APIReader, p.obj.GetNamespace(), p.suffix)
+	st, err := state.Read(ctx, pr.live, pr.subject.Object.GetNamespace(), pr.subject.Suffix)
 	switch {
 	case err == nil:
 		serial, lineage = int64(st.Serial), st.Lineage
@@ -123,7 +113,7 @@ func (p *pass) corruptPlan(ctx context.Context, cur decide.JobView, out jobs.Out
 		}
 	}
 	log.FromContext(ctx).Info("the plan Secret does not match the digests the Plan Job reported; holding the plan as corrupt", "job", cur.Name, "why", why)
-	return decide.CorruptPlanRecord(out.SavedPlan, out.Summary, cur, secret, serial, lineage, p.r.Clock.Now(), why), nil
+	return decide.CorruptPlanRecord(out.SavedPlan, out.Summary, cur, secret, serial, lineage, pr.clock.Now(), why), nil
 }
 
 // verifySavedPlan checks, before the Job that applies the pending plan starts, that every
@@ -144,12 +134,7 @@ func (p *pass) verifySavedPlan(ctx context.Context, s *startRun) (ctrl.Result, b
 	if err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: name}, sec); err != nil {
 		return ctrl.Result{}, false, fmt.Errorf("read plan secret %s: %w", name, err)
 	}
-	why := ""
-	if pl.Digests == nil {
-		why = "the pending plan's record keeps no digests of its artifacts, so nothing binds the plan Secret to it"
-	} else if err := decide.RunnerDigests(pl.Digests).Verify(sec.Data); err != nil {
-		why = err.Error()
-	}
+	why := decide.PendingPlanProblem(pl, sec.Data)
 	if why == "" {
 		return ctrl.Result{}, true, nil
 	}
@@ -159,14 +144,9 @@ func (p *pass) verifySavedPlan(ctx context.Context, s *startRun) (ctrl.Result, b
 		res, err := p.conflictOr(ctx, err, "hold the corrupt plan")
 		return res, false, err
 	}
-	p.reportCorrupt(&corrupt)
+	e := decide.CorruptPlanEvent(&corrupt)
+	p.out.add(e.Type, e.Reason, e.Message)
 	p.rep.StartProblem = &decide.Problem{ConditionType: decide.FamilyOf(s.op), Reason: infrav1.PlanCorruptReason,
 		Message: fmt.Sprintf("plan %s was not applied: %s (docs/runbooks/plan-corrupt.md)", corrupt.ID, why)}
 	return ctrl.Result{}, false, nil
-}
-
-// reportCorrupt emits the Warning event of a plan held as corrupt.
-func (p *pass) reportCorrupt(pl *infrav1.PlanRecord) {
-	p.emit(corev1.EventTypeWarning, infrav1.PlanCorruptReason, fmt.Sprintf(
-		"plan %s (Job %s) is held as corrupt and will never be applied: %s; see docs/runbooks/plan-corrupt.md", pl.ID, pl.Job, pl.Corrupt))
 }

@@ -20,16 +20,17 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // runnerAccount is the ServiceAccount the object's Jobs run as: the object's own
 // (naming.RunnerServiceAccountName), or the one spec.job.serviceAccountName names.
-func (p *pass) runnerAccount() string {
-	if sa := p.obj.GetTerraformSpec().Job.ServiceAccountName; sa != "" {
+func (pr *preparer) runnerAccount() string {
+	if sa := pr.obj.GetTerraformSpec().Job.ServiceAccountName; sa != "" {
 		return sa
 	}
-	return naming.RunnerServiceAccountName(p.suffix)
+	return naming.RunnerServiceAccountName(pr.subject.Suffix)
 }
 
 // ensureRunnerAccess prepares what the state channel of the object's Jobs needs, before the
@@ -40,51 +41,51 @@ func (p *pass) runnerAccount() string {
 // needs no create permission. The account, Role and RoleBinding are owned by the object (they
 // go with it); the state Secret and lock Lease are not (the garbage collector never deletes a
 // state, I6). Each is created only when a live read shows it missing.
-func (p *pass) ensureRunnerAccess(ctx context.Context) error {
-	gvk, err := apiutil.GVKForObject(p.obj, p.r.Client.Scheme())
+func (pr *preparer) ensureRunnerAccess(ctx context.Context) error {
+	gvk, err := apiutil.GVKForObject(pr.obj, pr.c.Scheme())
 	if err != nil {
 		return fmt.Errorf("kind of object: %w", err)
 	}
-	ns, name := p.obj.GetNamespace(), naming.RunnerServiceAccountName(p.suffix)
+	ns, name := pr.obj.GetNamespace(), naming.RunnerServiceAccountName(pr.subject.Suffix)
 	owned := func() metav1.ObjectMeta {
-		return metav1.ObjectMeta{Namespace: ns, Name: name, Labels: naming.OwnerLabels(p.r.Kind.Name(), p.obj.GetName(), p.owner.Cluster, naming.ShardOf(p.obj)),
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(p.obj, gvk)}}
+		return metav1.ObjectMeta{Namespace: ns, Name: name, Labels: naming.OwnerLabels(pr.subject.Kind, pr.obj.GetName(), pr.subject.Cluster, naming.ShardOf(pr.obj)),
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(pr.obj, gvk)}}
 	}
 	var objs []client.Object
-	if p.obj.GetTerraformSpec().Job.ServiceAccountName == "" {
+	if pr.obj.GetTerraformSpec().Job.ServiceAccountName == "" {
 		objs = append(objs, &corev1.ServiceAccount{ObjectMeta: owned(), AutomountServiceAccountToken: new(bool)})
 	}
 	objs = append(objs,
-		&rbacv1.Role{ObjectMeta: owned(), Rules: jobs.RunnerPolicyRules(p.suffix)},
+		&rbacv1.Role{ObjectMeta: owned(), Rules: jobs.RunnerPolicyRules(pr.subject.Suffix)},
 		&rbacv1.RoleBinding{
 			ObjectMeta: owned(),
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: p.runnerAccount(), Namespace: ns}},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: pr.runnerAccount(), Namespace: ns}},
 		})
 
-	objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.PlanSecretName(p.suffix),
-		Labels: p.ownerLabels(infrav1.SecretRolePlan), OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(p.obj, gvk)}},
+	objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.PlanSecretName(pr.subject.Suffix),
+		Labels: state.OwnerLabels(pr.subject, infrav1.SecretRolePlan), OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(pr.obj, gvk)}},
 		Type: corev1.SecretTypeOpaque})
-	stateLabels := p.ownerLabels(infrav1.SecretRoleState)
-	maps.Copy(stateLabels, runnerapi.StateLabels(p.suffix))
+	stateLabels := state.OwnerLabels(pr.subject, infrav1.SecretRoleState)
+	maps.Copy(stateLabels, runnerapi.StateLabels(pr.subject.Suffix))
 	objs = append(objs,
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.StateSecretName(p.suffix), Labels: stateLabels,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.StateSecretName(pr.subject.Suffix), Labels: stateLabels,
 			Finalizers: []string{infrav1.StateProtectionFinalizer}}, Type: corev1.SecretTypeOpaque},
-		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.StateLockLeaseName(p.suffix),
-			Labels: runnerapi.StateLabels(p.suffix)}})
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.StateLockLeaseName(pr.subject.Suffix),
+			Labels: runnerapi.StateLabels(pr.subject.Suffix)}})
 
 	for _, o := range objs {
 		existing := o.DeepCopyObject().(client.Object)
-		err := p.r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: o.GetName()}, existing)
+		err := pr.live.Get(ctx, types.NamespacedName{Namespace: ns, Name: o.GetName()}, existing)
 		switch {
 		case err == nil:
 			switch e := existing.(type) {
 			case *rbacv1.RoleBinding:
-				if err := p.rebind(ctx, e); err != nil {
+				if err := pr.rebind(ctx, e); err != nil {
 					return err
 				}
 			case *rbacv1.Role:
-				if err := p.updateRules(ctx, e); err != nil {
+				if err := pr.updateRules(ctx, e); err != nil {
 					return err
 				}
 			}
@@ -92,7 +93,7 @@ func (p *pass) ensureRunnerAccess(ctx context.Context) error {
 		case !apierrors.IsNotFound(err):
 			return fmt.Errorf("read %T %s: %w", o, o.GetName(), err)
 		}
-		if err := p.r.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := pr.c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
 		}
 	}
@@ -101,13 +102,13 @@ func (p *pass) ensureRunnerAccess(ctx context.Context) error {
 
 // updateRules brings a Role created by an earlier version up to the rules the channel needs
 // now (the plan Secret, for example).
-func (p *pass) updateRules(ctx context.Context, role *rbacv1.Role) error {
-	want := jobs.RunnerPolicyRules(p.suffix)
+func (pr *preparer) updateRules(ctx context.Context, role *rbacv1.Role) error {
+	want := jobs.RunnerPolicyRules(pr.subject.Suffix)
 	if equality.Semantic.DeepEqual(role.Rules, want) {
 		return nil
 	}
 	role.Rules = want
-	if err := p.r.Client.Update(ctx, role); err != nil {
+	if err := pr.c.Update(ctx, role); err != nil {
 		return fmt.Errorf("update runner role %s: %w", role.Name, err)
 	}
 	return nil
@@ -115,13 +116,13 @@ func (p *pass) updateRules(ctx context.Context, role *rbacv1.Role) error {
 
 // rebind points the RoleBinding at the Jobs' current account (spec.job.serviceAccountName may
 // have changed since it was created).
-func (p *pass) rebind(ctx context.Context, rb *rbacv1.RoleBinding) error {
-	want := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: p.runnerAccount(), Namespace: p.obj.GetNamespace()}}
+func (pr *preparer) rebind(ctx context.Context, rb *rbacv1.RoleBinding) error {
+	want := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: pr.runnerAccount(), Namespace: pr.obj.GetNamespace()}}
 	if len(rb.Subjects) == 1 && rb.Subjects[0] == want[0] {
 		return nil
 	}
 	rb.Subjects = want
-	if err := p.r.Client.Update(ctx, rb); err != nil {
+	if err := pr.c.Update(ctx, rb); err != nil {
 		return fmt.Errorf("update runner role binding %s: %w", rb.Name, err)
 	}
 	return nil
@@ -134,9 +135,9 @@ func (p *pass) rebind(ctx context.Context, rb *rbacv1.RoleBinding) error {
 // change), the sources of spec.job.cliConfig must exist and have opted in
 // (cliConfigProblem). nil when all hold. A refused audience is reported once, on the
 // transition, as a Warning event. The Secrets the pod reads are judged by moduleSecretsForRun.
-func (p *pass) runnerAccountProblem(ctx context.Context) (*decide.Problem, error) {
-	if name := p.obj.GetTerraformSpec().Job.ServiceAccountName; name != "" {
-		reason, msg, err := jobs.CheckRunnerAccount(ctx, p.r.APIReader, p.obj.GetNamespace(), name)
+func (pr *preparer) runnerAccountProblem(ctx context.Context) (*decide.Problem, error) {
+	if name := pr.obj.GetTerraformSpec().Job.ServiceAccountName; name != "" {
+		reason, msg, err := jobs.CheckRunnerAccount(ctx, pr.live, pr.obj.GetNamespace(), name)
 		if err != nil {
 			return nil, err
 		}
@@ -144,15 +145,15 @@ func (p *pass) runnerAccountProblem(ctx context.Context) (*decide.Problem, error
 			return &decide.Problem{ConditionType: infrav1.InputsValidCondition, Reason: reason, Message: msg}, nil
 		}
 	}
-	if problem, err := p.cliConfigProblem(ctx); err != nil || problem != nil {
+	if problem, err := pr.cliConfigProblem(ctx); err != nil || problem != nil {
 		return problem, err
 	}
-	reason, msg, err := jobs.CheckIdentityAudience(ctx, p.r.audiences(), p.obj.GetTerraformSpec())
+	reason, msg, err := jobs.CheckIdentityAudience(ctx, pr.audiences, pr.obj.GetTerraformSpec())
 	if err != nil || reason == "" {
 		return nil, err
 	}
-	if c := meta.FindStatusCondition(p.obj.GetTerraformStatus().Conditions, infrav1.InputsValidCondition); c == nil || c.Reason != reason {
-		p.emit(corev1.EventTypeWarning, reason, msg)
+	if c := meta.FindStatusCondition(pr.obj.GetTerraformStatus().Conditions, infrav1.InputsValidCondition); c == nil || c.Reason != reason {
+		pr.out.add(corev1.EventTypeWarning, reason, msg)
 	}
 	return &decide.Problem{ConditionType: infrav1.InputsValidCondition, Reason: reason, Message: msg}, nil
 }

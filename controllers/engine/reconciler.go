@@ -76,6 +76,16 @@ type Reconciler struct {
 
 	memo      inputsMemo
 	startOnce sync.Once
+	keepOnce  sync.Once
+	keeper    *state.Keeper
+}
+
+// stateKeeper is the keeper of the objects' states, built once from the Reconciler's clients.
+func (r *Reconciler) stateKeeper() *state.Keeper {
+	r.keepOnce.Do(func() {
+		r.keeper = &state.Keeper{Client: r.Client, APIReader: r.APIReader, SecretMeta: r.SecretMeta, Backups: r.StateBackups, Clock: r.Clock}
+	})
+	return r.keeper
 }
 
 // bootstrapMeta is BootstrapMeta as a reader (a nil interface when unset).
@@ -106,26 +116,28 @@ func (r *Reconciler) inputsTTL() time.Duration {
 // pass is the state of one reconcile of one object: what it read, what it decided, what it
 // did, and the events waiting for the write they report.
 type pass struct {
-	r       *Reconciler
-	obj     Object
-	before  Object
-	owner   runlease.Owner
-	suffix  string
+	r      *Reconciler
+	obj    Object
+	before Object
+	owner  runlease.Owner
+	suffix string
+	// subject is the object as the state's keeper knows it.
+	subject state.Subject
+	// prep readies the Job a start creates.
+	prep    *preparer
 	cluster *clusterv1.Cluster
 	jobs    []batchv1.Job
 	// judged are the Jobs of jobs the decision sees (viewOf accepts them): the cache-lag
 	// check reads every other Job live, even one the cache lists.
-	judged  []batchv1.Job
-	pods    []corev1.Pod
-	ev      decide.Evidence
-	state   *state.State // the state as gatherState read it, when present
-	d       decide.Decision
-	rep     decide.Report
-	pending []event
-	// policies are the plan policies that select the object, nsLabels its namespace's labels
-	// (gatherPlanPolicies).
-	policies []infrav1.TerraformPlanPolicy
-	nsLabels map[string]string
+	judged []batchv1.Job
+	pods   []corev1.Pod
+	ev     decide.Evidence
+	state  *state.State // the state as gatherState read it, when present
+	d      decide.Decision
+	rep    decide.Report
+	out    outbox
+	// policies are the plan policies that select the object (gatherPlanPolicies).
+	policies policyGate
 }
 
 // Reconcile runs one pass: gather evidence, Decide, act, then one status patch. Errors are
@@ -146,6 +158,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	p.suffix = naming.StateSuffix(obj.GetNamespace(), r.Kind.Name(), obj.GetName())
 	p.owner = runlease.Owner{Namespace: obj.GetNamespace(), Kind: r.Kind.Name(), Name: obj.GetName(),
 		Cluster: obj.GetLabels()[clusterv1.ClusterNameLabel]}
+	p.out = outbox{rec: r.Recorder, about: obj}
+	p.subject = state.Subject{Object: obj, Kind: r.Kind.Name(), Suffix: p.suffix, Cluster: p.owner.Cluster}
+	p.prep = &preparer{c: r.Client, live: r.APIReader, obj: obj, subject: p.subject, identityNS: r.IdentityNamespace,
+		audiences: r.audiences(), jobs: r.Jobs, out: &p.out}
 
 	res, err := p.run(ctx)
 	if p.d.Action == decide.ActionNone {

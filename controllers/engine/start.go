@@ -81,7 +81,36 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 	if res, proceed, err := p.createOrAdopt(ctx, s); !proceed {
 		return res, err
 	}
-	return p.record(ctx, s)
+	// The per-run Secrets, owned by the Job (deleted with it); a restore's carries the backup.
+	var restore []byte
+	if s.op == infrav1.OperationRestore {
+		var err error
+		if restore, err = p.r.stateKeeper().Restore(ctx, p.subject, p.ev.State.RestoreSerial); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if err := p.prep.writeRunSecrets(ctx, s, restore); err != nil {
+		return ctrl.Result{}, err
+	}
+	// status.activeJob is reported, never load-bearing.
+	p.obj.GetTerraformStatus().ActiveJob = &infrav1.ActiveJob{Name: s.name, Operation: s.op, StartTime: &metav1.Time{Time: p.r.Clock.Now()}}
+	p.rep.Started = s.name
+	return ctrl.Result{}, nil
+}
+
+// writeRunSecrets writes the per-run Secrets of the Job a start created or adopted, each owned
+// by the Job (deleted with it): the identity's values, the copies of the Secrets the pod reads,
+// and last the per-run inputs Secret (a restore's carries the state it pushes), whose redact
+// list holds every value of the others. The pod mounts the last one, so it cannot start before
+// the others exist.
+func (pr *preparer) writeRunSecrets(ctx context.Context, s *startRun, restore []byte) error {
+	if err := pr.writeRunIdentitySecret(ctx, s.job, s.identity); err != nil {
+		return err
+	}
+	if err := pr.writeRunCopies(ctx, s.job, s.copies); err != nil {
+		return err
+	}
+	return pr.writeRunSecret(ctx, s.job, redactRun(s.in, s.identity, s.copies), restore)
 }
 
 // reserveSlot takes a Job slot of the manager (in memory: a wait here costs no API request).
@@ -94,7 +123,7 @@ func (p *pass) reserveSlot(ctx context.Context, s *startRun) (ctrl.Result, bool,
 		p.rep.SlotWait = true
 		metrics.LeaseWaits.WithLabelValues(infrav1.WaitingForJobSlotReason).Inc()
 		if c := meta.FindStatusCondition(p.obj.GetTerraformStatus().Conditions, decide.FamilyOf(s.op)); c == nil || c.Reason != infrav1.WaitingForJobSlotReason {
-			p.emit(corev1.EventTypeNormal, infrav1.WaitingForJobSlotReason, fmt.Sprintf("%s waits for a free Job slot of the manager", s.op))
+			p.out.add(corev1.EventTypeNormal, infrav1.WaitingForJobSlotReason, fmt.Sprintf("%s waits for a free Job slot of the manager", s.op))
 		}
 		return ctrl.Result{RequeueAfter: SlotRequeue}, false, nil
 	}
@@ -112,7 +141,7 @@ func (p *pass) takeLeases(ctx context.Context, s *startRun) (ctrl.Result, bool, 
 		p.rep.LeaseWait = &decide.LeaseWait{Condition: w.Condition, Reason: w.Reason, Message: w.Message}
 		metrics.LeaseWaits.WithLabelValues(w.Reason).Inc()
 		if !w.Repeats(meta.FindStatusCondition(p.obj.GetTerraformStatus().Conditions, w.Condition)) {
-			p.emit(corev1.EventTypeNormal, w.Reason, w.Message) // sent once the status patch records the wait
+			p.out.add(corev1.EventTypeNormal, w.Reason, w.Message) // sent once the status patch records the wait
 		}
 		return ctrl.Result{RequeueAfter: w.RequeueAfter}, false, nil
 	}
@@ -132,13 +161,13 @@ func (p *pass) markAndRecheck(ctx context.Context, s *startRun) (ctrl.Result, bo
 		res, err := p.conflictOr(ctx, err, "write block-move before the Job")
 		return res, false, err
 	}
-	paused, err := p.livePaused(ctx)
+	paused, err := livePaused(ctx, p.r.APIReader, client.ObjectKeyFromObject(p.obj), p.r.Kind.New(), p.owner.Cluster)
 	if err != nil {
 		return ctrl.Result{}, false, err
 	}
 	if paused {
 		logger.Info("paused while starting; giving the lease back", "job", name)
-		if err := p.releaseIfNoJob(ctx, name); err != nil {
+		if err := releaseIfNoJob(ctx, p.r.Leases, p.owner, name); err != nil {
 			return ctrl.Result{}, false, err
 		}
 		return ctrl.Result{RequeueAfter: time.Second}, false, nil
@@ -157,37 +186,37 @@ func (p *pass) prepareRun(ctx context.Context, s *startRun) (ctrl.Result, bool, 
 	if err != nil {
 		return ctrl.Result{}, false, fmt.Errorf("gather contract inputs: %w", err)
 	}
-	if wait != nil && !p.destroys(op) {
-		if err := p.releaseIfNoJob(ctx, name); err != nil {
+	if wait != nil && !decide.BelongsToDestroy(p.d, op) {
+		if err := releaseIfNoJob(ctx, p.r.Leases, p.owner, name); err != nil {
 			return ctrl.Result{}, false, err
 		}
 		return ctrl.Result{RequeueAfter: wait.RequeueAfter}, false, nil
 	}
-	in, problem, err := p.inputsForRun(ctx, op, contract)
+	in, problem, err := p.prep.inputsForRun(ctx, p.d, op, contract)
 	if err != nil {
 		return ctrl.Result{}, false, err
 	}
 	if problem == nil {
-		if problem, err = p.runnerAccountProblem(ctx); err != nil {
+		if problem, err = p.prep.runnerAccountProblem(ctx); err != nil {
 			return ctrl.Result{}, false, err
 		}
 	}
 	if problem == nil {
-		if s.identity, problem, err = p.identityForRun(ctx); err != nil {
+		if s.identity, problem, err = p.prep.identityForRun(ctx); err != nil {
 			return ctrl.Result{}, false, err
 		}
 	}
 	if problem == nil {
-		if s.copies, problem, err = p.moduleSecretsForRun(ctx); err != nil {
+		if s.copies, problem, err = p.prep.moduleSecretsForRun(ctx); err != nil {
 			return ctrl.Result{}, false, err
 		}
 	}
 	if problem != nil {
 		p.rep.StartProblem = problem
-		return ctrl.Result{}, false, p.releaseIfNoJob(ctx, name)
+		return ctrl.Result{}, false, releaseIfNoJob(ctx, p.r.Leases, p.owner, name)
 	}
-	if !p.destroys(op) {
-		if err := p.writeDurableInputs(ctx, in); err != nil {
+	if !decide.BelongsToDestroy(p.d, op) {
+		if err := p.prep.writeDurableInputs(ctx, in); err != nil {
 			return ctrl.Result{}, false, err
 		}
 	}
@@ -199,7 +228,7 @@ func (p *pass) prepareRun(ctx context.Context, s *startRun) (ctrl.Result, bool, 
 		logger.Info("run lease no longer names our Job; not creating it", "job", name)
 		return ctrl.Result{RequeueAfter: decide.LagRequeue}, false, nil
 	}
-	if err := p.ensureRunnerAccess(ctx); err != nil {
+	if err := p.prep.ensureRunnerAccess(ctx); err != nil {
 		return ctrl.Result{}, false, err
 	}
 	s.in = in
@@ -211,7 +240,7 @@ func (p *pass) prepareRun(ctx context.Context, s *startRun) (ctrl.Result, bool, 
 // another incarnation, and never one that already finished (the cache lags).
 func (p *pass) createOrAdopt(ctx context.Context, s *startRun) (ctrl.Result, bool, error) {
 	logger, r, op, name := log.FromContext(ctx), p.r, s.op, s.name
-	params := p.jobParams(p.ev.Jobs.RunSeq, op, s.in.Hash)
+	params := p.prep.jobParams(p.ev, p.d, p.ev.Jobs.RunSeq, op, s.in.Hash)
 	params.IdentityEnv = identityEnvNames(s.identity)
 	job, err := jobs.Build(params)
 	if err != nil {
@@ -251,8 +280,8 @@ func (p *pass) createOrAdopt(ctx context.Context, s *startRun) (ctrl.Result, boo
 			return ctrl.Result{}, true, nil
 		case rejected(err):
 			p.rep.Rejected = "the API server refused the Job: " + err.Error()
-			p.emit(corev1.EventTypeWarning, "JobRejected", "the API server refused Job "+name+": "+err.Error())
-			if err := p.releaseIfNoJob(ctx, name); err != nil {
+			p.out.add(corev1.EventTypeWarning, "JobRejected", "the API server refused Job "+name+": "+err.Error())
+			if err := releaseIfNoJob(ctx, p.r.Leases, p.owner, name); err != nil {
 				return ctrl.Result{}, false, err
 			}
 			return ctrl.Result{RequeueAfter: decide.BackoffBase}, false, nil
@@ -264,44 +293,9 @@ func (p *pass) createOrAdopt(ctx context.Context, s *startRun) (ctrl.Result, boo
 	}
 	s.job, s.keepSlot = job, true
 	metrics.JobsStarted.WithLabelValues(p.r.Kind.Name(), string(op)).Inc()
-	switch pl := p.ev.Plan.Pending; {
-	case op == infrav1.OperationPlan && p.d.DestroyPlan:
-		p.emit(corev1.EventTypeNormal, "DestroyPlanStarted", fmt.Sprintf("the object is being deleted and asks for its destroy to be judged: "+
-			"Job %s makes the destroy plan; nothing is destroyed until it passes its plan policies or an approver approves it (docs/deletion.md)", name))
-	case op == infrav1.OperationPlan && pl != nil:
-		p.emit(corev1.EventTypeNormal, "PlanSuperseded", fmt.Sprintf("plan %s no longer matches the inputs or the state (or was applied); Job %s plans again", pl.ID, name))
-	case op == infrav1.OperationDestroy && p.d.PlanID == "" && p.ev.Object.DestroyWithoutPlan:
-		p.emit(corev1.EventTypeWarning, "DestroyWithoutPlan", fmt.Sprintf("Job %s destroys without a judged destroy plan: an override group member set %s (docs/deletion.md)",
-			name, infrav1.DestroyWithoutPlanAnnotation))
+	for _, e := range decide.StartEvents(p.ev, p.d, op, name) {
+		p.out.add(e.Type, e.Reason, e.Message)
 	}
-	p.emit(corev1.EventTypeNormal, "JobStarted", fmt.Sprintf("started Job %s (%s)", name, op))
-	p.flush()
+	p.out.flush()
 	return ctrl.Result{}, true, nil
-}
-
-// record writes the per-run Secrets, owned by the Job (deleted with it): the identity's values,
-// the copies of the Secrets the pod reads, and last the per-run inputs Secret (a restore
-// carries the backup), whose redact list holds every value of the others; then
-// status.activeJob (reported; never load-bearing).
-func (p *pass) record(ctx context.Context, s *startRun) (ctrl.Result, error) {
-	var restore []byte
-	if s.op == infrav1.OperationRestore {
-		var err error
-		if restore, err = p.restoreState(ctx); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	if err := p.writeRunIdentitySecret(ctx, s.job, s.identity); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := p.writeRunCopies(ctx, s.job, s.copies); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := p.writeRunSecret(ctx, s.job, redactRun(s.in, s.identity, s.copies), restore); err != nil {
-		return ctrl.Result{}, err
-	}
-	st := p.obj.GetTerraformStatus()
-	st.ActiveJob = &infrav1.ActiveJob{Name: s.name, Operation: s.op, StartTime: &metav1.Time{Time: p.r.Clock.Now()}}
-	p.rep.Started = s.name
-	return ctrl.Result{}, nil
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
@@ -28,14 +29,14 @@ import (
 // and reads the identity's values from its Secrets in the manager's namespace
 // (jobs.IdentityValues). A refusal is a Problem on InputsValid, reported once on the
 // transition as a Warning event; the Job does not start. No reference: nil, nil.
-func (p *pass) identityForRun(ctx context.Context) (map[string][]byte, *decide.Problem, error) {
-	id, reason, msg, err := jobs.CheckTerraformIdentity(ctx, p.r.APIReader, p.obj.GetNamespace(), p.obj.GetTerraformSpec())
+func (pr *preparer) identityForRun(ctx context.Context) (map[string][]byte, *decide.Problem, error) {
+	id, reason, msg, err := jobs.CheckTerraformIdentity(ctx, pr.live, pr.obj.GetNamespace(), pr.obj.GetTerraformSpec())
 	if err != nil {
 		return nil, nil, err
 	}
 	var values map[string][]byte
 	if id != nil {
-		values, err = jobs.IdentityValues(ctx, p.r.APIReader, p.r.IdentityNamespace, id)
+		values, err = jobs.IdentityValues(ctx, pr.live, pr.identityNS, id)
 		switch {
 		case errors.Is(err, jobs.ErrIdentitySecret):
 			reason, msg = infrav1.IdentityInvalidReason, err.Error()
@@ -46,8 +47,8 @@ func (p *pass) identityForRun(ctx context.Context) (map[string][]byte, *decide.P
 	if reason == "" {
 		return values, nil, nil
 	}
-	if c := meta.FindStatusCondition(p.obj.GetTerraformStatus().Conditions, infrav1.InputsValidCondition); c == nil || c.Reason != reason {
-		p.emit(corev1.EventTypeWarning, reason, msg)
+	if c := meta.FindStatusCondition(pr.obj.GetTerraformStatus().Conditions, infrav1.InputsValidCondition); c == nil || c.Reason != reason {
+		pr.out.add(corev1.EventTypeWarning, reason, msg)
 	}
 	return nil, &decide.Problem{ConditionType: infrav1.InputsValidCondition, Reason: reason, Message: msg}, nil
 }
@@ -81,7 +82,7 @@ func redactRun(in *inputs.Inputs, identity map[string][]byte, copies map[string]
 // Job. It is written before the per-run inputs Secret, so a pod that finds its inputs finds
 // its identity too, and deleted with it once the Job is counted (deleteRunIdentitySecret).
 // Nothing is written when the object uses no identity.
-func (p *pass) writeRunIdentitySecret(ctx context.Context, job *batchv1.Job, values map[string][]byte) error {
+func (pr *preparer) writeRunIdentitySecret(ctx context.Context, job *batchv1.Job, values map[string][]byte) error {
 	if len(values) == 0 {
 		return nil
 	}
@@ -101,7 +102,7 @@ func (p *pass) writeRunIdentitySecret(ctx context.Context, job *batchv1.Job, val
 		Type: corev1.SecretTypeOpaque,
 		Data: values,
 	}
-	if err := p.r.Client.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := pr.c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create per-run identity secret: %w", err)
 	}
 	return nil
@@ -110,13 +111,13 @@ func (p *pass) writeRunIdentitySecret(ctx context.Context, job *batchv1.Job, val
 // deleteRunIdentitySecret deletes a counted Job's per-run identity Secret (best effort, as the
 // per-run inputs Secret: it goes with its Job anyway). A Job that reads no identity Secret
 // costs no request.
-func (p *pass) deleteRunIdentitySecret(ctx context.Context, job *batchv1.Job) {
+func deleteRunIdentitySecret(ctx context.Context, c client.Client, job *batchv1.Job) {
 	if !jobs.ReadsRunIdentitySecret(job) {
 		return
 	}
 	s := &corev1.Secret{}
 	s.Namespace, s.Name = job.Namespace, naming.RunIdentitySecretName(job.Name)
-	if err := p.r.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+	if err := c.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
 		log.FromContext(ctx).Error(err, "delete per-run identity secret", "secret", s.Name)
 	}
 }
