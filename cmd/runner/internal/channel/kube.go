@@ -151,11 +151,14 @@ func (c *kubeClient) do(ctx context.Context, method, path string, body object) (
 	return out, nil
 }
 
-func (o object) meta() map[string]any {
-	m, _ := o["metadata"].(map[string]any)
+func (o object) meta() map[string]any { return o.child("metadata") }
+
+// child returns the map under key, creating it when absent.
+func (o object) child(key string) map[string]any {
+	m, _ := o[key].(map[string]any)
 	if m == nil {
 		m = map[string]any{}
-		o["metadata"] = m
+		o[key] = m
 	}
 	return m
 }
@@ -217,14 +220,7 @@ func (o object) controllerUID() string {
 }
 
 // spec returns the object's spec, creating it when absent.
-func (o object) spec() map[string]any {
-	m, _ := o["spec"].(map[string]any)
-	if m == nil {
-		m = map[string]any{}
-		o["spec"] = m
-	}
-	return m
-}
+func (o object) spec() map[string]any { return o.child("spec") }
 
 // holder is a Lease's spec.holderIdentity ("" when unset).
 func (o object) holder() string {

@@ -34,21 +34,12 @@ const maxPlanUploadBytes = 4 << 20
 // maxPlanFileBytes bounds a plan file the channel accepts or reads back (before gzip).
 const maxPlanFileBytes = 64 << 20
 
-func (s *server) planPath() string {
-	return runnerapi.PlanPathPrefix + s.cfg.Namespace + "/" + s.cfg.Suffix
-}
+func (s *server) planPath() string { return s.path(runnerapi.PlanPathPrefix) }
 
 // servePlan answers the plan endpoint: PUT (a Plan Job stores its plan) and GET (an Apply or a
 // Refresh Job fetches the plan it was given).
 func (s *server) servePlan(ctx context.Context, w http.ResponseWriter, r *http.Request) {
-	ns, suffix, ok := parsePath(runnerapi.PlanPathPrefix, r.URL.Path)
-	if !ok {
-		http.Error(w, "not found: the channel serves "+s.planPath(), http.StatusNotFound)
-		return
-	}
-	if ns != s.cfg.Namespace || suffix != s.cfg.Suffix {
-		logr.FromContextOrDiscard(ctx).Info("refused a request for another object's plan", "path", r.URL.Path)
-		http.Error(w, "forbidden: this channel serves only "+s.planPath(), http.StatusForbidden)
+	if !s.ownPath(ctx, w, r, runnerapi.PlanPathPrefix, "plan", s.planPath()) {
 		return
 	}
 	switch r.Method {
@@ -105,7 +96,8 @@ func (s *server) putPlan(ctx context.Context, w http.ResponseWriter, r *http.Req
 		StateSerial: serial, StateLineage: lineage, CreatedAt: s.now().UTC().Format(time.RFC3339), Job: s.cfg.Job,
 		RefreshOnly: s.cfg.RefreshOnly, Destroy: s.cfg.DestroyPlan, PlanSummary: up.Summary.Bounded(runnerapi.MaxRecordAddresses),
 	}
-	gz, err := gzipState(up.File)
+	// The plan file is stored gzip'd, as the backend stores a state.
+	gz, err := runnerapi.EncodeState(up.File)
 	if err != nil {
 		s.serverError(ctx, w, "gzip plan", err)
 		return
@@ -122,24 +114,14 @@ func (s *server) putPlan(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if s.fenced(ctx, w, requestPutPlan) {
 		return
 	}
-	for attempt := 0; ; attempt++ {
-		sec, err := s.store.getPlanSecret(ctx)
-		if err != nil {
-			s.serverError(ctx, w, "read the plan", err)
-			return
-		}
+	stored := s.update(ctx, w, s.planSecret(), "store the plan", func(sec object) change {
 		sec.setAllData(data)
 		id := rec.ID
 		sec.setStringMap("annotations", map[string]*string{runnerapi.PlanIDAnnotation: &id, runnerapi.PlanConsumedByAnnotation: nil})
-		err = s.store.putPlanSecret(ctx, sec)
-		if isConflict(err) && attempt < conflictRetries {
-			continue
-		}
-		if err != nil {
-			s.serverError(ctx, w, "store the plan", err)
-			return
-		}
-		break
+		return write
+	})
+	if stored == nil {
+		return
 	}
 	log.Info("plan stored", "planID", rec.ID, "fileSHA256", rec.FileSHA256, "stateSerial", rec.StateSerial, "refreshOnly", rec.RefreshOnly, "destroy", rec.Destroy, "gzipBytes", len(gz),
 		"create", rec.Create, "update", rec.Update, "replace", rec.Replace, "delete", rec.Delete)
@@ -294,13 +276,15 @@ func (s *server) getPlan(ctx context.Context, w http.ResponseWriter) {
 	if s.fenced(ctx, w, requestGetPlan) {
 		return
 	}
-	for attempt := 0; ; attempt++ {
-		sec, err := s.store.getPlanSecret(ctx)
-		if err != nil {
-			s.serverError(ctx, w, "read the plan", err)
-			return
-		}
-		rec, file, refusal := s.checkPlan(sec)
+	// A write that meets a conflict reads again: whoever wrote may have consumed or replaced the
+	// plan.
+	var rec runnerapi.PlanRecord
+	var file []byte
+	var claimed bool
+	sec := s.update(ctx, w, s.planSecret(), "mark plan consumed", func(sec object) change {
+		var refusal *runnerapi.PlanRefusal
+		rec, file, refusal = s.checkPlan(sec)
+		claimed = false
 		if refusal != nil {
 			code := http.StatusConflict
 			if refusal.Reason == runnerapi.PlanRefusedCorrupt {
@@ -308,28 +292,26 @@ func (s *server) getPlan(ctx context.Context, w http.ResponseWriter) {
 			}
 			log.Info("refused to hand out the plan", "planID", s.cfg.PlanID, "reason", refusal.Reason, "message", refusal.Message)
 			writeJSON(w, code, refusal)
-			return
+			return answered
 		}
-		if sec.annotations()[runnerapi.PlanConsumedByAnnotation] == "" {
-			if s.beforeClaim != nil {
-				s.beforeClaim()
-			}
-			job := s.cfg.Job
-			sec.setStringMap("annotations", map[string]*string{runnerapi.PlanConsumedByAnnotation: &job})
-			err := s.store.putPlanSecret(ctx, sec)
-			if isConflict(err) && attempt < conflictRetries {
-				// Read again: whoever wrote may have consumed or replaced the plan.
-				continue
-			}
-			if err != nil {
-				s.serverError(ctx, w, "mark plan consumed", err)
-				return
-			}
-			log.Info("plan handed out and marked consumed", "planID", rec.ID, "fileSHA256", rec.FileSHA256)
+		if sec.annotations()[runnerapi.PlanConsumedByAnnotation] != "" {
+			return unchanged
 		}
-		writeJSON(w, http.StatusOK, runnerapi.PlanDownload{Record: rec, File: file})
+		if s.beforeClaim != nil {
+			s.beforeClaim()
+		}
+		job := s.cfg.Job
+		sec.setStringMap("annotations", map[string]*string{runnerapi.PlanConsumedByAnnotation: &job})
+		claimed = true
+		return write
+	})
+	if sec == nil {
 		return
 	}
+	if claimed {
+		log.Info("plan handed out and marked consumed", "planID", rec.ID, "fileSHA256", rec.FileSHA256)
+	}
+	writeJSON(w, http.StatusOK, runnerapi.PlanDownload{Record: rec, File: file})
 }
 
 // checkPlan reads the plan the Secret holds and says why it may not be handed to this Job, if

@@ -80,14 +80,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.servePlan(ctx, w, r)
 		return
 	}
-	ns, suffix, ok := parsePath(StatePathPrefix, r.URL.Path)
-	if !ok {
-		http.Error(w, "not found: the channel serves "+s.statePath()+" and "+s.planPath(), http.StatusNotFound)
-		return
-	}
-	if ns != s.cfg.Namespace || suffix != s.cfg.Suffix {
-		logr.FromContextOrDiscard(ctx).Info("refused a request for another object's state", "path", r.URL.Path)
-		http.Error(w, "forbidden: this channel serves only "+s.statePath(), http.StatusForbidden)
+	if !s.ownPath(ctx, w, r, StatePathPrefix, "state", s.statePath()+" and "+s.planPath()) {
 		return
 	}
 	switch r.Method {
@@ -105,8 +98,28 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *server) statePath() string {
-	return StatePathPrefix + s.cfg.Namespace + "/" + s.cfg.Suffix
+func (s *server) statePath() string { return s.path(StatePathPrefix) }
+
+// path is the path under prefix of the one object the channel serves.
+func (s *server) path(prefix string) string {
+	return prefix + s.cfg.Namespace + "/" + s.cfg.Suffix
+}
+
+// ownPath checks that the request's path is <prefix><namespace>/<suffix> of the channel's own
+// object (what names the resource): it answers 404 for another path (naming the paths served)
+// and 403 for another object's, and then returns false.
+func (s *server) ownPath(ctx context.Context, w http.ResponseWriter, r *http.Request, prefix, what, served string) bool {
+	ns, suffix, ok := parsePath(prefix, r.URL.Path)
+	if !ok {
+		http.Error(w, "not found: the channel serves "+served, http.StatusNotFound)
+		return false
+	}
+	if ns != s.cfg.Namespace || suffix != s.cfg.Suffix {
+		logr.FromContextOrDiscard(ctx).Info("refused a request for another object's "+what, "path", r.URL.Path)
+		http.Error(w, "forbidden: this channel serves only "+s.path(prefix), http.StatusForbidden)
+		return false
+	}
+	return true
 }
 
 // parsePath splits <prefix><namespace>/<suffix>.
@@ -338,45 +351,23 @@ const lockRetries = 3
 // the run lease), when it is already this ID's, or when it is stale by I8 (break and take in
 // one conditional write). Otherwise it answers 423 with the holder's lock info.
 func (s *server) lock(ctx context.Context, w http.ResponseWriter, r *http.Request) {
-	log := logr.FromContextOrDiscard(ctx)
-	raw, info, ok := readLockInfo(w, r)
-	if !ok {
-		return
-	}
-	s.lockMu.Lock()
-	defer s.lockMu.Unlock()
-	for attempt := 0; ; attempt++ {
-		lock, err := s.store.getLock(ctx)
-		if err != nil {
-			s.serverError(ctx, w, "read lock", err)
-			return
-		}
-		held := lock.holder()
-		if held == "" || held == info.ID {
-			if s.fenced(ctx, w, methodLock) {
-				return
-			}
-			if held == info.ID {
-				w.WriteHeader(http.StatusOK)
-				return
-			}
-			s.take(lock, raw, info)
-			err := s.store.putLock(ctx, lock)
-			if isConflict(err) && attempt < lockRetries {
-				continue
-			}
-			if err != nil {
-				s.serverError(ctx, w, "take lock", err)
-				return
-			}
-			s.records.clearHolder()
-			log.Info("lock taken", "lockID", info.ID, "who", info.Who, "operation", info.Operation)
+	s.updateLock(ctx, w, r, "take lock", func(lock object, raw []byte, info lockInfo) change {
+		switch held := lock.holder(); {
+		case held != "" && held != info.ID:
+			s.heldByOther(ctx, w, lock, raw, info)
+			return answered
+		case s.fenced(ctx, w, methodLock):
+			return answered
+		case held == info.ID:
 			w.WriteHeader(http.StatusOK)
-			return
+			return answered
 		}
-		s.heldByOther(ctx, w, lock, raw, info)
-		return
-	}
+		s.take(lock, raw, info)
+		return write
+	}, func(info lockInfo) {
+		s.records.clearHolder()
+		logr.FromContextOrDiscard(ctx).Info("lock taken", "lockID", info.ID, "who", info.Who, "operation", info.Operation)
+	})
 }
 
 // heldByOther answers a LOCK that found another holder: break the lock when I8 allows it,
@@ -439,22 +430,11 @@ func (s *server) take(lock object, raw []byte, info lockInfo) {
 // on still releases the lock it holds.
 func (s *server) unlock(ctx context.Context, w http.ResponseWriter, r *http.Request) {
 	log := logr.FromContextOrDiscard(ctx)
-	_, info, ok := readLockInfo(w, r)
-	if !ok {
-		return
-	}
-	s.lockMu.Lock()
-	defer s.lockMu.Unlock()
-	for attempt := 0; ; attempt++ {
-		lock, err := s.store.getLock(ctx)
-		if err != nil {
-			s.serverError(ctx, w, "read lock", err)
-			return
-		}
+	s.updateLock(ctx, w, r, "release lock", func(lock object, _ []byte, info lockInfo) change {
 		if lock.holder() != info.ID {
 			log.Info("refused to unlock a lock this ID does not hold", "lockID", info.ID, "holder", lock.holder())
 			writeLockInfo(w, http.StatusConflict, lock)
-			return
+			return answered
 		}
 		lock.setHolder("")
 		lock.setStringMap("annotations", map[string]*string{
@@ -462,17 +442,84 @@ func (s *server) unlock(ctx context.Context, w http.ResponseWriter, r *http.Requ
 			runnerapi.LockPodAnnotation:       nil,
 			runnerapi.LockJobAnnotation:       nil,
 		})
-		err = s.store.putLock(ctx, lock)
-		if isConflict(err) && attempt < lockRetries {
+		return write
+	}, func(info lockInfo) { log.Info("lock released", "lockID", info.ID) })
+}
+
+// updateLock answers a LOCK or UNLOCK: under lockMu, the update of the lock Lease that judge
+// makes for the body's lock info (raw as sent); once it is written (writeStep names the write
+// for serverError), done runs and the answer is 200.
+func (s *server) updateLock(ctx context.Context, w http.ResponseWriter, r *http.Request, writeStep string,
+	judge func(lock object, raw []byte, info lockInfo) change, done func(info lockInfo)) {
+	raw, info, ok := readLockInfo(w, r)
+	if !ok {
+		return
+	}
+	s.lockMu.Lock()
+	defer s.lockMu.Unlock()
+	if s.update(ctx, w, s.lockLease(), writeStep, func(lock object) change { return judge(lock, raw, info) }) == nil {
+		return
+	}
+	done(info)
+	w.WriteHeader(http.StatusOK)
+}
+
+// A change is what an update's judge does with the object it read.
+type change int
+
+const (
+	// answered: the judge answered the request (a refusal, or nothing to do); nothing is written.
+	answered change = iota
+	// unchanged: nothing to write; the request goes on with the object as read.
+	unchanged
+	// write: the judge changed the object; the request goes on once it is written.
+	write
+)
+
+// kept is an object the channel reads and writes (the lock Lease, the plan Secret): how, how often
+// a write is tried again after a conflict, and the step serverError names when a read fails.
+type kept struct {
+	read     func(context.Context) (object, error)
+	write    func(context.Context, object) error
+	retries  int
+	readStep string
+}
+
+func (s *server) lockLease() kept {
+	return kept{read: s.store.getLock, write: s.store.putLock, retries: lockRetries, readStep: "read lock"}
+}
+
+func (s *server) planSecret() kept {
+	return kept{read: s.store.getPlanSecret, write: s.store.putPlanSecret, retries: conflictRetries, readStep: "read the plan"}
+}
+
+// update is the read-modify-write of a kept object; the caller holds lockMu. It reads the object
+// live and hands it to judge; when judge changed it, it writes it, and after a conflict reads
+// and judges again (at most o.retries times). It returns the object as written, or as read when
+// judge left it unchanged, once the request may go on; nil once the request was answered: by
+// judge, or by serverError when the read or the write (writeStep) failed.
+func (s *server) update(ctx context.Context, w http.ResponseWriter, o kept, writeStep string, judge func(object) change) object {
+	for attempt := 0; ; attempt++ {
+		obj, err := o.read(ctx)
+		if err != nil {
+			s.serverError(ctx, w, o.readStep, err)
+			return nil
+		}
+		switch judge(obj) {
+		case answered:
+			return nil
+		case unchanged:
+			return obj
+		}
+		err = o.write(ctx, obj)
+		if isConflict(err) && attempt < o.retries {
 			continue
 		}
 		if err != nil {
-			s.serverError(ctx, w, "release lock", err)
-			return
+			s.serverError(ctx, w, writeStep, err)
+			return nil
 		}
-		log.Info("lock released", "lockID", info.ID)
-		w.WriteHeader(http.StatusOK)
-		return
+		return obj
 	}
 }
 

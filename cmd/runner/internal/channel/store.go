@@ -82,16 +82,6 @@ func gunzipState(b64 string) ([]byte, error) {
 	return out, nil
 }
 
-// gzipState encodes a state, or a plan file, as the backend stores a state
-// (runnerapi.EncodeState).
-func gzipState(state []byte) ([]byte, error) {
-	gz, err := runnerapi.EncodeState(state)
-	if err != nil {
-		return nil, fmt.Errorf("gzip state: %w", err)
-	}
-	return gz, nil
-}
-
 // errTooLarge: the gzip'd state does not fit one Secret (runnerapi.MaxSecretDataBytes).
 // Terraform's kubernetes backend splits a larger state over several Secrets
 // (tfstate-default-<suffix>-part-<n>); the channel, which may touch only the one Secret,
@@ -107,9 +97,9 @@ const conflictRetries = 5
 // writeState stores state in the Secret: gzip'd under tfstate, with the backend's labels and
 // encoding annotation, keeping every other field. It never creates the Secret.
 func (s *store) writeState(ctx context.Context, state []byte) error {
-	gz, err := gzipState(state)
+	gz, err := runnerapi.EncodeState(state)
 	if err != nil {
-		return err
+		return fmt.Errorf("gzip state: %w", err)
 	}
 	if len(gz) > runnerapi.MaxSecretDataBytes {
 		return errTooLarge
