@@ -99,6 +99,25 @@ func JudgeFinished(cur JobView, out RunEnd, failuresBefore int, now time.Time) B
 	return b
 }
 
+// JudgeCheck adds what a successful drift check's result says (result: the runner's result
+// document, nil when the pod reported none): whether drift was found and whether the object's
+// drift mode acts on it (ActsOnDrift), with the run's message as the finding's summary, and,
+// for a kind that reports health (sampled), the health sample its plan evaluated. A failed
+// check, or one without a result, says nothing of either.
+func (b *Bookkept) JudgeCheck(cur JobView, result *runnerapi.Result, mode infrav1.DriftMode, sampled bool) {
+	if b.Outcome != infrav1.RunSucceeded || result == nil {
+		return
+	}
+	if cur.Operation.Background() && result.Drift != nil {
+		b.DriftChecked, b.DriftFound = true, *result.Drift
+		b.ActOnDrift = ActsOnDrift(mode)
+		b.DriftSummary = b.Message
+	}
+	if sampled && cur.Operation == infrav1.OperationDrift {
+		b.HealthSampled, b.Health = true, result.Health
+	}
+}
+
 // Markers writes a bookkept Job's durable markers onto the object: the next run sequence, and
 // the applied hash, destroyed flag, restore outcome or failure backoff.
 func (b Bookkept) Markers(o metav1.Object, cur JobView, restoreSerial string) {

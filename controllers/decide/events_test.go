@@ -176,3 +176,32 @@ func TestAbandonPredatesWhenTheLiveObjectDiffers(t *testing.T) {
 		t.Error("AbandonPredates of the same object without managed fields = true, want false")
 	}
 }
+
+// TestJudgeCheckReadsOnlyASuccessfulChecksResult: drift found is recorded (and acted on under
+// Remediate or Accept) only from a successful background check's result; a drift check of a
+// kind that reports health is a health sample.
+func TestJudgeCheckReadsOnlyASuccessfulChecksResult(t *testing.T) {
+	found := true
+	res := &runnerapi.Result{Drift: &found, Health: &runnerapi.HealthSample{}}
+	drift := JobView{Name: "d1", Operation: infrav1.OperationDrift}
+	b := Bookkept{Outcome: infrav1.RunSucceeded, Message: "2 to change"}
+	b.JudgeCheck(drift, res, infrav1.DriftModeRemediate, true)
+	if !b.DriftChecked || !b.DriftFound || !b.ActOnDrift || b.DriftSummary != "2 to change" || !b.HealthSampled {
+		t.Errorf("a successful check: %+v", b)
+	}
+	b = Bookkept{Outcome: infrav1.RunSucceeded}
+	b.JudgeCheck(drift, res, infrav1.DriftModeReport, false)
+	if !b.DriftFound || b.ActOnDrift || b.HealthSampled {
+		t.Errorf("a check under Report of a kind without health: %+v", b)
+	}
+	b = Bookkept{Outcome: infrav1.RunFailed}
+	b.JudgeCheck(drift, res, infrav1.DriftModeRemediate, true)
+	if b.DriftChecked || b.HealthSampled {
+		t.Errorf("a failed check: %+v", b)
+	}
+	b = Bookkept{Outcome: infrav1.RunSucceeded}
+	b.JudgeCheck(JobView{Name: "a1", Operation: infrav1.OperationApply}, res, infrav1.DriftModeRemediate, true)
+	if b.DriftChecked || b.HealthSampled {
+		t.Errorf("an apply: %+v", b)
+	}
+}

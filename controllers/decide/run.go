@@ -1,6 +1,8 @@
 package decide
 
 import (
+	"time"
+
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 )
 
@@ -14,6 +16,17 @@ import (
 func Paused(annotations map[string]string, clusterPaused *bool) bool {
 	_, annotated := annotations[infrav1.PausedAnnotation]
 	return annotated || clusterPaused != nil && *clusterPaused
+}
+
+// ClusterWait is the dependency wait of a live object without its Cluster (no
+// cluster.x-k8s.io/cluster-name label, or a Cluster the cache does not have): nothing is
+// assembled or started until it exists. nil when the Cluster is there.
+func ClusterWait(name string, found bool) *Wait {
+	if name != "" && found {
+		return nil
+	}
+	return &Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForClusterReason,
+		Message: "waiting for the owning Cluster: set the cluster.x-k8s.io/cluster-name label to an existing Cluster", RequeueAfter: time.Minute}
 }
 
 // BelongsToDestroy reports a Job of op that belongs to the object's destroy: the Destroy

@@ -84,3 +84,16 @@ func TestActsOnDrift(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterWait: a live object waits for its Cluster until the label names one the cache has.
+func TestClusterWait(t *testing.T) {
+	if w := ClusterWait("", false); w == nil || w.Reason != infrav1.WaitingForClusterReason {
+		t.Errorf("no label: ClusterWait = %+v", w)
+	}
+	if w := ClusterWait("c1", false); w == nil || w.ConditionType != infrav1.DependenciesReadyCondition {
+		t.Errorf("a Cluster not found: ClusterWait = %+v", w)
+	}
+	if w := ClusterWait("c1", true); w != nil {
+		t.Errorf("the Cluster found: ClusterWait = %+v", w)
+	}
+}

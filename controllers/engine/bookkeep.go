@@ -92,11 +92,8 @@ func (p *pass) collectFinished(ctx context.Context) (*finishedRun, error) {
 	out := jobs.OutcomeOf(job, p.pods)
 	failures, _ := strconv.Atoi(p.obj.GetAnnotations()[infrav1.FailuresAnnotation])
 	b := decide.JudgeFinished(cur, decide.RunEnd{Outcome: out.Outcome, Message: out.Message, PlanStale: out.PlanStale, PlanRefused: out.PlanRefused}, failures, p.r.Clock.Now())
-	if cur.Operation.Background() && b.Outcome == infrav1.RunSucceeded && out.Result != nil && out.Result.Drift != nil {
-		b.DriftChecked, b.DriftFound = true, *out.Result.Drift
-		b.ActOnDrift = decide.ActsOnDrift(p.ev.Drift.Mode)
-		b.DriftSummary = driftSummary(out)
-	}
+	_, sampled := p.obj.(infrav1.HealthReporter)
+	b.JudgeCheck(cur, out.Result, p.ev.Drift.Mode, sampled)
 	f := &finishedRun{cur: cur, job: job, out: out}
 
 	// A Job that may have moved the state: protect it and back it up, whatever the outcome (a
@@ -105,12 +102,8 @@ func (p *pass) collectFinished(ctx context.Context) (*finishedRun, error) {
 		if err := p.r.stateKeeper().Protect(ctx, p.subject); err != nil {
 			return nil, err
 		}
-		var newest int64
-		if len(p.ev.State.Backups) > 0 {
-			newest = p.ev.State.Backups[0].Serial
-		}
 		var err error
-		if f.backup, err = p.r.stateKeeper().Backup(ctx, p.subject, cur.Name, newest); err != nil {
+		if f.backup, err = p.r.stateKeeper().Backup(ctx, p.subject, cur.Name, p.ev.State.Backups); err != nil {
 			return nil, err
 		}
 	}
@@ -131,11 +124,6 @@ func (p *pass) collectFinished(ctx context.Context) (*finishedRun, error) {
 			return nil, err
 		}
 		b.Plan = pl
-	}
-	_, sampled := p.obj.(infrav1.HealthReporter)
-	if sampled && cur.Operation == infrav1.OperationDrift && b.Outcome == infrav1.RunSucceeded && out.Result != nil {
-		// The drift check's plan evaluated the outputs again: a health sample.
-		b.HealthSampled, b.Health = true, out.Result.Health
 	}
 	f.b = b
 	if cur.Operation == infrav1.OperationApply && b.Outcome == infrav1.RunSucceeded {
@@ -319,9 +307,4 @@ func outputsOf(err error) *decide.OutputsResult {
 		o.Reason = oe.Reason
 	}
 	return o
-}
-
-// driftSummary is the one-line account of what a drift check found.
-func driftSummary(out jobs.Outcome) string {
-	return out.Message
 }

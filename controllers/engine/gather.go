@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -155,30 +154,18 @@ func (p *pass) gatherCache(ctx context.Context) error {
 	p.ev.State.SecretCached, p.ev.State.Backups = secrets.StateCached, secrets.Backups
 	decide.IdentityOf(&p.ev, ann, obj.GetUID())
 
-	if name := p.owner.Cluster; name != "" {
-		c := &clusterv1.Cluster{}
-		err := p.r.Client.Get(ctx, types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}, c)
-		switch {
-		case err == nil:
-			p.cluster = c
-		case !apierrors.IsNotFound(err):
-			return fmt.Errorf("get cluster %s: %w", name, err)
-		}
+	if p.cluster, err = cachedCluster(ctx, p.r.Client, obj.GetNamespace(), p.owner.Cluster); err != nil {
+		return err
 	}
 	var clusterPaused *bool
 	if p.cluster != nil {
 		clusterPaused = p.cluster.Spec.Paused
 	}
 	p.ev.Object.Paused = decide.Paused(ann, clusterPaused)
-
-	list := &batchv1.JobList{}
-	if err := p.r.Client.List(ctx, list, client.InNamespace(obj.GetNamespace()), client.MatchingLabels{
-		infrav1.ManagedLabel: "true", infrav1.OwnerKindLabel: p.r.Kind.Name(), infrav1.OwnerNameLabel: naming.LabelValue(obj.GetName()),
-	}); err != nil {
-		return fmt.Errorf("list jobs: %w", err)
+	if p.jobs, err = cachedJobs(ctx, p.r.Client, p.subject); err != nil {
+		return err
 	}
-	p.jobs, p.judged = list.Items, nil
-	sort.Slice(p.jobs, func(i, j int) bool { return p.jobs[i].Name < p.jobs[j].Name })
+	p.judged = nil
 	for i := range p.jobs {
 		v, ok := viewOf(p.subject, &p.jobs[i])
 		if !ok {
@@ -194,6 +181,35 @@ func (p *pass) gatherCache(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// cachedCluster reads the object's Cluster from the cache: nil when it names none or the
+// Cluster does not exist.
+func cachedCluster(ctx context.Context, cache client.Reader, namespace, name string) (*clusterv1.Cluster, error) {
+	if name == "" {
+		return nil, nil
+	}
+	c := &clusterv1.Cluster{}
+	err := cache.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, c)
+	switch {
+	case err == nil:
+		return c, nil
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	}
+	return nil, fmt.Errorf("get cluster %s: %w", name, err)
+}
+
+// cachedJobs lists the Jobs labelled for the subject from the cache, by name.
+func cachedJobs(ctx context.Context, cache client.Reader, s state.Subject) ([]batchv1.Job, error) {
+	list := &batchv1.JobList{}
+	if err := cache.List(ctx, list, client.InNamespace(s.Object.GetNamespace()), client.MatchingLabels{
+		infrav1.ManagedLabel: "true", infrav1.OwnerKindLabel: s.Kind, infrav1.OwnerNameLabel: naming.LabelValue(s.Object.GetName()),
+	}); err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	return list.Items, nil
 }
 
 // viewOf is what the decision sees of one of the object's cached Jobs; ok is false for a Job
@@ -229,9 +245,8 @@ func (p *pass) gatherDecisionInputs(ctx context.Context) error {
 		p.ev.Inputs.Children = children
 		return nil
 	}
-	if p.owner.Cluster == "" || p.cluster == nil {
-		p.ev.Inputs.DependencyWait = &decide.Wait{ConditionType: infrav1.DependenciesReadyCondition, Reason: infrav1.WaitingForClusterReason,
-			Message: "waiting for the owning Cluster: set the cluster.x-k8s.io/cluster-name label to an existing Cluster", RequeueAfter: time.Minute}
+	if wait := decide.ClusterWait(p.owner.Cluster, p.cluster != nil); wait != nil {
+		p.ev.Inputs.DependencyWait = wait
 		return nil
 	}
 	fp, err := p.r.Kind.Fingerprint(ctx, env, p.obj)

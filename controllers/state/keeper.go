@@ -198,9 +198,9 @@ func (k *Keeper) Protect(ctx context.Context, s Subject) error {
 }
 
 // Backup copies the subject's state to captf-state-backup-<suffix>-<serial> when its serial
-// is newer than newest (the serial of the newest backup it has, 0 for none). It returns the
-// backup taken, or nil.
-func (k *Keeper) Backup(ctx context.Context, s Subject, job string, newest int64) (*decide.BackupView, error) {
+// is newer than the newest of have (its backups, newest first). It returns the backup taken,
+// or nil.
+func (k *Keeper) Backup(ctx context.Context, s Subject, job string, have []decide.BackupView) (*decide.BackupView, error) {
 	if k.Backups <= 0 {
 		return nil, nil
 	}
@@ -224,7 +224,7 @@ func (k *Keeper) Backup(ctx context.Context, s Subject, job string, newest int64
 		return nil, fmt.Errorf("read state for a backup: %w", err)
 	}
 	serial := int64(st.Serial)
-	if newest >= serial {
+	if len(have) > 0 && have[0].Serial >= serial {
 		return nil, nil
 	}
 	gvk, err := apiutil.GVKForObject(s.Object, k.Client.Scheme())
