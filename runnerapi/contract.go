@@ -289,14 +289,18 @@ func Command(runner string, inv Invocation) []string {
 		ifTrue(FlagRefreshOnly, inv.RefreshOnly), ifTrue(FlagDestroyPlan, inv.DestroyPlan))
 }
 
-// ChannelInvocation is what the state channel's command says.
+// ChannelInvocation is what the state channel's command says (the channel's configuration
+// besides its environment).
 type ChannelInvocation struct {
-	// Dir is the shared folder (ChannelDir in a Job).
+	// Dir is the folder shared with the main container (address, credential, records;
+	// ChannelDir in a Job).
 	Dir string
-	// Namespace and Suffix name the object's state Secret and lock Lease.
+	// Namespace and Suffix name the state Secret tfstate-default-<Suffix> and the lock Lease
+	// lock-tfstate-default-<Suffix>, the only state the channel serves.
 	Namespace string
 	Suffix    string
-	// Job is the Job the channel serves; RunLease the object's run lease, which must name Job.
+	// Job is the channel's Job; RunLease the object's run lease, which must name Job for any
+	// lock or state write (fencing).
 	Job      string
 	RunLease string
 	// OwnerKind, OwnerName and OwnerUID are the object: a stale lock is broken only when its
@@ -304,21 +308,32 @@ type ChannelInvocation struct {
 	OwnerKind string
 	OwnerName string
 	OwnerUID  string
-	// TokenFile and CAFile are the projected ServiceAccount token and the API server's CA.
+	// TokenFile (re-read on every request) and CAFile are the projected ServiceAccount token
+	// and the API server's CA, which authenticate the channel.
 	TokenFile string
 	CAFile    string
-	// Operation is the Job's operation: only a Plan Job's channel stores a plan.
+	// Operation is the Job's operation. Only a Plan Job's channel stores a plan (PUT /plan).
 	Operation string
-	// InputsHash is the Job's inputs hash, which the ID of a plan it stores covers.
+	// InputsHash is the Job's inputs hash; the ID of a plan the channel stores covers it.
+	// Required for a Plan Job.
 	InputsHash string
 	// PlanID (an Apply, a Refresh or a Destroy of a saved plan) is the only plan the channel
-	// hands out.
+	// hands out (GET /plan), and only once, and only a plan of the Job's kind
+	// (PlanKindRefusal): to a Refresh Job a refresh-only plan, to a Destroy Job a destroy plan,
+	// to an Apply Job one that is neither. Empty: the channel hands out no plan.
 	PlanID string
-	// RefreshOnly (a Plan Job): the plan it stores is refresh-only (FlagRefreshOnly).
+	// RefreshOnly (a Plan Job): the plan the Job stores is a refresh-only plan
+	// (FlagRefreshOnly); the channel records it in the plan record (never from what the runner
+	// uploads).
 	RefreshOnly bool
-	// DestroyPlan (a Plan Job): the plan it stores is a destroy plan (FlagDestroyPlan).
+	// DestroyPlan (a Plan Job): the plan the Job stores is a destroy plan (FlagDestroyPlan); the
+	// channel records it in the plan record (never from what the runner uploads).
 	DestroyPlan bool
-	// StateLineage, when set, is the only state lineage the channel serves.
+	// StateLineage, when set, is the lineage of the state the controller read before it
+	// created the Job: the channel serves only a state of that lineage and refuses (409) a
+	// state Secret that holds no state or another lineage, and it accepts only state writes
+	// of that lineage. Empty: it serves what is there, and the run's first accepted write
+	// pins the lineage of every later one.
 	StateLineage string
 }
 

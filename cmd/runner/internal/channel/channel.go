@@ -23,54 +23,17 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
-// Config is one state channel.
+// Config is one state channel: its command line (the fields are documented there; the first
+// state write pins the lineage in server.writeLineage) and what it takes from its environment.
 type Config struct {
-	// Dir is the folder shared with the main container (address, credential, records).
-	Dir string
-	// Namespace and Suffix name the state Secret tfstate-default-<Suffix> and the lock Lease
-	// lock-tfstate-default-<Suffix>, the only state the channel serves.
-	Namespace string
-	Suffix    string
-	// Job is the channel's Job; RunLease the object's run lease, which must name Job for any
-	// lock or state write (fencing).
-	Job      string
-	RunLease string
+	runnerapi.ChannelInvocation
 	// Pod is the channel's pod ($POD_NAME), recorded on the locks it takes.
 	Pod string
-	// OwnerKind, OwnerName and OwnerUID are the object whose Jobs' stale locks may be broken.
-	OwnerKind string
-	OwnerName string
-	OwnerUID  string
 	// APIServer is the API server's URL; default https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT.
 	APIServer string
-	// TokenFile (re-read on every request) and CAFile authenticate the channel.
-	TokenFile string
-	CAFile    string
 	// Listen is the address to listen on; default 127.0.0.1:0 (an ephemeral port: pods of the
 	// sandbox share one loopback). A restarted channel first tries the port it had.
 	Listen string
-	// Operation is the Job's operation. Only a Plan Job's channel stores a plan (PUT /plan).
-	Operation string
-	// InputsHash is the Job's inputs hash; the ID of a plan the channel stores covers it.
-	// Required for a Plan Job.
-	InputsHash string
-	// PlanID (an Apply, a Refresh or a Destroy of a saved plan) is the only plan the channel
-	// hands out (GET /plan), and only once, and only a plan of the Job's kind
-	// (runnerapi.PlanKindRefusal): to a Refresh Job a refresh-only plan, to a Destroy Job a
-	// destroy plan, to an Apply Job one that is neither. Empty: the channel hands out no plan.
-	PlanID string
-	// RefreshOnly (a Plan Job): the plan the Job stores is a refresh-only plan; the channel
-	// records it in the plan record (never from what the runner uploads).
-	RefreshOnly bool
-	// DestroyPlan (a Plan Job): the plan the Job stores is a destroy plan; the channel records
-	// it in the plan record (never from what the runner uploads).
-	DestroyPlan bool
-	// StateLineage, when set, is the lineage of the state the controller read before it
-	// created the Job: the channel serves only a state of that lineage and refuses (409) a
-	// state Secret that holds no state or another lineage, and it accepts only state writes
-	// of that lineage. Empty: it serves what is there, and the run's first accepted write
-	// pins the lineage of every later one (see server.writeLineage).
-	StateLineage string
 }
 
 // ShutdownGrace bounds how long a stopping channel waits for requests in flight.

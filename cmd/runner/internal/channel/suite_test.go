@@ -126,9 +126,11 @@ func (o *tfObject) token() string {
 
 func (o *tfObject) config(dir string) Config {
 	return Config{
-		Dir: dir, Namespace: namespace, Suffix: o.suffix, Job: o.job, RunLease: naming.RunLeaseName(o.suffix), Pod: o.pod,
-		OwnerKind: "TerraformCluster", OwnerName: o.name, OwnerUID: o.uid,
-		APIServer: env.Config.Host, TokenFile: o.tokenFile, CAFile: caFile,
+		ChannelInvocation: runnerapi.ChannelInvocation{
+			Dir: dir, Namespace: namespace, Suffix: o.suffix, Job: o.job, RunLease: naming.RunLeaseName(o.suffix),
+			OwnerKind: "TerraformCluster", OwnerName: o.name, OwnerUID: o.uid, TokenFile: o.tokenFile, CAFile: caFile,
+		},
+		Pod: o.pod, APIServer: env.Config.Host,
 	}
 }
 
