@@ -120,6 +120,22 @@ func Install(dest string) error {
 	return nil
 }
 
+// writeFrom writes what r reads to the file at path, created or truncated with mode perm.
+func writeFrom(path string, perm os.FileMode, r io.Reader) error {
+	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if _, err := io.Copy(out, r); err != nil {
+		_ = out.Close()
+		return fmt.Errorf("copy to %s: %w", path, err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
 // installFile copies src (empty: the running executable) to dest.
 func installFile(dest string, mode os.FileMode, src string) error {
 	if src == "" {
@@ -137,16 +153,8 @@ func installFile(dest string, mode os.FileMode, src string) error {
 	}
 	defer func() { _ = in.Close() }()
 	tmp := dest + ".tmp"
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", tmp, err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		_ = out.Close()
-		return fmt.Errorf("copy to %s: %w", tmp, err)
-	}
-	if err := out.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
+	if err := writeFrom(tmp, mode, in); err != nil {
+		return err
 	}
 	if err := os.Rename(tmp, dest); err != nil {
 		return fmt.Errorf("rename to %s: %w", dest, err)

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -84,16 +83,5 @@ func copyFile(from, to string, perm os.FileMode) error {
 		return badInput("open module file: %w", err)
 	}
 	defer func() { _ = in.Close() }()
-	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", to, err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		_ = out.Close()
-		return fmt.Errorf("copy %s: %w", from, err)
-	}
-	if err := out.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", to, err)
-	}
-	return nil
+	return writeFrom(to, perm, in)
 }

@@ -156,14 +156,12 @@ func (s *session) savePlan(ctx context.Context, c ChannelBackend, up runnerapi.P
 	if err != nil {
 		return stored, fmt.Errorf("encode plan upload: %w", err)
 	}
-	code, answer, err := planRequest(ctx, c, http.MethodPut, body)
+	code, answer, err := s.askPlan(ctx, c, http.MethodPut, body)
 	if err != nil {
 		return stored, err
 	}
 	switch code {
 	case http.StatusOK:
-	case http.StatusForbidden:
-		return stored, s.forbidden("PUT /plan", answer)
 	case http.StatusRequestEntityTooLarge:
 		return stored, badInput("%s", strings.TrimSpace(string(answer)))
 	default:
@@ -186,14 +184,12 @@ func (s *session) savePlan(ctx context.Context, c ChannelBackend, up runnerapi.P
 // hash of what the record says, and the plan is of the Job's kind (runnerapi.PlanKindRefusal).
 func (s *session) fetchPlan(ctx context.Context, c ChannelBackend, planID string) (runnerapi.PlanDownload, error) {
 	var dl runnerapi.PlanDownload
-	code, answer, err := planRequest(ctx, c, http.MethodGet, nil)
+	code, answer, err := s.askPlan(ctx, c, http.MethodGet, nil)
 	if err != nil {
 		return dl, err
 	}
 	switch code {
 	case http.StatusOK:
-	case http.StatusForbidden:
-		return dl, s.forbidden("GET /plan", answer)
 	case http.StatusConflict, http.StatusUnprocessableEntity:
 		var refusal runnerapi.PlanRefusal
 		if err := json.Unmarshal(answer, &refusal); err != nil || refusal.Reason == "" {
@@ -220,6 +216,16 @@ func (s *session) fetchPlan(ctx context.Context, c ChannelBackend, planID string
 		return dl, planRefusedError{reason: runnerapi.PlanRefusedKind, message: why}
 	}
 	return dl, nil
+}
+
+// askPlan sends method (with body) to the channel's plan endpoint (planRequest) and returns the
+// answer's code and body; a 403 is an error (forbidden).
+func (s *session) askPlan(ctx context.Context, c ChannelBackend, method string, body []byte) (int, []byte, error) {
+	code, answer, err := planRequest(ctx, c, method, body)
+	if err == nil && code == http.StatusForbidden {
+		return code, answer, s.forbidden(method+" /plan", answer)
+	}
+	return code, answer, err
 }
 
 // forbidden turns a 403 of the plan endpoint into a fencing (when the channel recorded one) or
