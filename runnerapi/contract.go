@@ -2,6 +2,7 @@ package runnerapi
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"time"
 )
@@ -143,6 +144,23 @@ const (
 	// KeyRestoreState is the state file a restore pushes; only restore Jobs carry it.
 	KeyRestoreState = "restore.tfstate"
 )
+
+// LongestFirst lists a set of values to mask (KeyRedact's, and what the runner adds) in the order
+// they are masked: longest first, so masking never leaves part of a longer secret behind (one
+// that contains another is masked whole), ties in lexical order.
+func LongestFirst(set map[string]struct{}) []string {
+	out := make([]string, 0, len(set))
+	for s := range set {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if len(out[i]) != len(out[j]) {
+			return len(out[i]) > len(out[j])
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
 
 // Backend is the content of KeyBackend: where the kubernetes backend keeps the state.
 type Backend struct {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -22,6 +21,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/modulesecrets"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // HashVersion prefixes every inputs hash. Change it whenever what is hashed or how it is encoded
@@ -297,16 +297,4 @@ func (r redactSet) addLeaves(v any) {
 
 // list returns the values longest first (so a runner masking in order never leaves part of a
 // longer secret behind), ties in lexical order.
-func (r redactSet) list() []string {
-	out := make([]string, 0, len(r))
-	for s := range r {
-		out = append(out, s)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if len(out[i]) != len(out[j]) {
-			return len(out[i]) > len(out[j])
-		}
-		return out[i] < out[j]
-	})
-	return out
-}
+func (r redactSet) list() []string { return runnerapi.LongestFirst(r) }

@@ -3,8 +3,9 @@ package runner
 import (
 	"encoding/json"
 	"regexp"
-	"sort"
 	"strings"
+
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // Mask replaces every secret the runner finds in what it reports.
@@ -68,18 +69,9 @@ func NewRedactor(values []string) *Redactor {
 			}
 		}
 	}
-	lits := make([]string, 0, len(set))
-	for s := range set {
-		lits = append(lits, s)
-	}
 	// strings.Replacer tries the old strings in argument order at each position: longest
 	// first, so a secret that contains another is masked whole.
-	sort.Slice(lits, func(i, j int) bool {
-		if len(lits[i]) != len(lits[j]) {
-			return len(lits[i]) > len(lits[j])
-		}
-		return lits[i] < lits[j]
-	})
+	lits := runnerapi.LongestFirst(set)
 	pairs := make([]string, 0, 2*len(lits))
 	for _, s := range lits {
 		pairs = append(pairs, s, Mask)
