@@ -1,7 +1,6 @@
 package inputs
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,13 +57,8 @@ func redactJSON(values []string) ([]byte, error) {
 	if values == nil {
 		values = []string{}
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(values); err != nil {
-		return nil, fmt.Errorf("encode redact list: %w", err)
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	// Without HTML escaping: the runner masks each value exactly as it reads it back.
+	return canonicalJSON(values)
 }
 
 func dataSize(data map[string][]byte) int {
