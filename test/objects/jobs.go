@@ -130,10 +130,22 @@ func (b *JobBuilder) finish(at metav1.Time, final, target batchv1.JobConditionTy
 // Obj returns the Job.
 func (b *JobBuilder) Obj() *batchv1.Job { return b.obj }
 
-// PodBuilder builds a pod of a Job.
+// PodBuilder builds a pod, of a Job (PodOf) or of none (Pod).
 type PodBuilder struct {
 	obj *corev1.Pod
 	job *batchv1.Job
+}
+
+// Pod starts a pod of no Job: one never-restarting container, without a service account token.
+func Pod(ns, name string) *PodBuilder {
+	return &PodBuilder{obj: &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                corev1.RestartPolicyNever,
+			AutomountServiceAccountToken: ptr.To(false),
+			Containers:                   []corev1.Container{{Name: "runner", Image: "runner:test"}},
+		},
+	}}
 }
 
 // PodOf starts the pod the Job controller would create for job: its Job labels and a copy of
@@ -151,7 +163,11 @@ func PodOf(job *batchv1.Job, name string) *PodBuilder {
 
 // AsBuilt gives the pod its Job's pod template unchanged, service account and token mount
 // included, and the template's labels: for a test where admission judges the spec as built.
+// A pod of no Job stays as it is.
 func (b *PodBuilder) AsBuilt() *PodBuilder {
+	if b.job == nil {
+		return b
+	}
 	b.obj.Spec = *b.job.Spec.Template.Spec.DeepCopy()
 	for k, v := range b.job.Spec.Template.Labels {
 		b.obj.Labels[k] = v
@@ -165,6 +181,17 @@ func (b *PodBuilder) ControlledBy(job *batchv1.Job) *PodBuilder {
 	ref := metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))
 	ref.BlockOwnerDeletion = nil
 	b.obj.OwnerReferences = append(b.obj.OwnerReferences, *ref)
+	return b
+}
+
+// JobLabel keeps only key of the two labels that name the pod's Job (batchv1.JobNameLabel, or
+// the legacy "job-name"), as on a pod of a Job controller that writes only that one.
+func (b *PodBuilder) JobLabel(key string) *PodBuilder {
+	for _, k := range []string{batchv1.JobNameLabel, "job-name"} {
+		if k != key {
+			delete(b.obj.Labels, k)
+		}
+	}
 	return b
 }
 
@@ -202,6 +229,13 @@ func (b *LeaseBuilder) Holder(id string) *LeaseBuilder {
 func (b *LeaseBuilder) Renewed(at metav1.MicroTime, seconds int32) *LeaseBuilder {
 	b.obj.Spec.AcquireTime, b.obj.Spec.RenewTime = &at, &at
 	b.obj.Spec.LeaseDurationSeconds = ptr.To(seconds)
+	return b
+}
+
+// RenewTime sets spec.renewTime alone: a lease written by hand (or forged) may carry no
+// acquire time and no duration.
+func (b *LeaseBuilder) RenewTime(at metav1.MicroTime) *LeaseBuilder {
+	b.obj.Spec.RenewTime = &at
 	return b
 }
 

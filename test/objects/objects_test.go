@@ -48,6 +48,10 @@ func TestBuiltJobsReadAsTheProductReadsThem(t *testing.T) {
 	if !jobstatus.RunsTemplate(objects.PodOf(job, "p").AsBuilt().Obj(), job) {
 		t.Fatal("a pod AsBuilt does not run its Job's template")
 	}
+	legacy := objects.PodOf(job, "p").JobLabel(jobstatus.LegacyJobNameLabel).Obj()
+	if _, ok := legacy.Labels[jobstatus.JobNameLabel]; ok || !jobstatus.PodOfJobNamed(legacy, job.Name) {
+		t.Fatalf("JobLabel keeps both labels, or neither: %v", legacy.Labels)
+	}
 }
 
 func TestTerraformBuildersSetOnlyWhatTheyAreAskedFor(t *testing.T) {
@@ -58,6 +62,9 @@ func TestTerraformBuildersSetOnlyWhatTheyAreAskedFor(t *testing.T) {
 		}
 		if plain.GetLabels()[infrav1.ClusterNameLabel] != "x" || plain.GetTerraformSpec().Module.Image != objects.DefaultModule {
 			t.Errorf("%s: defaults missing: %v %+v", kind, plain.GetLabels(), plain.GetTerraformSpec().Module)
+		}
+		if _, ok := objects.OfKind(kind, "ns", "z").NoCluster().Obj().GetLabels()[infrav1.ClusterNameLabel]; ok {
+			t.Errorf("%s: NoCluster keeps the cluster-name label", kind)
 		}
 		marked := objects.OfKind(kind, "ns", "y").Finalizer().BlockMove().Paused().ActiveJob("j", infrav1.OperationApply).Obj()
 		if _, ok := marked.GetAnnotations()[infrav1.BlockMoveAnnotation]; !ok || len(marked.GetFinalizers()) != 1 ||

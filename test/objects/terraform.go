@@ -67,6 +67,15 @@ func (b *TerraformBuilder[T]) Cluster(cluster string) *TerraformBuilder[T] {
 	return b.Label(infrav1.ClusterNameLabel, cluster)
 }
 
+// NoCluster removes the cluster-name label: an object that belongs to no Cluster API Cluster,
+// as one a person creates by hand may.
+func (b *TerraformBuilder[T]) NoCluster() *TerraformBuilder[T] {
+	l := b.obj.GetLabels()
+	delete(l, infrav1.ClusterNameLabel)
+	b.obj.SetLabels(l)
+	return b
+}
+
 // Module sets the module image.
 func (b *TerraformBuilder[T]) Module(image string) *TerraformBuilder[T] {
 	b.obj.GetTerraformSpec().Module = infrav1.ModuleSource{Image: image}
@@ -105,6 +114,21 @@ func (b *TerraformBuilder[T]) Annotation(key, value string) *TerraformBuilder[T]
 	}
 	a[key] = value
 	b.obj.SetAnnotations(a)
+	return b
+}
+
+// Annotations sets every annotation of m.
+func (b *TerraformBuilder[T]) Annotations(m map[string]string) *TerraformBuilder[T] {
+	for k, v := range m {
+		b.Annotation(k, v)
+	}
+	return b
+}
+
+// OwnerRef adds an owner reference: the one Cluster API's Machine or MachinePool controller
+// puts on the infrastructure object of its member.
+func (b *TerraformBuilder[T]) OwnerRef(ref metav1.OwnerReference) *TerraformBuilder[T] {
+	b.obj.SetOwnerReferences(append(b.obj.GetOwnerReferences(), ref))
 	return b
 }
 
