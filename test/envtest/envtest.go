@@ -23,8 +23,15 @@ import (
 type Options struct {
 	// ExtraCRDPaths are more CRD files or folders to install (Cluster API's, for example).
 	ExtraCRDPaths []string
+	// WithoutCAPTFCRDs installs ExtraCRDPaths only: for a suite that installs CAPTF's CRDs the
+	// way a person does (clusterctl).
+	WithoutCAPTFCRDs bool
 	// Webhooks, when set, are installed so the API server calls the test's webhook server.
 	Webhooks *envtest.WebhookInstallOptions
+	// APIServerFlags are set on kube-apiserver (an audit policy and log, for example).
+	APIServerFlags map[string]string
+	// AddToScheme adds more types to the scheme (Env.Scheme, the suite's client).
+	AddToScheme []func(*runtime.Scheme) error
 }
 
 // Env is a running control plane.
@@ -97,14 +104,26 @@ func Start(opts Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, add := range opts.AddToScheme {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("build scheme: %w", err)
+		}
+	}
+	crds := opts.ExtraCRDPaths
+	if !opts.WithoutCAPTFCRDs {
+		crds = append([]string{filepath.Join(root, "config", "crd", "bases")}, crds...)
+	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     append([]string{filepath.Join(root, "config", "crd", "bases")}, opts.ExtraCRDPaths...),
+		CRDDirectoryPaths:     crds,
 		ErrorIfCRDPathMissing: true,
 		Scheme:                s,
 	}
 	if opts.Webhooks != nil {
 		env.WebhookInstallOptions = *opts.Webhooks
+	}
+	for flag, value := range opts.APIServerFlags {
+		env.ControlPlane.GetAPIServer().Configure().Set(flag, value)
 	}
 	cfg, err := env.Start()
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 // envtest runs no Job controller and no kubelet: these helpers play them, writing the status
@@ -24,14 +25,13 @@ func StartJob(ctx context.Context, c client.Client, job *batchv1.Job) (*corev1.P
 	if err := c.Status().Update(ctx, job); err != nil {
 		return nil, fmt.Errorf("mark job %s started: %w", job.Name, err)
 	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name + "-pod", Labels: map[string]string{
-			batchv1.JobNameLabel: job.Name, "job-name": job.Name,
-		}, OwnerReferences: controlledBy(job)},
-		Spec: *job.Spec.Template.Spec.DeepCopy(),
+	b := objects.PodOf(job, job.Name+"-pod")
+	// The manager trusts a Plan Job's result only from a pod the Job controls; a Job without a
+	// UID was never created, and its pod gets no reference.
+	if job.UID != "" {
+		b.ControlledBy(job)
 	}
-	pod.Spec.ServiceAccountName = ""
-	pod.Spec.AutomountServiceAccountToken = new(bool)
+	pod := b.Obj()
 	if err := c.Create(ctx, pod); err != nil {
 		return nil, fmt.Errorf("create pod of job %s: %w", job.Name, err)
 	}
@@ -40,18 +40,6 @@ func StartJob(ctx context.Context, c client.Client, job *batchv1.Job) (*corev1.P
 		return nil, fmt.Errorf("mark pod running: %w", err)
 	}
 	return pod, nil
-}
-
-// controlledBy is the controller owner reference the Job controller puts on its pods (the
-// manager trusts a Plan Job's result only from a pod the Job controls); none for a Job without
-// a UID.
-func controlledBy(job *batchv1.Job) []metav1.OwnerReference {
-	if job.UID == "" {
-		return nil
-	}
-	ref := metav1.NewControllerRef(job, batchv1.SchemeGroupVersion.WithKind("Job"))
-	ref.BlockOwnerDeletion = nil
-	return []metav1.OwnerReference{*ref}
 }
 
 // FinishJob ends a Job the way the Job controller and the kubelet would: the pod terminates
