@@ -16,48 +16,44 @@ import (
 // that run without cert-manager. A configuration that does not exist is an error.
 func InjectCABundle(ctx context.Context, c client.Client, caPEM []byte, validating, mutating []string) error {
 	for _, name := range validating {
-		cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		configs := func() []*admissionregistrationv1.WebhookClientConfig {
-			return clientConfigs(cfg.Webhooks, func(w *admissionregistrationv1.ValidatingWebhook) *admissionregistrationv1.WebhookClientConfig {
-				return &w.ClientConfig
-			})
-		}
-		if err := inject(ctx, c, name, cfg, caPEM, configs); err != nil {
+		if err := inject(ctx, c, name, &admissionregistrationv1.ValidatingWebhookConfiguration{}, caPEM); err != nil {
 			return fmt.Errorf("inject ca bundle into validating webhook configuration %s: %w", name, err)
 		}
 	}
 	for _, name := range mutating {
-		cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		configs := func() []*admissionregistrationv1.WebhookClientConfig {
-			return clientConfigs(cfg.Webhooks, func(w *admissionregistrationv1.MutatingWebhook) *admissionregistrationv1.WebhookClientConfig {
-				return &w.ClientConfig
-			})
-		}
-		if err := inject(ctx, c, name, cfg, caPEM, configs); err != nil {
+		if err := inject(ctx, c, name, &admissionregistrationv1.MutatingWebhookConfiguration{}, caPEM); err != nil {
 			return fmt.Errorf("inject ca bundle into mutating webhook configuration %s: %w", name, err)
 		}
 	}
 	return nil
 }
 
-// clientConfigs points at the client configuration of each webhook of a configuration.
-func clientConfigs[W any](webhooks []W, of func(*W) *admissionregistrationv1.WebhookClientConfig) []*admissionregistrationv1.WebhookClientConfig {
-	out := make([]*admissionregistrationv1.WebhookClientConfig, len(webhooks))
-	for i := range webhooks {
-		out[i] = of(&webhooks[i])
+// clientConfigs points at the client configuration of each webhook of a validating or mutating
+// webhook configuration.
+func clientConfigs(cfg client.Object) []*admissionregistrationv1.WebhookClientConfig {
+	var out []*admissionregistrationv1.WebhookClientConfig
+	switch cfg := cfg.(type) {
+	case *admissionregistrationv1.ValidatingWebhookConfiguration:
+		for i := range cfg.Webhooks {
+			out = append(out, &cfg.Webhooks[i].ClientConfig)
+		}
+	case *admissionregistrationv1.MutatingWebhookConfiguration:
+		for i := range cfg.Webhooks {
+			out = append(out, &cfg.Webhooks[i].ClientConfig)
+		}
 	}
 	return out
 }
 
-// inject reads obj, sets caPEM on the client configs of its webhooks and updates it when that
-// changed anything, retrying on conflicts.
-func inject(ctx context.Context, c client.Client, name string, obj client.Object, caPEM []byte, clientConfigs func() []*admissionregistrationv1.WebhookClientConfig) error {
+// inject reads obj (a validating or mutating webhook configuration), sets caPEM on the client
+// configs of its webhooks and updates it when that changed anything, retrying on conflicts.
+func inject(ctx context.Context, c client.Client, name string, obj client.Object, caPEM []byte) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := c.Get(ctx, types.NamespacedName{Name: name}, obj); err != nil {
 			return err
 		}
 		changed := false
-		for _, cc := range clientConfigs() {
+		for _, cc := range clientConfigs(obj) {
 			if !bytes.Equal(cc.CABundle, caPEM) {
 				cc.CABundle = bytes.Clone(caPEM)
 				changed = true
