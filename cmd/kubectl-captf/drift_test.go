@@ -28,11 +28,7 @@ func TestDriftCheckWhen(t *testing.T) {
 			active: &infrav1.ActiveJob{Name: "captf-x-4", Operation: infrav1.OperationApply}, want: "Job captf-x-4 runs now: the Drift Job follows it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := objects.Cluster("ns", "c")
-			for k, v := range tc.ann {
-				b.Annotation(k, v)
-			}
-			tc1 := b.Obj()
+			tc1 := objects.Cluster("ns", "c").Annotations(tc.ann).Obj()
 			tc1.Status.ActiveJob = tc.active
 			if tc.prov {
 				tc1.Status.Initialization = &infrav1.Initialization{Provisioned: &provisioned}
