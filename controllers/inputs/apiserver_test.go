@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +18,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 // controlPlane is the package's one kube-apiserver for its API server tests: the first test that
@@ -53,13 +53,7 @@ func TestSecretsAgainstAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: naming.JobName(suffix, 1), Namespace: ns, Labels: naming.OwnerLabels(infrav1.TerraformMachineKind, "m1", "c1", "")},
-		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers:    []corev1.Container{{Name: "runner", Image: "runner:dev"}},
-		}}},
-	}
+	job := objects.Job(ns, naming.JobName(suffix, 1)).Of(infrav1.TerraformMachineKind, "m1", "c1").Obj()
 	if err := c.Create(ctx, job); err != nil {
 		t.Fatal(err)
 	}
@@ -83,8 +77,7 @@ func TestSecretsAgainstAPIServer(t *testing.T) {
 		t.Fatalf("the API server refused a per-run Secret of exactly MaxRunSecretBytes: %v", err)
 	}
 
-	m := &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: ns, Labels: map[string]string{infrav1.ClusterNameLabel: "c1"}}}
-	m.Spec.Module.Image = "example.com/module:1"
+	m := objects.Machine(ns, "m1").Cluster("c1").Module("example.com/module:1").Obj()
 	if err := c.Create(ctx, m); err != nil {
 		t.Fatal(err)
 	}

@@ -7,11 +7,10 @@ import (
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 const suffix = "0123456789abcdef"
@@ -23,17 +22,12 @@ func testInputs(t *testing.T) *Inputs {
 }
 
 func testMachine() *infrav1.TerraformMachine {
-	return &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{
-		Name: "m1", Namespace: ns, UID: types.UID("uid-m1"),
-		Labels: map[string]string{infrav1.ClusterNameLabel: "c1"},
-	}}
+	return objects.Machine(ns, "m1").Cluster("c1").UID("uid-m1").Obj()
 }
 
 func testJob() *batchv1.Job {
-	return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{
-		Name: naming.JobName(suffix, 3), Namespace: ns, UID: types.UID("uid-job"),
-		Labels: naming.OwnerLabels(infrav1.TerraformMachineKind, "m1", "c1", "blue"),
-	}}
+	return objects.Job(ns, naming.JobName(suffix, 3)).UID("uid-job").
+		Of(infrav1.TerraformMachineKind, "m1", "c1").Label(infrav1.WatchFilterLabel, "blue").Obj()
 }
 
 func keys(m map[string][]byte) []string {
