@@ -17,6 +17,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 var (
@@ -49,14 +50,11 @@ func restrictedNamespace() string {
 
 // ownedParams points params at a real object in the namespace.
 func ownedParams(ns string, p Params) Params {
-	spec := infrav1.TerraformSpec{Module: infrav1.ModuleSource{Image: "example.com/m:1"}}
-	var obj client.Object
-	switch p.Owner.Kind {
-	case "TerraformCluster":
-		obj = &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.Owner.Name}, Spec: infrav1.TerraformClusterSpec{TerraformSpec: spec}}
-	default:
-		obj = &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.Owner.Name}, Spec: infrav1.TerraformMachineSpec{TerraformSpec: spec}}
+	kind := p.Owner.Kind
+	if kind != infrav1.TerraformClusterKind {
+		kind = infrav1.TerraformMachineKind
 	}
+	obj := objects.OfKind(kind, ns, p.Owner.Name).Module("example.com/m:1").Obj()
 	if err := k8s.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 		Expect(err).NotTo(HaveOccurred())
 	}
@@ -112,10 +110,7 @@ var _ = Describe("Jobs built by Build", func() {
 			job, err := Build(p)
 			Expect(err).NotTo(HaveOccurred())
 			// The API server runs Pod Security admission on pods; a Job only draws warnings.
-			pod := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: job.Name + "-pod", Labels: job.Spec.Template.Labels},
-				Spec:       *job.Spec.Template.Spec.DeepCopy(),
-			}
+			pod := objects.PodOf(job, job.Name+"-pod").AsBuilt().Obj()
 			Expect(k8s.Create(ctx, pod)).To(Succeed(), "%s pod refused", p.Owner.Kind)
 
 			// Proof that the namespace enforces: the same pod with root allowed is refused.

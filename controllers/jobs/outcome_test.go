@@ -14,11 +14,12 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 func testJob(conds ...batchv1.JobCondition) *batchv1.Job {
-	return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "captf-0123456789abcdef-1", Namespace: "ns", UID: "job-uid"},
-		Status: batchv1.JobStatus{Conditions: conds}}
+	return objects.Job("ns", "captf-0123456789abcdef-1").UID("job-uid").
+		With(func(j *batchv1.Job) { j.Status.Conditions = conds }).Obj()
 }
 
 func cond(t batchv1.JobConditionType, reason string) batchv1.JobCondition {
@@ -31,14 +32,15 @@ func testPod(uid string, created time.Time, exit int32, reason, message string, 
 	if exit != 0 {
 		phase = corev1.PodFailed
 	}
-	return corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "p-" + uid, CreationTimestamp: metav1.NewTime(created),
-			OwnerReferences: []metav1.OwnerReference{{Kind: "Job", Name: "captf-0123456789abcdef-1", UID: "job-uid", Controller: ptr.To(true)}}},
-		Status: corev1.PodStatus{Phase: phase, Conditions: conds, ContainerStatuses: []corev1.ContainerStatus{
+	job := testJob()
+	return *objects.PodOf(job, "p-"+uid).ControlledBy(job).Phase(phase).With(func(p *corev1.Pod) {
+		p.CreationTimestamp = metav1.NewTime(created)
+		p.Status.Conditions = conds
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{
 			{Name: InstallContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Message: "installed"}}},
 			{Name: MainContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Reason: reason, Message: message}}},
-		}},
-	}
+		}
+	}).Obj()
 }
 
 func resultDoc(outcome runnerapi.Outcome, errText string, changes *bool) string {

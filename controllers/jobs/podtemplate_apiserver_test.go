@@ -4,7 +4,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 var _ = Describe("Jobs with a pod template", func() {
@@ -35,10 +35,7 @@ var _ = Describe("Jobs with a pod template", func() {
 			"pod spec changed by the server:\nbuilt %+v\ngot   %+v", built.Spec.Template.Spec, got.Spec.Template.Spec)
 		Expect(equality.Semantic.DeepDerivative(built.Spec.Template.ObjectMeta, got.Spec.Template.ObjectMeta)).To(BeTrue())
 
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: built.Name + "-pod", Labels: built.Spec.Template.Labels},
-			Spec:       *built.Spec.Template.Spec.DeepCopy(),
-		}
+		pod := objects.PodOf(built, built.Name+"-pod").AsBuilt().Obj()
 		Expect(k8s.Create(ctx, pod)).To(Succeed())
 	})
 })
