@@ -15,6 +15,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 var _ = Describe("reading the backend's state Secret through the API server", func() {
@@ -120,8 +121,7 @@ var _ = Describe("reading the backend's state Secret through the API server", fu
 	})
 
 	It("writes an outputs Secret the API server accepts, owned by the object", func() {
-		tc := &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Name: "c1", Namespace: ns, Labels: map[string]string{infrav1.ClusterNameLabel: "capi-c1"}}}
-		tc.Spec.Module.Image = "example.com/module:1"
+		tc := objects.Cluster(ns, "c1").Cluster("capi-c1").Module("example.com/module:1").Obj()
 		Expect(k8s.Create(ctx, tc)).To(Succeed())
 		csuffix := naming.StateSuffix(ns, infrav1.TerraformClusterKind, tc.Name)
 		st := statetest.Cluster("10.0.0.1", 6443)

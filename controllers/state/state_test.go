@@ -12,12 +12,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 const secretValue = "super-secret-token-value"
@@ -285,8 +285,7 @@ func TestClusterOutputsForMachines(t *testing.T) {
 }
 
 func TestOutputsSecret(t *testing.T) {
-	owner := &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", UID: types.UID("uid-c"),
-		Labels: map[string]string{infrav1.ClusterNameLabel: "capi-c"}}}
+	owner := objects.Cluster("ns", "c").Cluster("capi-c").UID("uid-c").Obj()
 	gvk := infrav1.GroupVersion.WithKind(infrav1.TerraformClusterKind)
 	s, err := state.Parse([]byte(`{"version": 4, "outputs": {
 		"vpc_id": {"value": "vpc-1", "type": "string"},
