@@ -113,12 +113,7 @@ func Assess(lease *coordinationv1.Lease, owner Owner, holder *batchv1.Job, pods 
 			v.Reason = LiveHolderRunning
 			return v
 		}
-		if podsRunning(pods, name) {
-			v.Reason = LivePodsRunning
-			return v
-		}
-		v.Free, v.Reason, v.needPods = true, FreeHolderFinished, true
-		return v
+		return v.freeUnlessPodsRun(pods, name, FreeHolderFinished)
 	}
 	if v.Age <= opts.Grace {
 		v.Reason = LiveWithinGrace
@@ -129,11 +124,17 @@ func Assess(lease *coordinationv1.Lease, owner Owner, holder *batchv1.Job, pods 
 		v.Free, v.Reason = true, FreeHolderForeign
 		return v
 	}
+	return v.freeUnlessPodsRun(pods, name, FreeHolderGone)
+}
+
+// freeUnlessPodsRun is the verdict the holder's pods decide: live while a pod of the holder's
+// name is not terminal, else free for reason. Only listed pods decide (needPods).
+func (v Verdict) freeUnlessPodsRun(pods []corev1.Pod, name string, reason VerdictReason) Verdict {
 	if podsRunning(pods, name) {
 		v.Reason = LivePodsRunning
 		return v
 	}
-	v.Free, v.Reason, v.needPods = true, FreeHolderGone, true
+	v.Free, v.Reason, v.needPods = true, reason, true
 	return v
 }
 
