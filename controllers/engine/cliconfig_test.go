@@ -16,15 +16,13 @@ import (
 var _ = Describe("The sources of spec.job.cliConfig", func() {
 	It("hold the object, and its destroy, until each exists and opted in, then reach the Job's terraform container alone", func() {
 		f := newFixture()
-		tc := &infrav1.TerraformCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
-			Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
-		}
-		tc.Spec.Job.CLIConfig = &infrav1.CLIConfig{
-			ConfigMapRef: &infrav1.CLIConfigKeyRef{Name: "terraform-cli", Key: "config.tfrc"},
-			Credentials: []infrav1.RegistryCredential{{Host: "registry.example.com",
-				SecretKeyRef: infrav1.CLIConfigKeyRef{Name: "registry-token", Key: "token"}}},
-		}
+		tc := f.terraformCluster().Spec(func(s *infrav1.TerraformSpec) {
+			s.Job.CLIConfig = &infrav1.CLIConfig{
+				ConfigMapRef: &infrav1.CLIConfigKeyRef{Name: "terraform-cli", Key: "config.tfrc"},
+				Credentials: []infrav1.RegistryCredential{{Host: "registry.example.com",
+					SecretKeyRef: infrav1.CLIConfigKeyRef{Name: "registry-token", Key: "token"}}},
+			}
+		}).Obj()
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "terraform-cli", Labels: map[string]string{infrav1.VariablesLabel: "true"}},
 			Data: map[string]string{"config.tfrc": "provider_installation {\n  direct {}\n}\n"}}
 		Expect(k8s.Create(ctx, cm)).To(Succeed())

@@ -22,10 +22,7 @@ var _ = Describe("A destroy judged like an apply", func() {
 	// provisioned creates a TerraformCluster of f with spec changes and applies it once.
 	provisioned := func(f *fixture, change func(*infrav1.TerraformCluster)) *infrav1.TerraformCluster {
 		GinkgoHelper()
-		tc := &infrav1.TerraformCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
-			Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
-		}
+		tc := f.terraformCluster().Obj()
 		change(tc)
 		Expect(k8s.Create(ctx, tc)).To(Succeed())
 		first := waitForJob(tc, infrav1.TerraformClusterKind, 1)
@@ -115,10 +112,7 @@ var _ = Describe("A destroy judged like an apply", func() {
 				Expression: `changes.all(c, !(c.type == 'aws_db_instance' && c.action in ['delete', 'replace']))`}},
 		}}
 		Expect(k8s.Create(ctx, pol)).To(Succeed())
-		tc := &infrav1.TerraformCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
-			Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
-		}
+		tc := f.terraformCluster().Obj()
 		Expect(k8s.Create(ctx, tc)).To(Succeed())
 		createJSON, createSum := jsonPlanOf("aws_db_instance.main aws_db_instance create")
 		created := completeSavedPlan(waitForJob(tc, infrav1.TerraformClusterKind, 1), 0, createSum, false, createJSON)

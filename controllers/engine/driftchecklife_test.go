@@ -32,12 +32,10 @@ func normalNotes(ns, name, reason string) []string {
 var _ = Describe("Drift checks asked for", func() {
 	It("start a check now whatever the schedule, answer the request once it ended, keep a request made during the check, and come after an apply", func() {
 		f := newFixture()
-		tc := &infrav1.TerraformCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
-			Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
-		}
-		// A year: the suite's clock never gets there, so no check is due by the schedule.
-		tc.Spec.Drift = infrav1.DriftPolicy{Interval: &metav1.Duration{Duration: 365 * 24 * time.Hour}, Mode: infrav1.DriftModeReport}
+		tc := f.terraformCluster().Spec(func(s *infrav1.TerraformSpec) {
+			// A year: the suite's clock never gets there, so no check is due by the schedule.
+			s.Drift = infrav1.DriftPolicy{Interval: &metav1.Duration{Duration: 365 * 24 * time.Hour}, Mode: infrav1.DriftModeReport}
+		}).Obj()
 		Expect(k8s.Create(ctx, tc)).To(Succeed())
 		completeJob(waitForJob(tc, infrav1.TerraformClusterKind, 1), clusterState(1, "10.14.0.1"), true, "")
 		Eventually(func() bool { return get(tc).Status.IsProvisioned() }).Should(BeTrue())

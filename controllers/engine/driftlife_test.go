@@ -44,11 +44,9 @@ func nextDrift(tc *infrav1.TerraformCluster, seq int64) *batchv1.Job {
 var _ = Describe("Drift checks", func() {
 	It("check on a schedule under the run lease only, report drift, and remediate with one apply", func() {
 		f := newFixture()
-		tc := &infrav1.TerraformCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
-			Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
-		}
-		tc.Spec.Drift = infrav1.DriftPolicy{Interval: &metav1.Duration{Duration: time.Minute}, Mode: infrav1.DriftModeReport}
+		tc := f.terraformCluster().Spec(func(s *infrav1.TerraformSpec) {
+			s.Drift = infrav1.DriftPolicy{Interval: &metav1.Duration{Duration: time.Minute}, Mode: infrav1.DriftModeReport}
+		}).Obj()
 		Expect(k8s.Create(ctx, tc)).To(Succeed())
 		completeJob(waitForJob(tc, infrav1.TerraformClusterKind, 1), clusterState(1, "10.9.0.1"), true, "")
 		Eventually(func() bool { return get(tc).Status.IsProvisioned() }).Should(BeTrue())
@@ -85,11 +83,9 @@ var _ = Describe("Drift checks", func() {
 
 	It("keep at most one succeeded and one failed Job per operation after fifty checks", func() {
 		f := newFixture()
-		tc := &infrav1.TerraformCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
-			Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
-		}
-		tc.Spec.Drift = infrav1.DriftPolicy{Interval: &metav1.Duration{Duration: time.Minute}, Mode: infrav1.DriftModeReport}
+		tc := f.terraformCluster().Spec(func(s *infrav1.TerraformSpec) {
+			s.Drift = infrav1.DriftPolicy{Interval: &metav1.Duration{Duration: time.Minute}, Mode: infrav1.DriftModeReport}
+		}).Obj()
 		Expect(k8s.Create(ctx, tc)).To(Succeed())
 		completeJob(waitForJob(tc, infrav1.TerraformClusterKind, 1), clusterState(1, "10.9.1.1"), true, "")
 		Eventually(func() bool { return get(tc).Status.IsProvisioned() }).Should(BeTrue())

@@ -22,6 +22,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 // fixture is one Cluster API Cluster in its own namespace.
@@ -44,10 +45,11 @@ func newFixture() *fixture {
 	return f
 }
 
-func moduleSpec(vars string) infrav1.TerraformSpec {
-	return infrav1.TerraformSpec{
-		Module:    infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "module"}},
-		Variables: &runtime.RawExtension{Raw: []byte(vars)},
+// moduleSpec gives a Terraform spec the suite's module (a ConfigMap) and the variables vars.
+func moduleSpec(vars string) func(*infrav1.TerraformSpec) {
+	return func(s *infrav1.TerraformSpec) {
+		s.Module = infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "module"}}
+		s.Variables = &runtime.RawExtension{Raw: []byte(vars)}
 	}
 }
 
@@ -64,11 +66,14 @@ func (f *fixture) bootstrapLabels() map[string]string {
 	return f.labels()
 }
 
+// terraformCluster starts the TerraformCluster of the fixture's Cluster as createCluster creates
+// it, for a spec that changes it before creating it.
+func (f *fixture) terraformCluster() *objects.TerraformBuilder[*infrav1.TerraformCluster] {
+	return objects.Cluster(f.ns, f.cluster).Spec(moduleSpec(`{"size":1}`))
+}
+
 func (f *fixture) createCluster() *infrav1.TerraformCluster {
-	tc := &infrav1.TerraformCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
-		Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
-	}
+	tc := f.terraformCluster().Obj()
 	Expect(k8s.Create(ctx, tc)).To(Succeed())
 	return tc
 }
@@ -88,11 +93,8 @@ func (f *fixture) createMachine(name string) *infrav1.TerraformMachine {
 		},
 	}
 	Expect(k8s.Create(ctx, m)).To(Succeed())
-	tm := &infrav1.TerraformMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Labels: f.labels(),
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: m.Name, UID: m.UID}}},
-		Spec: infrav1.TerraformMachineSpec{TerraformSpec: moduleSpec(`{"flavor":"small"}`)},
-	}
+	tm := objects.Machine(f.ns, name).Cluster(f.cluster).Spec(moduleSpec(`{"flavor":"small"}`)).
+		OwnerRef(metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: m.Name, UID: m.UID}).Obj()
 	Expect(k8s.Create(ctx, tm)).To(Succeed())
 	return tm
 }
@@ -115,11 +117,8 @@ func (f *fixture) createPool(name string) *infrav1.TerraformMachinePool {
 		},
 	}
 	Expect(k8s.Create(ctx, mp)).To(Succeed())
-	tp := &infrav1.TerraformMachinePool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Labels: f.labels(),
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachinePool", Name: mp.Name, UID: mp.UID}}},
-		Spec: infrav1.TerraformMachinePoolSpec{TerraformSpec: moduleSpec(`{"instances":2}`)},
-	}
+	tp := objects.MachinePool(f.ns, name).Cluster(f.cluster).Spec(moduleSpec(`{"instances":2}`)).
+		OwnerRef(metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachinePool", Name: mp.Name, UID: mp.UID}).Obj()
 	Expect(k8s.Create(ctx, tp)).To(Succeed())
 	return tp
 }

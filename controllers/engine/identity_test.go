@@ -21,11 +21,9 @@ var _ = Describe("The identity token audience, before every Job", func() {
 		Expect(err).NotTo(HaveOccurred())
 
 		f := newFixture()
-		tc := &infrav1.TerraformCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
-			Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
-		}
-		tc.Spec.Job.IdentityToken = &infrav1.IdentityToken{Audience: auds[0]}
+		tc := f.terraformCluster().Spec(func(s *infrav1.TerraformSpec) {
+			s.Job.IdentityToken = &infrav1.IdentityToken{Audience: auds[0]}
+		}).Obj()
 		Expect(k8s.Create(ctx, tc)).To(Succeed())
 		inputsValid := func() *metav1.Condition { return envtest.Condition(get(tc), infrav1.InputsValidCondition) }
 

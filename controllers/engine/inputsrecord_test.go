@@ -125,11 +125,9 @@ var _ = Describe("The record of the inputs' sources (status.inputs)", func() {
 			Labels: map[string]string{inputs.VariablesLabel: inputs.VariablesLabelValue}},
 			Data: map[string][]byte{"region": []byte("north")}}
 		Expect(k8s.Create(ctx, vars)).To(Succeed())
-		tc := &infrav1.TerraformCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
-			Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
-		}
-		tc.Spec.VariablesFrom = []infrav1.VariablesSource{{SecretRef: &infrav1.LocalObjectReference{Name: vars.Name}}}
+		tc := f.terraformCluster().Spec(func(s *infrav1.TerraformSpec) {
+			s.VariablesFrom = []infrav1.VariablesSource{{SecretRef: &infrav1.LocalObjectReference{Name: vars.Name}}}
+		}).Obj()
 		Expect(k8s.Create(ctx, tc)).To(Succeed())
 		job1 := waitForJob(tc, infrav1.TerraformClusterKind, 1)
 		st := statetest.Cluster("10.1.0.1", 6443)

@@ -29,14 +29,12 @@ var _ = Describe("Secrets that reach module code, before every Job", func() {
 		volSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "ca", Labels: labelled},
 			Data: map[string][]byte{"ca.pem": []byte("ca-bundle-value"), "extra": []byte("extra-value")}}
 		Expect(k8s.Create(ctx, envSecret)).To(Succeed())
-		tc := &infrav1.TerraformCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
-			Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
-		}
-		tc.Spec.Job.Env = []corev1.EnvVar{{Name: "CLOUD_KEY", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: "cloud"}, Key: "key"}}}}
-		tc.Spec.Job.PodTemplate = &infrav1.RunnerPodTemplate{Volumes: []infrav1.RunnerVolume{
-			{Name: "ca", MountPath: "/etc/ca", Secret: &infrav1.RunnerVolumeSource{Name: "ca"}}}}
+		tc := f.terraformCluster().Spec(func(s *infrav1.TerraformSpec) {
+			s.Job.Env = []corev1.EnvVar{{Name: "CLOUD_KEY", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "cloud"}, Key: "key"}}}}
+			s.Job.PodTemplate = &infrav1.RunnerPodTemplate{Volumes: []infrav1.RunnerVolume{
+				{Name: "ca", MountPath: "/etc/ca", Secret: &infrav1.RunnerVolumeSource{Name: "ca"}}}}
+		}).Obj()
 		Expect(k8s.Create(ctx, tc)).To(Succeed())
 		inputsValid := func() *metav1.Condition { return envtest.Condition(get(tc), infrav1.InputsValidCondition) }
 		jobCount := func() int { return len(kit.JobsOf(tc, infrav1.TerraformClusterKind)) }

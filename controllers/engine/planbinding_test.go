@@ -6,7 +6,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +16,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 // The plan Secret is writable by the tenant; these specs play the tenant rewriting its
@@ -46,10 +46,7 @@ func noDBDeletes(f *fixture) *infrav1.TerraformPlanPolicy {
 // with run sequence 3 next.
 func appliedUnderPolicy(f *fixture) *infrav1.TerraformCluster {
 	GinkgoHelper()
-	tc := &infrav1.TerraformCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
-		Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
-	}
+	tc := f.terraformCluster().Obj()
 	Expect(k8s.Create(ctx, tc)).To(Succeed())
 	createJSON, createSum := jsonPlanOf("aws_db_instance.main aws_db_instance create")
 	completeSavedPlan(waitForJob(tc, infrav1.TerraformClusterKind, 1), 0, createSum, false, createJSON)
@@ -158,9 +155,7 @@ var _ = Describe("Plan artifacts bound to the plan", func() {
 		realPod, err := envtest.StartJob(ctx, k8s, plan)
 		Expect(err).NotTo(HaveOccurred())
 		// Created after the Job's own pod (so as new or newer) and listed before it (by name).
-		fake := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: plan.Namespace, Name: plan.Name + "-a-forged",
-			Labels: map[string]string{"batch.kubernetes.io/job-name": plan.Name, "job-name": plan.Name}}, Spec: *plan.Spec.Template.Spec.DeepCopy()}
-		fake.Spec.ServiceAccountName, fake.Spec.AutomountServiceAccountToken = "", new(bool)
+		fake := objects.PodOf(plan, plan.Name+"-a-forged").Obj()
 		Expect(k8s.Create(ctx, fake)).To(Succeed())
 		yes := true
 		fr := runnerapi.Result{Operation: string(infrav1.OperationPlan), Outcome: runnerapi.OutcomeSucceeded, Steps: []runnerapi.Step{}, Changes: &yes,
@@ -175,12 +170,8 @@ var _ = Describe("Plan artifacts bound to the plan", func() {
 		reportForged(fake)
 
 		By("and a pod that names the Job as its controller (the API server does not check that) but runs the tenant's image")
-		owned := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: plan.Namespace, Name: plan.Name + "-a-owned",
-			Labels:          map[string]string{"batch.kubernetes.io/job-name": plan.Name, "job-name": plan.Name},
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(plan, batchv1.SchemeGroupVersion.WithKind("Job"))}},
-			Spec: *plan.Spec.Template.Spec.DeepCopy()}
-		owned.Spec.ServiceAccountName, owned.Spec.AutomountServiceAccountToken = "", new(bool)
-		owned.Spec.Containers[0].Image = "tenant.example/forger:v1"
+		owned := objects.PodOf(plan, plan.Name+"-a-owned").ControlledBy(plan).
+			With(func(p *corev1.Pod) { p.Spec.Containers[0].Image = "tenant.example/forger:v1" }).Obj()
 		Expect(k8s.Create(ctx, owned)).To(Succeed())
 		reportForged(owned)
 
@@ -194,11 +185,9 @@ var _ = Describe("Plan artifacts bound to the plan", func() {
 
 	It("holds as corrupt a held plan whose plan.txt or plan.json was rewritten after it was recorded: no Apply Job once approved", func() {
 		f := newFixture()
-		tc := &infrav1.TerraformCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
-			Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
-		}
-		tc.Spec.ApplyPolicy = infrav1.ApplyPolicyManual
+		tc := f.terraformCluster().Spec(func(s *infrav1.TerraformSpec) {
+			s.ApplyPolicy = infrav1.ApplyPolicyManual
+		}).Obj()
 		Expect(k8s.Create(ctx, tc)).To(Succeed())
 		completeJob(waitForJob(tc, infrav1.TerraformClusterKind, 1), clusterState(1, "10.14.0.1"), true, "")
 		Eventually(func() bool { return get(tc).Status.IsProvisioned() }).Should(BeTrue())

@@ -87,11 +87,9 @@ func finishPlanJob(job *batchv1.Job, id string, counts runnerapi.PlanSummary, di
 var _ = Describe("Plans", func() {
 	It("under Manual: plan, wait, apply the approved plan once; changed inputs supersede a pending plan", func() {
 		f := newFixture()
-		tc := &infrav1.TerraformCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
-			Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
-		}
-		tc.Spec.ApplyPolicy = infrav1.ApplyPolicyManual
+		tc := f.terraformCluster().Spec(func(s *infrav1.TerraformSpec) {
+			s.ApplyPolicy = infrav1.ApplyPolicyManual
+		}).Obj()
 		Expect(k8s.Create(ctx, tc)).To(Succeed())
 
 		By("the first apply needs no plan")
@@ -145,11 +143,9 @@ var _ = Describe("Plans", func() {
 
 	It("with the destructive guard: a plan that only creates or updates applies at once, a replace waits", func() {
 		f := newFixture()
-		tc := &infrav1.TerraformCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
-			Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
-		}
-		tc.Spec.DestructiveChanges = infrav1.DestructiveChangesRequireApproval
+		tc := f.terraformCluster().Spec(func(s *infrav1.TerraformSpec) {
+			s.DestructiveChanges = infrav1.DestructiveChangesRequireApproval
+		}).Obj()
 		Expect(k8s.Create(ctx, tc)).To(Succeed())
 		completeJob(waitForJob(tc, infrav1.TerraformClusterKind, 1), clusterState(1, "10.12.0.1"), true, "")
 		Eventually(func() bool { return get(tc).Status.IsProvisioned() }).Should(BeTrue())

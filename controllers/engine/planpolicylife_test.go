@@ -50,10 +50,7 @@ var _ = Describe("Plan policies", func() {
 		Expect(k8s.Create(ctx, pol)).To(Succeed())
 		DeferCleanup(func() { Expect(k8s.Delete(ctx, pol)).To(Succeed()) })
 
-		tc := &infrav1.TerraformCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
-			Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
-		}
+		tc := f.terraformCluster().Obj()
 		Expect(k8s.Create(ctx, tc)).To(Succeed())
 
 		By("the first apply goes through a plan, and a create-only plan applies at once, from its saved plan")

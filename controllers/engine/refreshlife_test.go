@@ -24,11 +24,9 @@ func operationOf(job *batchv1.Job) infrav1.Operation {
 var _ = Describe("Refresh", func() {
 	It("accepts drift with one refresh: a refresh-only check, a Refresh Job that writes the state and is backed up, no apply", func() {
 		f := newFixture()
-		tc := &infrav1.TerraformCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
-			Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
-		}
-		tc.Spec.Drift = infrav1.DriftPolicy{Interval: &metav1.Duration{Duration: time.Minute}, Mode: infrav1.DriftModeAccept}
+		tc := f.terraformCluster().Spec(func(s *infrav1.TerraformSpec) {
+			s.Drift = infrav1.DriftPolicy{Interval: &metav1.Duration{Duration: time.Minute}, Mode: infrav1.DriftModeAccept}
+		}).Obj()
 		Expect(k8s.Create(ctx, tc)).To(Succeed())
 		completeJob(waitForJob(tc, infrav1.TerraformClusterKind, 1), clusterState(1, "10.12.0.1"), true, "")
 		Eventually(func() bool { return get(tc).Status.IsProvisioned() }).Should(BeTrue())

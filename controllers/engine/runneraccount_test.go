@@ -16,11 +16,9 @@ import (
 var _ = Describe("A ServiceAccount named for the Jobs", func() {
 	It("runs nothing until it exists and carries captf.io/runner=true, then runs the Jobs under it", func() {
 		f := newFixture()
-		tc := &infrav1.TerraformCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
-			Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
-		}
-		tc.Spec.Job.ServiceAccountName = "team-runner"
+		tc := f.terraformCluster().Spec(func(s *infrav1.TerraformSpec) {
+			s.Job.ServiceAccountName = "team-runner"
+		}).Obj()
 		Expect(k8s.Create(ctx, tc)).To(Succeed())
 		inputsValid := func() *metav1.Condition { return envtest.Condition(get(tc), infrav1.InputsValidCondition) }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 func pauseCluster(f *fixture, paused bool) {
@@ -94,21 +95,15 @@ var _ = Describe("Pause and move", func() {
 
 	It("adopts the Job an earlier attempt created before crashing, never creating a second", func() {
 		f := newFixture()
-		tc := &infrav1.TerraformCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
-			Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
-		}
 		// The crashed manager got as far as the lease and the Job (its UID is unknown yet, so
 		// create the object first, paused, and build the Job it would have built).
-		tc.Annotations = map[string]string{infrav1.PausedAnnotation: ""}
+		tc := f.terraformCluster().Paused().Obj()
 		Expect(k8s.Create(ctx, tc)).To(Succeed())
 		name := naming.JobName(suffixOf(tc, infrav1.TerraformClusterKind), 1)
-		holder := name
-		Expect(k8s.Create(ctx, &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: naming.RunLeaseName(suffixOf(tc, infrav1.TerraformClusterKind)),
-				Labels: map[string]string{infrav1.LeaseLabel: infrav1.LeaseKindRun}},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, AcquireTime: &metav1.MicroTime{Time: clk.Now()}, RenewTime: &metav1.MicroTime{Time: clk.Now()}},
-		})).To(Succeed())
+		taken := metav1.NewMicroTime(clk.Now())
+		Expect(k8s.Create(ctx, objects.Lease(f.ns, naming.RunLeaseName(suffixOf(tc, infrav1.TerraformClusterKind))).
+			Label(infrav1.LeaseLabel, infrav1.LeaseKindRun).Holder(name).RenewTime(taken).
+			With(func(l *coordinationv1.Lease) { l.Spec.AcquireTime = &taken }).Obj())).To(Succeed())
 		job, err := jobs.Build(crashParams(tc, name))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(k8s.Create(ctx, job)).To(Succeed())

@@ -4,7 +4,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
@@ -15,11 +14,7 @@ import (
 var _ = Describe("Shards (cluster.x-k8s.io/watch-filter)", func() {
 	It("labels the Jobs and Secrets of an object with its shard, so the manager of that shard caches them", func() {
 		f := newFixture()
-		tc := &infrav1.TerraformCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
-			Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
-		}
-		tc.Labels[infrav1.WatchFilterLabel] = "blue"
+		tc := f.terraformCluster().Label(infrav1.WatchFilterLabel, "blue").Obj()
 		Expect(k8s.Create(ctx, tc)).To(Succeed())
 		job := waitForJob(tc, infrav1.TerraformClusterKind, 1)
 		Expect(job.Labels).To(HaveKeyWithValue(infrav1.WatchFilterLabel, "blue"), "the Job")

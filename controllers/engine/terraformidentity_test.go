@@ -56,11 +56,9 @@ var _ = Describe("A TerraformIdentity, before every Job", func() {
 			Env:               []infrav1.IdentityEnvVar{{Name: "CLOUD_TOKEN", SecretKeyRef: infrav1.IdentitySecretKeyRef{Name: "cloud-" + f.ns, Key: "token"}}},
 		}}
 		Expect(k8s.Create(ctx, id)).To(Succeed())
-		tc := &infrav1.TerraformCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
-			Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
-		}
-		tc.Spec.Job.IdentityRef = &infrav1.TerraformIdentityRef{Name: id.Name}
+		tc := f.terraformCluster().Spec(func(s *infrav1.TerraformSpec) {
+			s.Job.IdentityRef = &infrav1.TerraformIdentityRef{Name: id.Name}
+		}).Obj()
 		Expect(k8s.Create(ctx, tc)).To(Succeed())
 
 		By("allowed: the Job reads CLOUD_TOKEN from its per-run identity Secret, which holds the value from the manager's namespace")
@@ -153,11 +151,9 @@ var _ = Describe("A TerraformIdentity, before every Job", func() {
 			Env:               []infrav1.IdentityEnvVar{{Name: "CLOUD_TOKEN", SecretKeyRef: infrav1.IdentitySecretKeyRef{Name: "absent-" + f.ns, Key: "token"}}},
 		}}
 		Expect(k8s.Create(ctx, id)).To(Succeed())
-		tc := &infrav1.TerraformCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: f.cluster, Labels: f.labels()},
-			Spec:       infrav1.TerraformClusterSpec{TerraformSpec: moduleSpec(`{"size":1}`)},
-		}
-		tc.Spec.Job.IdentityRef = &infrav1.TerraformIdentityRef{Name: id.Name}
+		tc := f.terraformCluster().Spec(func(s *infrav1.TerraformSpec) {
+			s.Job.IdentityRef = &infrav1.TerraformIdentityRef{Name: id.Name}
+		}).Obj()
 		Expect(k8s.Create(ctx, tc)).To(Succeed())
 		Eventually(func() *metav1.Condition { return envtest.Condition(get(tc), infrav1.InputsValidCondition) }).Should(And(Not(BeNil()),
 			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", infrav1.IdentityInvalidReason),
