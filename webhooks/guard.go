@@ -11,10 +11,8 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -248,14 +246,11 @@ func (g *Guard) gather(ctx context.Context, owner runlease.Owner, ch Change) (Ev
 func JobStateOf(ctx context.Context, reader client.Reader, namespace, name string, known *batchv1.Job) (JobState, error) {
 	live := jobstatus.Live{Name: name, Job: known}
 	if known == nil {
-		j := &batchv1.Job{}
-		err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, j)
-		switch {
-		case err == nil:
-			live.Job = j
-		case !apierrors.IsNotFound(err):
-			return JobState{Name: name}, fmt.Errorf("read job %s/%s: %w", namespace, name, err)
+		j, err := jobstatus.GetJob(ctx, reader, namespace, name)
+		if err != nil {
+			return JobState{Name: name}, err
 		}
+		live.Job = j
 	}
 	if live.Job == nil || jobstatus.Finished(live.Job) {
 		pods, err := jobstatus.ListPodsOf(ctx, reader, namespace, name, live.Job)

@@ -168,19 +168,29 @@ type Live struct {
 // Runs applies the package's rule to what was read.
 func (l Live) Runs() bool { return Runs(l.Job, l.Pods) }
 
+// GetJob reads the Job named name through reader; nil when reader has none.
+func GetJob(ctx context.Context, reader client.Reader, namespace, name string) (*batchv1.Job, error) {
+	j := &batchv1.Job{}
+	err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, j)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("read job %s/%s: %w", namespace, name, err)
+	}
+	return j, nil
+}
+
 // Read reads the Job named name through reader and, when it is gone or finished, its pods.
 // known, when not nil, is that Job as the caller just read it live, and saves the read.
 func Read(ctx context.Context, reader client.Reader, namespace, name string, known *batchv1.Job) (Live, error) {
 	l := Live{Name: name, Job: known}
 	if l.Job == nil {
-		j := &batchv1.Job{}
-		err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, j)
-		switch {
-		case err == nil:
-			l.Job = j
-		case !apierrors.IsNotFound(err):
-			return l, fmt.Errorf("read job %s/%s: %w", namespace, name, err)
+		j, err := GetJob(ctx, reader, namespace, name)
+		if err != nil {
+			return l, err
 		}
+		l.Job = j
 	}
 	if l.Job != nil && !Finished(l.Job) {
 		return l, nil

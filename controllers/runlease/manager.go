@@ -404,15 +404,7 @@ func (m *Manager) judgeRead(ctx context.Context, l *coordinationv1.Lease, owner 
 
 // getJob reads a Job live; nil when the API server has none.
 func (m *Manager) getJob(ctx context.Context, namespace, name string) (*batchv1.Job, error) {
-	var j batchv1.Job
-	err := m.live.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &j)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read job %s/%s: %w", namespace, name, err)
-	}
-	return &j, nil
+	return jobstatus.GetJob(ctx, m.live, namespace, name)
 }
 
 func (m *Manager) jobExists(ctx context.Context, namespace, name string) (bool, error) {
