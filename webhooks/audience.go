@@ -43,10 +43,14 @@ func checkAudience(ctx context.Context, prober jobs.AudienceProber, spec *field.
 // audienceChanged reports whether an update sets spec.job.identityToken or changes its
 // audience: only then is the API server asked again at admission.
 func audienceChanged(oldSpec, newSpec *infrav1.TerraformSpec) bool {
-	n := newSpec.Job.IdentityToken
+	return setOrChanged(oldSpec.Job.IdentityToken, newSpec.Job.IdentityToken, func(t *infrav1.IdentityToken) string { return t.Audience })
+}
+
+// setOrChanged reports whether an update sets an optional field (n) the old object did not
+// have (o nil), or gives it another key.
+func setOrChanged[T any, K comparable](o, n *T, key func(*T) K) bool {
 	if n == nil {
 		return false
 	}
-	o := oldSpec.Job.IdentityToken
-	return o == nil || o.Audience != n.Audience
+	return o == nil || key(o) != key(n)
 }

@@ -39,10 +39,5 @@ func checkIdentityRef(ctx context.Context, reader client.Reader, namespace strin
 // identityRefChanged reports whether an update sets spec.job.identityRef or names another
 // identity: only then is it judged again at admission (the engine judges it before every Job).
 func identityRefChanged(oldSpec, newSpec *infrav1.TerraformSpec) bool {
-	n := newSpec.Job.IdentityRef
-	if n == nil {
-		return false
-	}
-	o := oldSpec.Job.IdentityRef
-	return o == nil || o.Name != n.Name
+	return setOrChanged(oldSpec.Job.IdentityRef, newSpec.Job.IdentityRef, func(r *infrav1.TerraformIdentityRef) string { return r.Name })
 }
