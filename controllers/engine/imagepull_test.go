@@ -15,6 +15,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 // registryAnswer is what a registry with basic auth says to a wrong password.
@@ -27,12 +28,7 @@ func pendingPod(job *batchv1.Job, reason, message string) *corev1.Pod {
 	now := metav1.Now()
 	job.Status.StartTime, job.Status.Active, job.Status.Ready = &now, 1, ptrTo[int32](0)
 	Expect(k8s.Status().Update(ctx, job)).To(Succeed())
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name + "-pod", Labels: map[string]string{
-			batchv1.JobNameLabel: job.Name, "job-name": job.Name}},
-		Spec: *job.Spec.Template.Spec.DeepCopy(),
-	}
-	pod.Spec.ServiceAccountName = ""
+	pod := objects.PodOf(job, job.Name+"-pod").Obj()
 	Expect(k8s.Create(ctx, pod)).To(Succeed())
 	setWaiting(pod, reason, message)
 	return pod

@@ -19,6 +19,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 var _ = Describe("TerraformCluster lifecycle", func() {
@@ -113,7 +114,7 @@ var _ = Describe("TerraformCluster lifecycle", func() {
 		Expect(jobs.StateLineageOf(destroy)).To(Equal(statetest.DefaultLineage))
 		Expect(secretExists(f.ns, naming.StateSecretName(suffix))).To(BeTrue(), "state stays while destroy runs")
 		// The lock Lease (created before the first Job) stays unheld between runs.
-		lock := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: naming.StateLockLeaseName(suffix)}}
+		lock := objects.Lease(f.ns, naming.StateLockLeaseName(suffix)).Obj()
 		empty := statetest.Destroyed()
 		completeJob(destroy, &empty, true, "")
 		Eventually(kit.Gone(tc)).Should(BeTrue())
