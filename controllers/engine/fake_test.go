@@ -41,6 +41,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
 	"github.com/captf/cluster-api-provider-terraform/controllers/terraformcluster"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 const fakeNS = "team-a"
@@ -65,14 +66,8 @@ func newFakeEnv(t *testing.T, mutate func(*infrav1.TerraformCluster)) *fakeEnv {
 	}
 	f := &fakeEnv{t: t, clk: clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)), failOnce: map[string]error{}}
 	cluster := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: fakeNS, Name: "c1"}}
-	f.tc = &infrav1.TerraformCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: fakeNS, Name: "c1", UID: "uid-c1", Generation: 1,
-			Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}, Finalizers: []string{infrav1.Finalizer}},
-		Spec: infrav1.TerraformClusterSpec{TerraformSpec: infrav1.TerraformSpec{
-			Module:    infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "module"}},
-			Variables: &runtime.RawExtension{Raw: []byte(`{"size":1}`)},
-		}},
-	}
+	f.tc = objects.Cluster(fakeNS, "c1").UID("uid-c1").Finalizer().Spec(moduleSpec(`{"size":1}`)).
+		With(func(tc *infrav1.TerraformCluster) { tc.Generation = 1 }).Obj()
 	if mutate != nil {
 		mutate(f.tc)
 	}
@@ -194,9 +189,10 @@ func (f *fakeEnv) finish(job *batchv1.Job, ok bool, podPhase corev1.PodPhase, st
 		outcome = runnerapi.OutcomeFailed
 	}
 	msg := string(runnerapi.Encode(runnerapi.Result{Operation: job.Labels[infrav1.OperationLabel], Outcome: outcome, Steps: []runnerapi.Step{}, Error: "boom"}))
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: fakeNS, Name: job.Name + "-pod", Labels: map[string]string{batchv1.JobNameLabel: job.Name}},
-		Status: corev1.PodStatus{Phase: podPhase, ContainerStatuses: []corev1.ContainerStatus{{Name: jobs.MainContainer,
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: msg}}}}}}
+	pod := objects.PodOf(job, job.Name+"-pod").JobLabel(batchv1.JobNameLabel).Phase(podPhase).With(func(p *corev1.Pod) {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: jobs.MainContainer,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: msg}}}}
+	}).Obj()
 	if err := f.c.Create(ctx, pod); err != nil {
 		f.t.Fatal(err)
 	}
@@ -317,8 +313,7 @@ func TestStartAdoptsAJobThatAlreadyExists(t *testing.T) {
 	name := naming.JobName(f.suffix, 1)
 	// The Job an earlier attempt created: the create meets AlreadyExists. It is not in the
 	// cache the pass read (its lag hid it), so only the create finds it.
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: fakeNS, Name: name,
-		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(f.tc, infrav1.GroupVersion.WithKind(infrav1.TerraformClusterKind))}}}
+	job := objects.Job(fakeNS, name).Owner(f.tc).Obj()
 	if err := f.c.Create(context.Background(), job); err != nil {
 		t.Fatal(err)
 	}
@@ -340,9 +335,7 @@ func TestStartNeverAdoptsAnotherIncarnationsJob(t *testing.T) {
 	f := newFakeEnv(t, nil)
 	name := naming.JobName(f.suffix, 1)
 	// A Job of an earlier object of the same name, still held by a finalizer.
-	old := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: fakeNS, Name: name,
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: infrav1.GroupVersion.String(), Kind: infrav1.TerraformClusterKind,
-			Name: "c1", UID: "uid-of-the-deleted-c1", Controller: ptrTo(true)}}}}
+	old := objects.Job(fakeNS, name).Owner(objects.Cluster(fakeNS, "c1").UID("uid-of-the-deleted-c1").Obj()).Obj()
 	if err := f.c.Create(context.Background(), old); err != nil {
 		t.Fatal(err)
 	}
@@ -429,8 +422,7 @@ func TestPruneLeavesAFinishedJobWhosePodStillRuns(t *testing.T) {
 			if o := f.object(); o.Annotations[infrav1.RunSeqAnnotation] != "2" {
 				t.Fatalf("the first Job was not counted: run-seq %q", o.Annotations[infrav1.RunSeqAnnotation])
 			}
-			late := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: fakeNS, Name: first.Name + "-late",
-				Labels: map[string]string{batchv1.JobNameLabel: first.Name}}, Status: corev1.PodStatus{Phase: tc.phase}}
+			late := objects.PodOf(first, first.Name+"-late").JobLabel(batchv1.JobNameLabel).Phase(tc.phase).Obj()
 			if err := f.c.Create(ctx, late); err != nil {
 				t.Fatal(err)
 			}
@@ -622,11 +614,9 @@ func TestCleanupWaitsForALiveLease(t *testing.T) {
 			if kind == infrav1.LeaseKindCluster {
 				name = naming.ClusterLeaseName(fakeNS, "c1")
 			}
-			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: fakeNS, Name: name,
-				Labels: naming.OwnerLabels(infrav1.TerraformClusterKind, "c1", "c1", "")},
-				Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &now, AcquireTime: &now}}
-			lease.Labels[infrav1.LeaseLabel] = kind
-			lease.Labels[infrav1.ManagedLabel] = "true"
+			lease := objects.Lease(fakeNS, name).Labels(naming.OwnerLabels(infrav1.TerraformClusterKind, "c1", "c1", "")).
+				Label(infrav1.LeaseLabel, kind).Label(infrav1.ManagedLabel, "true").Holder(holder).RenewTime(now).
+				With(func(l *coordinationv1.Lease) { l.Spec.AcquireTime = &now }).Obj()
 			if err := f.c.Create(context.Background(), lease); err != nil {
 				t.Fatal(err)
 			}
