@@ -9,6 +9,7 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 var (
@@ -168,7 +169,7 @@ func TestHealthTransition(t *testing.T) {
 // Markers counts a sample once, in the patch that counts its Job, and only a successful one.
 func TestMarkersRecordTheHealthSample(t *testing.T) {
 	at := time.Date(2026, 12, 3, 18, 0, 0, 0, time.UTC)
-	o := &infrav1.TerraformMachine{}
+	o := objects.Machine("ns", "m").Obj()
 	cur := JobView{Name: "d1", Operation: infrav1.OperationDrift, Seq: 4}
 	Bookkept{Job: "d1", Op: infrav1.OperationDrift, Outcome: infrav1.RunSucceeded, At: at, HealthSampled: true, Health: unhealthy}.Markers(o, cur, "")
 	Bookkept{Job: "d2", Op: infrav1.OperationDrift, Outcome: infrav1.RunSucceeded, At: at, HealthSampled: true, Health: unhealthy}.Markers(o, cur, "")
