@@ -10,6 +10,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
 	"github.com/captf/cluster-api-provider-terraform/controllers/terraformmachinepool"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 func parse(t *testing.T, s statetest.State) *state.State {
@@ -45,7 +46,7 @@ func withInstances(ready map[string]bool, ids ...string) statetest.State {
 // changed by outputs the contract refuses.
 func TestPoolOutputsFillTheStatus(t *testing.T) {
 	kind := terraformmachinepool.Kind()
-	tp := &infrav1.TerraformMachinePool{}
+	tp := objects.MachinePool("ns", "p").Obj()
 
 	if err := kind.ApplyOutputs(tp, parse(t, withInstances(map[string]bool{"p://a": true}, "p://a", "p://b"))); err != nil {
 		t.Fatalf("apply outputs: %v", err)
