@@ -6,26 +6,24 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 // now is the tests' fixed clock reading.
 var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
 func slotJob(name string, op infrav1.Operation, finished bool) client.Object {
-	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name,
-		Labels: map[string]string{infrav1.ManagedLabel: "true", infrav1.OperationLabel: string(op)}}}
+	j := objects.Job("ns", name).Label(infrav1.ManagedLabel, "true").Label(infrav1.OperationLabel, string(op))
 	if finished {
-		j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+		j.Complete(metav1.NewTime(now))
 	}
-	return j
+	return j.Obj()
 }
 
 func TestJobSlotsBoundAllJobsAndBackgroundJobs(t *testing.T) {
