@@ -12,7 +12,7 @@ import (
 )
 
 func jobWith(conds ...batchv1.JobConditionType) *batchv1.Job {
-	j := &batchv1.Job{}
+	j := objects.Job("ns", "j").Obj()
 	for _, c := range conds {
 		j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{Type: c, Status: corev1.ConditionTrue})
 	}
@@ -22,7 +22,8 @@ func jobWith(conds ...batchv1.JobConditionType) *batchv1.Job {
 // TestAllPodsTerminal: a Job's pods have all stopped exactly when NonTerminal names none of
 // them (what the removed jobs.AllPodsTerminal said).
 func TestAllPodsTerminal(t *testing.T) {
-	pod := func(phase corev1.PodPhase) corev1.Pod { return corev1.Pod{Status: corev1.PodStatus{Phase: phase}} }
+	job := objects.Job("ns", "j").Obj()
+	pod := func(phase corev1.PodPhase) corev1.Pod { return *objects.PodOf(job, "j-a").Phase(phase).Obj() }
 	cases := []struct {
 		pods []corev1.Pod
 		want bool
@@ -110,14 +111,8 @@ func TestOwnership(t *testing.T) {
 }
 
 func TestPodOfJob(t *testing.T) {
-	job := objects.Job("ns", "captf-x-1").Obj()
-	job.UID = "job-uid"
-	earlier := job.DeepCopy()
-	earlier.UID = "earlier-job"
-	controlled := func(p *corev1.Pod, by *batchv1.Job) *corev1.Pod {
-		p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(by, batchv1.SchemeGroupVersion.WithKind("Job"))}
-		return p
-	}
+	job := objects.Job("ns", "captf-x-1").UID("job-uid").Obj()
+	earlier := objects.Job("ns", "captf-x-1").UID("earlier-job").Obj()
 	legacyOnly := objects.PodOf(job, "p").Obj()
 	delete(legacyOnly.Labels, JobNameLabel)
 	unlabelled := objects.PodOf(job, "p").Obj()
@@ -127,9 +122,9 @@ func TestPodOfJob(t *testing.T) {
 		pod          *corev1.Pod
 		ofJob, named bool
 	}{
-		{"controlled by the Job and labelled", controlled(objects.PodOf(job, "p").Obj(), job), true, true},
+		{"controlled by the Job and labelled", objects.PodOf(job, "p").ControlledBy(job).Obj(), true, true},
 		{"legacy label only, no reference", legacyOnly, true, true},
-		{"labelled, controlled by an earlier Job of that name", controlled(objects.PodOf(job, "p").Obj(), earlier), false, true},
+		{"labelled, controlled by an earlier Job of that name", objects.PodOf(job, "p").ControlledBy(earlier).Obj(), false, true},
 		{"no label, no reference", unlabelled, false, false},
 		{"label of another Job", objects.PodOf(objects.Job("ns", "captf-x-2").Obj(), "p").Obj(), false, false},
 	}

@@ -4,11 +4,12 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 func waitingPod(name string, phase corev1.PodPhase, init, main *corev1.ContainerStateWaiting) corev1.Pod {
-	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.PodStatus{Phase: phase}}
+	p := *objects.PodOf(objects.Job("ns", "j1").Obj(), name).Phase(phase).Obj()
 	if init != nil {
 		p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "state-channel", Image: "manager:v1", State: corev1.ContainerState{Waiting: init}}}
 	}

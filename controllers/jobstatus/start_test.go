@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 // TestStartBlockOf reads why a running Job's pods have not started: a container configuration
@@ -17,11 +19,11 @@ func TestStartBlockOf(t *testing.T) {
 	created := time.Date(2026, 12, 6, 4, 0, 0, 0, time.UTC)
 	scheduledAt := metav1.NewTime(created.Add(5 * time.Second))
 	pod := func(mut func(p *corev1.Pod)) corev1.Pod {
-		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "j1-a", CreationTimestamp: metav1.NewTime(created)},
-			Spec: corev1.PodSpec{NodeName: "node"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
-				Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: scheduledAt}}}}
-		mut(&p)
-		return p
+		return *objects.PodOf(objects.Job("ns", "j1").Obj(), "j1-a").Phase(corev1.PodPending).With(func(p *corev1.Pod) {
+			p.CreationTimestamp = metav1.NewTime(created)
+			p.Spec.NodeName = "node"
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: scheduledAt}}
+		}).With(mut).Obj()
 	}
 	waiting := func(reason, msg string) []corev1.ContainerStatus {
 		return []corev1.ContainerStatus{{Name: "terraform", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}}

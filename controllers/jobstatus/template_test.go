@@ -6,6 +6,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 // TestRunsTemplate: a pod runs its Job's template when its containers, init containers and
@@ -13,13 +15,15 @@ import (
 // does not count, and any change of what runs or what it sees does.
 func TestRunsTemplate(t *testing.T) {
 	always := corev1.ContainerRestartPolicyAlways
-	job := &batchv1.Job{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-		InitContainers: []corev1.Container{{Name: "state-channel", Image: "captf/manager:v1", Args: []string{"channel"}, RestartPolicy: &always}},
-		Containers: []corev1.Container{{Name: "terraform", Image: "captf/tofu:v1", Command: []string{"/captf/runner"}, Args: []string{"run", "--operation=Plan"},
-			Env:          []corev1.EnvVar{{Name: "TF_IN_AUTOMATION", Value: "1"}},
-			VolumeMounts: []corev1.VolumeMount{{Name: "inputs", MountPath: "/captf/inputs", ReadOnly: true}}}},
-		Volumes: []corev1.Volume{{Name: "inputs", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "j1-inputs"}}}},
-	}}}}
+	job := objects.Job("ns", "j1").With(func(j *batchv1.Job) {
+		j.Spec.Template.Spec = corev1.PodSpec{
+			InitContainers: []corev1.Container{{Name: "state-channel", Image: "captf/manager:v1", Args: []string{"channel"}, RestartPolicy: &always}},
+			Containers: []corev1.Container{{Name: "terraform", Image: "captf/tofu:v1", Command: []string{"/captf/runner"}, Args: []string{"run", "--operation=Plan"},
+				Env:          []corev1.EnvVar{{Name: "TF_IN_AUTOMATION", Value: "1"}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "inputs", MountPath: "/captf/inputs", ReadOnly: true}}}},
+			Volumes: []corev1.Volume{{Name: "inputs", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "j1-inputs"}}}},
+		}
+	}).Obj()
 	for name, tc := range map[string]struct {
 		mut  func(s *corev1.PodSpec)
 		want bool
@@ -43,7 +47,7 @@ func TestRunsTemplate(t *testing.T) {
 		}, false},
 	} {
 		t.Run(name, func(t *testing.T) {
-			pod := &corev1.Pod{Spec: *job.Spec.Template.Spec.DeepCopy()}
+			pod := objects.PodOf(job, "j1-a").AsBuilt().Obj()
 			tc.mut(&pod.Spec)
 			if got := RunsTemplate(pod, job); got != tc.want {
 				t.Fatalf("RunsTemplate = %v, want %v", got, tc.want)
