@@ -6,7 +6,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,6 +18,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 	"github.com/captf/cluster-api-provider-terraform/test/stalecache"
 )
 
@@ -39,13 +39,10 @@ func newScene(extraAnnotations map[string]string) *scene {
 func newSceneIn(ns, name string, extraAnnotations map[string]string) *scene {
 	GinkgoHelper()
 	s := &scene{ns: ns}
-	s.tc = &infrav1.TerraformCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name, Annotations: extraAnnotations,
-			Labels: map[string]string{clusterv1.ClusterNameLabel: "absent"}, Finalizers: []string{infrav1.Finalizer}},
-		Spec: infrav1.TerraformClusterSpec{TerraformSpec: infrav1.TerraformSpec{
-			Module:    infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}},
-			Variables: &runtime.RawExtension{Raw: []byte(`{"a":1}`)}}},
-	}
+	s.tc = objects.Cluster(s.ns, name).Cluster("absent").Finalizer().Annotations(extraAnnotations).Spec(func(sp *infrav1.TerraformSpec) {
+		sp.Module = infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}}
+		sp.Variables = &runtime.RawExtension{Raw: []byte(`{"a":1}`)}
+	}).Obj()
 	Expect(k8s.Create(ctx, s.tc)).To(Succeed())
 	Eventually(annotations(s.tc)).Should(HaveKey(infrav1.BlockMoveAnnotation), "a normal pass sets block-move")
 	return s
@@ -118,15 +115,10 @@ func runLease(ns, suffix, holder string) {
 // runLeaseAt is runLease taken (and last renewed) at t.
 func runLeaseAt(ns, suffix, holder string, t time.Time) {
 	GinkgoHelper()
-	now := metav1.NewMicroTime(t)
-	secs := int32(4500)
-	labels := naming.OwnerLabels(infrav1.TerraformClusterKind, "c1", "absent", "")
-	labels[infrav1.LeaseLabel] = infrav1.LeaseKindRun
-	Expect(k8s.Create(ctx, &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.RunLeaseName(suffix), Labels: labels,
-			Annotations: map[string]string{infrav1.LeaseOpAnnotation: string(infrav1.OperationApply)}},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, AcquireTime: &now, RenewTime: &now, LeaseDurationSeconds: &secs},
-	})).To(Succeed())
+	Expect(k8s.Create(ctx, objects.Lease(ns, naming.RunLeaseName(suffix)).
+		Labels(naming.OwnerLabels(infrav1.TerraformClusterKind, "c1", "absent", "")).Label(infrav1.LeaseLabel, infrav1.LeaseKindRun).
+		Annotation(infrav1.LeaseOpAnnotation, string(infrav1.OperationApply)).
+		Holder(holder).Renewed(metav1.NewMicroTime(t), 4500).Obj())).To(Succeed())
 }
 
 func annotations(o client.Object) func() map[string]string {
