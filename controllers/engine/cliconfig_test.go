@@ -23,7 +23,10 @@ var _ = Describe("The sources of spec.job.cliConfig", func() {
 					SecretKeyRef: infrav1.CLIConfigKeyRef{Name: "registry-token", Key: "token"}}},
 			}
 		}).Obj()
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "terraform-cli", Labels: map[string]string{infrav1.VariablesLabel: "true"}},
+		// The ConfigMap has not opted in either, at first: only the engine's live check of the
+		// CLI configuration's sources judges a ConfigMap (the rule for Secrets that reach module
+		// code judges the Secret too).
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "terraform-cli", Labels: map[string]string{"app": "ci"}},
 			Data: map[string]string{"config.tfrc": "provider_installation {\n  direct {}\n}\n"}}
 		Expect(k8s.Create(ctx, cm)).To(Succeed())
 		// Another workload's Secret: it has not opted in.
@@ -32,6 +35,14 @@ var _ = Describe("The sources of spec.job.cliConfig", func() {
 		Expect(k8s.Create(ctx, token)).To(Succeed())
 		Expect(k8s.Create(ctx, tc)).To(Succeed())
 		inputsValid := func() *metav1.Condition { return envtest.Condition(get(tc), infrav1.InputsValidCondition) }
+
+		By("a ConfigMap without the label: VariablesSourceNotOptedIn, naming it, no Job")
+		Eventually(inputsValid).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionFalse),
+			HaveField("Reason", infrav1.VariablesSourceNotOptedInReason),
+			HaveField("Message", ContainSubstring("spec.job.cliConfig.configMapRef (ConfigMap "+f.ns+"/terraform-cli)"))))
+		Consistently(func() int { return len(kit.JobsOf(tc, infrav1.TerraformClusterKind)) }, "2s").Should(BeZero())
+		update(cm, func(c *corev1.ConfigMap) { c.Labels[infrav1.VariablesLabel] = "true" })
+		kit.Poke(tc)
 
 		By("a credential Secret without the label: VariablesSourceNotOptedIn, naming the command, no Job")
 		Eventually(inputsValid).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionFalse),
