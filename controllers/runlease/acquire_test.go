@@ -21,6 +21,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 var _ = Describe("Acquire", func() {
@@ -193,13 +194,9 @@ var _ = Describe("Acquire", func() {
 		clk := fakeClock()
 		m := newManager(clk, true)
 		owner := machineOwner(ns, "m1")
-		forged := &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: owner.RunLeaseName(),
-				Labels: naming.OwnerLabels(owner.Kind, owner.Name, owner.Cluster, "")},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("captf-forged-1"),
-				RenewTime:            ptr.To(metav1.NewMicroTime(clk.Now())),
-				LeaseDurationSeconds: ptr.To(int32(1 << 30))},
-		}
+		forged := objects.Lease(ns, owner.RunLeaseName()).Labels(naming.OwnerLabels(owner.Kind, owner.Name, owner.Cluster, "")).
+			Holder("captf-forged-1").RenewTime(metav1.NewMicroTime(clk.Now())).
+			With(func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = ptr.To(int32(1 << 30)) }).Obj()
 		Expect(admin.Create(ctx, forged)).To(Succeed())
 		res, err := m.Acquire(ctx, request(owner, 1, infrav1.OperationApply))
 		Expect(err).NotTo(HaveOccurred())

@@ -19,6 +19,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 // TestAssess is the freeness table: every rule, on both sides of its boundary, with a fake
@@ -31,18 +32,17 @@ func TestAssess(t *testing.T) {
 	backstop := opts.Backstop(0)
 
 	lease := func(h string, durationSeconds *int32) *coordinationv1.Lease {
-		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: owner.RunLeaseName(),
-			CreationTimestamp: metav1.NewTime(t0)}}
+		l := objects.Lease("ns", owner.RunLeaseName()).RenewTime(metav1.NewMicroTime(t0)).With(func(l *coordinationv1.Lease) {
+			l.CreationTimestamp = metav1.NewTime(t0)
+			l.Spec.LeaseDurationSeconds = durationSeconds
+		})
 		if h != "" {
-			l.Spec.HolderIdentity = ptr.To(h)
+			l.Holder(h)
 		}
-		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(t0))
-		l.Spec.LeaseDurationSeconds = durationSeconds
-		return l
+		return l.Obj()
 	}
 	job := func(kind, name string, conds ...batchv1.JobConditionType) *batchv1.Job {
-		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: holder,
-			Labels: naming.OwnerLabels(kind, name, "c1", "")}}
+		j := objects.Job("ns", holder).Of(kind, name, "c1").Obj()
 		for _, c := range conds {
 			j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{Type: c, Status: corev1.ConditionTrue})
 		}
@@ -52,8 +52,7 @@ func TestAssess(t *testing.T) {
 		return job(owner.Kind, owner.Name, conds...)
 	}
 	pod := func(label string, phase corev1.PodPhase) corev1.Pod {
-		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: holder + "-x",
-			Labels: map[string]string{label: holder}}, Status: corev1.PodStatus{Phase: phase}}
+		return *objects.PodOf(objects.Job("ns", holder).Obj(), holder+"-x").JobLabel(label).Phase(phase).Obj()
 	}
 	pods := func(ps ...corev1.Pod) []corev1.Pod { return ps }
 	// labelledFor gives a pod the owner labels of kind/name, as the Job template gives them.
@@ -132,8 +131,8 @@ func TestAssess(t *testing.T) {
 		{"holder gone, pod of another object running, past the backstop", lease(holder, nil), nil,
 			pods(labelledFor(pod(runlease.JobNameLabel, running), owner.Kind, "m2")), backstop + time.Second, true, runlease.FreePastBackstop},
 		{"holder gone, orphaned pod of the owner under another Job's name, past the backstop", lease(holder, nil), nil,
-			pods(labelledFor(corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "x", Labels: map[string]string{runlease.JobNameLabel: "captf-other-1"}},
-				Status: corev1.PodStatus{Phase: running}}, owner.Kind, owner.Name)), backstop + time.Second, true, runlease.FreePastBackstop},
+			pods(labelledFor(*objects.PodOf(objects.Job("ns", "captf-other-1").Obj(), "x").JobLabel(runlease.JobNameLabel).Phase(running).Obj(),
+				owner.Kind, owner.Name)), backstop + time.Second, true, runlease.FreePastBackstop},
 		{"times moved a day into the past, own Job created 10 min ago", lease(holder, nil), createdAt(own(), t0.Add(day-10*time.Minute)), nil, day, false, runlease.LiveHolderRunning},
 		{"times moved into the past and duration 1, own Job created 10 min ago", lease(holder, ptr.To(int32(1))), createdAt(own(), t0.Add(day-10*time.Minute)), nil, day, false, runlease.LiveHolderRunning},
 		{"times moved into the past, own Job older than its backstop", lease(holder, nil), createdAt(own(), t0.Add(day-backstop-time.Second)), nil, day, true, runlease.FreePastBackstop},
@@ -150,7 +149,7 @@ func TestAssess(t *testing.T) {
 		{"Job of another object, inside the grace", lease(holder, nil), job(infrav1.TerraformMachineKind, "m2"), nil, 30 * time.Second, false, runlease.LiveWithinGrace},
 		{"Job of another object, past the grace", lease(holder, nil), job(infrav1.TerraformMachineKind, "m2"), nil, 2 * time.Minute, true, runlease.FreeHolderForeign},
 		{"Job of another kind with the same name, past the grace", lease(holder, nil), job(infrav1.TerraformMachinePoolKind, "m1"), pods(pod(runlease.JobNameLabel, running)), 2 * time.Minute, true, runlease.FreeHolderForeign},
-		{"Job without owner labels, past the grace", lease(holder, nil), &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: holder}}, nil, 2 * time.Minute, true, runlease.FreeHolderForeign},
+		{"Job without owner labels, past the grace", lease(holder, nil), objects.Job("ns", holder).Obj(), nil, 2 * time.Minute, true, runlease.FreeHolderForeign},
 		// Labels stripped while the Job runs: its controller owner reference still makes it the
 		// object's, for as long as it runs and no longer.
 		{"labels stripped, controller reference to the owner, running", lease(holder, nil), stripped(own(), owner.Kind, owner.Name), nil, time.Hour, false, runlease.LiveHolderRunning},
@@ -181,8 +180,7 @@ func TestLeaseTime(t *testing.T) {
 	opts := runlease.DefaultOptions()
 	now := t0.Add(10 * time.Minute)
 	base := func() *coordinationv1.Lease {
-		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "l",
-			CreationTimestamp: metav1.NewTime(t0)}, Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("captf-x-1")}}
+		return objects.Lease("ns", "l").Holder("captf-x-1").With(func(l *coordinationv1.Lease) { l.CreationTimestamp = metav1.NewTime(t0) }).Obj()
 	}
 	cases := []struct {
 		name string
@@ -229,14 +227,14 @@ func TestBackstopAndConditions(t *testing.T) {
 	if got := runlease.BackstopFloor(nil, false, o); got != 960*time.Second {
 		t.Fatalf("floor without a Job %s, want 960s", got)
 	}
-	own := &batchv1.Job{Spec: batchv1.JobSpec{ActiveDeadlineSeconds: ptr.To[int64](7200)}}
+	own := objects.Job("ns", "j").Deadline(7200).Obj()
 	if got := runlease.BackstopFloor(own, true, o); got != 8100*time.Second {
 		t.Fatalf("floor of a 7200 s Job %s, want 8100s", got)
 	}
 	if got := runlease.BackstopFloor(own, false, o); got != 960*time.Second {
 		t.Fatalf("a foreign Job's deadline must not raise the floor: %s", got)
 	}
-	if got := runlease.BackstopFloor(&batchv1.Job{}, true, o); got != 4500*time.Second {
+	if got := runlease.BackstopFloor(objects.Job("ns", "j").Obj(), true, o); got != 4500*time.Second {
 		t.Fatalf("floor of an own Job without a deadline %s, want the default 4500s", got)
 	}
 

@@ -9,16 +9,15 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 // hookedManager is a Manager over its own client whose lease writes (creates and updates) call
@@ -506,12 +505,8 @@ var _ = Describe("The operation gate", func() {
 		// A forged cluster lease, labelled as m1's, naming m1's running Job.
 		Expect(m.Acquire(ctx, request(m1, 1, infrav1.OperationPlan))).To(HaveField("Acquired", true))
 		startJob(createJob(m1, jobName(m1, 1)))
-		forged := &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster.ClusterLeaseName(),
-				Labels: naming.OwnerLabels(m1.Kind, m1.Name, m1.Cluster, "")},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(jobName(m1, 1)),
-				RenewTime: ptr.To(metav1.NewMicroTime(clk.Now()))},
-		}
+		forged := objects.Lease(ns, cluster.ClusterLeaseName()).Labels(naming.OwnerLabels(m1.Kind, m1.Name, m1.Cluster, "")).
+			Holder(jobName(m1, 1)).RenewTime(metav1.NewMicroTime(clk.Now())).Obj()
 		Expect(admin.Create(ctx, forged)).To(Succeed())
 		res, err := m.Acquire(ctx, request(m2, 1, infrav1.OperationApply))
 		Expect(err).NotTo(HaveOccurred())

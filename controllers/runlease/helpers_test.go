@@ -19,6 +19,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 var nsCounter atomic.Int64
@@ -86,18 +87,7 @@ func createJob(o runlease.Owner, name string) *batchv1.Job {
 
 // jobSpec is the Job createJob creates, not yet created.
 func jobSpec(o runlease.Owner, name string) *batchv1.Job {
-	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: name,
-			Labels: naming.OwnerLabels(o.Kind, o.Name, o.Cluster, "")},
-		Spec: batchv1.JobSpec{
-			BackoffLimit:          ptr.To(int32(0)),
-			ActiveDeadlineSeconds: ptr.To(infrav1.DefaultActiveDeadlineSeconds),
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				RestartPolicy: corev1.RestartPolicyNever,
-				Containers:    []corev1.Container{{Name: "runner", Image: "runner:test"}},
-			}},
-		},
-	}
+	return objects.Job(o.Namespace, name).Of(o.Kind, o.Name, o.Cluster).Deadline(infrav1.DefaultActiveDeadlineSeconds).Obj()
 }
 
 // startJob marks a Job started (startTime, one active pod): running, not finished.
@@ -131,14 +121,11 @@ func finishJob(j *batchv1.Job, succeeded bool) {
 	Expect(admin.Status().Update(ctx, j)).To(Succeed())
 }
 
-// createPod creates a pod of Job jobName (labelled as the Job controller labels it) in phase.
+// createPod creates a pod of Job jobName in phase, carrying label alone of the two labels
+// that name its Job.
 func createPod(ns, jobName, label string, phase corev1.PodPhase) *corev1.Pod {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: jobName + "-",
-			Labels: map[string]string{label: jobName}},
-		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "runner", Image: "runner:test"}}},
-	}
+	p := objects.PodOf(objects.Job(ns, jobName).Obj(), "").JobLabel(label).
+		With(func(p *corev1.Pod) { p.GenerateName = jobName + "-" }).Obj()
 	Expect(admin.Create(ctx, p)).To(Succeed())
 	setPodPhase(p, phase)
 	return p

@@ -7,13 +7,12 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 func TestLeaseKindOf(t *testing.T) {
@@ -37,23 +36,13 @@ var _ = Describe("A lease's owner, from its name", func() {
 	// lease creates a lease named name, labelled as the manager labels leases but with the
 	// owner labels given (a user may have edited them), held by holder.
 	lease := func(ns, name, kind, ownerName, holder string) *coordinationv1.Lease {
-		labels := naming.OwnerLabels(kind, ownerName, "c1", "")
-		labels[infrav1.LeaseLabel] = runlease.LeaseKindOf(name)
-		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder)}}
+		l := objects.Lease(ns, name).Labels(naming.OwnerLabels(kind, ownerName, "c1", "")).
+			Label(infrav1.LeaseLabel, runlease.LeaseKindOf(name)).Holder(holder).Obj()
 		Expect(admin.Create(ctx, l)).To(Succeed())
 		return l
 	}
 	object := func(kind, ns, name, cluster string) client.Object {
-		spec := infrav1.TerraformSpec{Module: infrav1.ModuleSource{Image: "example.com/m:1"}}
-		meta := metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{infrav1.ClusterNameLabel: cluster}}
-		var o client.Object
-		switch kind {
-		case infrav1.TerraformClusterKind:
-			o = &infrav1.TerraformCluster{ObjectMeta: meta, Spec: infrav1.TerraformClusterSpec{TerraformSpec: spec}}
-		case infrav1.TerraformMachineKind:
-			o = &infrav1.TerraformMachine{ObjectMeta: meta, Spec: infrav1.TerraformMachineSpec{TerraformSpec: spec}}
-		}
+		o := objects.OfKind(kind, ns, name).Cluster(cluster).Module("example.com/m:1").Obj()
 		Expect(admin.Create(ctx, o)).To(Succeed())
 		return o
 	}
@@ -88,8 +77,7 @@ var _ = Describe("A lease's owner, from its name", func() {
 		By("the object gone: the holder Job's controller owner reference names it (checked against the name too)")
 		gone := runlease.Owner{Namespace: ns, Kind: infrav1.TerraformMachineKind, Name: "gone"}
 		gl := lease(ns, gone.RunLeaseName(), infrav1.TerraformMachineKind, "m2", jobName(gone, 1))
-		holder := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: jobName(gone, 1), OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: infrav1.GroupVersion.String(), Kind: infrav1.TerraformMachineKind, Name: "gone", UID: "u", Controller: ptr.To(true)}}}}
+		holder := objects.Job(ns, jobName(gone, 1)).Owner(objects.Machine(ns, "gone").UID("u").Obj()).Obj()
 		o, found = ownerOf(gl, holder)
 		Expect(found).To(BeTrue())
 		Expect(o.Name).To(Equal("gone"))
@@ -112,8 +100,7 @@ var _ = Describe("A lease's owner, from its name", func() {
 		l2 := lease(ns, naming.ClusterLeaseName(ns, "c9"), infrav1.TerraformClusterKind, "tc", "j")
 		_, found = ownerOf(l2, nil)
 		Expect(found).To(BeFalse(), "tc's Cluster is c1: its label does not make it c9's")
-		holder := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "j", OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: infrav1.GroupVersion.String(), Kind: infrav1.TerraformClusterKind, Name: "deleted", UID: "u", Controller: ptr.To(true)}}}}
+		holder := objects.Job(ns, "j").Owner(objects.Cluster(ns, "deleted").UID("u").Obj()).Obj()
 		o, found = ownerOf(l2, holder)
 		Expect(found).To(BeTrue())
 		Expect(o.Name).To(Equal("deleted"))

@@ -7,7 +7,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +17,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 var _ = Describe("Release", func() {
@@ -129,14 +129,7 @@ var _ = Describe("Cleanup", func() {
 		Expect(m.Acquire(ctx, request(m1, 1, infrav1.OperationPlan))).To(HaveField("Acquired", true))
 		ownerLabels := naming.OwnerLabels(cluster.Kind, cluster.Name, cluster.Cluster, "")
 		lock := func(name string, extra map[string]string) {
-			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{}}}
-			for k, v := range ownerLabels {
-				l.Labels[k] = v
-			}
-			for k, v := range extra {
-				l.Labels[k] = v
-			}
-			Expect(admin.Create(ctx, l)).To(Succeed())
+			Expect(admin.Create(ctx, objects.Lease(ns, name).Labels(ownerLabels).Labels(extra).Obj())).To(Succeed())
 		}
 		// The backend's lock, even if something labelled it like CAPTF's own leases.
 		lockName := naming.StateLockLeaseName(cluster.Suffix())
@@ -284,12 +277,8 @@ var _ = Describe("RunEvidence", func() {
 		// A forged run lease of m1 that claims to be m2's and names m2's running Job.
 		oj := createJob(other, jobName(other, 1))
 		startJob(oj)
-		forged := &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: owner.RunLeaseName(),
-				Labels: naming.OwnerLabels(other.Kind, other.Name, other.Cluster, "")},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(oj.Name),
-				RenewTime: ptr.To(metav1.NewMicroTime(clk.Now()))},
-		}
+		forged := objects.Lease(ns, owner.RunLeaseName()).Labels(naming.OwnerLabels(other.Kind, other.Name, other.Cluster, "")).
+			Holder(oj.Name).RenewTime(metav1.NewMicroTime(clk.Now())).Obj()
 		Expect(admin.Create(ctx, forged)).To(Succeed())
 		Expect(m.RunEvidence(ctx, owner)).To(HaveField("Verdict.Reason", runlease.LiveWithinGrace))
 		clk.Step(2 * time.Minute)
