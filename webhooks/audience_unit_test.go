@@ -6,9 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
@@ -25,10 +24,8 @@ func (unreachableProber) AcceptsAudience(context.Context, string) (bool, error) 
 func TestAudienceAdmissionWhenTheAPIServerCannotBeAsked(t *testing.T) {
 	v := webhooks.Validator[*infrav1.TerraformCluster]{Kind: infrav1.TerraformClusterKind, Audiences: unreachableProber{}}
 	obj := func(aud string) *infrav1.TerraformCluster {
-		o := &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"}}
-		o.Spec.Module.Image = "example.com/module:1"
-		o.Spec.Job.IdentityToken = &infrav1.IdentityToken{Audience: aud}
-		return o
+		return objects.Cluster("ns", "c").Module("example.com/module:1").
+			Spec(func(s *infrav1.TerraformSpec) { s.Job.IdentityToken = &infrav1.IdentityToken{Audience: aud} }).Obj()
 	}
 	warnings, err := v.ValidateCreate(context.Background(), obj("https://kubernetes.default.svc"))
 	if err == nil || !strings.Contains(err.Error(), "well-known audience") {

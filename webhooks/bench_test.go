@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,11 +18,13 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
 // benchEnv is the benchmark's own control plane, started on first use and stopped by TestMain.
 var benchEnv struct {
+	cp      envtest.Shared
 	env     *envtest.Env
 	hooks   *hookServer
 	admin   client.Client
@@ -37,10 +38,8 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "stop webhook manager:", err)
 		}
 	}
-	if benchEnv.env != nil {
-		if err := benchEnv.env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stop control plane:", err)
-		}
+	if err := benchEnv.cp.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 	}
 	os.Exit(code)
 }
@@ -59,12 +58,10 @@ func startBenchEnv(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if benchEnv.env, err = startControlPlane(r); err != nil {
+	if benchEnv.cp.Options, err = controlPlaneOptions(r); err != nil {
 		b.Fatal(err)
 	}
-	if benchEnv.admin, err = client.New(benchEnv.env.Config, client.Options{Scheme: benchEnv.env.Scheme}); err != nil {
-		b.Fatal(err)
-	}
+	benchEnv.env, benchEnv.admin = benchEnv.cp.Get(b)
 	if benchEnv.manager, _, err = managerClient(benchEnv.env); err != nil {
 		b.Fatal(err)
 	}
@@ -169,7 +166,7 @@ func BenchmarkGuard(b *testing.B) {
 		results["guarded removal, allowed (nothing runs)"] = p
 	})
 	leasePatch := func(c client.Client, lease, note string) error {
-		return c.Patch(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: lease}},
+		return c.Patch(ctx, objects.Lease(ns, lease).Obj(),
 			client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"annotations":{"note":%q}}}`, note))))
 	}
 	b.Run("lease-write-by-the-manager", func(b *testing.B) {

@@ -14,8 +14,8 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
-	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
@@ -81,13 +81,12 @@ func TestDecodeMarksReadsEveryKind(t *testing.T) {
 }
 
 func job(name string, finished bool, start time.Time) *batchv1.Job {
-	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", CreationTimestamp: metav1.NewTime(start)}}
 	st := metav1.NewTime(start)
-	j.Status.StartTime = &st
+	j := objects.Job("ns", name).Started(st).With(func(j *batchv1.Job) { j.CreationTimestamp = st })
 	if finished {
-		j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: "True"}}
+		j.Complete(st)
 	}
-	return j
+	return j.Obj()
 }
 
 func TestDecide(t *testing.T) {
@@ -198,13 +197,9 @@ func TestOverrideAllows(t *testing.T) {
 func TestLeaseChanges(t *testing.T) {
 	at := metav1.NewMicroTime(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	base := func() *coordinationv1.Lease {
-		return &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "captf-run-0123456789abcdef",
-				Labels:      map[string]string{infrav1.LeaseLabel: "run", infrav1.OwnerNameLabel: "m1"},
-				Annotations: map[string]string{infrav1.LeaseOpAnnotation: "Apply"}},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("captf-x-1"), LeaseDurationSeconds: ptr.To[int32](4500),
-				AcquireTime: &at, RenewTime: &at, LeaseTransitions: ptr.To[int32](1)},
-		}
+		return objects.Lease("ns", "captf-run-0123456789abcdef").Label(infrav1.LeaseLabel, "run").Label(infrav1.OwnerNameLabel, "m1").
+			Annotation(infrav1.LeaseOpAnnotation, "Apply").Holder("captf-x-1").Renewed(at, 4500).
+			With(func(l *coordinationv1.Lease) { l.Spec.LeaseTransitions = ptr.To[int32](1) }).Obj()
 	}
 	later := metav1.NewMicroTime(at.Add(time.Second))
 	cases := []struct {
@@ -243,10 +238,8 @@ func TestDiffJob(t *testing.T) {
 	ref := metav1.OwnerReference{APIVersion: infrav1.GroupVersion.String(), Kind: infrav1.TerraformClusterKind, Name: "c", UID: "u1", Controller: ptr.To(true)}
 	other := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "u2"}
 	base := func() *batchv1.Job {
-		labels := naming.OwnerLabels(infrav1.TerraformClusterKind, "c", "c", "")
-		labels[infrav1.OperationLabel] = "Apply"
-		labels["team"] = "infra"
-		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Labels: labels, OwnerReferences: []metav1.OwnerReference{ref, other}}}
+		return objects.Job("ns", "j").Of(infrav1.TerraformClusterKind, "c", "c").Label(infrav1.OperationLabel, "Apply").Label("team", "infra").
+			With(func(j *batchv1.Job) { j.OwnerReferences = []metav1.OwnerReference{ref, other} }).Obj()
 	}
 	cases := []struct {
 		name                 string

@@ -19,6 +19,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/cmd/manager/setup"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
@@ -68,11 +69,11 @@ func updateRequest(t *testing.T, sub string, oldObj, newObj *infrav1.TerraformMa
 }
 
 func machine(blockMove bool) *infrav1.TerraformMachine {
-	m := &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m", Finalizers: []string{infrav1.Finalizer}}}
+	m := objects.Machine("ns", "m").Finalizer()
 	if blockMove {
-		m.Annotations = map[string]string{infrav1.BlockMoveAnnotation: ""}
+		m.BlockMove()
 	}
-	return m
+	return m.Obj()
 }
 
 func TestGuardFailsClosedWhenItCannotReadTheEvidence(t *testing.T) {

@@ -130,17 +130,9 @@ func (r *rendered) validating(name string) *admissionregistrationv1.ValidatingWe
 	return nil
 }
 
-// startControlPlane starts kube-apiserver and etcd with CAPTF's and Cluster API's CRDs and the
-// rendered webhook configuration (envtest points its clientConfig at a local port).
-func startControlPlane(r *rendered) (*envtest.Env, error) {
-	o, err := controlPlaneOptions(r)
-	if err != nil {
-		return nil, err
-	}
-	return envtest.Start(o)
-}
-
-// controlPlaneOptions are the options of startControlPlane.
+// controlPlaneOptions configure the control plane the suite and the benchmarks start through
+// test/envtest: CAPTF's and Cluster API's CRDs and the rendered webhook configuration (envtest
+// points its clientConfig at a local port).
 func controlPlaneOptions(r *rendered) (envtest.Options, error) {
 	capi, err := envtest.ClusterAPICRDs()
 	if err != nil {

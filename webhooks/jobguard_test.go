@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
@@ -27,7 +28,7 @@ func jobOf(ns, name string) *batchv1.Job {
 
 // patchJob writes a JSON merge patch to a Job.
 func patchJob(c client.Client, ns, name, body string) error {
-	return c.Patch(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, client.RawPatch(types.MergePatchType, []byte(body)))
+	return c.Patch(ctx, objects.Job(ns, name).Obj(), client.RawPatch(types.MergePatchType, []byte(body)))
 }
 
 var _ = Describe("The Job guard", func() {
@@ -94,9 +95,10 @@ var _ = Describe("The Job guard", func() {
 		fmt.Printf("  %-42s garbage collector: denied\n  %-42s garbage collector: allowed\n", "change captf.io/owner-name", "remove the owner references")
 
 		By("adding CAPTF's labels to a Job that is not managed: the managed label makes it one, so it is refused")
-		other := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "foreign", Labels: map[string]string{"team": "infra"}},
-			Spec: *r.job.Spec.DeepCopy()}
-		other.Spec.Selector, other.Spec.Template.Labels = nil, map[string]string{"team": "infra"}
+		other := objects.Job(ns, "foreign").Label("team", "infra").With(func(j *batchv1.Job) {
+			j.Spec = *r.job.Spec.DeepCopy()
+			j.Spec.Selector, j.Spec.Template.Labels = nil, map[string]string{"team": "infra"}
+		}).Obj()
 		Expect(admin.Create(ctx, other)).To(Succeed())
 		err = patchJob(dev, ns, "foreign", `{"metadata":{"labels":{"captf.io/managed":"true","captf.io/owner-kind":"TerraformMachine","captf.io/owner-name":"m"}}}`)
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)

@@ -11,12 +11,12 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
@@ -232,7 +232,7 @@ var _ = Describe("The Lease guard", func() {
 		Expect(err).NotTo(HaveOccurred())
 		suffix := naming.StateSuffix(ns, infrav1.TerraformClusterKind, "c")
 		for _, name := range []string{naming.StateLockLeaseName(suffix), "some-leader-election"} {
-			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+			l := objects.Lease(ns, name).Obj()
 			Expect(admin.Create(ctx, l)).To(Succeed())
 			Expect(admin.Patch(ctx, l, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"holderIdentity":"x"}}`)))).To(Succeed())
 			Expect(admin.Delete(ctx, l)).To(Succeed())

@@ -6,15 +6,14 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
@@ -221,8 +220,7 @@ var _ = Describe("The guard, through the API server", func() {
 		By("kube-system's own Leases (leader election) never reach the lease guard")
 		before, err := webhookCalls(webhooks.LeaseGuardPath)
 		Expect(err).NotTo(HaveOccurred())
-		le := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-controller-manager"},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-1")}}
+		le := objects.Lease("kube-system", "kube-controller-manager").Holder("node-1").Obj()
 		Expect(client.IgnoreAlreadyExists(admin.Create(ctx, le))).To(Succeed())
 		Expect(admin.Patch(ctx, le, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"holderIdentity":"node-2"}}`)))).To(Succeed())
 		Expect(admin.Delete(ctx, le)).To(Succeed())

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
@@ -112,9 +113,9 @@ var _ = Describe("spec.job.podTemplate at admission", func() {
 // it again before every Job and holds the object if it is a ServiceAccount token.
 func TestAnUnreadablePodTemplateSecretIsAWarningNotARefusal(t *testing.T) {
 	v := webhooks.Validator[*infrav1.TerraformMachine]{Kind: infrav1.TerraformMachineKind, Secrets: unreadable{}}
-	m := &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "m"},
-		Spec: infrav1.TerraformMachineSpec{TerraformSpec: infrav1.TerraformSpec{Module: infrav1.ModuleSource{Image: "example.com/module:1"}}}}
-	m.Spec.Job.PodTemplate = &infrav1.RunnerPodTemplate{Volumes: []infrav1.RunnerVolume{secretVolume("registry", "/etc/registry", "registry")}}
+	m := objects.Machine("prod", "m").Module("example.com/module:1").Spec(func(s *infrav1.TerraformSpec) {
+		s.Job.PodTemplate = &infrav1.RunnerPodTemplate{Volumes: []infrav1.RunnerVolume{secretVolume("registry", "/etc/registry", "registry")}}
+	}).Obj()
 	warnings, err := v.ValidateCreate(context.Background(), m)
 	if err != nil {
 		t.Fatalf("refused although the Secret could not be read: %v", err)

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
@@ -101,9 +102,8 @@ func (unreadable) Get(context.Context, client.ObjectKey, client.Object, ...clien
 
 func TestAnUnreadableRunnerAccountIsAWarningNotARefusal(t *testing.T) {
 	v := webhooks.Validator[*infrav1.TerraformMachine]{Kind: infrav1.TerraformMachineKind, Accounts: unreadable{}}
-	m := &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "m"},
-		Spec: infrav1.TerraformMachineSpec{TerraformSpec: infrav1.TerraformSpec{Module: infrav1.ModuleSource{Image: "example.com/module:1"}}}}
-	m.Spec.Job.ServiceAccountName = "team-runner"
+	m := objects.Machine("prod", "m").Module("example.com/module:1").
+		Spec(func(s *infrav1.TerraformSpec) { s.Job.ServiceAccountName = "team-runner" }).Obj()
 	warnings, err := v.ValidateCreate(context.Background(), m)
 	if err != nil {
 		t.Fatalf("refused although the account could not be read: %v", err)

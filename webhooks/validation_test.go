@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
@@ -126,7 +127,7 @@ func TestProvisioned(t *testing.T) {
 
 func TestValidatorsNeverRefuseADeletingObject(t *testing.T) {
 	v := webhooks.Validator[*infrav1.TerraformMachine]{Kind: infrav1.TerraformMachineKind}
-	bad := &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Name: "m"}, Spec: infrav1.TerraformMachineSpec{TerraformSpec: *spec(`{"captf":1}`, "TF_LOG")}}
+	bad := objects.Machine("ns", "m").Spec(func(s *infrav1.TerraformSpec) { *s = *spec(`{"captf":1}`, "TF_LOG") }).Obj()
 	if _, err := v.ValidateCreate(context.Background(), bad); err == nil || !strings.Contains(err.Error(), `TerraformMachine.infrastructure.cluster.x-k8s.io "m" is invalid`) {
 		t.Fatalf("create of a bad spec: %v", err)
 	}
@@ -152,10 +153,12 @@ func TestValidatorsNeverRefuseADeletingObject(t *testing.T) {
 
 func TestDefaulterIsIdempotent(t *testing.T) {
 	d := webhooks.Defaulter[*infrav1.TerraformCluster]{}
-	c := &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Name: "c", Finalizers: []string{"other/f"}}}
-	c.Spec.TerraformSpec = *spec("")
-	c.Spec.Job.ActiveDeadlineSeconds = ptr.To[int64](120)
-	c.Spec.Job.LockTimeoutSeconds = ptr.To[int64](300) // the schema's default, already applied
+	c := objects.Cluster("ns", "c").With(func(c *infrav1.TerraformCluster) { c.Finalizers = []string{"other/f"} }).
+		Spec(func(s *infrav1.TerraformSpec) {
+			*s = *spec("")
+			s.Job.ActiveDeadlineSeconds = ptr.To[int64](120)
+			s.Job.LockTimeoutSeconds = ptr.To[int64](300) // the schema's default, already applied
+		}).Obj()
 	if err := d.Default(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
@@ -172,16 +175,16 @@ func TestDefaulterIsIdempotent(t *testing.T) {
 	if got := ptr.Deref(c.Spec.Job.LockTimeoutSeconds, 0); got != 60 {
 		t.Errorf("a short deadline with the default lock timeout: lockTimeoutSeconds = %d, want 60", got)
 	}
-	explicit := &infrav1.TerraformCluster{}
-	explicit.Spec.TerraformSpec = *spec("")
-	explicit.Spec.Job.ActiveDeadlineSeconds = ptr.To[int64](120)
-	explicit.Spec.Job.LockTimeoutSeconds = ptr.To[int64](200)
+	explicit := objects.Cluster("ns", "explicit").Spec(func(s *infrav1.TerraformSpec) {
+		*s = *spec("")
+		s.Job.ActiveDeadlineSeconds = ptr.To[int64](120)
+		s.Job.LockTimeoutSeconds = ptr.To[int64](200)
+	}).Obj()
 	_ = d.Default(context.Background(), explicit)
 	if ptr.Deref(explicit.Spec.Job.LockTimeoutSeconds, 0) != 200 {
 		t.Error("a lock timeout that is not the default is the author's: validation refuses it, defaulting keeps it")
 	}
-	long := &infrav1.TerraformCluster{}
-	long.Spec.Job.LockTimeoutSeconds = ptr.To[int64](300)
+	long := objects.Cluster("ns", "long").Spec(func(s *infrav1.TerraformSpec) { s.Job.LockTimeoutSeconds = ptr.To[int64](300) }).Obj()
 	_ = d.Default(context.Background(), long)
 	if ptr.Deref(long.Spec.Job.LockTimeoutSeconds, 0) != 300 {
 		t.Error("with the default deadline the default lock timeout stays")
