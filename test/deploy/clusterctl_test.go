@@ -39,6 +39,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/cmd/manager/setup"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	testobjects "github.com/captf/cluster-api-provider-terraform/test/objects"
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
@@ -454,24 +455,18 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 
 		// Defaulting (mutating): a short deadline gets a lock timeout below it. Without the
 		// webhook the schema would refuse the default lock timeout of 300 s.
-		short := &infrav1.TerraformCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: samplesNS, Name: "short", Labels: map[string]string{infrav1.ClusterNameLabel: "short"}},
-			Spec: infrav1.TerraformClusterSpec{TerraformSpec: infrav1.TerraformSpec{
-				Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "sample-cluster-module"}},
-				Job:    infrav1.JobPolicy{ActiveDeadlineSeconds: ptr.To[int64](120)},
-			}},
-		}
+		short := testobjects.Cluster(samplesNS, "short").Spec(func(s *infrav1.TerraformSpec) {
+			s.Module = infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "sample-cluster-module"}}
+			s.Job.ActiveDeadlineSeconds = ptr.To[int64](120)
+		}).Obj()
 		Eventually(func() error { return admin.Create(ctx, short) }).WithTimeout(10 * time.Second).Should(Succeed())
 		Expect(short.Spec.Job.LockTimeoutSeconds).To(HaveValue(BeEquivalentTo(60)))
 
 		// Validation: a reserved environment variable is refused by the webhook.
-		bad := &infrav1.TerraformMachine{
-			ObjectMeta: metav1.ObjectMeta{Namespace: samplesNS, Name: "bad"},
-			Spec: infrav1.TerraformMachineSpec{TerraformSpec: infrav1.TerraformSpec{
-				Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}},
-				Job:    infrav1.JobPolicy{Env: []corev1.EnvVar{{Name: "CAPTF_JOB_NAME", Value: "x"}}},
-			}},
-		}
+		bad := testobjects.Machine(samplesNS, "bad").Spec(func(s *infrav1.TerraformSpec) {
+			s.Module = infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}}
+			s.Job.Env = []corev1.EnvVar{{Name: "CAPTF_JOB_NAME", Value: "x"}}
+		}).Obj()
 		err := admin.Create(ctx, bad)
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(ContainSubstring("denied the request"))
@@ -525,7 +520,7 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 		}).WithTimeout(30 * time.Second).Should(Succeed())
 		// envtest runs no Job controller: a Job without status has not finished, so it runs.
 
-		tc := &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: systemNS, Name: "sample"}}
+		tc := testobjects.Cluster(systemNS, "sample").Obj()
 		for what, patch := range map[string]string{
 			"remove block-move":     `{"metadata":{"annotations":{"clusterctl.cluster.x-k8s.io/block-move":null}}}`,
 			"remove the finalizers": `{"metadata":{"finalizers":null}}`,
@@ -583,17 +578,13 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 					default:
 					}
 					if w%2 == 0 {
-						m := &infrav1.TerraformMachine{
-							ObjectMeta: metav1.ObjectMeta{Namespace: samplesNS, Name: fmt.Sprintf("load-%d-%d", w, i),
-								Labels: map[string]string{infrav1.ClusterNameLabel: "load"}},
-							Spec: infrav1.TerraformMachineSpec{TerraformSpec: infrav1.TerraformSpec{
-								Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "sample-machine-module"}},
-							}},
-						}
+						m := testobjects.Machine(samplesNS, fmt.Sprintf("load-%d-%d", w, i)).Cluster("load").Spec(func(s *infrav1.TerraformSpec) {
+							s.Module = infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "sample-machine-module"}}
+						}).Obj()
 						record(admin.Create(ctx, m, client.DryRunAll))
 					} else {
 						patch := fmt.Appendf(nil, `{"spec":{"variables":{"api_server_port":%d}}}`, 6000+i%100)
-						record(admin.Patch(ctx, &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: samplesNS, Name: "short"}},
+						record(admin.Patch(ctx, testobjects.Cluster(samplesNS, "short").Obj(),
 							client.RawPatch(types.MergePatchType, patch), client.DryRunAll))
 					}
 				}

@@ -11,30 +11,20 @@ import (
 	. "github.com/onsi/gomega"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
 
 // The suite's control plane starts with cert-manager's and Cluster API's CRDs only: CAPTF's
 // own CRDs, RBAC, webhooks and certificates arrive through clusterctl, as in a real install.
 var (
-	ctx    context.Context
-	cancel context.CancelFunc
-	env    *ctrlenvtest.Environment
-	cfg    *rest.Config
+	ctx context.Context
+	cfg *rest.Config
 	// auditLog records every request the API server serves (metadata only).
 	auditLog string
-	tmpDir   string
 	admin    client.Client
-	scheme   *runtime.Scheme
 	repo     string
 	certMgr  string
 )
@@ -61,9 +51,7 @@ func certManagerVersion() string {
 	return "v1.21.2"
 }
 
-var _ = BeforeSuite(func() {
-	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	ctx, cancel = context.WithCancel(context.Background())
+var _ = envtest.RegisterSuite(envtest.SuiteOptions{Log: true, Configure: func(o *envtest.Options) {
 	var err error
 	repo, err = envtest.RepoRoot()
 	Expect(err).NotTo(HaveOccurred())
@@ -71,8 +59,6 @@ var _ = BeforeSuite(func() {
 		_, err := tool(t)
 		Expect(err).NotTo(HaveOccurred())
 	}
-	assets, err := envtest.AssetsDir()
-	Expect(err).NotTo(HaveOccurred())
 	capi, err := envtest.ClusterAPICRDs()
 	Expect(err).NotTo(HaveOccurred())
 	// kubeadm's bootstrap and control plane providers, which clusterctl init installs by
@@ -83,40 +69,17 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	certMgr = filepath.Join(cm, "deploy", "crds")
 
-	scheme = runtime.NewScheme()
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(clusterv1.AddToScheme(scheme)).To(Succeed())
-	Expect(apiextensionsv1.AddToScheme(scheme)).To(Succeed())
-	Expect(infrav1.AddToScheme(scheme)).To(Succeed())
-	env = &ctrlenvtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     append([]string{certMgr, capi}, kubeadm...),
-		ErrorIfCRDPathMissing: true,
-		Scheme:                scheme,
-	}
-	tmpDir, err = os.MkdirTemp("", "captf-deploy-")
-	Expect(err).NotTo(HaveOccurred())
-	policy := filepath.Join(tmpDir, "audit-policy.yaml")
+	dir := GinkgoT().TempDir()
+	policy := filepath.Join(dir, "audit-policy.yaml")
 	Expect(os.WriteFile(policy, []byte(auditPolicy), 0o600)).To(Succeed())
-	auditLog = filepath.Join(tmpDir, "audit.log")
-	env.ControlPlane.GetAPIServer().Configure().
-		Set("audit-policy-file", policy).
-		Set("audit-log-path", auditLog)
-	cfg, err = env.Start()
-	Expect(err).NotTo(HaveOccurred())
-	admin, err = client.New(cfg, client.Options{Scheme: scheme})
-	Expect(err).NotTo(HaveOccurred())
+	auditLog = filepath.Join(dir, "audit.log")
+	*o = envtest.Options{
+		WithoutCAPTFCRDs: true,
+		ExtraCRDPaths:    append([]string{certMgr, capi}, kubeadm...),
+		APIServerFlags:   map[string]string{"audit-policy-file": policy, "audit-log-path": auditLog},
+		AddToScheme:      []func(*runtime.Scheme) error{apiextensionsv1.AddToScheme},
+	}
+}}, func(s *envtest.Suite) {
+	ctx, cfg, admin = s.Ctx, s.Env.Config, s.Client
 	fmt.Fprintf(GinkgoWriter, "envtest at %s; cert-manager CRDs from %s\n", cfg.Host, certMgr)
-})
-
-var _ = AfterSuite(func() {
-	if cancel != nil {
-		cancel()
-	}
-	if env != nil {
-		Expect(env.Stop()).To(Succeed())
-	}
-	if tmpDir != "" {
-		Expect(os.RemoveAll(tmpDir)).To(Succeed())
-	}
 })
