@@ -30,6 +30,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/kubecontrollers"
 )
 
@@ -125,11 +126,9 @@ func newJob(ns, name string, spec corev1.PodSpec) *batchv1.Job {
 	if spec.TerminationGracePeriodSeconds == nil {
 		spec.TerminationGracePeriodSeconds = ptr.To[int64](30)
 	}
-	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: managed},
-		Spec: batchv1.JobSpec{BackoffLimit: ptr.To[int32](0),
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: managed}, Spec: spec}},
-	}
+	return objects.Job(ns, name).Label(infrav1.ManagedLabel, "true").With(func(j *batchv1.Job) {
+		j.Spec.Template = corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: managed}, Spec: spec}
+	}).Obj()
 }
 
 // Paths of the shape the state channel's Job spec has.

@@ -18,17 +18,17 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 func testWorker(t *testing.T) *worker {
 	t.Helper()
 	dir := t.TempDir()
 	e := &Executor{opts: Options{RunnerBinary: "/opt/bin/runner", TerraformBinary: "/usr/bin/tofu", WorkDir: dir, NodeName: DefaultNodeName}}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job-abcde"}}
+	pod := objects.Pod("ns", "job-abcde").Obj()
 	return newWorker(e, pod)
 }
 
