@@ -17,6 +17,8 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/cachelag"
 	"github.com/captf/cluster-api-provider-terraform/controllers/metrics"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
+
 	// The admission webhooks: imported so that a series they register is gathered too.
 	_ "github.com/captf/cluster-api-provider-terraform/webhooks"
 )
@@ -93,11 +95,12 @@ func gatherCAPTF(t *testing.T) map[string]*dto.MetricFamily {
 		t.Fatal(err)
 	}
 	ready := metav1.Condition{Type: infrav1.ReadyCondition, Status: metav1.ConditionFalse, Reason: infrav1.StateLostReason}
-	cluster := &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c"}}
-	cluster.Status.Conditions = []metav1.Condition{ready}
-	cluster.Status.PendingPlan = &infrav1.PendingPlan{ID: "p"}
-	machine := &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "m"}}
-	pool := &infrav1.TerraformMachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
+	cluster := objects.Cluster("ns", "c").With(func(c *infrav1.TerraformCluster) {
+		c.Status.Conditions = []metav1.Condition{ready}
+		c.Status.PendingPlan = &infrav1.PendingPlan{ID: "p"}
+	}).Obj()
+	machine := objects.Machine("ns", "m").Obj()
+	pool := objects.MachinePool("ns", "p").Obj()
 	cache := fake.NewClientBuilder().WithScheme(scheme).WithObjects(cluster, machine, pool).WithStatusSubresource(cluster).Build()
 	if err := crmetrics.Registry.Register(&metrics.Objects{Cache: cache}); err != nil {
 		if _, ok := err.(prometheus.AlreadyRegisteredError); !ok {
