@@ -21,6 +21,14 @@ type Event struct {
 	Type, Reason, Message string
 }
 
+// Reported reports whether the condition condType already says reason (conds: the object's
+// conditions as the pass found them): an event of a hold or a wait goes out once, on the
+// transition, and not again while the condition says it.
+func Reported(conds []metav1.Condition, condType, reason string) bool {
+	c := meta.FindStatusCondition(conds, condType)
+	return c != nil && c.Reason == reason
+}
+
 // WaitEvents are the Warning events of a waiting pass (ActionWaitJob, ActionWait,
 // ActionIdle) or of one that deletes a Job that never started (ActionDeleteJob), each sent
 // once, on the transition: when the condition that reports it did not say so already
@@ -45,10 +53,7 @@ func WaitEvents(ev Evidence, d Decision, conds []metav1.Condition) []Event {
 		return out
 	}
 	run := ev.Jobs.Running[0]
-	said := func(reason string) bool {
-		c := meta.FindStatusCondition(conds, RunCondition(run))
-		return c != nil && c.Reason == reason
-	}
+	said := func(reason string) bool { return Reported(conds, RunCondition(run), reason) }
 	if f := ev.Jobs.PullFailure; f != nil {
 		if !said(infrav1.ImagePullFailedReason) {
 			out = append(out, Event{EventWarning, infrav1.ImagePullFailedReason, PullFailureMessage(run.Name, f)})
@@ -67,7 +72,7 @@ func holdEvent(d Decision, conds []metav1.Condition) (Event, bool) {
 	if w == nil || (w.Reason != infrav1.RetainedStateFoundReason && w.Reason != infrav1.StateLineageChangedReason) {
 		return Event{}, false
 	}
-	if c := meta.FindStatusCondition(conds, infrav1.StateReadableCondition); c != nil && c.Reason == w.Reason {
+	if Reported(conds, infrav1.StateReadableCondition, w.Reason) {
 		return Event{}, false
 	}
 	return Event{EventWarning, w.Reason, w.Message}, true

@@ -7,7 +7,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -47,7 +46,7 @@ func (pr *preparer) moduleSecretsForRun(ctx context.Context) (map[string]map[str
 	default:
 		return modulesecrets.Copies(spec, res.Secrets), nil, nil
 	}
-	if c := meta.FindStatusCondition(pr.obj.GetTerraformStatus().Conditions, infrav1.InputsValidCondition); c == nil || c.Reason != reason {
+	if !decide.Reported(pr.obj.GetTerraformStatus().Conditions, infrav1.InputsValidCondition, reason) {
 		pr.out.add(corev1.EventTypeWarning, reason, msg)
 	}
 	return nil, &decide.Problem{ConditionType: infrav1.InputsValidCondition, Reason: reason, Message: msg}, nil

@@ -10,7 +10,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -152,7 +151,7 @@ func (pr *preparer) runnerAccountProblem(ctx context.Context) (*decide.Problem, 
 	if err != nil || reason == "" {
 		return nil, err
 	}
-	if c := meta.FindStatusCondition(pr.obj.GetTerraformStatus().Conditions, infrav1.InputsValidCondition); c == nil || c.Reason != reason {
+	if !decide.Reported(pr.obj.GetTerraformStatus().Conditions, infrav1.InputsValidCondition, reason) {
 		pr.out.add(corev1.EventTypeWarning, reason, msg)
 	}
 	return &decide.Problem{ConditionType: infrav1.InputsValidCondition, Reason: reason, Message: msg}, nil

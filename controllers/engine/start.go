@@ -122,7 +122,7 @@ func (p *pass) reserveSlot(ctx context.Context, s *startRun) (ctrl.Result, bool,
 	if !free {
 		p.rep.SlotWait = true
 		metrics.LeaseWaits.WithLabelValues(infrav1.WaitingForJobSlotReason).Inc()
-		if c := meta.FindStatusCondition(p.obj.GetTerraformStatus().Conditions, decide.FamilyOf(s.op)); c == nil || c.Reason != infrav1.WaitingForJobSlotReason {
+		if !decide.Reported(p.obj.GetTerraformStatus().Conditions, decide.FamilyOf(s.op), infrav1.WaitingForJobSlotReason) {
 			p.out.add(corev1.EventTypeNormal, infrav1.WaitingForJobSlotReason, fmt.Sprintf("%s waits for a free Job slot of the manager", s.op))
 		}
 		return ctrl.Result{RequeueAfter: SlotRequeue}, false, nil

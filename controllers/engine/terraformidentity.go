@@ -10,7 +10,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,7 +46,7 @@ func (pr *preparer) identityForRun(ctx context.Context) (map[string][]byte, *dec
 	if reason == "" {
 		return values, nil, nil
 	}
-	if c := meta.FindStatusCondition(pr.obj.GetTerraformStatus().Conditions, infrav1.InputsValidCondition); c == nil || c.Reason != reason {
+	if !decide.Reported(pr.obj.GetTerraformStatus().Conditions, infrav1.InputsValidCondition, reason) {
 		pr.out.add(corev1.EventTypeWarning, reason, msg)
 	}
 	return nil, &decide.Problem{ConditionType: infrav1.InputsValidCondition, Reason: reason, Message: msg}, nil
