@@ -3,9 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
-	"maps"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -20,7 +18,6 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
-	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // runnerAccount is the ServiceAccount the object's Jobs run as: the object's own
@@ -36,10 +33,9 @@ func (pr *preparer) runnerAccount() string {
 // Job exists: the object's runner ServiceAccount (unless the spec names its own), a Role that
 // allows exactly jobs.RunnerPolicyRules (get and update on this object's state Secret and lock
 // Lease by name, get on its run lease, get on Jobs and Pods), a RoleBinding of that Role to the
-// Jobs' account, and the state Secret and lock Lease themselves, created empty, so the channel
-// needs no create permission. The account, Role and RoleBinding are owned by the object (they
-// go with it); the state Secret and lock Lease are not (the garbage collector never deletes a
-// state, I6). Each is created only when a live read shows it missing.
+// Jobs' account, and the plan Secret; the state Secret and lock Lease are the keeper's
+// (state.Keeper.Ensure). The account, Role, RoleBinding and plan Secret are owned by the object
+// (they go with it). Each is created only when a live read shows it missing.
 func (pr *preparer) ensureRunnerAccess(ctx context.Context) error {
 	gvk, err := apiutil.GVKForObject(pr.obj, pr.c.Scheme())
 	if err != nil {
@@ -65,14 +61,6 @@ func (pr *preparer) ensureRunnerAccess(ctx context.Context) error {
 	objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.PlanSecretName(pr.subject.Suffix),
 		Labels: state.OwnerLabels(pr.subject, infrav1.SecretRolePlan), OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(pr.obj, gvk)}},
 		Type: corev1.SecretTypeOpaque})
-	stateLabels := state.OwnerLabels(pr.subject, infrav1.SecretRoleState)
-	maps.Copy(stateLabels, runnerapi.StateLabels(pr.subject.Suffix))
-	objs = append(objs,
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.StateSecretName(pr.subject.Suffix), Labels: stateLabels,
-			Finalizers: []string{infrav1.StateProtectionFinalizer}}, Type: corev1.SecretTypeOpaque},
-		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.StateLockLeaseName(pr.subject.Suffix),
-			Labels: runnerapi.StateLabels(pr.subject.Suffix)}})
-
 	for _, o := range objs {
 		existing := o.DeepCopyObject().(client.Object)
 		err := pr.live.Get(ctx, types.NamespacedName{Namespace: ns, Name: o.GetName()}, existing)

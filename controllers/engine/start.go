@@ -231,6 +231,9 @@ func (p *pass) prepareRun(ctx context.Context, s *startRun) (ctrl.Result, bool, 
 	if err := p.prep.ensureRunnerAccess(ctx); err != nil {
 		return ctrl.Result{}, false, err
 	}
+	if err := p.r.stateKeeper().Ensure(ctx, p.subject); err != nil {
+		return ctrl.Result{}, false, err
+	}
 	s.in = in
 	return ctrl.Result{}, true, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -26,6 +27,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 	"github.com/captf/cluster-api-provider-terraform/controllers/metrics"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // Subject is the object whose state a Keeper keeps.
@@ -162,6 +164,35 @@ func (k *Keeper) patchSecretMeta(ctx context.Context, m *metav1.PartialObjectMet
 	target.Namespace, target.Name = m.Namespace, m.Name
 	if err := k.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, body)); err != nil {
 		return fmt.Errorf("patch secret %s: %w", m.Name, err)
+	}
+	return nil
+}
+
+// Ensure creates the subject's state Secret (empty, labelled for the backend and for its
+// owner, protected, never owned: the garbage collector must never delete a state) and the
+// backend's lock Lease, each only when a live read shows it missing, before the first Job that
+// uses them: the state channel may then read and update them but needs no create permission.
+func (k *Keeper) Ensure(ctx context.Context, s Subject) error {
+	ns := s.Object.GetNamespace()
+	stateLabels := OwnerLabels(s, infrav1.SecretRoleState)
+	maps.Copy(stateLabels, runnerapi.StateLabels(s.Suffix))
+	for _, o := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.StateSecretName(s.Suffix), Labels: stateLabels,
+			Finalizers: []string{infrav1.StateProtectionFinalizer}}, Type: corev1.SecretTypeOpaque},
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.StateLockLeaseName(s.Suffix),
+			Labels: runnerapi.StateLabels(s.Suffix)}},
+	} {
+		existing := o.DeepCopyObject().(client.Object)
+		err := k.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: o.GetName()}, existing)
+		switch {
+		case err == nil:
+			continue
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("read %T %s: %w", o, o.GetName(), err)
+		}
+		if err := k.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
+		}
 	}
 	return nil
 }
