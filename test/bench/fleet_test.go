@@ -47,6 +47,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/terraformmachine"
 	"github.com/captf/cluster-api-provider-terraform/controllers/terraformmachinepool"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 // One namespace of the fleet (a cell) holds a Cluster with its TerraformCluster, fleetMachines
@@ -189,8 +190,7 @@ func appliedCell(ns, shard string) error {
 			APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformClusterKind, Name: cluster}}}); err != nil {
 		return fmt.Errorf("create cluster: %w", err)
 	}
-	tc := &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster},
-		Spec: infrav1.TerraformClusterSpec{TerraformSpec: fleetSpec(`{"region":"eu-west-1"}`)}}
+	tc := objects.Cluster(ns, cluster).Spec(fleetSpec(`{"region":"eu-west-1"}`)).Obj()
 	if err := applied(tc, terraformcluster.Kind{}, cluster, shard, statetest.Cluster("10.0.0.1", 6443)); err != nil {
 		return err
 	}
@@ -206,9 +206,8 @@ func appliedCell(ns, shard string) error {
 		if err := k8s.Create(ctx, m); err != nil {
 			return fmt.Errorf("create machine: %w", err)
 		}
-		tm := &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: name, UID: m.UID}}},
-			Spec: infrav1.TerraformMachineSpec{TerraformSpec: fleetSpec(`{"flavor":"small"}`)}}
+		tm := objects.Machine(ns, name).Spec(fleetSpec(`{"flavor":"small"}`)).
+			OwnerRef(metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: name, UID: m.UID}).Obj()
 		if err := applied(tm, terraformmachine.Kind(), cluster, shard, statetest.Machine("tf://"+ns+"/"+name)); err != nil {
 			return err
 		}
@@ -226,9 +225,8 @@ func appliedCell(ns, shard string) error {
 		if err := k8s.Create(ctx, mp); err != nil {
 			return fmt.Errorf("create machine pool: %w", err)
 		}
-		tp := &infrav1.TerraformMachinePool{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachinePool", Name: name, UID: mp.UID}}},
-			Spec: infrav1.TerraformMachinePoolSpec{TerraformSpec: fleetSpec(`{"instances":2}`)}}
+		tp := objects.MachinePool(ns, name).Spec(fleetSpec(`{"instances":2}`)).
+			OwnerRef(metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachinePool", Name: name, UID: mp.UID}).Obj()
 		if err := applied(tp, terraformmachinepool.Kind(), cluster, shard, statetest.MachinePool("tf://"+ns+"/"+name+"-0", "tf://"+ns+"/"+name+"-1")); err != nil {
 			return err
 		}
@@ -236,10 +234,12 @@ func appliedCell(ns, shard string) error {
 	return nil
 }
 
-func fleetSpec(vars string) infrav1.TerraformSpec {
-	s := infrav1.TerraformSpec{Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}}}
-	s.Variables = &k8sruntime.RawExtension{Raw: []byte(vars)}
-	return s
+// fleetSpec makes a fleet object's spec: the module ConfigMap m, and vars.
+func fleetSpec(vars string) func(*infrav1.TerraformSpec) {
+	return func(s *infrav1.TerraformSpec) {
+		s.Module = infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}}
+		s.Variables = &k8sruntime.RawExtension{Raw: []byte(vars)}
+	}
 }
 
 // bootstrap writes a member's bootstrap data Secret, labelled with its Cluster's name as
@@ -331,7 +331,7 @@ func applied(obj engine.Object, kind engine.Kind, cluster, shard string, st stat
 		&rbacv1.RoleBinding{ObjectMeta: owned(),
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: naming.RunnerServiceAccountName(suffix)},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: naming.RunnerServiceAccountName(suffix), Namespace: ns}}},
-		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.StateLockLeaseName(suffix), Labels: runnerapi.StateLabels(suffix)}},
+		objects.Lease(ns, naming.StateLockLeaseName(suffix)).Labels(runnerapi.StateLabels(suffix)).Obj(),
 	)
 	for _, o := range objs {
 		if err := k8s.Create(ctx, o); err != nil {

@@ -15,11 +15,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 const (
@@ -137,14 +137,7 @@ func ensureForeignJobs(tb testing.TB) {
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				j := &batchv1.Job{
-					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("foreign-%04d", i),
-						Annotations: map[string]string{"example.com/payload": big}},
-					Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-						RestartPolicy: corev1.RestartPolicyNever,
-						Containers:    []corev1.Container{{Name: "c", Image: "busybox"}},
-					}}},
-				}
+				j := objects.Job(ns, fmt.Sprintf("foreign-%04d", i)).Annotation("example.com/payload", big).Suspend().Obj()
 				if err := k8s.Create(ctx, j); err != nil {
 					errs <- err
 				}

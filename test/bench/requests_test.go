@@ -22,6 +22,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/inputs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 // pokes is how many passes each scenario provokes.
@@ -145,14 +146,17 @@ func variablesSource(tb testing.TB, ns, name string) []infrav1.VariablesSource {
 	return []infrav1.VariablesSource{{ConfigMapRef: &infrav1.LocalObjectReference{Name: name}}}
 }
 
-// spec is a subject's spec. Its drift checks are on (hourly), so the idle passes are passes
+// spec sets a subject's spec. Its drift checks are on (hourly), so the idle passes are passes
 // between two checks: each judges the schedule, and must do it without an API request.
-func spec(tb testing.TB, ns, name, vars string) infrav1.TerraformSpec {
-	return infrav1.TerraformSpec{
-		Module:        infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}},
-		Variables:     &runtime.RawExtension{Raw: []byte(vars)},
-		VariablesFrom: variablesSource(tb, ns, name+"-vars"),
-		Drift:         infrav1.DriftPolicy{Interval: &metav1.Duration{Duration: time.Hour}, Mode: infrav1.DriftModeReport},
+func spec(tb testing.TB, ns, name, vars string) func(*infrav1.TerraformSpec) {
+	from := variablesSource(tb, ns, name+"-vars")
+	return func(s *infrav1.TerraformSpec) {
+		*s = infrav1.TerraformSpec{
+			Module:        infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}},
+			Variables:     &runtime.RawExtension{Raw: []byte(vars)},
+			VariablesFrom: from,
+			Drift:         infrav1.DriftPolicy{Interval: &metav1.Duration{Duration: time.Hour}, Mode: infrav1.DriftModeReport},
+		}
 	}
 }
 
@@ -174,10 +178,7 @@ func newCluster(tb testing.TB, ns string) subject {
 	create(tb, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1"},
 		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
 			APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformClusterKind, Name: "c1"}}})
-	tc := &infrav1.TerraformCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1", Annotations: lastChecked(), Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"}},
-		Spec:       infrav1.TerraformClusterSpec{TerraformSpec: spec(tb, ns, "c1", `{"a":1}`)},
-	}
+	tc := objects.Cluster(ns, "c1").Annotations(lastChecked()).Spec(spec(tb, ns, "c1", `{"a":1}`)).Obj()
 	create(tb, tc)
 	return subject{kind: infrav1.TerraformClusterKind, obj: tc, state: statetest.Cluster("10.0.0.1", 6443)}
 }
@@ -188,11 +189,8 @@ func newMachine(tb testing.TB, ns string) subject {
 		Spec: clusterv1.MachineSpec{ClusterName: "c1", Bootstrap: clusterv1.Bootstrap{DataSecretName: &boot.Name},
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformMachineKind, Name: "m1"}}}
 	create(tb, boot, m)
-	tm := &infrav1.TerraformMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "m1", Annotations: lastChecked(), Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: "m1", UID: m.UID}}},
-		Spec: infrav1.TerraformMachineSpec{TerraformSpec: spec(tb, ns, "m1", `{"flavor":"small"}`)},
-	}
+	tm := objects.Machine(ns, "m1").Cluster("c1").Annotations(lastChecked()).Spec(spec(tb, ns, "m1", `{"flavor":"small"}`)).
+		OwnerRef(metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "Machine", Name: "m1", UID: m.UID}).Obj()
 	create(tb, tm)
 	return subject{kind: infrav1.TerraformMachineKind, obj: tm, state: statetest.Machine("tf://m1")}
 }
@@ -204,11 +202,8 @@ func newPool(tb testing.TB, ns string) subject {
 			ClusterName: "c1", Bootstrap: clusterv1.Bootstrap{DataSecretName: &boot.Name},
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformMachinePoolKind, Name: "p1"}}}}}
 	create(tb, boot, mp)
-	tp := &infrav1.TerraformMachinePool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p1", Annotations: lastChecked(), Labels: map[string]string{clusterv1.ClusterNameLabel: "c1"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachinePool", Name: "p1", UID: mp.UID}}},
-		Spec: infrav1.TerraformMachinePoolSpec{TerraformSpec: spec(tb, ns, "p1", `{"instances":2}`)},
-	}
+	tp := objects.MachinePool(ns, "p1").Cluster("c1").Annotations(lastChecked()).Spec(spec(tb, ns, "p1", `{"instances":2}`)).
+		OwnerRef(metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "MachinePool", Name: "p1", UID: mp.UID}).Obj()
 	create(tb, tp)
 	return subject{kind: infrav1.TerraformMachinePoolKind, obj: tp, state: statetest.MachinePool("tf://p1-0", "tf://p1-1")}
 }
