@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 // The soak's liveness finding of 2026-12-02: TerraformClusters created just before a manager
@@ -55,8 +56,7 @@ var _ = Describe("A busy queue at start-up", func() {
 			defer GinkgoRecover()
 			defer close(done)
 			for n := 0; bctx.Err() == nil; n++ {
-				tc := &infrav1.TerraformCluster{}
-				tc.Namespace, tc.Name = ns, fmt.Sprintf("busy-%d", n%busy)
+				tc := objects.Cluster(ns, fmt.Sprintf("busy-%d", n%busy)).Obj()
 				patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{"test.captf.io/bump":"%d"}}}`, n))
 				if err := k8s.Patch(bctx, tc, patch); err == nil {
 					bumps.Add(1)

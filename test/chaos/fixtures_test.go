@@ -20,6 +20,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 // clusterObjects builds a Cluster and the TerraformCluster its infrastructureRef names.
@@ -27,16 +28,19 @@ func clusterObjects(ns, name string, finalizer bool) (*clusterv1.Cluster, *infra
 	c := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
 			APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformClusterKind, Name: name}}}
-	tc := &infrav1.TerraformCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: name}},
-		Spec: infrav1.TerraformClusterSpec{TerraformSpec: infrav1.TerraformSpec{
-			Module:    infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}},
-			Variables: &runtime.RawExtension{Raw: []byte(`{"size":1}`)}}},
-	}
+	b := objects.Cluster(ns, name).Spec(moduleM(`{"size":1}`))
 	if finalizer {
-		tc.Finalizers = []string{infrav1.Finalizer}
+		b.Finalizer()
 	}
-	return c, tc
+	return c, b.Obj()
+}
+
+// moduleM sets the suite's module (the ConfigMap m) and vars.
+func moduleM(vars string) func(*infrav1.TerraformSpec) {
+	return func(s *infrav1.TerraformSpec) {
+		s.Module = infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}}
+		s.Variables = &runtime.RawExtension{Raw: []byte(vars)}
+	}
 }
 
 func createCluster(ns, name string, finalizer bool) *infrav1.TerraformCluster {
@@ -54,12 +58,7 @@ func machineObjects(ns, cluster, name string) (*corev1.Secret, *clusterv1.Machin
 	m := &clusterv1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: clusterv1.MachineSpec{ClusterName: cluster, Bootstrap: clusterv1.Bootstrap{DataSecretName: &boot.Name},
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformMachineKind, Name: name}}}
-	tm := &infrav1.TerraformMachine{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
-		Spec: infrav1.TerraformMachineSpec{TerraformSpec: infrav1.TerraformSpec{Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}},
-			Variables: &runtime.RawExtension{Raw: []byte(`{"flavor":"small"}`)}}},
-	}
-	return boot, m, tm
+	return boot, m, objects.Machine(ns, name).Cluster(cluster).Spec(moduleM(`{"flavor":"small"}`)).Obj()
 }
 
 // poolObjects builds a MachinePool with its bootstrap data and the TerraformMachinePool it owns.
@@ -69,12 +68,7 @@ func poolObjects(ns, cluster, name string) (*corev1.Secret, *clusterv1.MachinePo
 		Spec: clusterv1.MachinePoolSpec{ClusterName: cluster, Template: clusterv1.MachineTemplateSpec{Spec: clusterv1.MachineSpec{
 			ClusterName: cluster, Bootstrap: clusterv1.Bootstrap{DataSecretName: &boot.Name},
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformMachinePoolKind, Name: name}}}}}
-	tp := &infrav1.TerraformMachinePool{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: cluster}},
-		Spec: infrav1.TerraformMachinePoolSpec{TerraformSpec: infrav1.TerraformSpec{Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "m"}},
-			Variables: &runtime.RawExtension{Raw: []byte(`{"instances":2}`)}}},
-	}
-	return boot, mp, tp
+	return boot, mp, objects.MachinePool(ns, name).Cluster(cluster).Spec(moduleM(`{"instances":2}`)).Obj()
 }
 
 // ownedBy makes owner (a Machine or MachinePool that exists) the controller owner of o.
@@ -151,7 +145,7 @@ func completeJob(ctx context.Context, job *batchv1.Job, succeeded bool, result [
 	}
 	// A Job that reuses the name of a deleted one (a re-created object counts its runs from 1
 	// again) finds that Job's pod: envtest has no garbage collector to have removed it.
-	stale := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: job.Name + "-pod"}}
+	stale := objects.PodOf(job, job.Name+"-pod").Obj()
 	if err := k8s.Delete(ctx, stale); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("job %s/%s: delete the pod of a deleted Job of that name: %w", job.Namespace, job.Name, err)
 	}

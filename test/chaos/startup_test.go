@@ -13,6 +13,7 @@ import (
 	envtestpkg "sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 var _ = Describe("Start-up before the caches sync", func() {
@@ -23,13 +24,8 @@ var _ = Describe("Start-up before the caches sync", func() {
 		Expect(k8s.Create(ctx, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1"},
 			Spec: clusterv1.ClusterSpec{InfrastructureRef: clusterv1.ContractVersionedObjectReference{
 				APIGroup: infrav1.GroupVersion.Group, Kind: infrav1.TerraformClusterKind, Name: "c1"}}})).To(Succeed())
-		tc := &infrav1.TerraformCluster{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1", Finalizers: []string{infrav1.Finalizer},
-				Labels:      map[string]string{clusterv1.ClusterNameLabel: "c1"},
-				Annotations: map[string]string{infrav1.PausedAnnotation: "", infrav1.BlockMoveAnnotation: "", infrav1.DeleteForMoveAnnotation: ""}},
-			Spec: infrav1.TerraformClusterSpec{TerraformSpec: infrav1.TerraformSpec{
-				Module: infrav1.ModuleSource{Image: "m"}, Variables: &runtime.RawExtension{Raw: []byte(`{}`)}}},
-		}
+		tc := objects.Cluster(ns, "c1").Finalizer().Paused().BlockMove().Annotation(infrav1.DeleteForMoveAnnotation, "").
+			Module("m").Spec(func(s *infrav1.TerraformSpec) { s.Variables = &runtime.RawExtension{Raw: []byte(`{}`)} }).Obj()
 		Expect(k8s.Create(ctx, tc)).To(Succeed())
 		Expect(k8s.Delete(ctx, tc)).To(Succeed())
 
