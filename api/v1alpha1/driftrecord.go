@@ -1,7 +1,5 @@
 package v1alpha1
 
-import "encoding/json"
-
 // DriftRecord is the durable record of the last drift check's finding and of what came of it:
 // the annotation captf.io/drift-finding holds it as JSON. Bookkeeping writes it in the same
 // optimistic-locked metadata patch that counts the Job, and the DriftDetected condition is
@@ -24,11 +22,8 @@ func (r *DriftRecord) Found() bool { return r != nil && r.Reason == DriftFoundRe
 // ParseDriftRecord reads the drift-finding annotation; nil when there is none or it is not a
 // record (a hand-edited annotation reads as no finding).
 func ParseDriftRecord(s string) *DriftRecord {
-	if s == "" {
-		return nil
-	}
-	r := &DriftRecord{}
-	if err := json.Unmarshal([]byte(s), r); err != nil || r.Job == "" {
+	r := parseRecord[DriftRecord](s)
+	if r == nil || r.Job == "" {
 		return nil
 	}
 	switch r.Reason {
@@ -40,10 +35,4 @@ func ParseDriftRecord(s string) *DriftRecord {
 
 // Annotation is the record as the drift-finding annotation holds it ("" if it cannot be
 // encoded).
-func (r *DriftRecord) Annotation() string {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return ""
-	}
-	return string(b)
-}
+func (r *DriftRecord) Annotation() string { return recordAnnotation(r) }

@@ -1,9 +1,6 @@
 package v1alpha1
 
-import (
-	"encoding/json"
-	"time"
-)
+import "time"
 
 // HealthRecord is the durable record of a TerraformMachine's health samples: the annotation
 // captf.io/health holds it as JSON. Bookkeeping writes it in the same optimistic-locked
@@ -48,11 +45,8 @@ func (m *TerraformMachine) SetHealthStatus(s *MachineHealthStatus) { m.Status.He
 // ParseHealthRecord reads the health annotation; nil when there is none or it is not a record
 // (a hand-edited annotation reads as no sample).
 func ParseHealthRecord(s string) *HealthRecord {
-	if s == "" {
-		return nil
-	}
-	r := &HealthRecord{}
-	if err := json.Unmarshal([]byte(s), r); err != nil || r.Job == "" || r.Unhealthy < 0 {
+	r := parseRecord[HealthRecord](s)
+	if r == nil || r.Job == "" || r.Unhealthy < 0 {
 		return nil
 	}
 	if _, err := time.Parse(time.RFC3339, r.At); err != nil {
@@ -62,10 +56,4 @@ func ParseHealthRecord(s string) *HealthRecord {
 }
 
 // Annotation is the record as the health annotation holds it ("" if it cannot be encoded).
-func (r *HealthRecord) Annotation() string {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return ""
-	}
-	return string(b)
-}
+func (r *HealthRecord) Annotation() string { return recordAnnotation(r) }

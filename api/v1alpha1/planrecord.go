@@ -1,7 +1,6 @@
 package v1alpha1
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -112,21 +111,12 @@ func (r *PlanRecord) Counts() string {
 // ParsePlanRecord reads the pending-plan annotation; nil when there is none or it is not a
 // record (a hand-edited annotation reads as no plan, so a new plan follows).
 func ParsePlanRecord(s string) *PlanRecord {
-	if s == "" {
-		return nil
-	}
-	r := &PlanRecord{}
-	if err := json.Unmarshal([]byte(s), r); err != nil || r.ID == "" {
+	r := parseRecord[PlanRecord](s)
+	if r == nil || r.ID == "" {
 		return nil
 	}
 	return r
 }
 
 // Annotation is the record as the pending-plan annotation holds it ("" if it cannot be encoded).
-func (r *PlanRecord) Annotation() string {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return ""
-	}
-	return string(b)
-}
+func (r *PlanRecord) Annotation() string { return recordAnnotation(r) }

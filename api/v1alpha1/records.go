@@ -1,6 +1,9 @@
 package v1alpha1
 
-import "slices"
+import (
+	"encoding/json"
+	"slices"
+)
 
 // managerRecordAnnotations is the one list of the manager's records on a reconciled object
 // (TerraformCluster, TerraformMachine, TerraformMachinePool): what the controller writes to
@@ -68,4 +71,26 @@ func GuardedRequestAnnotations() []string { return slices.Clone(guardedRequestAn
 // IsManagerRecordAnnotation reports whether key is one of ManagerRecordAnnotations.
 func IsManagerRecordAnnotation(key string) bool {
 	return slices.Contains(managerRecordAnnotations, key)
+}
+
+// parseRecord reads a record annotation holding JSON of T; nil when it is empty or not that JSON.
+// The caller then checks what its record needs.
+func parseRecord[T any](s string) *T {
+	if s == "" {
+		return nil
+	}
+	r := new(T)
+	if err := json.Unmarshal([]byte(s), r); err != nil {
+		return nil
+	}
+	return r
+}
+
+// recordAnnotation is a record as its annotation holds it: JSON, "" if it cannot be encoded.
+func recordAnnotation(r any) string {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
