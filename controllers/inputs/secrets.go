@@ -13,20 +13,23 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
-// Keys of the per-run Secret: the fixed contract between the controller and the runner.
+// Keys of the per-run Secret: the fixed contract between the controller and the runner, whose
+// one source is runnerapi.
 const (
 	// VariablesKey holds the canonical variables (a Terraform .tfvars.json file). The durable
 	// inputs Secret uses the same key.
-	VariablesKey = "variables.tfvars.json"
+	VariablesKey = runnerapi.KeyVariables
 	// BackendKey holds BackendConfig as JSON.
-	BackendKey = "backend.json"
-	// RedactKey holds the values to mask as a JSON array of strings, longest first. The durable
-	// inputs Secret uses the same key, so a destroy masks what the apply masked.
-	RedactKey = "redact.json"
+	BackendKey = runnerapi.KeyBackend
+	// RedactKey holds the values to mask as a JSON array of strings, longest first
+	// (runnerapi.LongestFirst). The durable inputs Secret uses the same key, so a destroy masks
+	// what the apply masked.
+	RedactKey = runnerapi.KeyRedact
 	// RestoreKey, present only for a restore, holds the state to push (uncompressed JSON).
-	RestoreKey = "restore.tfstate"
+	RestoreKey = runnerapi.KeyRestoreState
 )
 
 // Keys of the durable inputs Secret besides VariablesKey and RedactKey.
@@ -40,10 +43,7 @@ const MoveLabel = infrav1.MoveLabel
 
 // BackendConfig is the content of BackendKey: where the runner's kubernetes backend keeps the
 // state (the Secret naming.StateSecretName(SecretSuffix) in Namespace).
-type BackendConfig struct {
-	Namespace    string `json:"namespace"`
-	SecretSuffix string `json:"secret_suffix"`
-}
+type BackendConfig = runnerapi.Backend
 
 func backendJSON(namespace, suffix string) ([]byte, error) {
 	b, err := json.Marshal(BackendConfig{Namespace: namespace, SecretSuffix: suffix})
