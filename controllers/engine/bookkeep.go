@@ -164,7 +164,7 @@ func (p *pass) collectOutputs(ctx context.Context, f *finishedRun) error {
 		f.outputsErr = p.r.Kind.ApplyOutputs(p.obj.DeepCopyObject().(Object), f.outputs)
 	}
 	if f.outputsErr == nil {
-		if err := p.prep.writeOutputsSecret(ctx, f.outputs); err != nil {
+		if err := p.r.stateKeeper().WriteOutputs(ctx, p.subject, f.outputs); err != nil {
 			if _, ok := state.AsOutputError(err); !ok {
 				return err
 			}

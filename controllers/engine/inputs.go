@@ -72,28 +72,6 @@ func (pr *preparer) writeDurableInputs(ctx context.Context, in *inputs.Inputs) e
 	return nil
 }
 
-// writeOutputsSecret offers every module output to users in a Secret owned by the object
-// (naming.OutputsSecretName): sensitive outputs go there and nowhere else (never status or
-// events). Outputs that do not fit a Secret come back as a *state.OutputError.
-func (pr *preparer) writeOutputsSecret(ctx context.Context, st *state.State) error {
-	gvk, err := apiutil.GVKForObject(pr.obj, pr.c.Scheme())
-	if err != nil {
-		return fmt.Errorf("kind of object: %w", err)
-	}
-	want, err := state.OutputsSecret(pr.obj, gvk, pr.subject.Suffix, st)
-	if err != nil {
-		if _, ok := state.AsOutputError(err); ok {
-			return err
-		}
-		return fmt.Errorf("build outputs secret: %w", err)
-	}
-	want.Labels[infrav1.SecretRoleLabel] = infrav1.SecretRoleOutputs
-	if err := state.WriteSecret(ctx, pr.c, want); err != nil {
-		return fmt.Errorf("write outputs secret: %w", err)
-	}
-	return nil
-}
-
 // writeRunSecret creates the Job's per-run Secret (owned by the Job, so it goes with it); a
 // restore's carries the state it pushes.
 func (pr *preparer) writeRunSecret(ctx context.Context, job *batchv1.Job, in *inputs.Inputs, restore []byte) error {

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -418,16 +419,40 @@ func (k *Keeper) ReadOutputs(ctx context.Context, s Subject) (*State, error, err
 // (naming.InventorySecretName, docs/state.md "The inventory"); WriteSecret updates the Secret
 // only when its content differs from what is there.
 func (k *Keeper) WriteInventory(ctx context.Context, s Subject, st *State) error {
+	return k.writeOwned(ctx, s, "inventory", func(gvk schema.GroupVersionKind) (*corev1.Secret, error) {
+		return InventorySecret(s.Object, gvk, s.Suffix, InventoryOf(st))
+	})
+}
+
+// WriteOutputs offers every module output of st to users in a Secret owned by the subject
+// (naming.OutputsSecretName): sensitive outputs go there and nowhere else (never status or
+// events). Outputs that do not fit a Secret come back as an *OutputError.
+func (k *Keeper) WriteOutputs(ctx context.Context, s Subject, st *State) error {
+	return k.writeOwned(ctx, s, "outputs", func(gvk schema.GroupVersionKind) (*corev1.Secret, error) {
+		want, err := OutputsSecret(s.Object, gvk, s.Suffix, st)
+		if err == nil {
+			want.Labels[infrav1.SecretRoleLabel] = infrav1.SecretRoleOutputs
+		}
+		return want, err
+	})
+}
+
+// writeOwned builds one of the subject's Secrets owned by it (build gets the subject's kind)
+// and writes it; an *OutputError from build comes back as it is.
+func (k *Keeper) writeOwned(ctx context.Context, s Subject, what string, build func(schema.GroupVersionKind) (*corev1.Secret, error)) error {
 	gvk, err := apiutil.GVKForObject(s.Object, k.Client.Scheme())
 	if err != nil {
 		return fmt.Errorf("kind of object: %w", err)
 	}
-	want, err := InventorySecret(s.Object, gvk, s.Suffix, InventoryOf(st))
+	want, err := build(gvk)
 	if err != nil {
-		return fmt.Errorf("build inventory secret: %w", err)
+		if _, ok := AsOutputError(err); ok {
+			return err
+		}
+		return fmt.Errorf("build %s secret: %w", what, err)
 	}
 	if err := WriteSecret(ctx, k.Client, want); err != nil {
-		return fmt.Errorf("write inventory secret: %w", err)
+		return fmt.Errorf("write %s secret: %w", what, err)
 	}
 	return nil
 }
