@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
 
 // objectCommand is a verb on one object, KIND/NAME: before run it checks the output format (of
@@ -202,7 +202,7 @@ func newAbandonCommand(o *options) *cobra.Command {
 			p.line("", "  the infrastructure its state tracks keeps running, and nothing CAPTF runs will destroy it")
 			for _, s := range secrets {
 				role := s.Labels[infrav1.SecretRoleLabel]
-				if keptOnAbandon[role] {
+				if state.Retained(role) {
 					p.line("", "  Secret %s (%s) is kept, unowned (%s), for a person to take over", s.Name, role, infrav1.RetainedAnnotation)
 				} else {
 					p.line("", "  Secret %s (%s) goes with the object", s.Name, role)
@@ -224,14 +224,10 @@ func newAbandonCommand(o *options) *cobra.Command {
 	return cmd
 }
 
-// keptOnAbandon are the roles of the Secrets an abandon hands over like a Retain deletion
-// (docs/state.md): the state, its backups and the durable inputs.
-var keptOnAbandon = map[string]bool{infrav1.SecretRoleState: true, infrav1.SecretRoleStateBackup: true, infrav1.SecretRoleInputs: true}
-
 // ownedSecrets lists the object's CAPTF Secrets (state, inputs, backups, plan, outputs).
 func ownedSecrets(ctx context.Context, c client.Client, t target) ([]corev1.Secret, error) {
 	var list corev1.SecretList
-	sel := client.MatchingLabels{infrav1.OwnerKindLabel: t.kind.Kind, infrav1.OwnerNameLabel: naming.LabelValue(t.obj.GetName())}
+	sel := state.SecretSelector(t.kind.Kind, t.obj.GetName())
 	if err := c.List(ctx, &list, client.InNamespace(t.obj.GetNamespace()), sel, client.HasLabels{infrav1.SecretRoleLabel}); err != nil {
 		return nil, fmt.Errorf("list the Secrets of %s: %w", t.ref(), err)
 	}

@@ -83,7 +83,11 @@ type Reconciler struct {
 // stateKeeper is the keeper of the objects' states, built once from the Reconciler's clients.
 func (r *Reconciler) stateKeeper() *state.Keeper {
 	r.keepOnce.Do(func() {
-		r.keeper = &state.Keeper{Client: r.Client, APIReader: r.APIReader, SecretMeta: r.SecretMeta, Backups: r.StateBackups, Clock: r.Clock}
+		r.keeper = &state.Keeper{Client: r.Client, APIReader: r.APIReader, SecretMeta: r.SecretMeta, Backups: r.StateBackups, Clock: r.Clock,
+			BackupTaken: func(kind string, bytes int) {
+				metrics.BackupsTaken.WithLabelValues(kind).Inc()
+				metrics.StateSize.Observe(float64(bytes))
+			}}
 	})
 	return r.keeper
 }

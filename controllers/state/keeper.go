@@ -26,7 +26,6 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
-	"github.com/captf/cluster-api-provider-terraform/controllers/metrics"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
@@ -62,6 +61,10 @@ type Keeper struct {
 	Backups int
 	// Clock stamps the backups (default: the real clock).
 	Clock clock.Clock
+	// BackupTaken, when set, is told of each backup the Keeper creates: the subject's kind and
+	// the state's size (the manager counts them, controllers/metrics; the package itself
+	// exports no metric, so the kubectl plugin that reads states carries none).
+	BackupTaken func(kind string, bytes int)
 }
 
 // SecretsView is what the metadata cache says of a subject's Secrets.
@@ -70,6 +73,25 @@ type SecretsView struct {
 	StateCached bool
 	// Backups are the backups of this incarnation of the object, newest first.
 	Backups []decide.BackupView
+}
+
+// SecretSelector selects every Secret CAPTF keeps for the object kind/name, whatever its role:
+// the state, its backups, the durable inputs, the outputs, the inventory and the plan. The
+// keeper lists by it, and so does the kubectl plugin.
+func SecretSelector(kind, name string) client.MatchingLabels {
+	return client.MatchingLabels{infrav1.ManagedLabel: "true", infrav1.OwnerKindLabel: kind, infrav1.OwnerNameLabel: naming.LabelValue(name)}
+}
+
+// Retained reports whether an object's Secret of this role (its captf.io/secret-role label) is
+// handed over to a person when the object is let go without a destroy (a Retain deletion or
+// an audited abandon): the state, its backups and the durable inputs (Names). Every other
+// Secret of the object goes with it.
+func Retained(role string) bool {
+	switch role {
+	case infrav1.SecretRoleState, infrav1.SecretRoleStateBackup, infrav1.SecretRoleInputs:
+		return true
+	}
+	return false
 }
 
 // Read reads the subject's state live (ErrNoState when there is none, a *StateError when it is
@@ -87,9 +109,7 @@ func (k *Keeper) Secrets(ctx context.Context, s Subject) (SecretsView, error) {
 	}
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("SecretList"))
-	if err := k.SecretMeta.List(ctx, list, client.InNamespace(s.Object.GetNamespace()), client.MatchingLabels{
-		infrav1.ManagedLabel: "true", infrav1.OwnerKindLabel: s.Kind, infrav1.OwnerNameLabel: naming.LabelValue(s.Object.GetName()),
-	}); err != nil {
+	if err := k.SecretMeta.List(ctx, list, client.InNamespace(s.Object.GetNamespace()), SecretSelector(s.Kind, s.Object.GetName())); err != nil {
 		return v, fmt.Errorf("list secrets' metadata: %w", err)
 	}
 	stateName := naming.StateSecretName(s.Suffix)
@@ -121,7 +141,8 @@ func BackupOf(s metav1.Object) (decide.BackupView, bool) {
 	return b, true
 }
 
-// Names are the names of the subject's state, durable inputs and every backup given.
+// Names are the names of the subject's state, durable inputs and every backup given: the
+// Secrets a Retain deletion or an abandon hands over (Retained).
 func Names(suffix string, backups []decide.BackupView) []string {
 	names := []string{naming.StateSecretName(suffix), naming.InputsSecretName(suffix)}
 	for _, b := range backups {
@@ -286,9 +307,8 @@ func (k *Keeper) Backup(ctx context.Context, s Subject, job string, have []decid
 		if !apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("create state backup %s: %w", b.Name, err)
 		}
-	} else {
-		metrics.BackupsTaken.WithLabelValues(s.Kind).Inc()
-		metrics.StateSize.Observe(float64(len(data)))
+	} else if k.BackupTaken != nil {
+		k.BackupTaken(s.Kind, len(data))
 	}
 	return &decide.BackupView{Name: b.Name, Serial: serial, Lineage: st.Lineage, Bytes: int64(len(data)), Time: now}, nil
 }
