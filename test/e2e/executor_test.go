@@ -24,6 +24,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/executor"
 )
 
@@ -49,10 +50,8 @@ var _ = Describe("the real Job controller and the node", func() {
 				Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}})).To(Succeed())
 			Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.StateSecretName(suffix),
 				Labels: runnerapi.StateLabels(suffix)}})).To(Succeed())
-			Expect(c.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.StateLockLeaseName(suffix),
-				Labels: runnerapi.StateLabels(suffix)}})).To(Succeed())
-			Expect(c.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.RunLeaseName(suffix)},
-				Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(job)}})).To(Succeed())
+			Expect(c.Create(ctx, objects.Lease(ns, naming.StateLockLeaseName(suffix)).Labels(runnerapi.StateLabels(suffix)).Obj())).To(Succeed())
+			Expect(c.Create(ctx, objects.Lease(ns, naming.RunLeaseName(suffix)).Holder(job).Obj())).To(Succeed())
 		}
 
 		// The module, which also owns the Jobs (the garbage collector keeps them while it

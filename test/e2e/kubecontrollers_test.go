@@ -19,6 +19,7 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/executor"
 )
@@ -241,8 +242,8 @@ func keepSpareNode(sb target, name string) {
 			LastHeartbeatTime: now, LastTransitionTime: now}}
 		return c.Status().Update(ctx, n)
 	})).To(Succeed())
-	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: executor.NodeLeaseNamespace, Name: name},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: ptr.To(metav1.NowMicro())}}
+	l := objects.Lease(executor.NodeLeaseNamespace, name).Holder(name).RenewTime(metav1.NowMicro()).
+		With(func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = ptr.To[int32](40) }).Obj()
 	Expect(c.Create(ctx, l)).To(Succeed())
 	stop := make(chan struct{})
 	done := make(chan struct{})

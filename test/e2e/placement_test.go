@@ -16,10 +16,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/nodes"
 )
 
@@ -127,10 +127,7 @@ var _ = Describe("Runner placement, with the real kube-scheduler", func() {
 
 		By("a decoy node is Ready and free: a pod that selects no node lands there")
 		keepDecoyNode(sb, decoy)
-		probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"}, Spec: corev1.PodSpec{
-			AutomountServiceAccountToken: ptr.To(false),
-			Containers:                   []corev1.Container{{Name: "c", Image: "example.com/pause:1"}},
-		}}
+		probe := objects.Pod(ns, "probe").Obj()
 		Eventually(func() error { return sb.Client().Create(ctx, probe) }).Should(Succeed(), "the namespace's default ServiceAccount")
 		Eventually(func() string {
 			Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(probe), probe)).To(Succeed())

@@ -30,6 +30,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox"
 )
 
@@ -673,13 +674,14 @@ func impersonating(sb target, user string, groups ...string) client.Client {
 
 // pausedCluster is a paused TerraformCluster (so no Job starts) with annotations.
 func pausedCluster(ns, name string, ann map[string]string) *infrav1.TerraformCluster {
-	a := map[string]string{infrav1.PausedAnnotation: ""}
-	for k, v := range ann {
-		a[k] = v
+	return objects.Cluster(ns, name).NoCluster().Paused().Annotations(ann).Spec(configMapModule(name + "-module")).Obj()
+}
+
+// configMapModule sets the module to the ConfigMap name.
+func configMapModule(name string) func(*infrav1.TerraformSpec) {
+	return func(s *infrav1.TerraformSpec) {
+		s.Module = infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: name}}
 	}
-	return &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: a},
-		Spec: infrav1.TerraformClusterSpec{TerraformSpec: infrav1.TerraformSpec{
-			Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: name + "-module"}}}}}
 }
 
 // deletePaused deletes a paused object that never ran and waits until it is gone: deleted
@@ -741,10 +743,7 @@ spec:
 
 // sourcesCluster is the TerraformCluster of sourcesFixture's Cluster name.
 func sourcesCluster(ns, name string) *infrav1.TerraformCluster {
-	return &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-		Labels: map[string]string{infrav1.ClusterNameLabel: name}},
-		Spec: infrav1.TerraformClusterSpec{TerraformSpec: infrav1.TerraformSpec{
-			Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "sources-module"}}}}}
+	return objects.Cluster(ns, name).Spec(configMapModule("sources-module")).Obj()
 }
 
 // expectHeld waits until the engine holds o (InputsValid=False with reason, and a message

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 // T26 after the Job's create, as the tenant on the sandbox: every path by which a Secret of the
@@ -162,10 +163,8 @@ var _ = Describe("A CAPTF editor naming Secrets on every path", func() {
 		for path, set := range paths {
 			for secret, want := range map[string]string{"plain": infrav1.VariablesLabel, "token": "ServiceAccount token"} {
 				i++
-				m := &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("m%d", i),
-					Annotations: map[string]string{infrav1.PausedAnnotation: ""}}}
-				m.Spec.Module = infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "module"}}
-				set(&m.Spec.TerraformSpec, secret)
+				m := objects.Machine(ns, fmt.Sprintf("m%d", i)).NoCluster().Paused().Spec(configMapModule("module")).
+					Spec(func(s *infrav1.TerraformSpec) { set(s, secret) }).Obj()
 				err := e.Client().Create(ctx, m)
 				Expect(err).To(HaveOccurred(), "%s naming Secret %s was admitted", path, secret)
 				Expect(err.Error()).To(And(ContainSubstring(secret), ContainSubstring(want), Not(ContainSubstring("value-"+secret))), "%s, Secret %s", path, secret)

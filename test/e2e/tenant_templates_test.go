@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 // T20, T21 and T33 of docs/threat-model.md, as the tenant on the sandbox: the two records the guard
@@ -20,10 +21,7 @@ var _ = Describe("A tenant's records on an update and its templates", func() {
 		t := asTenant(sb, "tenant-templates")
 		ns := t.Namespace
 		// Paused, so the manager starts no Job: the spec needs an object, not a run.
-		o := &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tt",
-			Annotations: map[string]string{infrav1.PausedAnnotation: ""}},
-			Spec: infrav1.TerraformClusterSpec{TerraformSpec: infrav1.TerraformSpec{
-				Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "tt-module"}}}}}
+		o := objects.Cluster(ns, "tt").NoCluster().Paused().Spec(configMapModule("tt-module")).Obj()
 		Expect(t.Client().Create(ctx, o)).To(Succeed())
 		DeferCleanup(func() {
 			Expect(client.IgnoreNotFound(sb.Client().Delete(ctx, tc(ns, o.Name)))).To(Succeed())
@@ -67,10 +65,8 @@ var _ = Describe("A tenant's records on an update and its templates", func() {
 		AddReportEntry("T21: the tenant's template borrows an identity", err.Error())
 
 		By("T33: a TerraformMachine created with a providerID, and a template that stamps one: refused")
-		m := &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "forged-id",
-			Annotations: map[string]string{infrav1.PausedAnnotation: ""}}}
-		m.Spec.Module.Image = "example.com/module:1"
-		m.Spec.ProviderID = "aws:///us-east-1a/i-forged"
+		m := objects.Machine(ns, "forged-id").NoCluster().Paused().Module("example.com/module:1").
+			With(func(m *infrav1.TerraformMachine) { m.Spec.ProviderID = "aws:///us-east-1a/i-forged" }).Obj()
 		err = t.Client().Create(ctx, m)
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(And(ContainSubstring(`admission webhook "guard.captf.io" denied the request`), ContainSubstring("spec.providerID")))

@@ -18,6 +18,7 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 // The tenant of docs/threat-model.md: a user bound to the built-in ClusterRole edit in one
@@ -106,10 +107,7 @@ var _ = Describe("A tenant with the namespace's edit role", func() {
 	It("cannot write a CAPTF object's status, and cannot approve its plan", func() {
 		t := asTenant(shared, "tenant-status")
 		// Paused, so the manager starts no Job: the spec needs an object, not a run.
-		o := &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: "tenant-owned",
-			Annotations: map[string]string{infrav1.PausedAnnotation: ""}},
-			Spec: infrav1.TerraformClusterSpec{TerraformSpec: infrav1.TerraformSpec{
-				Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "tenant-owned-module"}}}}}
+		o := objects.Cluster(t.Namespace, "tenant-owned").NoCluster().Paused().Spec(configMapModule("tenant-owned-module")).Obj()
 		Expect(t.Client().Create(ctx, o)).To(Succeed(), "the tenant creates its own TerraformCluster")
 		DeferCleanup(func() {
 			// Deleted first, then unpaused: a paused deletion waits, and no state means no destroy.
@@ -154,13 +152,7 @@ var _ = Describe("A tenant with the namespace's edit role", func() {
 	It("cannot create an object carrying the manager's records or an approval, nor mark a paused one for a move to skip its destroy", func() {
 		t := asTenant(shared, "tenant-records")
 		paused := func(name string, ann map[string]string) *infrav1.TerraformCluster {
-			a := map[string]string{infrav1.PausedAnnotation: ""}
-			for k, v := range ann {
-				a[k] = v
-			}
-			return &infrav1.TerraformCluster{ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: name, Annotations: a},
-				Spec: infrav1.TerraformClusterSpec{TerraformSpec: infrav1.TerraformSpec{
-					Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "tenant-records-module"}}}}}
+			return objects.Cluster(t.Namespace, name).NoCluster().Paused().Annotations(ann).Spec(configMapModule("tenant-records-module")).Obj()
 		}
 		for _, forged := range []map[string]string{
 			{infrav1.AppliedHashAnnotation: "forged"},
@@ -208,12 +200,11 @@ var _ = Describe("A tenant with the namespace's edit role", func() {
 		Expect(shared.Client().Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: "runner"}})).To(Succeed())
 		secret("runner-token", corev1.SecretTypeServiceAccountToken, true, map[string]string{corev1.ServiceAccountNameKey: "runner"})
 		machine := func(name, from string) *infrav1.TerraformMachine {
-			return &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: name,
-				Annotations: map[string]string{infrav1.PausedAnnotation: ""}},
-				Spec: infrav1.TerraformMachineSpec{TerraformSpec: infrav1.TerraformSpec{
-					Module: infrav1.ModuleSource{ConfigMap: &infrav1.ConfigMapModule{Name: "tenant-secrets-module"}},
-					Job: infrav1.JobPolicy{Env: []corev1.EnvVar{{Name: "CLOUD_TOKEN", ValueFrom: &corev1.EnvVarSource{
-						SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: from}, Key: "token"}}}}}}}}
+			return objects.Machine(e.Namespace, name).NoCluster().Paused().Spec(configMapModule("tenant-secrets-module")).
+				Spec(func(s *infrav1.TerraformSpec) {
+					s.Job.Env = []corev1.EnvVar{{Name: "CLOUD_TOKEN", ValueFrom: &corev1.EnvVarSource{
+						SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: from}, Key: "token"}}}}
+				}).Obj()
 		}
 		err := e.Client().Create(ctx, machine("unlabelled", "db-password"))
 		Expect(err).To(HaveOccurred(), "a Secret without the opt-in label")
@@ -224,7 +215,7 @@ var _ = Describe("A tenant with the namespace's edit role", func() {
 		Expect(e.Client().Create(ctx, machine("labelled", "cloud-creds"))).To(Succeed(), "a labelled Secret of another type")
 		DeferCleanup(func() {
 			// Deleted first, then unpaused: a paused deletion waits, and no state means no destroy.
-			Expect(client.IgnoreNotFound(shared.Client().Delete(ctx, &infrav1.TerraformMachine{ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: "labelled"}}))).To(Succeed())
+			Expect(client.IgnoreNotFound(shared.Client().Delete(ctx, tm(e.Namespace, "labelled")))).To(Succeed())
 			kubectl(shared, "annotate", "-n", e.Namespace, "terraformmachine", "labelled", infrav1.PausedAnnotation+"-")
 		})
 	})
