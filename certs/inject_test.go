@@ -3,16 +3,12 @@ package certs_test
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"os"
 	"testing"
 
-	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/captf/cluster-api-provider-terraform/certs"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
@@ -22,16 +18,8 @@ import (
 // starts it, TestMain stops it.
 var controlPlane envtest.Shared
 
-// TestMain stops the control plane a test started, if any.
-func TestMain(m *testing.M) {
-	logf.SetLogger(logr.Discard())
-	code := m.Run()
-	if err := controlPlane.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
-}
+// TestMain stops the control plane a test started, if any (envtest.Shared.Main).
+func TestMain(m *testing.M) { controlPlane.Main(m) }
 
 // webhookClientConfig is the client configuration of one webhook of a configuration, calling a service, with no CA bundle yet.
 func webhookClientConfig(path string) admissionregistrationv1.WebhookClientConfig {

@@ -2,18 +2,15 @@ package inputs
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
@@ -25,17 +22,8 @@ import (
 // needs it starts it, TestMain stops it.
 var controlPlane envtest.Shared
 
-// TestMain stops the control plane the API server tests started, if any. envtest logs through
-// controller-runtime's logger: discard it, so no "SetLogger was never called" trace is printed.
-func TestMain(m *testing.M) {
-	logf.SetLogger(logr.Discard())
-	code := m.Run()
-	if err := controlPlane.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
-}
+// TestMain stops the control plane a test started, if any (envtest.Shared.Main).
+func TestMain(m *testing.M) { controlPlane.Main(m) }
 
 // apiServer returns the package's control plane with an administrator client.
 func apiServer(t *testing.T) (*envtest.Env, client.Client) {

@@ -3,14 +3,17 @@ package envtest
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
@@ -140,6 +143,19 @@ func (s *Shared) Get(tb testing.TB) (*Env, client.Client) {
 		tb.Fatalf("start the control plane: %v", s.err)
 	}
 	return s.env, s.client
+}
+
+// Main is a package's TestMain around a Shared control plane: envtest's logs (through
+// controller-runtime's logger) are discarded, the tests run, and the control plane a test
+// started is stopped; a failed stop fails the run.
+func (s *Shared) Main(m *testing.M) {
+	logf.SetLogger(logr.Discard())
+	code := m.Run()
+	if err := s.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
 }
 
 // Stop stops the control plane if a Get started it.

@@ -2,19 +2,15 @@ package setup
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -29,17 +25,8 @@ import (
 // needs it starts it, TestMain stops it.
 var controlPlane envtest.Shared
 
-// TestMain stops the control plane the cache tests started, if any. envtest logs through
-// controller-runtime's logger: discard it.
-func TestMain(m *testing.M) {
-	logf.SetLogger(logr.Discard())
-	code := m.Run()
-	if err := controlPlane.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
-}
+// TestMain stops the control plane a test started, if any (envtest.Shared.Main).
+func TestMain(m *testing.M) { controlPlane.Main(m) }
 
 // lastApplied is what kubectl apply leaves on an object: a whole copy of it.
 const lastApplied = `{"apiVersion":"infrastructure.cluster.x-k8s.io/v1alpha1","kind":"TerraformMachine","metadata":{"name":"m1"},"spec":{"module":{"configMap":{"name":"m"}}}}`
