@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,26 +61,19 @@ func (pr *preparer) ensureRunnerAccess(ctx context.Context) error {
 		Labels: state.OwnerLabels(pr.subject, infrav1.SecretRolePlan), OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(pr.obj, gvk)}},
 		Type: corev1.SecretTypeOpaque})
 	for _, o := range objs {
-		existing := o.DeepCopyObject().(client.Object)
-		err := pr.live.Get(ctx, types.NamespacedName{Namespace: ns, Name: o.GetName()}, existing)
-		switch {
-		case err == nil:
-			switch e := existing.(type) {
-			case *rbacv1.RoleBinding:
-				if err := pr.rebind(ctx, e); err != nil {
-					return err
-				}
-			case *rbacv1.Role:
-				if err := pr.updateRules(ctx, e); err != nil {
-					return err
-				}
-			}
-			continue
-		case !apierrors.IsNotFound(err):
-			return fmt.Errorf("read %T %s: %w", o, o.GetName(), err)
+		existing, err := state.CreateIfMissing(ctx, pr.c, pr.live, o)
+		if err != nil {
+			return err
 		}
-		if err := pr.c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
+		switch e := existing.(type) {
+		case *rbacv1.RoleBinding:
+			if err := pr.rebind(ctx, e); err != nil {
+				return err
+			}
+		case *rbacv1.Role:
+			if err := pr.updateRules(ctx, e); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -204,19 +204,30 @@ func (k *Keeper) Ensure(ctx context.Context, s Subject) error {
 		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.StateLockLeaseName(s.Suffix),
 			Labels: runnerapi.StateLabels(s.Suffix)}},
 	} {
-		existing := o.DeepCopyObject().(client.Object)
-		err := k.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: o.GetName()}, existing)
-		switch {
-		case err == nil:
-			continue
-		case !apierrors.IsNotFound(err):
-			return fmt.Errorf("read %T %s: %w", o, o.GetName(), err)
-		}
-		if err := k.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
+		if _, err := CreateIfMissing(ctx, k.Client, k.APIReader, o); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// CreateIfMissing creates o unless a live read finds it: it returns what it found (nil when it
+// created o, or when o was created meanwhile: AlreadyExists). The keeper's Ensure and the
+// engine's runner access create what the state channel needs this way, so a Job's start never
+// overwrites what is there.
+func CreateIfMissing(ctx context.Context, c client.Client, live client.Reader, o client.Object) (client.Object, error) {
+	existing := o.DeepCopyObject().(client.Object)
+	err := live.Get(ctx, client.ObjectKeyFromObject(o), existing)
+	switch {
+	case err == nil:
+		return existing, nil
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("read %T %s: %w", o, o.GetName(), err)
+	}
+	if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("create %T %s: %w", o, o.GetName(), err)
+	}
+	return nil, nil
 }
 
 // Protect labels the subject's Terraform state Secret (owner labels, so the metadata cache
