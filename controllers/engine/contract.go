@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
@@ -288,9 +288,11 @@ type MemberKind struct {
 	// NewObject and NewObjectList return empty objects of the kind.
 	NewObject     func() Object
 	NewObjectList func() client.ObjectList
-	// OwnerMap maps an event of the Cluster API owner (Machine, MachinePool) to the object its
-	// infrastructure reference names.
-	OwnerMap handler.MapFunc
+	// InfraRef returns the infrastructure reference of the Cluster API owner (a Machine's, a
+	// MachinePool's machine template's); an owner event reaches the object it names when the
+	// reference names this kind (ownerMap).
+	// ok is false for an object that is no such owner.
+	InfraRef func(owner client.Object) (ref clusterv1.ContractVersionedObjectReference, ok bool)
 	// Outputs maps the module's outputs onto the object (Kind.ApplyOutputs).
 	Outputs func(obj Object, st *state.State) error
 }
@@ -309,7 +311,17 @@ func (m MemberKind) NewList() client.ObjectList { return m.NewObjectList() }
 // Watches implements Kind: the TerraformCluster (provisioning, endpoint, outputs), the owner
 // (bootstrap data name, version) and the bootstrap data Secrets of the Cluster (their content).
 func (m MemberKind) Watches() []Watch {
-	return []Watch{{Object: &infrav1.TerraformCluster{}}, {Object: m.NewOwner(), Map: m.OwnerMap}, {BootstrapData: true}}
+	return []Watch{{Object: &infrav1.TerraformCluster{}}, {Object: m.NewOwner(), Map: m.ownerMap}, {BootstrapData: true}}
+}
+
+// ownerMap maps an event of the Cluster API owner to the object of this kind its
+// infrastructure reference names, if it names one.
+func (m MemberKind) ownerMap(_ context.Context, o client.Object) []reconcile.Request {
+	ref, ok := m.InfraRef(o)
+	if !ok || ref.Kind != m.Kind || ref.Name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}}}
 }
 
 // Contract implements Kind.

@@ -1,13 +1,10 @@
 package terraformmachine
 
 import (
-	"context"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
@@ -28,7 +25,7 @@ func Kind() engine.Kind {
 		},
 		NewObject:     func() engine.Object { return &infrav1.TerraformMachine{} },
 		NewObjectList: func() client.ObjectList { return &infrav1.TerraformMachineList{} },
-		OwnerMap:      machineInfraRef,
+		InfraRef:      machineInfraRef,
 		Outputs:       applyOutputs,
 	}
 }
@@ -50,11 +47,11 @@ func applyOutputs(obj engine.Object, st *state.State) error {
 	return nil
 }
 
-// machineInfraRef maps a Machine to the TerraformMachine its infrastructureRef names.
-func machineInfraRef(_ context.Context, o client.Object) []reconcile.Request {
+// machineInfraRef is a Machine's infrastructure reference.
+func machineInfraRef(o client.Object) (clusterv1.ContractVersionedObjectReference, bool) {
 	m, ok := o.(*clusterv1.Machine)
-	if !ok || m.Spec.InfrastructureRef.Kind != infrav1.TerraformMachineKind || m.Spec.InfrastructureRef.Name == "" {
-		return nil
+	if !ok {
+		return clusterv1.ContractVersionedObjectReference{}, false
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: m.Namespace, Name: m.Spec.InfrastructureRef.Name}}}
+	return m.Spec.InfrastructureRef, true
 }

@@ -1,12 +1,8 @@
 package terraformmachinepool
 
 import (
-	"context"
-
-	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/engine"
@@ -28,7 +24,7 @@ func Kind() engine.Kind {
 		},
 		NewObject:     func() engine.Object { return &infrav1.TerraformMachinePool{} },
 		NewObjectList: func() client.ObjectList { return &infrav1.TerraformMachinePoolList{} },
-		OwnerMap:      poolInfraRef,
+		InfraRef:      poolInfraRef,
 		Outputs:       applyOutputs,
 	}
 }
@@ -51,15 +47,11 @@ func applyOutputs(obj engine.Object, st *state.State) error {
 	return nil
 }
 
-// poolInfraRef maps a MachinePool to the TerraformMachinePool its template names.
-func poolInfraRef(_ context.Context, o client.Object) []reconcile.Request {
+// poolInfraRef is the infrastructure reference of a MachinePool's machine template.
+func poolInfraRef(o client.Object) (clusterv1.ContractVersionedObjectReference, bool) {
 	mp, ok := o.(*clusterv1.MachinePool)
 	if !ok {
-		return nil
+		return clusterv1.ContractVersionedObjectReference{}, false
 	}
-	ref := mp.Spec.Template.Spec.InfrastructureRef
-	if ref.Kind != infrav1.TerraformMachinePoolKind || ref.Name == "" {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: mp.Namespace, Name: ref.Name}}}
+	return mp.Spec.Template.Spec.InfrastructureRef, true
 }
