@@ -42,7 +42,7 @@ var notRecords = []string{infrav1.BlockMoveAnnotation, infrav1.PausedAnnotation,
 
 func TestTheRecordListsAreDisjointAndNameNoPersonsRequest(t *testing.T) {
 	recs, reqs := infrav1.ManagerRecordAnnotations(), infrav1.GuardedRequestAnnotations()
-	if len(recs) != 17 || len(reqs) != 4 {
+	if len(recs) != 18 || len(reqs) != 4 {
 		t.Fatalf("%d records and %d guarded requests: a change of the lists must change this test, the matchCondition and docs/webhooks.md", len(recs), len(reqs))
 	}
 	for _, k := range append(slices.Clone(reqs), notRecords...) {

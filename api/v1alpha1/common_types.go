@@ -109,6 +109,13 @@ const (
 	// incarnation whose UID it names, and it goes once the lineage is recorded. Only the manager
 	// and the override groups may set or change it.
 	StateFirstRunAnnotation = "captf.io/state-first-run"
+	// BackupDueAnnotation names the last mutating Job counted while the object was paused: its
+	// state was not backed up then, because a backup taken while clusterctl move waits is made
+	// after the move discovered what to carry and would stay behind in the source. The first
+	// pass that is not paused (in this cluster, or in a move's target, which receives the
+	// annotation with the object) backs up the state as it is and removes the annotation. Only
+	// the manager and the override groups may set, change or remove it.
+	BackupDueAnnotation = "captf.io/backup-due"
 
 	// StateProtectionFinalizer keeps the state Secret, its backups and the durable inputs
 	// Secret until the controller lets them go: after a successful destroy, a Retain deletion

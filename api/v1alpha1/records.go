@@ -28,6 +28,7 @@ var managerRecordAnnotations = []string{
 	StateLineageAnnotation,        // the lineage of the state the object owns
 	StateLineageSeenAnnotation,    // a Job left another lineage: read the state live and hold
 	StateFirstRunAnnotation,       // the first run started with no state: the state found afterwards is the object's own
+	BackupDueAnnotation,           // a paused Job's state is not backed up yet: the next unpaused pass backs it up
 }
 
 // guardedRequestAnnotations are the requests a person writes that the admission guard judges

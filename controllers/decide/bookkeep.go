@@ -52,6 +52,9 @@ type Bookkept struct {
 	// Plan is the plan a successful plan Job stored; appliedPlan the plan ID an apply Job ran.
 	Plan        *infrav1.PlanRecord
 	AppliedPlan string
+	// BackupDue: the Job may have moved the state, and its backup waits for a pass that is not
+	// paused (BacksUpNow): Markers records the Job's name in captf.io/backup-due.
+	BackupDue bool
 }
 
 // OutputsResult is the outcome of reading the module's outputs (nil err: valid); reason is the
@@ -122,6 +125,9 @@ func (b *Bookkept) JudgeCheck(cur JobView, result *runnerapi.Result, mode infrav
 // the applied hash, destroyed flag, restore outcome or failure backoff.
 func (b Bookkept) Markers(o metav1.Object, cur JobView, restoreSerial string) {
 	SetAnnotation(o, infrav1.RunSeqAnnotation, strconv.FormatInt(cur.Seq+1, 10))
+	if b.BackupDue {
+		SetAnnotation(o, infrav1.BackupDueAnnotation, cur.Name)
+	}
 	if cur.Operation.Background() {
 		SetAnnotation(o, infrav1.LastDriftCheckAnnotation, b.At.UTC().Format(time.RFC3339))
 		if b.DriftFound && b.ActOnDrift {

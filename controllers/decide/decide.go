@@ -220,6 +220,9 @@ type StateEvidence struct {
 	// whose restore failed.
 	RestoreSerial string
 	RestoreFailed string
+	// BackupDue names the last mutating Job counted while the object was paused, whose state
+	// is not backed up yet (annotation captf.io/backup-due; BacksUpNow).
+	BackupDue string
 }
 
 // PlanEvidence is the object's saved plans (I9). ApplyPolicy and DestructiveChanges are the
@@ -296,6 +299,9 @@ const (
 	// ActionRecoverStatus: nothing to run, but status lost what the state still says (a move
 	// drops status): rebuild it from the state without a Job.
 	ActionRecoverStatus Action = "RecoverStatus"
+	// ActionBackup: nothing to run, but a mutating Job counted while the object was paused left
+	// its state without a backup (BackupDue): back the state up as it is now, without a Job.
+	ActionBackup Action = "Backup"
 	// ActionWait: blocked (dependency, inputs, backoff, children, paused).
 	ActionWait Action = "Wait"
 	// ActionRemoveFinalizer: the object may go with its state kept (a move); remove the finalizer.
@@ -504,6 +510,12 @@ func decide(ev Evidence) Decision {
 			Message: "the decision inputs were not read; nothing starts without them"}
 		return d
 	}
+	if ev.State.BackupDue != "" {
+		// Before anything that writes the state again (a restore, an apply): the state a Job
+		// counted while paused gets its backup first.
+		d.Action = ActionBackup
+		return d
+	}
 	if ev.State.RestoreSerial != "" {
 		return decideRestore(ev, d)
 	}
@@ -538,6 +550,11 @@ func decideJobs(ev Evidence) (Decision, bool) {
 			return Decision{Action: ActionWaitJob, SetBlockMove: !ev.Object.BlockMove,
 				Wait: &Wait{Reason: infrav1.JobRunningReason, RequeueAfter: PodsRequeue,
 					Message: fmt.Sprintf("Job %s finished but a pod of it is not terminated yet", cur.Name)}}, true
+		}
+		if MovingOut(ev) {
+			// Counted before clusterctl copied the object (block-move waits for that): the
+			// run sequence only looks behind because clusterctl replaced the annotations.
+			return Decision{}, false
 		}
 		if cur.Foreign {
 			// A Job of a previous incarnation took this run's name: never count it as ours.
@@ -612,6 +629,25 @@ func decideOperation(ev Evidence, d Decision) Decision {
 	return d
 }
 
+// MovingOut reports an object that clusterctl move is taking away: paused, and marked with
+// delete-for-move (which only the manager's identity and the override groups may set), before or
+// after the deletion itself. Its copy in the target carries on; this one lets go without a
+// destroy and is never counted again: clusterctl replaced all its annotations with
+// delete-for-move before deleting it, so the run sequence reads as if its last Job had never
+// been counted, and counting it again would re-create backups in the cluster being emptied.
+func MovingOut(ev Evidence) bool {
+	return ev.Object.Paused && ev.Object.MoveDeletion
+}
+
+// BacksUpNow reports whether a mutating Job's state is backed up when the Job is counted. Not
+// while the object is paused: a clusterctl move pauses, waits for the Job, then copies what it
+// discovered before the pause, so a backup taken then would stay behind in the source, held by
+// its protection finalizer. The Job's name is recorded instead (captf.io/backup-due) and the
+// first pass that is not paused backs the state up (ActionBackup), in the target after a move.
+func BacksUpNow(ev Evidence) bool {
+	return !ev.Object.Paused
+}
+
 // RefreshWanted reports a refresh to run: one asked for (captf.io/refresh), or drift found by a
 // check under mode Accept (captf.io/remediate names that check). Only an object that applied
 // has a state to refresh; a request on a newer object waits for its first apply.
@@ -621,7 +657,7 @@ func RefreshWanted(ev Evidence) bool {
 
 func decideDeletion(ev Evidence, clearActive bool) Decision {
 	if ev.Object.Paused {
-		if ev.Object.MoveDeletion {
+		if MovingOut(ev) {
 			// clusterctl move pauses, then deletes the source objects after copying them:
 			// destroy nothing, keep the state (it moved), let the object go.
 			return Decision{Action: ActionRemoveFinalizer, ClearBlockMove: ev.Object.BlockMove, ClearActiveJob: clearActive}
@@ -643,6 +679,9 @@ func decideDeletion(ev Evidence, clearActive bool) Decision {
 		d.Action = ActionWait
 		d.Wait = &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue,
 			Message: "the deletion inputs were not read; nothing is destroyed or cleaned up without them"}
+	case ev.State.BackupDue != "":
+		// Before the destroy (or a Retain) writes or hands over the state: its due backup.
+		d.Action = ActionBackup
 	case len(ev.Inputs.Children) > 0:
 		d.Action = ActionWait
 		d.Wait = &Wait{ConditionType: infrav1.DeletionBlockedCondition, Reason: infrav1.WaitingForMachinesReason,

@@ -180,6 +180,28 @@ func TestDecideTable(t *testing.T) {
 		{"a paused move deletion never destroys",
 			settled(Evidence{Object: ObjectEvidence{Deleting: true, MoveDeletion: true, Paused: true, BlockMove: true}, State: StateEvidence{Read: StatePresent}}),
 			Decision{Action: ActionRemoveFinalizer, ClearBlockMove: true}},
+		{"the source copy of a move, its annotations replaced by clusterctl, never counts its last Job again",
+			settled(Evidence{Object: ObjectEvidence{Paused: true, MoveDeletion: true}, Jobs: JobsEvidence{Current: finished, CurrentPods: PodsTerminal}}),
+			Decision{Action: ActionWait}},
+		{"nor once clusterctl deleted it: it lets go",
+			settled(Evidence{Object: ObjectEvidence{Deleting: true, Paused: true, MoveDeletion: true}, Jobs: JobsEvidence{Current: finished, CurrentPods: PodsTerminal}, State: StateEvidence{Read: StatePresent}}),
+			Decision{Action: ActionRemoveFinalizer}},
+		{"the source copy of a move still waits for the pods of its last Job",
+			settled(Evidence{Object: ObjectEvidence{Deleting: true, Paused: true, MoveDeletion: true, BlockMove: true}, Jobs: JobsEvidence{Current: finished, CurrentPods: PodsRunning}}),
+			Decision{Action: ActionWaitJob}},
+		{"a paused Job's due backup waits while the object is paused",
+			settled(Evidence{Object: ObjectEvidence{Paused: true, BlockMove: true}, State: StateEvidence{BackupDue: "captf-x-2"}, Inputs: InputsEvidence{DesiredHash: "h2", AppliedHash: "h1"}}),
+			Decision{Action: ActionWait, ClearBlockMove: true}},
+		{"unpaused, the due backup comes before the apply the inputs want",
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, State: StateEvidence{BackupDue: "captf-x-2", Read: StatePresent}, Inputs: InputsEvidence{DesiredHash: "h2", AppliedHash: "h1"}}),
+			Decision{Action: ActionBackup}},
+		{"and before a restore",
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, State: StateEvidence{BackupDue: "captf-x-2", Read: StatePresent, RestoreSerial: "1",
+				Backups: []BackupView{{Name: "b1", Serial: 1}}}, Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"}}),
+			Decision{Action: ActionBackup}},
+		{"and before a destroy",
+			settled(Evidence{Object: ObjectEvidence{Deleting: true, BlockMove: true}, State: StateEvidence{BackupDue: "captf-x-2", Read: StatePresent, AppliedBefore: true}}),
+			Decision{Action: ActionBackup}},
 		{"a move annotation without a pause is an ordinary deletion",
 			settled(Evidence{Object: ObjectEvidence{Deleting: true, MoveDeletion: true, BlockMove: true}, State: StateEvidence{Read: StatePresent, AppliedBefore: true}}),
 			Decision{Action: ActionStart, Operation: infrav1.OperationDestroy}},
@@ -507,8 +529,11 @@ func space(workers int, visit func(worker int, ev Evidence)) {
 	type restoreSet struct {
 		backups        []BackupView
 		serial, failed string
+		// due: a mutating Job counted while paused left its backup due (BackupDue).
+		due string
 	}
-	restores := []restoreSet{{}, {backups: backup}, {backups: backup, serial: "5"}, {backups: backup, serial: "5", failed: "5"}}
+	restores := []restoreSet{{}, {backups: backup}, {backups: backup, serial: "5"}, {backups: backup, serial: "5", failed: "5"},
+		{backups: backup, serial: "5", due: "captf-x-2"}}
 	// Drift checks and refreshes: a check due or not, drift to remediate or to accept, a
 	// refresh asked for; under applyPolicy Manual with the refresh-only plan approved.
 	type driftSet struct {
@@ -554,7 +579,7 @@ func space(workers int, visit func(worker int, ev Evidence)) {
 					Jobs: JobsEvidence{RunSeq: 3, Current: js.current, Running: js.running, CurrentPods: js.pods,
 						StartBlock: js.block, PullFailure: js.pull, NeverStarted: js.neverStarted},
 					Inputs: InputsEvidence{Gathered: on(9), DependencyWait: in.dep, Problem: in.problem, DesiredHash: hashes[digit[11]][0], AppliedHash: hashes[digit[11]][1]},
-					State:  StateEvidence{Read: st.view, Empty: st.empty, Lineage: st.lineage, AdoptLineage: st.adopt, Backups: rs.backups, RestoreSerial: rs.serial, RestoreFailed: rs.failed},
+					State:  StateEvidence{Read: st.view, Empty: st.empty, Lineage: st.lineage, AdoptLineage: st.adopt, Backups: rs.backups, RestoreSerial: rs.serial, RestoreFailed: rs.failed, BackupDue: rs.due},
 					Drift:  DriftEvidence{DueAt: dr.due, Remediate: dr.remediate, Mode: dr.mode, RefreshRequest: dr.refresh, CheckRequest: dr.check},
 				}
 				switch {
@@ -739,6 +764,18 @@ func violations(ev Evidence, d Decision) []string {
 	}
 	if d.Action == ActionStart && d.Operation == infrav1.OperationRestore && ev.State.Read == StateNotRead {
 		bad("I7: starts a restore before the state was read (its lineage is unchecked)")
+	}
+	// The backups around a move: a move's source copy counts no Job again (clusterctl replaced
+	// its annotations, so its run sequence looks behind), and a backup a paused Job left due is
+	// taken before any Job writes the state again, only by a pass that is not paused.
+	if ev.Object.Paused && ev.Object.MoveDeletion && (d.Action == ActionBookkeep || d.Action == ActionSkipRun) {
+		bad("counts a Job again on the source copy of a move")
+	}
+	if ev.State.BackupDue != "" && d.Action == ActionStart {
+		bad("starts %s before the backup a paused Job left due", d.Operation)
+	}
+	if d.Action == ActionBackup && (ev.Object.Paused || startMayRun || ev.State.BackupDue == "" || !ev.Inputs.Gathered) {
+		bad("takes a due backup while paused, while a Job may run, unread, or with none due")
 	}
 	if ev.Object.Deleting && ev.Object.MoveDeletion && !ev.Object.Paused && d.Action == ActionRemoveFinalizer {
 		bad("an annotation alone skips the destroy")

@@ -44,6 +44,7 @@ func ObjectEvidenceOf(o Source, now time.Time, defaultInterval time.Duration, st
 	}
 	ev.State.RestoreSerial = ann[infrav1.RestoreStateAnnotation]
 	ev.State.RestoreFailed = ann[infrav1.RestoreFailedAnnotation]
+	ev.State.BackupDue = ann[infrav1.BackupDueAnnotation]
 	ev.Plan.ApplyPolicy, ev.Plan.DestructiveChanges = spec.ApplyPolicy, spec.DestructiveChanges
 	ev.Plan.Pending = infrav1.ParsePlanRecord(ann[infrav1.PendingPlanAnnotation])
 	ev.Plan.Approved, ev.Plan.Applied = ann[infrav1.ApprovePlanAnnotation], ann[infrav1.AppliedPlanAnnotation]

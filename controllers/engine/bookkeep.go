@@ -97,14 +97,18 @@ func (p *pass) collectFinished(ctx context.Context) (*finishedRun, error) {
 	f := &finishedRun{cur: cur, job: job, out: out}
 
 	// A Job that may have moved the state: protect it and back it up, whatever the outcome (a
-	// failed apply can have written part of its changes).
+	// failed apply can have written part of its changes); while paused, the backup waits.
 	if cur.Operation.Mutating() {
 		if err := p.r.stateKeeper().Protect(ctx, p.subject); err != nil {
 			return nil, err
 		}
-		var err error
-		if f.backup, err = p.r.stateKeeper().Backup(ctx, p.subject, cur.Name, p.ev.State.Backups); err != nil {
-			return nil, err
+		if !decide.BacksUpNow(p.ev) {
+			b.BackupDue = true
+		} else {
+			var err error
+			if f.backup, err = p.r.stateKeeper().Backup(ctx, p.subject, cur.Name, p.ev.State.Backups); err != nil {
+				return nil, err
+			}
 		}
 	}
 
@@ -222,6 +226,10 @@ func (p *pass) reportFinished(ctx context.Context, f *finishedRun) {
 		p.out.add(corev1.EventTypeNormal, "StateBackedUp", fmt.Sprintf("state serial %d backed up to %s", f.backup.Serial, f.backup.Name))
 		p.rep.Backups = p.r.stateKeeper().PruneBackups(ctx, p.subject, append([]decide.BackupView{*f.backup}, p.ev.State.Backups...))
 	}
+	if b.BackupDue {
+		p.out.add(corev1.EventTypeNormal, "StateBackupDeferred", fmt.Sprintf(
+			"the object is paused: the backup of the state Job %s left waits for the first pass after the pause (after a clusterctl move, in the target)", b.Job))
+	}
 	p.out.flush()
 	p.rep.Bookkept = &f.b
 	st := p.obj.GetTerraformStatus()
@@ -298,6 +306,17 @@ func (p *pass) recoverFromState(ctx context.Context) (ctrl.Result, error) {
 	}
 	p.out.flush()
 	return ctrl.Result{}, nil
+}
+
+// takeDueBackup backs up the state a Job counted while the object was paused left
+// (ActionBackup, st.BackupDue names the Job) and prunes the backups beyond the count; a state no
+// newer than the newest backup needs none (nil). The caller removes the record.
+func takeDueBackup(ctx context.Context, k *state.Keeper, s state.Subject, st decide.StateEvidence) (*decide.BackupView, []decide.BackupView, error) {
+	b, err := k.Backup(ctx, s, st.BackupDue, st.Backups)
+	if err != nil || b == nil {
+		return nil, nil, err
+	}
+	return b, k.PruneBackups(ctx, s, append([]decide.BackupView{*b}, st.Backups...)), nil
 }
 
 // outputsOf is the report of the outputs read this pass, with the reason of an outputs problem.

@@ -36,8 +36,9 @@ func StateSecretName(suffix string) string {
 }
 
 // StateLockLeaseName is the Terraform kubernetes backend's lock Lease for a suffix. The
-// controller creates it empty before the first Job and deletes it after a destroy only when
-// nobody holds it; the state channel takes and releases it for terraform and breaks a stale
+// controller creates it empty before the first Job, owned by the object (the garbage collector
+// deletes it with the object: a move never carries it), and deletes it after a destroy only
+// when nobody holds it; the state channel takes and releases it for terraform and breaks a stale
 // one only under I8; nothing else in CAPTF writes it (docs/leases.md). The name is
 // runnerapi.StateLockLeaseName.
 func StateLockLeaseName(suffix string) string {

@@ -194,21 +194,50 @@ func (k *Keeper) patchSecretMeta(ctx context.Context, m *metav1.PartialObjectMet
 // owner, protected, never owned: the garbage collector must never delete a state) and the
 // backend's lock Lease, each only when a live read shows it missing, before the first Job that
 // uses them: the state channel may then read and update them but needs no create permission.
+//
+// The lock Lease is owned by the subject (an owner reference, no controller, no
+// blockOwnerDeletion), so the garbage collector deletes it once the object is gone however it
+// went: clusterctl move never carries Leases and strips the source object's finalizer itself,
+// so nothing else would. A lock Lease created before it was owned gets the reference here.
 func (k *Keeper) Ensure(ctx context.Context, s Subject) error {
 	ns := s.Object.GetNamespace()
 	stateLabels := OwnerLabels(s, infrav1.SecretRoleState)
 	maps.Copy(stateLabels, runnerapi.StateLabels(s.Suffix))
-	for _, o := range []client.Object{
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.StateSecretName(s.Suffix), Labels: stateLabels,
-			Finalizers: []string{infrav1.StateProtectionFinalizer}}, Type: corev1.SecretTypeOpaque},
-		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.StateLockLeaseName(s.Suffix),
-			Labels: runnerapi.StateLabels(s.Suffix)}},
-	} {
-		if _, err := CreateIfMissing(ctx, k.Client, k.APIReader, o); err != nil {
-			return err
-		}
+	state := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.StateSecretName(s.Suffix), Labels: stateLabels,
+		Finalizers: []string{infrav1.StateProtectionFinalizer}}, Type: corev1.SecretTypeOpaque}
+	if _, err := CreateIfMissing(ctx, k.Client, k.APIReader, state); err != nil {
+		return err
+	}
+	owner, err := k.ownerReference(s)
+	if err != nil {
+		return err
+	}
+	lock := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: naming.StateLockLeaseName(s.Suffix),
+		Labels: runnerapi.StateLabels(s.Suffix), OwnerReferences: []metav1.OwnerReference{owner}}}
+	found, err := CreateIfMissing(ctx, k.Client, k.APIReader, lock)
+	if err != nil || found == nil {
+		return err
+	}
+	existing := found.(*coordinationv1.Lease)
+	if slices.ContainsFunc(existing.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == owner.UID }) {
+		return nil
+	}
+	patched := existing.DeepCopy()
+	patched.OwnerReferences = append(patched.OwnerReferences, owner)
+	if err := k.Client.Patch(ctx, patched, client.MergeFromWithOptions(existing, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("own the state lock lease %s: %w", existing.Name, err)
 	}
 	return nil
+}
+
+// ownerReference is a plain owner reference to the subject: no controller, no
+// blockOwnerDeletion (which would need update on the kind's finalizers).
+func (k *Keeper) ownerReference(s Subject) (metav1.OwnerReference, error) {
+	gvk, err := apiutil.GVKForObject(s.Object, k.Client.Scheme())
+	if err != nil {
+		return metav1.OwnerReference{}, fmt.Errorf("kind of object: %w", err)
+	}
+	return metav1.OwnerReference{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: s.Object.GetName(), UID: s.Object.GetUID()}, nil
 }
 
 // CreateIfMissing creates o unless a live read finds it: it returns what it found (nil when it

@@ -2,15 +2,17 @@ package e2e_test
 
 import (
 	"bytes"
+	"maps"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -46,6 +48,9 @@ var _ = Describe("clusterctl move from one sandbox to another", func() {
 			g.Expect(c.Status.Initialization.InfrastructureProvisioned).To(HaveValue(BeTrue()))
 			g.Expect(meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1.ClusterControlPlaneInitializedCondition)).To(BeTrue(), "the control plane is not initialized yet")
 		}, 2*time.Minute).Should(Succeed())
+
+		sourceBackups := backupsIn(source, ns)
+		Expect(sourceBackups).To(HaveLen(2), "the first applies of the cluster and the machine each left a backup")
 
 		By("a slow apply starts in the source")
 		kubectl(source, "patch", "-n", ns, "terraformcluster", name, "--type=merge", "-p", `{"spec":{"variables":{"sleep_seconds":20,"generation":2}}}`)
@@ -101,6 +106,20 @@ var _ = Describe("clusterctl move from one sandbox to another", func() {
 			g.Expect(l.Items).To(BeEmpty())
 		}).Should(Succeed())
 
+		By("the source keeps nothing of CAPTF's: no Secret, no Lease, no backup, and its namespace deletes cleanly")
+		Eventually(func(g Gomega) {
+			var secrets corev1.SecretList
+			g.Expect(source.Client().List(ctx, &secrets, client.InNamespace(ns), client.HasLabels{infrav1.OwnerKindLabel})).To(Succeed())
+			g.Expect(names(secrets.Items)).To(BeEmpty(), "CAPTF's Secrets left in the source")
+			var leases coordinationv1.LeaseList
+			g.Expect(source.Client().List(ctx, &leases, client.InNamespace(ns))).To(Succeed())
+			g.Expect(names(leases.Items)).To(BeEmpty(), "Leases left in the source")
+		}, time.Minute).Should(Succeed())
+		kubectl(source, "delete", "namespace", ns, "--wait=false")
+		Eventually(func() bool {
+			return apierrors.IsNotFound(source.Client().Get(ctx, types.NamespacedName{Name: ns}, &corev1.Namespace{}))
+		}, 2*time.Minute).Should(BeTrue(), "the source namespace stays Terminating")
+
 		By("the state Secrets and the durable inputs arrived in the target, the state with the slow apply in it")
 		st := stateOf(target, infrav1.TerraformClusterKind, ns, name)
 		Expect(st).NotTo(BeNil(), "the cluster's state moved")
@@ -126,27 +145,25 @@ var _ = Describe("clusterctl move from one sandbox to another", func() {
 		Expect(target.Client().Get(ctx, client.ObjectKeyFromObject(c), c)).To(Succeed())
 		Expect(ptr.Deref(c.Spec.Paused, false)).To(BeFalse(), "clusterctl unpaused the Cluster in the target")
 
-		By("the state backups moved too, and the target restores from one")
+		By("the target holds every backup the source had, protected, serial and lineage unchanged, and the backup of the apply that ended during the move")
+		// clusterctl discovers what to move before it waits for block-move: the apply that ended
+		// during the wait was counted while paused, so its backup was due, not taken, and the
+		// target takes it from the moved state (docs/move.md).
+		clusterLineage := stateOf(target, infrav1.TerraformClusterKind, ns, name).Lineage
+		want := maps.Clone(sourceBackups)
+		want[naming.StateBackupSecretName(naming.StateSuffix(ns, infrav1.TerraformClusterKind, name), 2)] = backupView{Serial: "2", Lineage: clusterLineage}
+		Eventually(func() map[string]backupView { return backupsIn(target, ns) }, time.Minute).Should(Equal(want))
 		var backups corev1.SecretList
-		Expect(target.Client().List(ctx, &backups, client.InNamespace(ns), client.MatchingLabels{
-			infrav1.SecretRoleLabel: infrav1.SecretRoleStateBackup, infrav1.OwnerKindLabel: infrav1.TerraformClusterKind})).To(Succeed())
-		// clusterctl discovers the objects to move before it waits for block-move, so the backup
-		// of the apply that ran during the move stays in the source (docs/move.md); the state
-		// Secret carries that apply's state.
-		Expect(backups.Items).NotTo(BeEmpty(), "the backup of the first apply moved")
-		var oldest *corev1.Secret
-		serial := func(s *corev1.Secret) int64 {
-			n, err := strconv.ParseInt(s.Annotations[infrav1.BackupSerialAnnotation], 10, 64)
-			Expect(err).NotTo(HaveOccurred(), "backup %s", s.Name)
-			return n
+		Expect(target.Client().List(ctx, &backups, client.InNamespace(ns), client.MatchingLabels{infrav1.SecretRoleLabel: infrav1.SecretRoleStateBackup})).To(Succeed())
+		for _, b := range backups.Items {
+			Expect(b.Finalizers).To(ContainElement(infrav1.StateProtectionFinalizer), "backup %s is not protected in the target", b.Name)
 		}
-		for i := range backups.Items {
-			if oldest == nil || serial(&backups.Items[i]) < serial(oldest) {
-				oldest = &backups.Items[i]
-			}
-		}
+
+		By("the target restores the oldest backup")
+		oldest := sourceBackups[naming.StateBackupSecretName(naming.StateSuffix(ns, infrav1.TerraformClusterKind, name), 1)]
+		Expect(oldest.Serial).To(Equal("1"))
 		restores := jobsOf(target, infrav1.TerraformClusterKind, ns, name, infrav1.OperationRestore)
-		kubectl(target, "annotate", "-n", ns, "terraformcluster", name, "captf.io/restore-state="+oldest.Annotations[infrav1.BackupSerialAnnotation])
+		kubectl(target, "annotate", "-n", ns, "terraformcluster", name, "captf.io/restore-state="+oldest.Serial)
 		restore := eventuallyNew(target, infrav1.TerraformClusterKind, ns, name, infrav1.OperationRestore, restores)
 		Expect(eventuallyFinished(target, restore).Status.Succeeded).To(Equal(int32(1)))
 		Eventually(func() any { return generationIn(stateOf(target, infrav1.TerraformClusterKind, ns, name)) }).Should(Equal(float64(1)),
@@ -169,4 +186,31 @@ func generationIn(st *tfState) any {
 		return r.Instances[0].Attributes["triggers_replace"]
 	}
 	return nil
+}
+
+// backupView is what a move must keep of a state backup: its serial and its lineage.
+type backupView struct{ Serial, Lineage string }
+
+// backupsIn lists the state backups of a namespace by name.
+func backupsIn(sb target, ns string) map[string]backupView {
+	GinkgoHelper()
+	var l corev1.SecretList
+	Expect(sb.Client().List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{infrav1.SecretRoleLabel: infrav1.SecretRoleStateBackup})).To(Succeed())
+	out := map[string]backupView{}
+	for _, b := range l.Items {
+		out[b.Name] = backupView{Serial: b.Annotations[infrav1.BackupSerialAnnotation], Lineage: b.Annotations[infrav1.BackupLineageAnnotation]}
+	}
+	return out
+}
+
+// names lists the names of objects.
+func names[T any, PT interface {
+	*T
+	client.Object
+}](items []T) []string {
+	out := []string{}
+	for i := range items {
+		out = append(out, PT(&items[i]).GetName())
+	}
+	return out
 }
