@@ -307,3 +307,21 @@ func CorruptPlanEvent(pl *infrav1.PlanRecord) Event {
 	return Event{EventWarning, infrav1.PlanCorruptReason, fmt.Sprintf(
 		"plan %s (Job %s) is held as corrupt and will never be applied: %s; see docs/runbooks/plan-corrupt.md", pl.ID, pl.Job, pl.Corrupt)}
 }
+
+// PlanSavedEvent is the event of a plan Job that saved a plan with changes: how to approve it
+// when it waits for an approver, or that it applies next when the object's policies let it
+// through unapproved (applyPolicy Automatic, no plan policy rule broken, and nothing
+// destructive where destructive changes need approval). job is the plan Job; kind and name say
+// how to annotate the object.
+func PlanSavedEvent(pl *infrav1.PlanRecord, ev Evidence, job, kind, name string) Event {
+	saved := fmt.Sprintf("saved %s %s (%s)", pl.KindName(), pl.ID, pl.Counts())
+	lets := appliesUnapproved(pl, ev)
+	if pl.Destroy {
+		lets = destroyAppliesUnapproved(pl, ev)
+	}
+	if lets {
+		return Event{EventNormal, "PlanSaved", fmt.Sprintf("Job %s %s; no approval is needed under the object's policies: it applies next", job, saved)}
+	}
+	return Event{EventNormal, "PlanSaved", fmt.Sprintf("Job %s %s; it applies once approved: kubectl annotate %s %s %s=%s",
+		job, saved, strings.ToLower(kind), name, infrav1.ApprovePlanAnnotation, pl.ID)}
+}

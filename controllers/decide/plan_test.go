@@ -194,3 +194,35 @@ func TestDecidePlanNeverAppliesWhatNobodyApproved(t *testing.T) {
 		t.Error("Decide starts plans, which StartedOperations does not list")
 	}
 }
+
+// PlanSaved says how to approve a plan only when it waits for an approver, and says that it
+// applies next when the object's policies let it through.
+func TestPlanSavedEventSaysWhetherThePlanWaits(t *testing.T) {
+	create := &infrav1.PlanRecord{ID: "p1", Create: 1}
+	replace := &infrav1.PlanRecord{ID: "p2", Replace: 1}
+	violated := &infrav1.PlanRecord{ID: "p3", Create: 1, Violations: []string{"pol/r: no"}}
+	destroy := &infrav1.PlanRecord{ID: "p4", Delete: 1, Destroy: true}
+	auto := Evidence{}
+	manual := Evidence{Plan: PlanEvidence{ApplyPolicy: infrav1.ApplyPolicyManual}}
+	guarded := Evidence{Plan: PlanEvidence{DestructiveChanges: infrav1.DestructiveChangesRequireApproval}}
+	for _, c := range []struct {
+		name  string
+		pl    *infrav1.PlanRecord
+		ev    Evidence
+		waits bool
+	}{
+		{"a create-only plan under Automatic", create, auto, false},
+		{"a replace under Automatic with destructive changes guarded", replace, guarded, true},
+		{"a create-only plan with destructive changes guarded", create, guarded, false},
+		{"any plan under Manual", create, manual, true},
+		{"a plan that breaks a policy rule", violated, auto, true},
+		{"a destroy plan under Manual", destroy, manual, true},
+		{"a destroy plan with destructive changes guarded", destroy, guarded, true},
+	} {
+		e := PlanSavedEvent(c.pl, c.ev, "captf-x-4", infrav1.TerraformClusterKind, "prod")
+		approve := strings.Contains(e.Message, "kubectl annotate terraformcluster prod "+infrav1.ApprovePlanAnnotation+"="+c.pl.ID)
+		if e.Reason != "PlanSaved" || !strings.Contains(e.Message, "captf-x-4") || approve != c.waits || strings.Contains(e.Message, "applies next") == c.waits {
+			t.Errorf("%s: %q (waits: %v)", c.name, e.Message, c.waits)
+		}
+	}
+}

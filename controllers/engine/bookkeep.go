@@ -216,8 +216,8 @@ func (p *pass) reportFinished(ctx context.Context, f *finishedRun) {
 		p.out.add(e.Type, e.Reason, e.Message)
 	}
 	if pl := b.Plan; pl != nil && pl.Changes() && !pl.IsCorrupt() {
-		p.out.add(corev1.EventTypeNormal, "PlanSaved", fmt.Sprintf("Job %s saved %s %s (%s); it applies once approved: kubectl annotate %s %s %s=%s",
-			b.Job, pl.KindName(), pl.ID, pl.Counts(), strings.ToLower(p.r.Kind.Name()), p.obj.GetName(), infrav1.ApprovePlanAnnotation, pl.ID))
+		e := decide.PlanSavedEvent(pl, p.ev, b.Job, p.r.Kind.Name(), p.obj.GetName())
+		p.out.add(e.Type, e.Reason, e.Message)
 	}
 	if pl := b.Plan; pl != nil && pl.Violated() {
 		p.out.add(corev1.EventTypeWarning, infrav1.PlanPolicyViolatedReason, fmt.Sprintf("plan %s breaks plan policy rules: %s", pl.ID, strings.Join(pl.Violations, "; ")))
