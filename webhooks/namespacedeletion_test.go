@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
 
 // deleteNamespace deletes ns as the suite's administrator (DryRunAll when dry).
@@ -65,6 +66,18 @@ var _ = Describe("Deleting a namespace that holds CAPTF objects", func() {
 			Expect(namespaceTerminating(ns)).To(BeFalse(), "the refused deletion left the namespace as it was")
 		})
 	}
+
+	It("tells how to delete an object that belongs to no Cluster: the object itself, not a Cluster", func() {
+		ns := newNamespace()
+		Expect(admin.Create(ctx, objects.OfKind(infrav1.TerraformMachineKind, ns, "loose").NoCluster().Obj())).To(Succeed())
+		var err error
+		Eventually(func() bool {
+			err = deleteNamespace(ns, true)
+			return deniedByNamespacePolicy(err)
+		}).Should(BeTrue(), "the namespace-deletion policy never refused deleting %s (last answer: %v)", ns, err)
+		Expect(err.Error()).To(ContainSubstring("It belongs to no Cluster: delete it first (kubectl delete terraformmachine loose -n " + ns + ")"))
+		Expect(err.Error()).NotTo(ContainSubstring("Delete the Cluster first"))
+	})
 
 	It("is allowed once no CAPTF object in it keeps the finalizer, and for namespaces with none", func() {
 		ns := newNamespace()
