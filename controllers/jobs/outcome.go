@@ -132,6 +132,9 @@ func failureOutcome(cond *batchv1.JobCondition, r *Result, term *corev1.Containe
 	return infrav1.RunFailed
 }
 
+// message leads with the cause: the module's own error (the runner's result), then what else
+// the run reports, then the Job controller's word on how the Job ended (its backoff limit or
+// deadline), which alone says nothing of why, and comes first only when nothing else is known.
 func message(o Outcome, cond *batchv1.JobCondition) string {
 	var parts []string
 	if r := o.Result; r != nil {
@@ -162,9 +165,6 @@ func message(o Outcome, cond *batchv1.JobCondition) string {
 		if h := r.LockHolder; h != nil {
 			parts = append(parts, "the state is locked by "+describeHolder(*h))
 		}
-		if r.Error != "" {
-			parts = append(parts, r.Error)
-		}
 	} else if o.Decided && o.Outcome != infrav1.RunSucceeded {
 		if o.ExitCode != nil {
 			parts = append(parts, fmt.Sprintf("runner exited with code %d (%s) and left no result", *o.ExitCode, ExitCodeMeaning(*o.ExitCode)))
@@ -173,20 +173,38 @@ func message(o Outcome, cond *batchv1.JobCondition) string {
 		}
 	}
 	if cond != nil && cond.Type != batchv1.JobComplete && cond.Type != batchv1.JobSuccessCriteriaMet && cond.Message != "" {
-		parts = append([]string{cond.Message}, parts...)
+		if o.Result != nil && o.Result.Error != "" {
+			parts = append(parts, "Job: "+cond.Message)
+		} else {
+			parts = append([]string{cond.Message}, parts...)
+		}
 	}
 	if o.Reason == ReasonDeleted {
 		parts = append([]string{"the Job was deleted before it finished"}, parts...)
 	}
-	msg := strings.Join(parts, "; ")
-	if len(msg) > maxMessage {
-		start := len(msg) - maxMessage + 3
-		for start < len(msg) && !utf8.RuneStart(msg[start]) {
-			start++
-		}
-		msg = "..." + msg[start:]
+	rest := strings.Join(parts, "; ")
+	if o.Result == nil || o.Result.Error == "" {
+		return tail(rest, maxMessage)
 	}
-	return msg
+	if rest == "" {
+		return tail(o.Result.Error, maxMessage)
+	}
+	// The error first, cut at its start when the whole is too long: terraform ends its
+	// output with the error's last words, and the rest says how the run ended.
+	return tail(tail(o.Result.Error, max(maxMessage-len(rest)-2, 16))+"; "+rest, maxMessage)
+}
+
+// tail returns s when it fits in n bytes, else "..." and the last bytes of s that fit, cut on a
+// character boundary.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	start := len(s) - n + 3
+	for start < len(s) && !utf8.RuneStart(s[start]) {
+		start++
+	}
+	return "..." + s[start:]
 }
 
 // describeHolder names a lock holder for a message: who, the lock ID, the operation and since

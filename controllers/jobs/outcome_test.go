@@ -176,11 +176,27 @@ func TestOutcomeExposesThePlan(t *testing.T) {
 	}
 }
 
+// A failed run's message leads with the module's own error, not with the Job controller's
+// "backoff limit" text, which follows; without a result, that text is all there is and leads.
+func TestOutcomeMessageLeadsWithTheCause(t *testing.T) {
+	job := testJob(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded))
+	failed := testPod("a", time.Now(), runnerapi.ExitTerraformFailed, "Error", resultDoc(runnerapi.OutcomeFailed, "Error: quota exceeded", ptr.To(true)))
+	got := OutcomeOf(job, []corev1.Pod{failed})
+	if want := "Error: quota exceeded; changes: true; Job: Job " + batchv1.JobReasonBackoffLimitExceeded; got.Message != want {
+		t.Fatalf("message %q, want %q", got.Message, want)
+	}
+	got = OutcomeOf(job, nil)
+	if !strings.HasPrefix(got.Message, "Job "+batchv1.JobReasonBackoffLimitExceeded+"; ") {
+		t.Fatalf("message without a result %q: the Job controller's word leads", got.Message)
+	}
+}
+
 func TestOutcomeMessageIsBounded(t *testing.T) {
 	job := testJob(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded))
 	long := strings.Repeat("é", 3000) + "END"
 	got := OutcomeOf(job, []corev1.Pod{testPod("a", time.Now(), 10, "Error", resultDoc(runnerapi.OutcomeFailed, long, nil))})
-	if len(got.Message) > maxMessage || !strings.HasSuffix(got.Message, "END") || !strings.HasPrefix(got.Message, "...") {
+	// The module's error leads, cut at its start; the Job controller's word on the end follows.
+	if len(got.Message) > maxMessage || !strings.HasSuffix(got.Message, "END; Job: Job "+batchv1.JobReasonBackoffLimitExceeded) || !strings.HasPrefix(got.Message, "...") {
 		t.Fatalf("message of %d bytes: %q", len(got.Message), got.Message[:10])
 	}
 	if !utf8.ValidString(got.Message) {
