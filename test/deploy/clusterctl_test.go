@@ -257,6 +257,25 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 		Expect(cp.GetLabels()).To(HaveKey("cluster.x-k8s.io/control-plane"))
 	})
 
+	It("renders 0 workers and 1 control plane machine when no count is given, as docs/flavors.md says", func() {
+		// clusterctl always sets WORKER_MACHINE_COUNT (0 unless a flag or the variable says
+		// otherwise), so the templates' own default of 1 never applies through clusterctl.
+		objs, _ := generateCluster(home, configFile, "df", "flavor")
+		md := objs.find("MachineDeployment", "flavor", "df-md-0")
+		Expect(md).NotTo(BeNil())
+		replicas, _, err := unstructured.NestedFieldNoCopy(md.Object, "spec", "replicas")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(replicas).To(BeNumerically("==", 0))
+		objs, _ = generateCluster(home, configFile, "dt", "topology", "--flavor", "topology")
+		cl := objs.find("Cluster", "topology", "dt")
+		Expect(cl).NotTo(BeNil())
+		mds, _, _ := unstructured.NestedSlice(cl.Object, "spec", "topology", "workers", "machineDeployments")
+		Expect(mds).To(HaveLen(1))
+		Expect(mds[0]).To(HaveKeyWithValue("replicas", BeNumerically("==", 0)))
+		cp, _, _ := unstructured.NestedFieldNoCopy(cl.Object, "spec", "topology", "controlPlane", "replicas")
+		Expect(cp).To(BeNumerically("==", 1))
+	})
+
 	It("renders the ClusterClass flavor from the release, adding the class clusterctl finds in the repository", func() {
 		objs, kinds := generateCluster(home, configFile, "cc", "topology", "--flavor", "topology", "--worker-machine-count", "3")
 		Expect(kinds).To(Equal(map[string]int{"Cluster": 1, "ClusterClass": 1, "TerraformClusterTemplate": 1, "KubeadmControlPlaneTemplate": 1,
