@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -94,6 +95,19 @@ func (o *options) gatherReport(ctx context.Context, c client.Client, args []stri
 			}
 			for _, obj := range items {
 				objs = append(objs, target{kind: k, obj: obj})
+			}
+		}
+		if len(objs) == 0 {
+			// Nothing listed: say so when the namespace itself does not exist (a typo), rather
+			// than report an empty, healthy namespace. A caller who may not read namespaces
+			// gets the empty report.
+			found, err := getIfExists(ctx, c, "namespace", types.NamespacedName{Name: ns}, &corev1.Namespace{})
+			switch {
+			case apierrors.IsForbidden(err):
+			case err != nil:
+				return Report{}, err
+			case !found:
+				return Report{}, fmt.Errorf("namespace %q not found", ns)
 			}
 		}
 	}

@@ -172,3 +172,21 @@ func TestStatusReadsEachObjectsOwnInventory(t *testing.T) {
 		t.Fatalf("each object lists its own addresses:\n%s", out)
 	}
 }
+
+// status of a namespace that does not exist fails (exit 1, as every error), instead of
+// reporting an empty, healthy namespace; an existing empty namespace is reported as such.
+func TestStatusOfAMissingNamespaceFails(t *testing.T) {
+	_, err := runStatus(t, nil)
+	if err == nil || !strings.Contains(err.Error(), `namespace "prod" not found`) {
+		t.Fatalf("status of a missing namespace: %v", err)
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		t.Fatalf("a missing namespace is an error (exit 1), not a report: exit %d", ee.code)
+	}
+	prod := &corev1.Namespace{}
+	prod.Name = "prod"
+	if out, err := runStatus(t, []client.Object{prod}); err != nil {
+		t.Fatalf("status of an empty namespace: %v\n%s", err, out)
+	}
+}
