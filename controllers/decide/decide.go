@@ -390,11 +390,15 @@ func NeedsPods(ev Evidence) bool {
 }
 
 // NeedsLagCheck reports whether the live cache-lag checks can change what this pass does:
-// only when nothing runs in the cache, no finished Job waits to be counted, and the pass
-// could clear block-move or status.activeJob or drop the finalizer. An idle object reads
-// nothing live.
+// only when nothing runs in the cache, no finished Job waits to be counted (the source copy
+// of a move counts none: once its last Job's pods are terminal, it is judged like an object
+// with no Job to count), and the pass could clear block-move or status.activeJob or drop the
+// finalizer. An idle object reads nothing live.
 func NeedsLagCheck(ev Evidence) bool {
-	if !ev.Object.HasFinalizer || len(ev.Jobs.Running) > 0 || NeedsPods(ev) {
+	if !ev.Object.HasFinalizer || len(ev.Jobs.Running) > 0 {
+		return false
+	}
+	if NeedsPods(ev) && !(MovingOut(ev) && ev.Jobs.CurrentPods == PodsTerminal) {
 		return false
 	}
 	wouldClearBlockMove := ev.Object.BlockMove && (ev.Object.Paused || ev.Object.Deleting)

@@ -964,6 +964,11 @@ func TestNeedsLagCheck(t *testing.T) {
 		{Evidence{Object: ObjectEvidence{Deleting: true}}, false}, // no finalizer: nothing left to clear
 		{Evidence{Object: ObjectEvidence{HasFinalizer: true, Deleting: true}, Jobs: JobsEvidence{Running: []JobView{{Name: "j"}}}}, false},
 		{Evidence{Object: ObjectEvidence{HasFinalizer: true, Deleting: true}, Jobs: JobsEvidence{Current: &JobView{Name: "j", Phase: JobFinished}}}, false}, // bookkeeping comes first
+		// The source copy of a move counts no Job: once the pods are terminal it lets go, after the live checks.
+		{Evidence{Object: ObjectEvidence{HasFinalizer: true, Deleting: true, Paused: true, MoveDeletion: true},
+			Jobs: JobsEvidence{Current: &JobView{Name: "j", Phase: JobFinished}, CurrentPods: PodsTerminal}}, true},
+		{Evidence{Object: ObjectEvidence{HasFinalizer: true, Deleting: true, Paused: true, MoveDeletion: true},
+			Jobs: JobsEvidence{Current: &JobView{Name: "j", Phase: JobFinished}, CurrentPods: PodsRunning}}, false},
 	}
 	for i, tc := range cases {
 		if got := NeedsLagCheck(tc.ev); got != tc.want {
