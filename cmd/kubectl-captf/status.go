@@ -83,32 +83,8 @@ func (o *options) gatherReport(ctx context.Context, c client.Client, args []stri
 		}
 		objs = []target{t}
 	default:
-		var sel []client.ListOption
-		sel = append(sel, client.InNamespace(ns))
-		if cluster != "" {
-			sel = append(sel, client.MatchingLabels{infrav1.ClusterNameLabel: cluster})
-		}
-		for _, k := range kinds {
-			items, err := k.list(ctx, c, sel...)
-			if err != nil {
-				return Report{}, err
-			}
-			for _, obj := range items {
-				objs = append(objs, target{kind: k, obj: obj})
-			}
-		}
-		if len(objs) == 0 {
-			// Nothing listed: say so when the namespace itself does not exist (a typo), rather
-			// than report an empty, healthy namespace. A caller who may not read namespaces
-			// gets the empty report.
-			found, err := getIfExists(ctx, c, "namespace", types.NamespacedName{Name: ns}, &corev1.Namespace{})
-			switch {
-			case apierrors.IsForbidden(err):
-			case err != nil:
-				return Report{}, err
-			case !found:
-				return Report{}, fmt.Errorf("namespace %q not found", ns)
-			}
+		if objs, err = listTargets(ctx, c, ns, cluster); err != nil {
+			return Report{}, err
 		}
 	}
 	r := Report{Objects: []ObjectNode{}, grouped: len(args) == 0 && cluster == ""}
@@ -140,6 +116,45 @@ func (o *options) gatherReport(ctx context.Context, c client.Client, args []stri
 	}
 	sortObjects(r.Objects)
 	return r, nil
+}
+
+// listTargets lists every CAPTF object of the namespace, or those labelled with the Cluster
+// when cluster is set. Finding none, it checks that the namespace exists (namespaceExists).
+func listTargets(ctx context.Context, c client.Client, ns, cluster string) ([]target, error) {
+	sel := []client.ListOption{client.InNamespace(ns)}
+	if cluster != "" {
+		sel = append(sel, client.MatchingLabels{infrav1.ClusterNameLabel: cluster})
+	}
+	var objs []target
+	for _, k := range kinds {
+		items, err := k.list(ctx, c, sel...)
+		if err != nil {
+			return nil, err
+		}
+		for _, obj := range items {
+			objs = append(objs, target{kind: k, obj: obj})
+		}
+	}
+	if len(objs) == 0 {
+		return nil, namespaceExists(ctx, c, ns)
+	}
+	return objs, nil
+}
+
+// namespaceExists fails when the namespace does not exist, so that status of a typo is an
+// error rather than an empty, healthy namespace. A caller who may not read namespaces gets no
+// error: the empty report stands.
+func namespaceExists(ctx context.Context, c client.Client, ns string) error {
+	found, err := getIfExists(ctx, c, "namespace", types.NamespacedName{Name: ns}, &corev1.Namespace{})
+	switch {
+	case apierrors.IsForbidden(err):
+		return nil
+	case err != nil:
+		return err
+	case !found:
+		return fmt.Errorf("namespace %q not found", ns)
+	}
+	return nil
 }
 
 // sortObjects orders the tree: by Cluster, then TerraformCluster before machines and pools,

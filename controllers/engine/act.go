@@ -70,19 +70,10 @@ func (p *pass) act(ctx context.Context) (ctrl.Result, error) {
 	case decide.ActionRecoverStatus:
 		return p.recoverFromState(ctx)
 	case decide.ActionBackup:
-		b, kept, err := takeDueBackup(ctx, p.r.stateKeeper(), p.subject, p.ev.State)
-		if err != nil {
-			return ctrl.Result{}, err
+		var err error
+		if p.rep.Backups, err = takeDueBackup(ctx, p.r.stateKeeper(), p.subject, p.ev.State, p.patchMeta, &p.out); err != nil {
+			return p.conflictOr(ctx, err, "take the due backup")
 		}
-		if err := p.patchMeta(ctx, func(o Object) { decide.RemoveAnnotation(o, infrav1.BackupDueAnnotation) }); err != nil {
-			return p.conflictOr(ctx, err, "record the due backup")
-		}
-		if b != nil {
-			p.rep.Backups = kept
-			p.out.add(corev1.EventTypeNormal, "StateBackedUp", fmt.Sprintf(
-				"state serial %d backed up to %s: the backup of Job %s, which ended while the object was paused", b.Serial, b.Name, p.ev.State.BackupDue))
-		}
-		p.out.flush()
 		return ctrl.Result{}, nil
 	case decide.ActionStart:
 		return p.start(ctx, d.Operation)

@@ -309,14 +309,25 @@ func (p *pass) recoverFromState(ctx context.Context) (ctrl.Result, error) {
 }
 
 // takeDueBackup backs up the state a Job counted while the object was paused left
-// (ActionBackup, st.BackupDue names the Job) and prunes the backups beyond the count; a state no
-// newer than the newest backup needs none (nil). The caller removes the record.
-func takeDueBackup(ctx context.Context, k *state.Keeper, s state.Subject, st decide.StateEvidence) (*decide.BackupView, []decide.BackupView, error) {
+// (ActionBackup; st.BackupDue names the Job), removes the record with patch, and says so once
+// that write succeeded. It returns the backups kept after pruning, nil when the state was no
+// newer than the newest backup (the record goes all the same).
+func takeDueBackup(ctx context.Context, k *state.Keeper, s state.Subject, st decide.StateEvidence,
+	patch func(context.Context, func(Object)) error, out *outbox) ([]decide.BackupView, error) {
 	b, err := k.Backup(ctx, s, st.BackupDue, st.Backups)
-	if err != nil || b == nil {
-		return nil, nil, err
+	if err != nil {
+		return nil, err
 	}
-	return b, k.PruneBackups(ctx, s, append([]decide.BackupView{*b}, st.Backups...)), nil
+	if err := patch(ctx, func(o Object) { decide.RemoveAnnotation(o, infrav1.BackupDueAnnotation) }); err != nil {
+		return nil, err
+	}
+	if b == nil {
+		return nil, nil
+	}
+	out.add(corev1.EventTypeNormal, "StateBackedUp", fmt.Sprintf(
+		"state serial %d backed up to %s: the backup of Job %s, which ended while the object was paused", b.Serial, b.Name, st.BackupDue))
+	out.flush()
+	return k.PruneBackups(ctx, s, append([]decide.BackupView{*b}, st.Backups...)), nil
 }
 
 // outputsOf is the report of the outputs read this pass, with the reason of an outputs problem.
