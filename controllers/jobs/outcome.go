@@ -132,9 +132,11 @@ func failureOutcome(cond *batchv1.JobCondition, r *Result, term *corev1.Containe
 	return infrav1.RunFailed
 }
 
-// message leads with the cause: the module's own error (the runner's result), then what else
-// the run reports, then the Job controller's word on how the Job ended (its backoff limit or
-// deadline), which alone says nothing of why, and comes first only when nothing else is known.
+// message says what the run reports (its one-line facts: changes, counts, a stale or refused
+// plan, a lock held or broken), then the module's own error (often several lines: a table of
+// kubectl shows the first), and last the Job controller's word on how the Job ended (its
+// backoff limit or deadline), which says nothing of why and so leads only when the runner
+// left no result.
 func message(o Outcome, cond *batchv1.JobCondition) string {
 	var parts []string
 	if r := o.Result; r != nil {
@@ -172,9 +174,13 @@ func message(o Outcome, cond *batchv1.JobCondition) string {
 			parts = append(parts, "runner left no result")
 		}
 	}
+	var errText, jobWord string
+	if r := o.Result; r != nil {
+		errText = r.Error
+	}
 	if cond != nil && cond.Type != batchv1.JobComplete && cond.Type != batchv1.JobSuccessCriteriaMet && cond.Message != "" {
-		if o.Result != nil && o.Result.Error != "" {
-			parts = append(parts, "Job: "+cond.Message)
+		if errText != "" {
+			jobWord = "Job: " + cond.Message
 		} else {
 			parts = append([]string{cond.Message}, parts...)
 		}
@@ -182,16 +188,20 @@ func message(o Outcome, cond *batchv1.JobCondition) string {
 	if o.Reason == ReasonDeleted {
 		parts = append([]string{"the Job was deleted before it finished"}, parts...)
 	}
-	rest := strings.Join(parts, "; ")
-	if o.Result == nil || o.Result.Error == "" {
-		return tail(rest, maxMessage)
+	facts := strings.Join(parts, "; ")
+	if errText == "" {
+		return tail(facts, maxMessage)
 	}
-	if rest == "" {
-		return tail(o.Result.Error, maxMessage)
+	// The run's facts (one line), then the error, cut at its start when the whole is too long
+	// (terraform ends its output with the error's last words), then the Job controller's word.
+	errText = tail(errText, max(maxMessage-len(facts)-len(jobWord)-4, 16))
+	var out []string
+	for _, s := range []string{facts, errText, jobWord} {
+		if s != "" {
+			out = append(out, s)
+		}
 	}
-	// The error first, cut at its start when the whole is too long: terraform ends its
-	// output with the error's last words, and the rest says how the run ended.
-	return tail(tail(o.Result.Error, max(maxMessage-len(rest)-2, 16))+"; "+rest, maxMessage)
+	return tail(strings.Join(out, "; "), maxMessage)
 }
 
 // tail returns s when it fits in n bytes, else "..." and the last bytes of s that fit, cut on a

@@ -176,13 +176,14 @@ func TestOutcomeExposesThePlan(t *testing.T) {
 	}
 }
 
-// A failed run's message leads with the module's own error, not with the Job controller's
-// "backoff limit" text, which follows; without a result, that text is all there is and leads.
-func TestOutcomeMessageLeadsWithTheCause(t *testing.T) {
+// A failed run's message gives the run's facts and the module's own error before the Job
+// controller's "backoff limit" text, which comes last; without a result, that text is all there
+// is and leads.
+func TestOutcomeMessageGivesTheJobControllersWordLast(t *testing.T) {
 	job := testJob(cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded))
-	failed := testPod("a", time.Now(), runnerapi.ExitTerraformFailed, "Error", resultDoc(runnerapi.OutcomeFailed, "Error: quota exceeded", ptr.To(true)))
+	failed := testPod("a", time.Now(), runnerapi.ExitTerraformFailed, "Error", resultDoc(runnerapi.OutcomeFailed, "apply exited with code 1\nError: quota exceeded", ptr.To(true)))
 	got := OutcomeOf(job, []corev1.Pod{failed})
-	if want := "Error: quota exceeded; changes: true; Job: Job " + batchv1.JobReasonBackoffLimitExceeded; got.Message != want {
+	if want := "changes: true; apply exited with code 1\nError: quota exceeded; Job: Job " + batchv1.JobReasonBackoffLimitExceeded; got.Message != want {
 		t.Fatalf("message %q, want %q", got.Message, want)
 	}
 	got = OutcomeOf(job, nil)
