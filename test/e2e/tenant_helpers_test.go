@@ -195,3 +195,30 @@ func ensureTenantRoles(sb target) {
 		}
 	}
 }
+
+// createTokenSecret creates, through c, the ServiceAccount token Secret ns/name of
+// ServiceAccount sa, labelled and holding data, and returns once kube-controller-manager's
+// token controller has adopted it (it writes the ServiceAccount's UID into the Secret). That
+// controller deletes a token Secret whose ServiceAccount its cache does not hold yet: in a new
+// namespace, the one the namespace's "default" ServiceAccount is created for. So the wait is
+// for the ServiceAccount first, and a Secret deleted in that race is created again.
+func createTokenSecret(sb target, c client.Client, ns, name, sa string, labels, data map[string]string) {
+	GinkgoHelper()
+	account := &corev1.ServiceAccount{}
+	Eventually(func() error {
+		return sb.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: sa}, account)
+	}).Should(Succeed(), "ServiceAccount %s/%s", ns, sa)
+	Eventually(func(g Gomega) {
+		key, s := client.ObjectKey{Namespace: ns, Name: name}, &corev1.Secret{}
+		err := sb.Client().Get(ctx, key, s)
+		if apierrors.IsNotFound(err) {
+			g.Expect(client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+				Labels: labels, Annotations: map[string]string{corev1.ServiceAccountNameKey: sa}},
+				Type: corev1.SecretTypeServiceAccountToken, StringData: data}))).To(Succeed())
+			err = sb.Client().Get(ctx, key, s)
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(s.Annotations).To(HaveKeyWithValue(corev1.ServiceAccountUIDKey, string(account.UID)),
+			"the token controller has not adopted Secret %s/%s", ns, name)
+	}).Should(Succeed())
+}

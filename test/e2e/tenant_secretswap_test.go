@@ -71,10 +71,8 @@ var _ = Describe("A tenant swapping Secrets under a running Job", func() {
 		By("the tenant swaps each Secret for a labelled ServiceAccount token Secret of the same name")
 		for n := range sources {
 			Expect(t.Client().Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n}})).To(Succeed())
-			Expect(t.Client().Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n,
-				Labels:      map[string]string{infrav1.VariablesLabel: "true"},
-				Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}},
-				Type: corev1.SecretTypeServiceAccountToken, StringData: map[string]string{"token": "swapped", "file": "swapped", "cred": "swapped", "generation": "swapped"}})).To(Succeed())
+			createTokenSecret(sb, t.Client(), ns, n, "default", map[string]string{infrav1.VariablesLabel: "true"},
+				map[string]string{"token": "swapped", "file": "swapped", "cred": "swapped", "generation": "swapped"})
 		}
 
 		By("the pod names no Secret of the tenant: only copies owned by the Job, which hold what was judged")
@@ -135,10 +133,8 @@ var _ = Describe("A CAPTF editor naming Secrets on every path", func() {
 		ns := e.Namespace
 		Expect(shared.Client().Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "plain"},
 			StringData: map[string]string{"k": "value-plain"}})).To(Succeed())
-		Expect(shared.Client().Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "token",
-			Labels:      map[string]string{infrav1.VariablesLabel: "true"},
-			Annotations: map[string]string{corev1.ServiceAccountNameKey: "default"}},
-			Type: corev1.SecretTypeServiceAccountToken, StringData: map[string]string{"k": "value-token"}})).To(Succeed())
+		createTokenSecret(shared, shared.Client(), ns, "token", "default", map[string]string{infrav1.VariablesLabel: "true"},
+			map[string]string{"k": "value-token"})
 		paths := map[string]func(*infrav1.TerraformSpec, string){
 			"spec.job.env": func(sp *infrav1.TerraformSpec, n string) {
 				sp.Job.Env = []corev1.EnvVar{{Name: "CLOUD_TOKEN", ValueFrom: &corev1.EnvVarSource{

@@ -187,18 +187,19 @@ var _ = Describe("A tenant with the namespace's edit role", func() {
 	// so it must not be able to hand one to module code (whose output it reads) either.
 	It("cannot hand module code a Secret that did not opt in, or a ServiceAccount token", func() {
 		e := asCAPTFEditor(shared, "tenant-secrets")
-		secret := func(name string, typ corev1.SecretType, labelled bool, ann map[string]string) {
-			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: name, Annotations: ann}, Type: typ,
+		secret := func(name string, labelled bool) {
+			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: name},
 				StringData: map[string]string{"token": "value-" + name}}
 			if labelled {
 				s.Labels = map[string]string{infrav1.VariablesLabel: "true"}
 			}
 			Expect(shared.Client().Create(ctx, s)).To(Succeed())
 		}
-		secret("db-password", corev1.SecretTypeOpaque, false, nil)
-		secret("cloud-creds", corev1.SecretTypeOpaque, true, nil)
+		secret("db-password", false)
+		secret("cloud-creds", true)
 		Expect(shared.Client().Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: e.Namespace, Name: "runner"}})).To(Succeed())
-		secret("runner-token", corev1.SecretTypeServiceAccountToken, true, map[string]string{corev1.ServiceAccountNameKey: "runner"})
+		createTokenSecret(shared, shared.Client(), e.Namespace, "runner-token", "runner", map[string]string{infrav1.VariablesLabel: "true"},
+			map[string]string{"token": "value-runner-token"})
 		machine := func(name, from string) *infrav1.TerraformMachine {
 			return objects.Machine(e.Namespace, name).NoCluster().Paused().Spec(configMapModule("tenant-secrets-module")).
 				Spec(func(s *infrav1.TerraformSpec) {
