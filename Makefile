@@ -68,9 +68,10 @@ vet: ## Run go vet and check gofmt.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: build
-build: ## Build the manager, the runner, the sandbox and the kubectl plugin (bin/kubectl-captf).
+build: ## Build the manager, the runner, the sandbox and the kubectl plugin (bin/kubectl-captf, and its completion bin/kubectl_complete-captf).
 	@mkdir -p $(BIN)
 	for c in $$(ls cmd); do go build -o $(BIN)/$$c ./cmd/$$c; done
+	install -m 0755 hack/krew/kubectl_complete-captf $(BIN)/kubectl_complete-captf
 
 .PHONY: lint
 lint: $(STAMPS)/golangci-lint-$(GOLANGCI_LINT_VERSION) ## Run golangci-lint with .golangci.yml: import boundaries (depguard), staticcheck, govet, errcheck, logr checks.

@@ -33,7 +33,7 @@ func runPlan(t *testing.T, objs []client.Object, args ...string) (string, error)
 	var out, errOut bytes.Buffer
 	o := &options{flags: genericclioptions.NewConfigFlags(true), streams: genericiooptions.IOStreams{In: os.Stdin, Out: &out, ErrOut: &errOut}}
 	o.flags.ClusterName = nil
-	o.newClient = func() (client.Client, error) { return c, nil }
+	o.newClient = func() (client.WithWatch, error) { return c, nil }
 	root := &cobra.Command{Use: "kubectl-captf", SilenceUsage: true, SilenceErrors: true}
 	o.flags.AddFlags(root.PersistentFlags())
 	root.AddCommand(newPlanCommand(o), newApproveCommand(o))

@@ -23,8 +23,13 @@ type Report struct {
 	// grouped: the objects of a whole namespace, which the tree groups by their Cluster
 	// (the objects are sorted by it).
 	grouped bool
+	// allNamespaces: the objects come from every namespace (status -A); the tree groups them
+	// by namespace and Cluster, the table has a NAMESPACE column.
+	allNamespaces bool
 	// resources: the tree lists each object's resource addresses (status --resources).
 	resources bool
+	// allConditions: the tree lists every condition (status --all-conditions).
+	allConditions bool
 }
 
 // ClusterNode is the Cluster API Cluster at the root of the tree.
@@ -199,13 +204,17 @@ func renderTree(w io.Writer, r Report, now time.Time, showAll bool) error {
 		renderBranches(p, indent, r.Objects, now, showAll)
 	case r.grouped:
 		for start := 0; start < len(r.Objects); {
+			first := r.Objects[start]
 			end := start
-			for end < len(r.Objects) && r.Objects[end].Cluster == r.Objects[start].Cluster {
+			for end < len(r.Objects) && r.Objects[end].Cluster == first.Cluster && r.Objects[end].Namespace == first.Namespace {
 				end++
 			}
-			if c := r.Objects[start].Cluster; c != "" {
-				p.line("", "Cluster %s/%s", r.Objects[start].Namespace, c)
-			} else {
+			switch {
+			case first.Cluster != "":
+				p.line("", "Cluster %s/%s", first.Namespace, first.Cluster)
+			case r.allNamespaces:
+				p.line("", "%s: (no %s label)", first.Namespace, infrav1.ClusterNameLabel)
+			default:
 				p.line("", "(no %s label)", infrav1.ClusterNameLabel)
 			}
 			renderBranches(p, "  ", r.Objects[start:end], now, showAll)

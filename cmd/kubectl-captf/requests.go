@@ -35,6 +35,7 @@ func (o *options) objectCommand(use, short string, run func(ctx context.Context,
 			}
 			return run(cmd.Context(), c, t)
 		},
+		ValidArgsFunction: o.completeKindName,
 	}
 }
 

@@ -55,8 +55,9 @@ type options struct {
 	flags   *genericclioptions.ConfigFlags
 	streams genericiooptions.IOStreams
 	output  string
-	// newClient is how a verb reaches the API server (a test may replace it).
-	newClient func() (client.Client, error)
+	// newClient is how a verb reaches the API server (a test may replace it); status --watch
+	// watches through it.
+	newClient func() (client.WithWatch, error)
 }
 
 func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
@@ -65,12 +66,21 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	// --context instead of kubectl's --cluster.
 	o.flags.ClusterName = nil
 	o.newClient = o.client
+	return newRoot(o)
+}
+
+// newRoot is the plugin's command tree on o (a test builds o with its own client).
+func newRoot(o *options) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "kubectl-captf",
 		Short:         "Day-2 operations on CAPTF objects: status, plans, approvals, refresh, drift checks, retry, restore, abandon, locks",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl captf"},
+		// kubectl completes a plugin through kubectl_complete-captf (hack/krew), which runs
+		// cobra's __complete; cobra's own "completion" scripts would complete kubectl-captf
+		// as a program of its own, so they are not offered.
+		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
 	}
 	o.flags.AddFlags(root.PersistentFlags())
 	root.AddCommand(
@@ -84,6 +94,7 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		newAbandonCommand(o),
 		newUnlockCommand(o),
 		newLogsCommand(o),
+		newVersionCommand(o),
 	)
 	return root
 }
@@ -104,7 +115,7 @@ func scheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
-func (o *options) client() (client.Client, error) {
+func (o *options) client() (client.WithWatch, error) {
 	cfg, err := o.flags.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
@@ -113,7 +124,7 @@ func (o *options) client() (client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: s})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: s})
 	if err != nil {
 		return nil, fmt.Errorf("build client: %w", err)
 	}

@@ -21,84 +21,132 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
 
+// statusQuery is what status was asked to show: one object (Arg, KIND/NAME), a Cluster and its
+// objects (Cluster), every object of the namespace, or of every namespace (AllNamespaces).
+type statusQuery struct {
+	Arg, Cluster  string
+	AllNamespaces bool
+	// AllConditions and Resources are the tree's --all-conditions and --resources.
+	AllConditions, Resources bool
+}
+
 func newStatusCommand(o *options) *cobra.Command {
-	var cluster string
-	var all, resources bool
+	var q statusQuery
+	var watch bool
 	cmd := &cobra.Command{
-		Use:   "status [KIND/NAME | --cluster NAME]",
-		Short: "Show a Cluster's CAPTF objects (or one object, or every object of the namespace) as a tree; exit 2 when one is not Ready, 3 when a plan waits or drift was found",
+		Use:   "status [KIND/NAME | --cluster NAME | -A]",
+		Short: "Show a Cluster's CAPTF objects (or one object, or every object of the namespace or of all namespaces) as a tree or a table; exit 2 when one is not Ready, 3 when a plan waits or drift was found",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.checkOutput(); err != nil {
-				return err
+			if o.output != outputWide {
+				if err := o.checkOutput(); err != nil {
+					return err
+				}
 			}
-			if cluster != "" && len(args) == 1 {
-				return errors.New("name either KIND/NAME or --cluster, not both")
+			if len(args) == 1 {
+				q.Arg = args[0]
+			}
+			if err := q.check(); err != nil {
+				return err
 			}
 			c, err := o.newClient()
 			if err != nil {
 				return err
 			}
-			r, err := o.gatherReport(cmd.Context(), c, args, cluster)
+			if watch {
+				return o.watchStatus(cmd.Context(), c, q)
+			}
+			r, err := o.gatherReport(cmd.Context(), c, q)
 			if err != nil {
 				return err
 			}
-			r.ExitCode = exitCode(r)
-			r.resources = resources
-			printed, err := o.printData(r)
-			if err != nil {
+			if err := o.printReport(r, time.Now()); err != nil {
 				return err
-			}
-			if !printed {
-				if err := renderTree(o.streams.Out, r, time.Now(), all); err != nil {
-					return fmt.Errorf("print: %w", err)
-				}
 			}
 			if r.ExitCode != exitOK {
 				return &exitError{code: r.ExitCode}
 			}
 			return nil
 		},
+		ValidArgsFunction: o.completeKindName,
 	}
-	cmd.Flags().StringVar(&cluster, "cluster", "", "show the Cluster API Cluster of this name and every CAPTF object labelled with it")
-	cmd.Flags().BoolVar(&all, "all-conditions", false, "list every condition, not only those that need a look")
-	cmd.Flags().BoolVar(&resources, "resources", false, "list the resource addresses of each object's inventory under its count")
-	o.addOutputFlag(cmd)
+	cmd.Flags().StringVar(&q.Cluster, "cluster", "", "show the Cluster API Cluster of this name and every CAPTF object labelled with it")
+	cmd.Flags().BoolVarP(&q.AllNamespaces, "all-namespaces", "A", false, "show the CAPTF objects of every namespace, grouped by namespace and Cluster")
+	cmd.Flags().BoolVar(&q.AllConditions, "all-conditions", false, "list every condition, not only those that need a look")
+	cmd.Flags().BoolVar(&q.Resources, "resources", false, "list the resource addresses of each object's inventory under its count")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "print the report again each time it changes, until interrupted; the exit code is the last report's")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "output format: json, yaml, or wide (a table, one object a row) (default: the tree)")
+	_ = cmd.RegisterFlagCompletionFunc("cluster", o.completeClusterName)
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"json", "yaml", outputWide}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
+// check refuses a query that names two scopes at once.
+func (q statusQuery) check() error {
+	switch {
+	case q.Cluster != "" && q.Arg != "":
+		return errors.New("name either KIND/NAME or --cluster, not both")
+	case q.AllNamespaces && (q.Cluster != "" || q.Arg != ""):
+		return errors.New("-A shows every namespace: KIND/NAME and --cluster name objects of one namespace (use -n instead)")
+	}
+	return nil
+}
+
+// printReport prints r in the output format asked for: JSON, YAML, the wide table or the tree.
+func (o *options) printReport(r Report, now time.Time) error {
+	printed, err := o.printData(r)
+	switch {
+	case err != nil:
+		return err
+	case printed:
+		return nil
+	case o.output == outputWide:
+		err = renderTable(o.streams.Out, r, now)
+	default:
+		err = renderTree(o.streams.Out, r, now, r.allConditions)
+	}
+	if err != nil {
+		return fmt.Errorf("print: %w", err)
+	}
+	return nil
+}
+
 // gatherReport reads what status shows: one object, a Cluster and its objects, or every
-// object of the namespace.
-func (o *options) gatherReport(ctx context.Context, c client.Client, args []string, cluster string) (Report, error) {
+// object of the namespace (of every namespace with -A), and sets the exit code.
+func (o *options) gatherReport(ctx context.Context, c client.Client, q statusQuery) (Report, error) {
 	ns, err := o.namespace()
 	if err != nil {
 		return Report{}, err
 	}
+	if q.AllNamespaces {
+		ns = ""
+	}
 	var objs []target
 	switch {
-	case len(args) == 1:
-		t, err := o.getTarget(ctx, c, args[0])
+	case q.Arg != "":
+		t, err := o.getTarget(ctx, c, q.Arg)
 		if err != nil {
 			return Report{}, err
 		}
 		objs = []target{t}
 	default:
-		if objs, err = listTargets(ctx, c, ns, cluster); err != nil {
+		if objs, err = listTargets(ctx, c, ns, q.Cluster); err != nil {
 			return Report{}, err
 		}
 	}
-	r := Report{Objects: []ObjectNode{}, grouped: len(args) == 0 && cluster == ""}
-	if cluster != "" {
-		cn, err := clusterNode(ctx, c, ns, cluster)
+	r := Report{Objects: []ObjectNode{}, grouped: q.Arg == "" && q.Cluster == "", allNamespaces: q.AllNamespaces,
+		resources: q.Resources, allConditions: q.AllConditions}
+	if q.Cluster != "" {
+		cn, err := clusterNode(ctx, c, ns, q.Cluster)
 		if err != nil {
 			return Report{}, err
 		}
 		r.Cluster = cn
 	}
 	if r.Cluster != nil {
-		holder, err := leaseHolder(ctx, c, ns, naming.ClusterLeaseName(ns, cluster))
+		holder, err := leaseHolder(ctx, c, ns, naming.ClusterLeaseName(ns, q.Cluster))
 		if err != nil {
-			return Report{}, fmt.Errorf("get the cluster lease of %s/%s: %w", ns, cluster, err)
+			return Report{}, fmt.Errorf("get the cluster lease of %s/%s: %w", ns, q.Cluster, err)
 		}
 		r.Cluster.ClusterLease = holder
 	}
@@ -115,11 +163,13 @@ func (o *options) gatherReport(ctx context.Context, c client.Client, args []stri
 		r.Objects = append(r.Objects, n)
 	}
 	sortObjects(r.Objects)
+	r.ExitCode = exitCode(r)
 	return r, nil
 }
 
-// listTargets lists every CAPTF object of the namespace, or those labelled with the Cluster
-// when cluster is set. Finding none, it checks that the namespace exists (namespaceExists).
+// listTargets lists every CAPTF object of the namespace (of every namespace when ns is ""), or
+// those labelled with the Cluster when cluster is set. Finding none in one namespace, it checks
+// that the namespace exists (namespaceExists).
 func listTargets(ctx context.Context, c client.Client, ns, cluster string) ([]target, error) {
 	sel := []client.ListOption{client.InNamespace(ns)}
 	if cluster != "" {
@@ -135,7 +185,7 @@ func listTargets(ctx context.Context, c client.Client, ns, cluster string) ([]ta
 			objs = append(objs, target{kind: k, obj: obj})
 		}
 	}
-	if len(objs) == 0 {
+	if len(objs) == 0 && ns != "" {
 		return nil, namespaceExists(ctx, c, ns)
 	}
 	return objs, nil
@@ -157,12 +207,15 @@ func namespaceExists(ctx context.Context, c client.Client, ns string) error {
 	return nil
 }
 
-// sortObjects orders the tree: by Cluster, then TerraformCluster before machines and pools,
-// then by name.
+// sortObjects orders the tree: by namespace, by Cluster, then TerraformCluster before machines
+// and pools, then by name.
 func sortObjects(objs []ObjectNode) {
 	rank := map[string]int{infrav1.TerraformClusterKind: 0, infrav1.TerraformMachinePoolKind: 1, infrav1.TerraformMachineKind: 2}
 	sort.SliceStable(objs, func(i, j int) bool {
 		a, b := objs[i], objs[j]
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
 		if a.Cluster != b.Cluster {
 			return a.Cluster < b.Cluster
 		}

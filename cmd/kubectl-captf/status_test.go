@@ -2,14 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -25,23 +27,38 @@ import (
 // returns what it printed and the error it ended with.
 func runStatus(t *testing.T, objs []client.Object, args ...string) (string, error) {
 	t.Helper()
-	// No kubeconfig is read: the namespace comes from -n and the client is the fake one.
-	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
+	return runPlugin(t, context.Background(), fakeClient(t, objs...), &bytes.Buffer{}, append([]string{"status"}, args...)...)
+}
+
+// fakeClient is a fake client of the plugin's scheme holding objs.
+func fakeClient(t *testing.T, objs ...client.Object) client.WithWatch {
+	t.Helper()
 	s, err := scheme()
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
-	var out, errOut bytes.Buffer
-	o := &options{flags: genericclioptions.NewConfigFlags(true), streams: genericiooptions.IOStreams{In: os.Stdin, Out: &out, ErrOut: &errOut}}
+	return fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
+}
+
+// runPlugin runs the plugin with args (after -n prod) against c, writing to out, and returns
+// what it printed and the error it ended with.
+func runPlugin(t *testing.T, ctx context.Context, c client.WithWatch, out io.Writer, args ...string) (string, error) {
+	t.Helper()
+	// No kubeconfig is read: the namespace comes from -n and the client is the fake one.
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
+	var errOut bytes.Buffer
+	o := &options{flags: genericclioptions.NewConfigFlags(true), streams: genericiooptions.IOStreams{In: os.Stdin, Out: out, ErrOut: &errOut}}
 	o.flags.ClusterName = nil
-	o.newClient = func() (client.Client, error) { return c, nil }
-	root := &cobra.Command{Use: "kubectl-captf", SilenceUsage: true, SilenceErrors: true}
-	o.flags.AddFlags(root.PersistentFlags())
-	root.AddCommand(newStatusCommand(o))
-	root.SetArgs(append([]string{"-n", "prod", "status"}, args...))
-	err = root.Execute()
-	return out.String(), err
+	o.newClient = func() (client.WithWatch, error) { return c, nil }
+	root := newRoot(o)
+	root.SetArgs(append([]string{"-n", "prod"}, args...))
+	root.SetOut(out)
+	root.SetErr(&errOut)
+	err := root.ExecuteContext(ctx)
+	if s, ok := out.(fmt.Stringer); ok {
+		return s.String(), err
+	}
+	return "", err
 }
 
 // inventorySecret is the inventory Secret the manager writes for o, from an inventory.

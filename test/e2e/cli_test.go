@@ -22,8 +22,8 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
-// pluginDir holds kubectl-captf built from this checkout; built once, by the first spec that
-// runs it, so a run that does not focus on the plugin pays nothing.
+// pluginDir holds kubectl-captf built from this checkout, and its completion script; built
+// once, by the first spec that runs it, so a run that does not focus on the plugin pays nothing.
 var pluginDir string
 
 func buildPlugin() string {
@@ -39,6 +39,10 @@ func buildPlugin() string {
 	cmd.Dir = repo
 	out, err := cmd.CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), "build kubectl-captf: %s", out)
+	// Its completion script beside it, as make build and the release archive put it.
+	script, err := os.ReadFile(filepath.Join(repo, "hack", "krew", "kubectl_complete-captf"))
+	Expect(err).NotTo(HaveOccurred())
+	Expect(os.WriteFile(filepath.Join(dir, "kubectl_complete-captf"), script, 0o755)).To(Succeed())
 	AddReportEntry("kubectl-captf build", time.Since(began).Round(time.Millisecond).String())
 	pluginDir = dir
 	return dir

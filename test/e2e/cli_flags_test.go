@@ -1,0 +1,148 @@
+package e2e_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+)
+
+// The plugin as kubectl users reach for it (docs/cli.md): status -A, -o wide and --watch, version,
+// and completion through kubectl's plugin convention, each as the docs show it, against the
+// sandbox with real Terraform.
+var _ = Describe("kubectl captf as kubectl users expect it", func() {
+	It("lists every namespace, prints a wide table, watches a change through to its end, reports versions and completes through kubectl", func() {
+		const ns, name = "cli-flags", "cf"
+		sb := shared
+		createNamespace(sb, ns)
+		planFixture(sb, ns, name)
+		o := tc(ns, name)
+		eventuallyReady(sb, o)
+		env := append(os.Environ(), "KUBECONFIG="+sb.Kubeconfig(), "PATH="+buildPlugin()+string(os.PathListSeparator)+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+		// sh runs a docs command line as a shell would, with the plugin and kubectl on PATH.
+		sh := func(line string) (string, int) {
+			GinkgoHelper()
+			cmd := exec.Command("sh", "-c", line)
+			cmd.Env = env
+			out, err := cmd.CombinedOutput()
+			code := 0
+			var exit *exec.ExitError
+			if errors.As(err, &exit) {
+				code = exit.ExitCode()
+			} else {
+				Expect(err).NotTo(HaveOccurred(), "%s", line)
+			}
+			GinkgoWriter.Printf("$ %s  (exit %d)\n%s", line, code, out)
+			return string(out), code
+		}
+
+		By("the Installing block: help and the plugin's version, reaching no cluster")
+		out, code := sh("kubectl captf --help")
+		Expect(code).To(Equal(0))
+		Expect(out).To(And(ContainSubstring("status"), ContainSubstring("version")))
+		Expect(out).NotTo(MatchRegexp(`(?m)^\s+completion\s`), "cobra's own completion scripts are not offered")
+		out, code = sh("kubectl captf version --client")
+		Expect(code).To(Equal(0))
+		Expect(out).To(MatchRegexp(`^kubectl-captf: \S+ \(.*go1\.\d+.*, linux/\w+\)\n$`))
+
+		By("version: the sandbox's Kubernetes and the CAPTF API it serves, as text and JSON")
+		out = captfOK(sb, ns, "version")
+		Expect(out).To(MatchRegexp(`(?m)^Kubernetes:    v1\.\d+\.\d+`))
+		Expect(out).To(ContainSubstring("CAPTF API:     infrastructure.cluster.x-k8s.io/v1alpha1\n"))
+		var v struct {
+			Plugin struct{ Version, GoVersion string }
+			Server struct {
+				Kubernetes       string
+				CAPTFAPIVersions []string
+			}
+		}
+		Expect(json.Unmarshal([]byte(captfOK(sb, ns, "version", "-o", "json")), &v)).To(Succeed())
+		Expect(v.Server.CAPTFAPIVersions).To(Equal([]string{"infrastructure.cluster.x-k8s.io/v1alpha1"}))
+		Expect(v.Plugin.Version).NotTo(BeEmpty())
+
+		By("status -o wide: a row per object, exit 0; -A adds the NAMESPACE column and every namespace's objects")
+		out = captfOK(sb, ns, "status", "-o", "wide")
+		rows := strings.Split(strings.TrimRight(out, "\n"), "\n")
+		Expect(rows).To(HaveLen(2), out)
+		Expect(strings.Fields(rows[0])).To(Equal([]string{"KIND", "NAME", "CLUSTER", "READY", "REASON", "SINCE", "JOB", "LAST", "RUN", "PLAN", "DRIFT", "RESOURCES"}))
+		Expect(strings.Fields(rows[1])[:4]).To(Equal([]string{"TerraformCluster", name, name, "True"}))
+		Expect(rows[1]).To(MatchRegexp(`Apply Succeeded \S+\s+-\s+\S+\s+\d+$`), "last run, no plan, the drift status, the resources")
+		out, _ = sh("kubectl captf status -A -o wide")
+		Expect(out).To(HavePrefix("NAMESPACE  "))
+		Expect(out).To(MatchRegexp(`(?m)^` + ns + `\s+TerraformCluster\s+` + name + `\s+` + name + `\s+True\s`))
+		out, _ = sh("kubectl captf status -A")
+		Expect(out).To(ContainSubstring("Cluster " + ns + "/" + name + "\n"))
+		r := captf(sb, ns, "", "status", "-A", "--cluster", name)
+		Expect(r.code).To(Equal(1))
+		Expect(r.stderr).To(ContainSubstring("-A shows every namespace"))
+
+		By("status -w: the report, again when a change starts an apply and when it ends; SIGTERM ends it with the last report's code")
+		watch := exec.Command(filepath.Join(buildPlugin(), "kubectl-captf"), "--kubeconfig", sb.Kubeconfig(), "-n", ns, "status", "--cluster", name, "-w")
+		stdout, err := watch.StdoutPipe()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(watch.Start()).To(Succeed())
+		DeferCleanup(func() { _ = watch.Process.Kill() })
+		var seen strings.Builder
+		var mu sync.Mutex
+		printed := func() string { mu.Lock(); defer mu.Unlock(); return seen.String() }
+		go func() {
+			lines := bufio.NewScanner(stdout)
+			for lines.Scan() {
+				mu.Lock()
+				seen.WriteString(lines.Text() + "\n")
+				mu.Unlock()
+			}
+			_, _ = io.Copy(io.Discard, stdout)
+		}()
+		Eventually(printed).Should(ContainSubstring("state:     lineage "), "the first report")
+		Expect(printed()).NotTo(ContainSubstring("\n# "), "one report until something changes")
+		before := jobsOf(sb, infrav1.TerraformClusterKind, ns, name, infrav1.OperationApply)
+		setVariables(sb, ns, name, `{"generation":2}`)
+		job := eventuallyNew(sb, infrav1.TerraformClusterKind, ns, name, infrav1.OperationApply, before)
+		eventuallyFinished(sb, job)
+		eventuallyReady(sb, o)
+		// The report that shows the second apply ended: Ready, its last run, no running Job.
+		Eventually(func() string {
+			reports := strings.Split(printed(), "\n# ")
+			return reports[len(reports)-1]
+		}).Should(And(ContainSubstring("last run:  Apply "+job.Name+" Succeeded"), ContainSubstring("TerraformCluster/"+name+"  Ready"),
+			ContainSubstring("state:     lineage "), Not(ContainSubstring("job:  "))))
+		Expect(watch.Process.Signal(syscall.SIGTERM)).To(Succeed())
+		err = watch.Wait()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			Expect(exit.ExitCode()).To(Equal(0), "the last report printed was Ready:\n%s", printed())
+		} else {
+			Expect(err).NotTo(HaveOccurred())
+		}
+		text := printed()
+		GinkgoWriter.Printf("status -w printed:\n%s", text)
+		Expect(strings.Count(text, "\n# ")).To(BeNumerically(">=", 1), "each report after the first begins with its time")
+		Expect(text).To(MatchRegexp(`\n# \d{4}-\d\d-\d\dT`))
+
+		By("completion: kubectl runs kubectl_complete-captf from PATH, as the docs show it")
+		kc := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
+		raw, err := os.ReadFile(sb.Kubeconfig())
+		Expect(err).NotTo(HaveOccurred())
+		Expect(os.WriteFile(kc, raw, 0o600)).To(Succeed())
+		kubectl(sb, "--kubeconfig", kc, "config", "set-context", "--current", "--namespace="+ns)
+		cmd := exec.Command("sh", "-c", "kubectl __complete captf status tfc/")
+		cmd.Env = append(env, "KUBECONFIG="+kc)
+		b, err := cmd.Output()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(strings.Split(strings.TrimSpace(string(b)), "\n")).To(Equal([]string{"tfc/" + name, ":4"}))
+		out, _ = sh("kubectl __complete captf st")
+		Expect(out).To(MatchRegexp(`(?m)^status\t`), "the verb, with its description")
+	})
+})
