@@ -73,6 +73,14 @@ var _ = Describe("the ClusterClass flavor (templates/cluster-template-topology.y
 		pool := eventuallyPool(ns, mp, 2)
 		poolApplies := len(runsOf(shared.Executor().Runs(), infrav1.TerraformMachinePoolKind, ns, pool.Name, infrav1.OperationApply))
 
+		By("clusterctl describe cluster --echo shows the TerraformMachinePool under its MachinePool; without --echo a Ready one is hidden as an echo, as a Ready TerraformMachine is")
+		describe := func(args ...string) string {
+			out, err := run(shared.Kubeconfig(), "clusterctl", append([]string{"describe", "cluster", name, "-n", ns}, args...)...)
+			Expect(err).NotTo(HaveOccurred(), "%s", out)
+			return out
+		}
+		Expect(describe("--echo")).To(MatchRegexp(`(?m)^\s+└─MachinePool ` + ns + `/` + mp + `, .*\n(.*\n)?\s+└─TerraformMachinePool ` + ns + `/` + pool.Name + `\s+True\s+Provisioned\s`))
+		Expect(describe()).NotTo(ContainSubstring("TerraformMachinePool"))
 		By("the pool scaled to 4 through the Cluster's topology: one more apply")
 		kubectl(shared, "patch", "cluster", "-n", ns, name, "--type=json", "-p",
 			`[{"op":"replace","path":"/spec/topology/workers/machinePools/0/replicas","value":4}]`)
