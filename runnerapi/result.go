@@ -62,11 +62,14 @@ func (h LockHolder) Bounded() LockHolder {
 	return LockHolder{ID: cut(h.ID), Who: cut(h.Who), Operation: cut(h.Operation), Created: cut(h.Created)}
 }
 
-func cut(s string) string {
-	if len(s) <= maxLockField {
+func cut(s string) string { return cutTo(s, maxLockField) }
+
+// cutTo returns s cut to at most n bytes, on a rune boundary.
+func cutTo(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	end := maxLockField
+	end := n
 	for end > 0 && !utf8.RuneStart(s[end]) {
 		end--
 	}
@@ -124,16 +127,58 @@ type Result struct {
 	// LockHolder (a failed run): the state lock was held by this holder, which the channel
 	// does not break.
 	LockHolder *LockHolder `json:"lockHolder,omitempty"`
+	// UndeclaredVariables (the operations that pass the variables file): the names, sorted, of
+	// the variables the file sets (spec.variables and spec.variablesFrom; never the reserved
+	// CaptfVariable) that no variable block of the root module declares. Terraform ignores
+	// them with a warning. Names only, never values; at most MaxUndeclaredVariables, each cut to
+	// MaxVariableNameBytes. Empty when the runner could not tell (a module file that does not
+	// parse, which terraform reports itself).
+	UndeclaredVariables []string `json:"undeclaredVariables,omitempty"`
+	// UndeclaredTruncated: the module leaves more variables undeclared than UndeclaredVariables
+	// lists.
+	UndeclaredTruncated bool `json:"undeclaredTruncated,omitempty"`
 	// Error is the end of the failing command's stderr (or the runner's own reason), with
 	// secrets masked.
 	Error string `json:"error,omitempty"`
 }
 
-// Encode renders r as JSON of at most MaxResultBytes. The lock fields, the health sample and the summary
-// (MaxResultAddresses) are bounded first; when the document is still too long it drops the
-// summary's addresses from the end (Truncated), then cuts the beginning of r.Error, then drops
-// steps, until it fits. The counts, the plan references and the outcome are never cut.
+// CaptfVariable is the one variable CAPTF reserves for itself in the variables file
+// (KeyVariables): the contract inputs. The runner never reports it as undeclared (a module
+// declares it only when it uses it).
+const CaptfVariable = "captf"
+
+// Bounds of Result.UndeclaredVariables.
+const (
+	// MaxUndeclaredVariables bounds the names UndeclaredVariables lists.
+	MaxUndeclaredVariables = 20
+	// MaxVariableNameBytes bounds one name in UndeclaredVariables; a longer one is cut.
+	MaxVariableNameBytes = 128
+)
+
+// boundUndeclared returns names with at most MaxUndeclaredVariables entries, each cut to
+// MaxVariableNameBytes, and whether some were left out.
+func boundUndeclared(names []string) ([]string, bool) {
+	if len(names) == 0 {
+		return nil, false
+	}
+	truncated := len(names) > MaxUndeclaredVariables
+	out := make([]string, 0, min(len(names), MaxUndeclaredVariables))
+	for _, n := range names[:min(len(names), MaxUndeclaredVariables)] {
+		out = append(out, cutTo(n, MaxVariableNameBytes))
+	}
+	return out, truncated
+}
+
+// Encode renders r as JSON of at most MaxResultBytes. The lock fields, the health sample, the summary
+// (MaxResultAddresses) and the undeclared variables (MaxUndeclaredVariables) are bounded first;
+// when the document is still too long it drops the summary's addresses from the end
+// (Truncated), then the undeclared variables from the end (UndeclaredTruncated), then cuts the
+// beginning of r.Error, then drops steps, until it fits. The counts, the plan references and the
+// outcome are never cut.
 func Encode(r Result) []byte {
+	var more bool
+	r.UndeclaredVariables, more = boundUndeclared(r.UndeclaredVariables)
+	r.UndeclaredTruncated = r.UndeclaredTruncated || more
 	if r.Summary != nil {
 		s := r.Summary.Bounded(MaxResultAddresses)
 		r.Summary = &s
@@ -166,6 +211,17 @@ func Encode(r Result) []byte {
 		if len(b) <= MaxResultBytes {
 			return b
 		}
+	}
+	for len(r.UndeclaredVariables) > 0 && len(b) > MaxResultBytes {
+		r.UndeclaredVariables = r.UndeclaredVariables[:len(r.UndeclaredVariables)-1]
+		r.UndeclaredTruncated = true
+		if len(r.UndeclaredVariables) == 0 {
+			r.UndeclaredVariables = nil
+		}
+		b = marshal(r)
+	}
+	if len(b) <= MaxResultBytes {
+		return b
 	}
 	full := r.Error
 	// Find the longest tail of the error that fits; the encoded length grows with the tail.

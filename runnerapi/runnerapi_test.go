@@ -2,6 +2,7 @@ package runnerapi_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -181,4 +182,80 @@ func TestParseResultRejectsGarbage(t *testing.T) {
 	if r, err := runnerapi.ParseResult([]byte(`{"operation":"Apply","outcome":"Fenced","steps":[]}`)); err != nil || r.Outcome != runnerapi.OutcomeFenced {
 		t.Fatalf("%+v %v", r, err)
 	}
+}
+
+func TestEncodeBoundsTheUndeclaredVariables(t *testing.T) {
+	var names []string
+	for i := range 30 {
+		names = append(names, fmt.Sprintf("var_%02d", i))
+	}
+	long := strings.Repeat("ü", 100) // 200 bytes of two-byte runes
+	names[1] = long
+
+	t.Run("at most MaxUndeclaredVariables, each cut", func(t *testing.T) {
+		r := runnerapi.Result{Operation: "Apply", Outcome: runnerapi.OutcomeSucceeded, Steps: []runnerapi.Step{{Name: "init"}}, UndeclaredVariables: names}
+		got, err := runnerapi.ParseResult(runnerapi.Encode(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.UndeclaredVariables) != runnerapi.MaxUndeclaredVariables || !got.UndeclaredTruncated {
+			t.Fatalf("%d names (truncated %t), want %d and truncated", len(got.UndeclaredVariables), got.UndeclaredTruncated, runnerapi.MaxUndeclaredVariables)
+		}
+		if got.UndeclaredVariables[0] != "var_00" || got.UndeclaredVariables[19] != "var_19" {
+			t.Fatalf("names = %v, want the first ones in order", got.UndeclaredVariables)
+		}
+		if n := got.UndeclaredVariables[1]; len(n) > runnerapi.MaxVariableNameBytes || !utf8.ValidString(n) || !strings.HasPrefix(long, n) {
+			t.Fatalf("long name kept as %d bytes (valid UTF-8: %t)", len(n), utf8.ValidString(n))
+		}
+		if names[1] != long || len(names) != 30 {
+			t.Fatal("Encode changed its argument")
+		}
+	})
+
+	t.Run("a few names fit untouched", func(t *testing.T) {
+		r := runnerapi.Result{Operation: "Plan", Outcome: runnerapi.OutcomeSucceeded, Steps: []runnerapi.Step{}, UndeclaredVariables: []string{"a", "b"}}
+		got, err := runnerapi.ParseResult(runnerapi.Encode(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(got.UndeclaredVariables, ",") != "a,b" || got.UndeclaredTruncated {
+			t.Fatalf("got %v (truncated %t)", got.UndeclaredVariables, got.UndeclaredTruncated)
+		}
+	})
+
+	t.Run("dropped from the end before the error is cut", func(t *testing.T) {
+		var many []string
+		for i := range runnerapi.MaxUndeclaredVariables {
+			many = append(many, fmt.Sprintf("%03d_%s", i, strings.Repeat("v", runnerapi.MaxVariableNameBytes-4)))
+		}
+		r := runnerapi.Result{Operation: "Apply", Outcome: runnerapi.OutcomeFailed, Steps: []runnerapi.Step{{Name: "init"}, {Name: "apply", ExitCode: 1}},
+			UndeclaredVariables: many, Error: strings.Repeat("e", 2500) + "END"}
+		b := runnerapi.Encode(r)
+		if len(b) > runnerapi.MaxResultBytes {
+			t.Fatalf("%d bytes", len(b))
+		}
+		got, err := runnerapi.ParseResult(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Error != r.Error {
+			t.Fatalf("the error was cut (%d of %d bytes) while names could go", len(got.Error), len(r.Error))
+		}
+		if n := len(got.UndeclaredVariables); n == 0 || n >= len(many) || !got.UndeclaredTruncated || got.UndeclaredVariables[0] != many[0] {
+			t.Fatalf("%d names kept (truncated %t), want some dropped from the end", n, got.UndeclaredTruncated)
+		}
+	})
+
+	t.Run("all dropped, then the error is cut", func(t *testing.T) {
+		r := runnerapi.Result{Operation: "Apply", Outcome: runnerapi.OutcomeFailed, Steps: []runnerapi.Step{{Name: "init"}},
+			UndeclaredVariables: names, Error: strings.Repeat("e", 5000) + "END"}
+		b := runnerapi.Encode(r)
+		got, err := runnerapi.ParseResult(b)
+		if err != nil || len(b) > runnerapi.MaxResultBytes {
+			t.Fatalf("%v, %d bytes", err, len(b))
+		}
+		if len(got.UndeclaredVariables) != 0 || !got.UndeclaredTruncated || !strings.HasSuffix(got.Error, "END") || !strings.HasPrefix(got.Error, runnerapi.TruncatedMarker) {
+			t.Fatalf("names %v (truncated %t), error %q...", got.UndeclaredVariables, got.UndeclaredTruncated, got.Error[:20])
+		}
+	})
 }

@@ -187,3 +187,9 @@ const (
 	// against it until a restore of a backup of the object's own lineage.
 	StateLineageChangedReason = "StateLineageChanged"
 )
+
+// UndeclaredVariablesReason is the reason of the Warning event of a finished Job whose variables
+// (spec.variables, spec.variablesFrom) include some the module does not declare: Terraform
+// ignores them. The note names them; status.lastRun.message lists them too. It is no failure:
+// the run's outcome stands (docs/module-contract.md).
+const UndeclaredVariablesReason = "UndeclaredVariables"

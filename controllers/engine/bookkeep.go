@@ -210,6 +210,11 @@ func (p *pass) reportFinished(ctx context.Context, f *finishedRun) {
 		p.out.add(corev1.EventTypeWarning, "StateLockBroken", fmt.Sprintf(
 			"Job %s broke the stale state lock %s held by pod %s of Job %s (%s), which had ended without releasing it", b.Job, lb.LockID, lb.Pod, lb.Job, lb.Who))
 	}
+	if names := f.out.UndeclaredVariables; len(names) > 0 || f.out.UndeclaredTruncated {
+		p.out.add(corev1.EventTypeWarning, infrav1.UndeclaredVariablesReason, fmt.Sprintf(
+			"Job %s passed variables the module does not declare, which Terraform ignored: %s; remove them from spec.variables or spec.variablesFrom, or declare them in the module",
+			b.Job, jobs.VariableList(names, f.out.UndeclaredTruncated, jobs.EventVariablesBytes)))
+	}
 	p.rep.LockHolder = f.out.LockHolder
 	if pl := b.Plan; pl != nil && pl.IsCorrupt() {
 		e := decide.CorruptPlanEvent(pl)

@@ -178,6 +178,12 @@ func (f *fakeEnv) events() []string {
 // state, then the Job's terminal conditions.
 func (f *fakeEnv) finish(job *batchv1.Job, ok bool, podPhase corev1.PodPhase, st *statetest.State) {
 	f.t.Helper()
+	f.finishWith(job, ok, podPhase, st, nil)
+}
+
+// finishWith is finish with the runner's result changed by edit (when not nil).
+func (f *fakeEnv) finishWith(job *batchv1.Job, ok bool, podPhase corev1.PodPhase, st *statetest.State, edit func(*runnerapi.Result)) {
+	f.t.Helper()
 	ctx := context.Background()
 	if st != nil {
 		if err := statetest.Write(ctx, f.c, fakeNS, f.suffix, *st); err != nil {
@@ -188,7 +194,11 @@ func (f *fakeEnv) finish(job *batchv1.Job, ok bool, podPhase corev1.PodPhase, st
 	if !ok {
 		outcome = runnerapi.OutcomeFailed
 	}
-	msg := string(runnerapi.Encode(runnerapi.Result{Operation: job.Labels[infrav1.OperationLabel], Outcome: outcome, Steps: []runnerapi.Step{}, Error: "boom"}))
+	res := runnerapi.Result{Operation: job.Labels[infrav1.OperationLabel], Outcome: outcome, Steps: []runnerapi.Step{}, Error: "boom"}
+	if edit != nil {
+		edit(&res)
+	}
+	msg := string(runnerapi.Encode(res))
 	pod := objects.PodOf(job, job.Name+"-pod").JobLabel(batchv1.JobNameLabel).Phase(podPhase).With(func(p *corev1.Pod) {
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: jobs.MainContainer,
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: msg}}}}

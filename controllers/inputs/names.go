@@ -3,11 +3,14 @@ package inputs
 import (
 	"regexp"
 	"sort"
+
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // CaptfVariable is the one variable CAPTF reserves for itself: an object carrying the contract
 // inputs (see ContractInputs). A module declares `variable "captf" { type = any }` to use it.
-const CaptfVariable = "captf"
+// The runner knows it too (it never reports it as a variable the module does not declare).
+const CaptfVariable = runnerapi.CaptfVariable
 
 // identifierPattern is the ASCII subset of an HCL identifier: a letter or underscore, then
 // letters, digits, underscores and hyphens.

@@ -69,6 +69,44 @@ type Outcome struct {
 	// PlanRefusedCorrupt, PlanRefusedKind);
 	// nothing was applied. From the result.
 	PlanRefused string
+	// UndeclaredVariables: variables the run passed (spec.variables, spec.variablesFrom) that
+	// the module does not declare, which terraform ignored; UndeclaredTruncated: the module
+	// leaves more undeclared than the runner listed. Not a failure: the controller emits one
+	// UndeclaredVariables Warning event. From the result.
+	UndeclaredVariables []string
+	UndeclaredTruncated bool
+}
+
+// Byte budgets of a list of undeclared variables (VariableList).
+const (
+	// MessageVariablesBytes bounds the list in Outcome.Message, which keeps room for the error.
+	MessageVariablesBytes = 300
+	// EventVariablesBytes bounds the list in the UndeclaredVariables event's note (the API
+	// server refuses notes over 1 KiB).
+	EventVariablesBytes = 600
+)
+
+// VariableList joins names with ", " in at most about budget bytes; "and more" ends the list
+// when names did not all fit or more is set (the runner listed only some).
+func VariableList(names []string, more bool, budget int) string {
+	if len(names) == 0 && more {
+		return "(the runner's result had no room to name them)"
+	}
+	var b strings.Builder
+	for i, n := range names {
+		if i > 0 && b.Len()+2+len(n) > budget {
+			more = true
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(n)
+	}
+	if more {
+		b.WriteString(", and more")
+	}
+	return b.String()
 }
 
 // OutcomeOf reads a Job and, when given, its pods: the condition that decided the Job
@@ -84,6 +122,7 @@ func OutcomeOf(job *batchv1.Job, pods []corev1.Pod) Outcome {
 			out.LockBroken, out.LockHolder = r.LockBroken, r.LockHolder
 			out.Summary, out.SavedPlan, out.AppliedPlan = r.Summary, r.SavedPlan, r.AppliedPlan
 			out.PlanStale, out.PlanRefused = r.PlanStale, r.PlanRefused
+			out.UndeclaredVariables, out.UndeclaredTruncated = r.UndeclaredVariables, r.UndeclaredTruncated
 		}
 	}
 	cond, success := jobstatus.Decided(job)
@@ -132,41 +171,15 @@ func failureOutcome(cond *batchv1.JobCondition, r *Result, term *corev1.Containe
 	return infrav1.RunFailed
 }
 
-// message says what the run reports (its one-line facts: changes, counts, a stale or refused
-// plan, a lock held or broken), then the module's own error (often several lines: a table of
-// kubectl shows the first), and last the Job controller's word on how the Job ended (its
-// backoff limit or deadline), which says nothing of why and so leads only when the runner
-// left no result.
+// message says what the run reports (its one-line facts, resultFacts: changes, counts, a
+// stale or refused plan, a lock held or broken, the variables the module does not declare),
+// then the module's own error (often several lines: a table of kubectl shows the first), and
+// last the Job controller's word on how the Job ended (its backoff limit or deadline), which
+// says nothing of why and so leads only when the runner left no result.
 func message(o Outcome, cond *batchv1.JobCondition) string {
 	var parts []string
 	if r := o.Result; r != nil {
-		if r.Changes != nil {
-			parts = append(parts, fmt.Sprintf("changes: %t", *r.Changes))
-		}
-		if r.Drift != nil {
-			parts = append(parts, fmt.Sprintf("drift: %t", *r.Drift))
-		}
-		if sum := r.Summary; sum != nil {
-			parts = append(parts, fmt.Sprintf("%d to create, %d to update, %d to replace, %d to delete", sum.Create, sum.Update, sum.Replace, sum.Delete))
-		}
-		if sp := r.SavedPlan; sp != nil {
-			parts = append(parts, "saved plan "+sp.ID)
-		}
-		if ap := r.AppliedPlan; ap != nil {
-			parts = append(parts, "applied plan "+ap.ID)
-		}
-		if r.PlanStale {
-			parts = append(parts, "the saved plan is stale (the state changed since it was made); nothing was applied")
-		}
-		if r.PlanRefused != "" {
-			parts = append(parts, "the saved plan was refused ("+r.PlanRefused+"); nothing was applied")
-		}
-		if b := r.LockBroken; b != nil {
-			parts = append(parts, fmt.Sprintf("broke the stale state lock %s of pod %s (Job %s)", b.LockID, b.Pod, b.Job))
-		}
-		if h := r.LockHolder; h != nil {
-			parts = append(parts, "the state is locked by "+describeHolder(*h))
-		}
+		parts = resultFacts(r)
 	} else if o.Decided && o.Outcome != infrav1.RunSucceeded {
 		if o.ExitCode != nil {
 			parts = append(parts, fmt.Sprintf("runner exited with code %d (%s) and left no result", *o.ExitCode, ExitCodeMeaning(*o.ExitCode)))
@@ -202,6 +215,42 @@ func message(o Outcome, cond *batchv1.JobCondition) string {
 		}
 	}
 	return tail(strings.Join(out, "; "), maxMessage)
+}
+
+// resultFacts are the one-line facts of a runner's result, in the order message gives them.
+func resultFacts(r *Result) []string {
+	var parts []string
+	if r.Changes != nil {
+		parts = append(parts, fmt.Sprintf("changes: %t", *r.Changes))
+	}
+	if r.Drift != nil {
+		parts = append(parts, fmt.Sprintf("drift: %t", *r.Drift))
+	}
+	if sum := r.Summary; sum != nil {
+		parts = append(parts, fmt.Sprintf("%d to create, %d to update, %d to replace, %d to delete", sum.Create, sum.Update, sum.Replace, sum.Delete))
+	}
+	if sp := r.SavedPlan; sp != nil {
+		parts = append(parts, "saved plan "+sp.ID)
+	}
+	if ap := r.AppliedPlan; ap != nil {
+		parts = append(parts, "applied plan "+ap.ID)
+	}
+	if r.PlanStale {
+		parts = append(parts, "the saved plan is stale (the state changed since it was made); nothing was applied")
+	}
+	if r.PlanRefused != "" {
+		parts = append(parts, "the saved plan was refused ("+r.PlanRefused+"); nothing was applied")
+	}
+	if b := r.LockBroken; b != nil {
+		parts = append(parts, fmt.Sprintf("broke the stale state lock %s of pod %s (Job %s)", b.LockID, b.Pod, b.Job))
+	}
+	if h := r.LockHolder; h != nil {
+		parts = append(parts, "the state is locked by "+describeHolder(*h))
+	}
+	if len(r.UndeclaredVariables) > 0 || r.UndeclaredTruncated {
+		parts = append(parts, "variables the module does not declare (ignored): "+VariableList(r.UndeclaredVariables, r.UndeclaredTruncated, MessageVariablesBytes))
+	}
+	return parts
 }
 
 // tail returns s when it fits in n bytes, else "..." and the last bytes of s that fit, cut on a

@@ -74,9 +74,23 @@ var _ = Describe("apply and destroy with each binary", func() {
 
 			const ns = "binaries"
 			createNamespace(sb, ns)
-			applyFixture(sb, ns, "cluster.yaml", name, 0)
+			// One variable the module does not declare: the binary ignores it, CAPTF reports it.
+			applyFixtureEdited(sb, ns, "cluster.yaml", name, 0, func(doc string) string {
+				Expect(doc).To(ContainSubstring("  variables:\n"))
+				return strings.Replace(doc, "  variables:\n", "  variables:\n    not_declared: ignored\n", 1)
+			})
 			eventuallyReady(sb, tc(ns, name))
 			AddReportEntry(b.product+": sandbox start to Ready", since(began))
+
+			By("the variable the module does not declare is named in lastRun.message and a Warning event; the apply still succeeded")
+			o := tc(ns, name)
+			Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+			Expect(o.Status.LastRun).NotTo(BeNil())
+			Expect(o.Status.LastRun.Operation).To(Equal(infrav1.OperationApply))
+			Expect(o.Status.LastRun.Outcome).To(Equal(infrav1.RunSucceeded))
+			Expect(o.Status.LastRun.Message).To(Equal("variables the module does not declare (ignored): not_declared"))
+			Eventually(func() []string { return warningNotes(sb, ns, name, infrav1.UndeclaredVariablesReason) }).
+				Should(ConsistOf(And(ContainSubstring("not_declared"), ContainSubstring("spec.variablesFrom"))))
 
 			By("the state was written by " + line)
 			st := stateOf(sb, infrav1.TerraformClusterKind, ns, name)

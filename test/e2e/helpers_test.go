@@ -121,10 +121,20 @@ func kubectl(sb target, args ...string) string {
 // the TerraformCluster's sleep.
 func applyFixture(sb target, ns, file, cluster string, sleepSeconds int) {
 	GinkgoHelper()
+	applyFixtureEdited(sb, ns, file, cluster, sleepSeconds, nil)
+}
+
+// applyFixtureEdited is applyFixture with the document changed by edit (when not nil) before
+// it is applied.
+func applyFixtureEdited(sb target, ns, file, cluster string, sleepSeconds int, edit func(string) string) {
+	GinkgoHelper()
 	raw, err := os.ReadFile(filepath.Join("testdata", file))
 	Expect(err).NotTo(HaveOccurred())
 	doc := strings.ReplaceAll(string(raw), "CLUSTER", cluster)
 	doc = strings.ReplaceAll(doc, "sleep_seconds: SLEEP", "sleep_seconds: "+strconv.Itoa(sleepSeconds))
+	if edit != nil {
+		doc = edit(doc)
+	}
 	f := filepath.Join(GinkgoT().TempDir(), file)
 	Expect(os.WriteFile(f, []byte(doc), 0o600)).To(Succeed())
 	kubectl(sb, "apply", "-n", ns, "-f", f)

@@ -168,7 +168,8 @@ type stepsEnd struct {
 // runSteps runs the commands in order, recording each in res.Steps and the plan and drift
 // findings in res. It stops at the first command that fails, at an interruption, or when the
 // runner itself fails. Around each command run two hooks: beforeStep (a restore's push) and
-// afterStep (what a command that succeeded leaves for the result and for later steps).
+// afterStep (what a command that succeeded leaves for the result and for later steps); after a
+// successful init, noteUndeclared reads which variables the module does not declare.
 func (s *session) runSteps(ctx context.Context, p prepared, res *runnerapi.Result) stepsEnd {
 	var pulled []byte
 	for i, st := range p.steps {
@@ -203,6 +204,9 @@ func (s *session) runSteps(ctx context.Context, p prepared, res *runnerapi.Resul
 		}
 		if err := s.afterStep(st, rs, captured, p, res, &pulled); err != nil {
 			return stepsEnd{err: err}
+		}
+		if st.Name == StepInit {
+			s.noteUndeclared(ctx, p, res)
 		}
 		if last {
 			return end
