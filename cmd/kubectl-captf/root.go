@@ -95,6 +95,7 @@ func newRoot(o *options) *cobra.Command {
 		newUnlockCommand(o),
 		newLogsCommand(o),
 		newVersionCommand(o),
+		newTraceCommand(o),
 	)
 	return root
 }

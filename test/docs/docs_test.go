@@ -130,7 +130,7 @@ var external = map[string]bool{
 	// Cluster API.
 	"Cluster": true, "Machine": true, "MachinePool": true, "MachineDeployment": true, "ControlPlaneInitialized": true,
 	"InternalIP": true, "ExternalIP": true, "InternalDNS": true, "ExternalDNS": true, "Hostname": true, "Provider": true,
-	"InfrastructureReady": true,
+	"InfrastructureReady": true, "MachineSet": true, "MachinesReady": true,
 	"KubeadmControlPlane": true,
 	// cert-manager.
 	"Certificate": true, "Issuer": true, "ClusterIssuer": true,
@@ -168,6 +168,8 @@ func TestDocsNameOnlyWhatTheCodeDefines(t *testing.T) {
 		"refresh-only", "detailed-exitcode", "out", "reconfigure", "backend-config", "var-file", "bench", "run", "count",
 		"timeout", "v", "json", "state", "lock", "ginkgo.focus", "ginkgo.v", "benchtime", "generate", "dir", "config",
 		"tags", "race", "help", "version", "apply-samples", "insecure-skip-tls-verify", "force-conflicts",
+		// clusterctl describe cluster.
+		"echo", "grouping", "show-machinesets",
 		// kube-controller-manager.
 		"use-service-account-credentials"} {
 		flags[f] = true

@@ -81,6 +81,32 @@ var _ = Describe("the ClusterClass flavor (templates/cluster-template-topology.y
 		}
 		Expect(describe("--echo")).To(MatchRegexp(`(?m)^\s+└─MachinePool ` + ns + `/` + mp + `, .*\n(.*\n)?\s+└─TerraformMachinePool ` + ns + `/` + pool.Name + `\s+True\s+Provisioned\s`))
 		Expect(describe()).NotTo(ContainSubstring("TerraformMachinePool"))
+
+		By("kubectl captf trace walks the same chain down to the Jobs and pods, and names where to look first: the control plane Machine that waits for etcd")
+		// Ready comes with the apply's outputs; status.lastRun with the bookkeeping that counts
+		// the finished Job, which may come later: trace shows the Job lastRun names.
+		Eventually(func(g Gomega) {
+			g.Expect(shared.Client().Get(ctx, client.ObjectKeyFromObject(infraCluster), infraCluster)).To(Succeed())
+			g.Expect(infraCluster.Status.LastRun).NotTo(BeNil())
+		}).Should(Succeed())
+		r := captf(shared, ns, "", "trace", name)
+		Expect(r.code).To(Equal(2), "the control plane is not Available on the sandbox: %s%s", r.stdout, r.stderr)
+		for _, line := range []string{
+			`^! Cluster/` + name + `  Available=False `,
+			`^├─ TerraformCluster/` + infraCluster.Name + `  Ready=True `,
+			`^│  └─ Job/\S+  Complete=True .*; Apply, last run$`,
+			`^│     └─ Pod/\S+  Succeeded$`,
+			`^├─ ! KubeadmControlPlane/\S+  Available=False `,
+			`^│  └─ ! Machine/\S+  Ready=False `,
+			`^│     └─ TerraformMachine/\S+  Ready=True `,
+			`^│  └─ MachineSet/\S+  `,
+			`^│     ├─ Machine/\S+  Ready=True `,
+			`^└─ MachinePool/` + mp + `  `,
+			`^   └─ TerraformMachinePool/` + pool.Name + `  Ready=True `,
+			`^look first at Machine ` + ns + `/` + cps.Items[0].Name + `: Ready=False `,
+		} {
+			Expect(r.stdout).To(MatchRegexp(`(?m)`+line), "trace:\n%s", r.stdout)
+		}
 		By("the pool scaled to 4 through the Cluster's topology: one more apply")
 		kubectl(shared, "patch", "cluster", "-n", ns, name, "--type=json", "-p",
 			`[{"op":"replace","path":"/spec/topology/workers/machinePools/0/replicas","value":4}]`)
