@@ -96,11 +96,14 @@ var negative = map[string]bool{
 }
 
 // problems are the conditions that need a look: a negative condition that is True, any other
-// that is not True; Ready itself is shown on its own.
+// that is not True; Ready itself is shown on its own. InfrastructureHealthy Unknown because the
+// module exports no health output is a module's choice, not a fault (the controller's event
+// says so too): it is listed only with --all-conditions.
 func problems(cs []metav1.Condition) []metav1.Condition {
 	var out []metav1.Condition
 	for _, c := range cs {
-		if c.Type == infrav1.ReadyCondition {
+		if c.Type == infrav1.ReadyCondition ||
+			(c.Type == infrav1.InfrastructureHealthyCondition && c.Reason == infrav1.NoHealthOutputReason) {
 			continue
 		}
 		bad := c.Status != metav1.ConditionTrue

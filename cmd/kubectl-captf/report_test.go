@@ -59,7 +59,13 @@ func TestProblemsHonourNegativePolarity(t *testing.T) {
 		cond(infrav1.PausedCondition, metav1.ConditionFalse, infrav1.NotPausedReason, "", 0),
 		cond(infrav1.StateReadableCondition, metav1.ConditionFalse, infrav1.StateLostReason, "", 0),
 		cond(infrav1.ReadyCondition, metav1.ConditionFalse, infrav1.StateLostReason, "", 0),
+		// A module without a health output is no problem; an invalid one is.
+		cond(infrav1.InfrastructureHealthyCondition, metav1.ConditionUnknown, infrav1.NoHealthOutputReason, "", 0),
 	})
+	invalid := problems([]metav1.Condition{cond(infrav1.InfrastructureHealthyCondition, metav1.ConditionUnknown, infrav1.HealthOutputInvalidReason, "", 0)})
+	if len(invalid) != 1 {
+		t.Fatalf("an invalid health output needs a look: %v", invalid)
+	}
 	var types []string
 	for _, c := range got {
 		types = append(types, c.Type)
