@@ -6,7 +6,9 @@
 // and given the CA of a self-signed certificate), the real kube-controller-manager and
 // kube-scheduler (package kubecontrollers), the real Cluster API managers with their webhooks
 // (package capimanager: the core and kubeadm's bootstrap and control plane managers), the node
-// that runs the scheduled pods as local processes (package executor), and the workload clusters' side of Cluster API (package workload: each Cluster's
+// that runs the scheduled pods as local processes and serves their logs to the API server as a
+// kubelet does (package executor; kube-apiserver runs with the kubelet client flags of
+// executor.KubeletPKI), and the workload clusters' side of Cluster API (package workload: each Cluster's
 // kubeconfig Secret names the sandbox's own API server, where a Node is registered for each
 // providerID a Machine or MachinePool reports). cmd/sandbox (`make run`) and test/e2e use it.
 //

@@ -31,6 +31,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/certs"
 	testenv "github.com/captf/cluster-api-provider-terraform/test/envtest"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/capimanager"
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox/executor"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/internal/proc"
 )
 
@@ -95,15 +96,8 @@ func (s *Sandbox) startControlPlane() error {
 	}
 	s.env.ControlPlane.Etcd = &envtest.Etcd{DataDir: etcdDir}
 	s.env.ControlPlane.APIServer = &envtest.APIServer{CertDir: apiDir}
-	args := s.env.ControlPlane.APIServer.Configure()
-	// envtest turns the ServiceAccount admission plugin off (its suites run no ServiceAccount
-	// controller); the sandbox runs the real one, so it keeps the API server's default, as a
-	// cluster does: a pod gets its account's imagePullSecrets, and a pod naming an account
-	// that does not exist is refused.
-	args.Disable("disable-admission-plugins")
-	if t := s.opts.UnreachableTolerationSeconds; t > 0 {
-		args.Set("default-unreachable-toleration-seconds", strconv.Itoa(t))
-		args.Set("default-not-ready-toleration-seconds", strconv.Itoa(t))
+	if err := s.configureAPIServer(cp); err != nil {
+		return err
 	}
 	cfg, err := s.env.Start()
 	// envtest starts etcd and kube-apiserver in process groups of their own, without a
@@ -131,6 +125,32 @@ func (s *Sandbox) startControlPlane() error {
 	s.client, err = client.New(s.cfg, client.Options{Scheme: s.scheme})
 	if err != nil {
 		return fmt.Errorf("administrator client: %w", err)
+	}
+	return nil
+}
+
+// configureAPIServer sets kube-apiserver's flags beyond envtest's: the admission plugins of a
+// cluster, the tolerations asked for, and the kubelet client that reads the node's logs (its
+// certificates written into cp).
+func (s *Sandbox) configureAPIServer(cp string) error {
+	args := s.env.ControlPlane.APIServer.Configure()
+	// envtest turns the ServiceAccount admission plugin off (its suites run no ServiceAccount
+	// controller); the sandbox runs the real one, so it keeps the API server's default, as a
+	// cluster does: a pod gets its account's imagePullSecrets, and a pod naming an account
+	// that does not exist is refused.
+	args.Disable("disable-admission-plugins")
+	// The API server reaches the node's kubelet endpoint (pod logs) as it reaches a kubelet:
+	// with its kubelet client certificate, checking the node's against the kubelet CA.
+	var err error
+	if s.kubeletPKI, err = executor.NewKubeletPKI(filepath.Join(cp, "kubelet-pki")); err != nil {
+		return err
+	}
+	for flag, value := range s.kubeletPKI.APIServerFlags() {
+		args.Set(flag, value)
+	}
+	if t := s.opts.UnreachableTolerationSeconds; t > 0 {
+		args.Set("default-unreachable-toleration-seconds", strconv.Itoa(t))
+		args.Set("default-not-ready-toleration-seconds", strconv.Itoa(t))
 	}
 	return nil
 }

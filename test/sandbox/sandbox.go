@@ -91,6 +91,8 @@ type Sandbox struct {
 	client client.Client
 	scheme *runtime.Scheme
 	exec   *executor.Executor
+	// kubeletPKI is how the API server and the node's kubelet endpoint trust each other.
+	kubeletPKI *executor.KubeletPKI
 	// registry is the sandbox's OCI registry (loopback, basic auth).
 	registry *registry.Registry
 	kube     *kubecontrollers.Running
@@ -283,6 +285,7 @@ func (s *Sandbox) startLocalControllers() error {
 		RunnerBinary: s.opts.RunnerBinary, TerraformBinary: s.opts.TerraformBinary,
 		WorkDir: filepath.Join(s.opts.WorkDir, "pods"), Output: s.opts.JobOutput,
 		HistoryFile: s.HistoryFile(), ImagePrograms: s.opts.ImagePrograms,
+		Kubelet: s.kubeletPKI,
 	})
 	if err != nil {
 		return err

@@ -1,5 +1,7 @@
 // Package executor is the sandbox's node: it plays the kubelet, and nothing else, so the
 // sandbox (cmd/sandbox) and the tests run real Jobs without a kubelet or a container runtime.
+// It owns the Node it registers, the Pods bound to it, their containers' processes and logs,
+// and the node's kubelet endpoint for those logs.
 // The Job controller, the garbage collector, the root CA publisher and the ServiceAccount
 // controllers are the real ones of kube-controller-manager, and Pods are bound by the real
 // kube-scheduler (package kubecontrollers starts both).
@@ -40,6 +42,17 @@
 // KUBE_CONFIG_PATH, a kubeconfig with a token of the Pod's ServiceAccount bound to the Pod;
 // with it, only projected volumes give tokens, to the containers that mount them.
 //
+// Each run of each container has its own log file (<pod>/logs/<container>/<run>.log) in the CRI
+// log format, as a container runtime writes it (stdout and stderr in one pipe, so in order; a
+// line longer than 16 KiB in pieces); the output also goes, line by line, to Options.Output
+// prefixed with "[<namespace>/<job>] " and to the Pod's containers.log. With Options.Kubelet
+// (a KubeletPKI) the node serves the kubelet's container-log endpoint, GET
+// /containerLogs/{namespace}/{pod}/{container} with follow, previous, timestamps, tailLines,
+// limitBytes, sinceSeconds and sinceTime, over HTTPS on an ephemeral port of 127.0.0.1 that the
+// Node advertises (status.daemonEndpoints.kubeletEndpoint, InternalIP 127.0.0.1), so the API
+// server's pods/log (kubectl logs [-f]) works as on a cluster; the API server runs with
+// KubeletPKI.APIServerFlags.
+//
 // Invariants:
 //   - only Pods bound to this executor's node are ever run, and a Pod runs at most once;
 //   - a Pod is reported Succeeded or Failed only after every process of every one of its
@@ -58,5 +71,9 @@
 //     imagePullSecrets (anonymously without any); a failed pull leaves the Pod Pending with its
 //     main container Waiting (ErrImagePull, then ImagePullBackOff, the registry's answer as the
 //     message), and is retried with the secrets read afresh until it works or the Pod is
-//     deleted; an image entry or link that would leave the unpacked image fails the Pod.
+//     deleted; an image entry or link that would leave the unpacked image fails the Pod;
+//   - the kubelet endpoint serves only the API server's kubelet client (a client certificate
+//     of the kubelet CA for KubeletClientUser): 401 without one, 403 for another user; it
+//     closes after the containers stopped, so a follower reads a log to its end, and a
+//     follower's stream ends once the container's run ended.
 package executor

@@ -58,6 +58,10 @@ type Options struct {
 	// ImagePullBackOff is the wait after a failed image pull, doubling after each failure up
 	// to 16 times itself. Default DefaultImagePullBackOff.
 	ImagePullBackOff time.Duration
+	// Kubelet, when set, makes the node serve the kubelet's container-log endpoint over HTTPS
+	// on an ephemeral port of 127.0.0.1 with these certificates, and advertise it on its Node;
+	// the API server must run with Kubelet.APIServerFlags(). Nil: the node serves no logs.
+	Kubelet *KubeletPKI
 }
 
 // DefaultHeartbeatInterval is a kubelet's node Lease renewal interval.
@@ -110,6 +114,8 @@ type Executor struct {
 	workCtx    context.Context
 	workCancel context.CancelFunc
 	wg         sync.WaitGroup
+	// logs is the kubelet endpoint (nil: none).
+	logs *logServer
 }
 
 // CacheOptions restricts the manager's cache to what the node watches, as a kubelet does: the
@@ -168,6 +174,11 @@ func New(cfg *rest.Config, opts Options) (*Executor, error) {
 		}
 		e.history = f
 	}
+	if opts.Kubelet != nil {
+		if e.logs, err = newLogServer(e, opts.Kubelet); err != nil {
+			return nil, fmt.Errorf("new executor: %w", err)
+		}
+	}
 	e.workCtx, e.workCancel = context.WithCancel(context.Background())
 	return e, nil
 }
@@ -179,8 +190,9 @@ func (e *Executor) GracefulShutdownTimeout() time.Duration {
 }
 
 // SetupWithManager registers the node: its registration and heartbeat, the Pods bound to it,
-// and the shutdown hook. The manager's cache must come from CacheOptions with this node's name,
-// and its GracefulShutdownTimeout must be at least GracefulShutdownTimeout().
+// its kubelet endpoint (when Options.Kubelet is set), and the shutdown hook. The manager's cache
+// must come from CacheOptions with this node's name, and its GracefulShutdownTimeout must be at
+// least GracefulShutdownTimeout().
 func (e *Executor) SetupWithManager(mgr manager.Manager) error {
 	e.client = mgr.GetClient()
 	e.apiReader = mgr.GetAPIReader()
@@ -190,9 +202,14 @@ func (e *Executor) SetupWithManager(mgr manager.Manager) error {
 	if err := mgr.Add(manager.RunnableFunc(e.heartbeat)); err != nil {
 		return fmt.Errorf("add node heartbeat: %w", err)
 	}
+	if err := mgr.Add(manager.RunnableFunc(e.logServerRunnable)); err != nil {
+		return fmt.Errorf("add kubelet endpoint: %w", err)
+	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		<-ctx.Done()
 		e.shutdown(log.FromContext(ctx))
+		// Followers read their containers' logs to the end before the endpoint closes.
+		e.stopLogServer(log.FromContext(ctx))
 		return nil
 	})); err != nil {
 		return fmt.Errorf("add executor shutdown: %w", err)

@@ -87,6 +87,8 @@ func helperMain(part string, args []string) int {
 		return writeResult(*result, helperResult{Env: kubeEnv()}, nil)
 	case "wait":
 		return waitForTerm(*dir, *release)
+	case "talk":
+		return talk(*release)
 	}
 	fmt.Fprintln(os.Stderr, "unknown part", part)
 	return 2
@@ -314,6 +316,25 @@ func waitForTerm(dir, release string) int {
 		time.Sleep(50 * time.Millisecond) // waiting for the test's go-ahead, a file
 	}
 	return 143
+}
+
+// talkLong is the length of the line talk writes last: longer than one entry of a container log.
+const talkLong = 20000
+
+// talk writes a line to stdout and one to stderr, waits until release exists, then writes
+// another line and a long one of talkLong x's, and exits 0.
+func talk(release string) int {
+	fmt.Println("first line")
+	fmt.Fprintln(os.Stderr, "to stderr")
+	for {
+		if _, err := os.Stat(release); err == nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // waiting for the test's go-ahead, a file
+	}
+	fmt.Println("second line")
+	fmt.Println(strings.Repeat("x", talkLong))
+	return 0
 }
 
 func writeAtomic(path, content string) error {

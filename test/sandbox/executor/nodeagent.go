@@ -57,6 +57,10 @@ func (e *Executor) writeNodeStatus(ctx context.Context) error {
 		now := metav1.Now()
 		n.Status.Capacity, n.Status.Allocatable = nodeCapacity(), nodeCapacity()
 		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: e.opts.NodeName}}
+		if e.logs != nil {
+			// Where the API server finds the node's kubelet endpoint.
+			n.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(e.logs.port()) //nolint:gosec // a TCP port
+		}
 		n.Status.NodeInfo = corev1.NodeSystemInfo{OperatingSystem: "linux", Architecture: runtime.GOARCH,
 			KubeletVersion: e.kubeletVersion, ContainerRuntimeVersion: "captf-sandbox://local-processes"}
 		n.Status.Conditions = nodes.ReadyConditions(n.Status.Conditions, now, "the sandbox node is posting ready status; it runs its pods as local processes")

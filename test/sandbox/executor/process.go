@@ -55,10 +55,15 @@ func (w *worker) startProcess(ctx context.Context, c *corev1.Container, env []st
 	if err := os.MkdirAll(workDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create working folder: %w", err)
 	}
+	run, err := w.containerLog(c.Name, true).newRun()
+	if err != nil {
+		return nil, err
+	}
 	// A pipe the process writes to directly: Wait returns when the process ends, even while
 	// a leftover child still holds the pipe open.
 	pr, pw, err := os.Pipe()
 	if err != nil {
+		run.end()
 		return nil, fmt.Errorf("create output pipe: %w", err)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -67,7 +72,7 @@ func (w *worker) startProcess(ctx context.Context, c *corev1.Container, env []st
 	cmd.Stdout, cmd.Stderr = pw, pw
 	cmd.SysProcAttr = proc.SessionAttrs()
 	copied := make(chan struct{})
-	go func() { defer close(copied); out.copyFrom(pr) }()
+	go func() { defer close(copied); out.copyFrom(pr, run) }()
 	startErr := proc.Start(cmd)
 	_ = pw.Close()
 	if startErr != nil {

@@ -58,6 +58,9 @@ var (
 	ex            *Executor
 	work          string
 	nsSeq         int
+	// pki is how the API server and the node's kubelet endpoint trust each other.
+	pki    *KubeletPKI
+	pkiDir string
 )
 
 // nodeMonitorGrace is how long the node lifecycle controller waits for a heartbeat here (a
@@ -73,7 +76,17 @@ func TestExecutor(t *testing.T) {
 }
 
 var _ = envtest.RegisterSuite(envtest.SuiteOptions{Log: true,
-	EventuallyTimeout: 90 * time.Second, PollingInterval: 100 * time.Millisecond}, func(s *envtest.Suite) {
+	EventuallyTimeout: 90 * time.Second, PollingInterval: 100 * time.Millisecond,
+	// The API server reaches the node's kubelet endpoint (pod logs) as it reaches a kubelet.
+	Configure: func(o *envtest.Options) {
+		var err error
+		pkiDir, err = os.MkdirTemp("", "executor-kubelet-pki-")
+		Expect(err).NotTo(HaveOccurred())
+		pki, err = NewKubeletPKI(pkiDir)
+		Expect(err).NotTo(HaveOccurred())
+		o.APIServerFlags = pki.APIServerFlags()
+	}}, func(s *envtest.Suite) {
+	s.Defer(func() { _ = os.RemoveAll(pkiDir) })
 	env, k8s, ctx = s.Env, s.Client, s.Ctx
 	self, err := os.Executable()
 	Expect(err).NotTo(HaveOccurred())
@@ -93,7 +106,7 @@ var _ = envtest.RegisterSuite(envtest.SuiteOptions{Log: true,
 	Expect(os.WriteFile(hostTerraform, []byte("#!/bin/sh\nexit 0\n"), 0o755)).To(Succeed())
 	ex, err = New(env.Config, Options{RunnerBinary: self, TerraformBinary: self, WorkDir: work, Output: GinkgoWriter, ShutdownGrace: 5 * time.Second,
 		HeartbeatInterval: 2 * time.Second, ImagePrograms: map[string]string{"terraform": hostTerraform},
-		ImagePullBackOff: 500 * time.Millisecond})
+		ImagePullBackOff: 500 * time.Millisecond, Kubelet: pki})
 	Expect(err).NotTo(HaveOccurred())
 	ex.refreshFraction = tokenRefreshFraction
 	grace := ex.GracefulShutdownTimeout()

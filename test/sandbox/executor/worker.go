@@ -1,14 +1,11 @@
 package executor
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,12 +51,17 @@ type worker struct {
 
 	// image is the main container's module image once pulled (nil: a module in a mount).
 	image *moduleImage
+
+	// logs holds each container's log, by name, once it first ran (the kubelet endpoint reads
+	// them).
+	logsMu sync.Mutex
+	logs   map[string]*containerLog
 }
 
 func newWorker(e *Executor, pod *corev1.Pod) *worker {
 	w := &worker{e: e, pod: types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}, uid: pod.UID,
 		spec: pod.DeepCopy(), dir: e.podDir(pod), stop: newStopper(), vols: map[string]string{},
-		inits: make([]*corev1.ContainerStatus, len(pod.Spec.InitContainers))}
+		inits: make([]*corev1.ContainerStatus, len(pod.Spec.InitContainers)), logs: map[string]*containerLog{}}
 	for _, v := range pod.Spec.Volumes {
 		// A name no container can guess: a container learns where a volume is only by mounting it.
 		w.vols[v.Name] = filepath.Join(w.dir, "volumes", v.Name+"-"+randomString(10))
@@ -352,25 +354,4 @@ func (s *stopper) why() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.reason
-}
-
-// lineWriter copies a container's output line by line to the console (with a prefix) and to
-// the Pod's log file.
-type lineWriter struct {
-	prefix  string
-	console io.Writer
-	file    io.Writer
-	mu      sync.Mutex
-}
-
-func (l *lineWriter) copyFrom(r io.Reader) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		l.mu.Lock()
-		_, _ = io.WriteString(l.file, line+"\n")
-		_, _ = io.WriteString(l.console, l.prefix+strings.TrimRight(line, "\r")+"\n")
-		l.mu.Unlock()
-	}
 }
