@@ -170,6 +170,8 @@ func TestDocsNameOnlyWhatTheCodeDefines(t *testing.T) {
 		"tags", "race", "help", "version", "apply-samples", "insecure-skip-tls-verify", "force-conflicts",
 		// clusterctl describe cluster.
 		"echo", "grouping", "show-machinesets",
+		// kubectl logs.
+		"follow", "tail", "timestamps", "since", "since-time", "limit-bytes", "previous",
 		// kube-controller-manager.
 		"use-service-account-credentials"} {
 		flags[f] = true
