@@ -390,7 +390,9 @@ func TestASandboxKilledWithSIGKILLLeavesNoProcess(t *testing.T) {
 	g.Expect(r.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
 	g.Expect(<-r.exited).To(HaveOccurred())
 	g.Eventually(func() []string { return survivors(recorded, r.work) }).WithTimeout(30*time.Second).WithPolling(100*time.Millisecond).
-		Should(BeEmpty(), "processes of the killed sandbox survive it")
+		Should(BeEmpty(), func() string {
+			return "processes of the killed sandbox survive it; the sandbox's stderr (its guard's lines too):\n" + r.stderr.String()
+		})
 	g.Eventually(func() bool { _, err := os.Stat(r.kubeconfig); return os.IsNotExist(err) }).WithTimeout(10*time.Second).Should(BeTrue(),
 		"the guard removes the kubeconfig of a killed sandbox")
 }

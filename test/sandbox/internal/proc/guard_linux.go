@@ -288,7 +288,12 @@ func (g *guard) handle(line string) {
 	}
 }
 
-// record remembers a process unless it is already known (or is the guard itself).
+// record remembers a process (not the guard itself). A process it knows already (the same start
+// time) is looked at again and its session and process group are updated: the look for
+// children can read a child between its fork and its setsid or setpgid, when it still has the
+// sandbox's session and group, and the session it then leads is what cleanUp must kill after
+// the child itself died (a container killed by its parent-death signal, whose processes live
+// on in its session).
 func (g *guard) record(pid int) {
 	if pid == g.self {
 		return
@@ -298,6 +303,9 @@ func (g *guard) record(pid int) {
 		return
 	}
 	if old, known := g.procs[pid]; known && old.start == s.start {
+		if s.session != old.session || s.pgrp != old.pgrp {
+			g.procs[pid] = s
+		}
 		return
 	}
 	g.procs[pid] = s

@@ -257,6 +257,47 @@ func TestTheGuardSparesAReusedPid(t *testing.T) {
 	g.Expect(gd.leftovers()).To(ConsistOf(cmd.Process.Pid))
 }
 
+// A child the guard first read between its fork and its setsid (with the sandbox's session and
+// group) is read again when Start registers it: once it died, the processes of the session it
+// led are still killed. (CI once left a container's terraform-like child alive after a SIGKILL
+// of the sandbox: the look for children had recorded the container before its setsid.)
+func TestTheGuardKeepsTheSessionAChildLedAfterItsFirstLook(t *testing.T) {
+	g := NewWithT(t)
+	marker := filepath.Join(t.TempDir(), "child")
+	leader := exec.Command(os.Args[0])
+	leader.Env = append(os.Environ(), helperEnv+"=session-leader", "PROC_TEST_MARKER="+marker)
+	leader.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	g.Expect(leader.Start()).To(Succeed())
+	var child int
+	t.Cleanup(func() {
+		_ = KillSession(leader.Process.Pid)
+		if child > 0 {
+			_ = syscall.Kill(child, syscall.SIGKILL)
+		}
+	})
+	g.Eventually(func() error {
+		b, err := os.ReadFile(marker)
+		if err == nil {
+			child, err = strconv.Atoi(string(b))
+		}
+		return err
+	}).WithTimeout(10 * time.Second).Should(Succeed())
+
+	now, ok := readStat(leader.Process.Pid)
+	g.Expect(ok).To(BeTrue())
+	g.Expect(now.session).To(Equal(leader.Process.Pid))
+	ours, ok := readStat(os.Getpid())
+	g.Expect(ok).To(BeTrue())
+	beforeSetsid := now
+	beforeSetsid.session, beforeSetsid.pgrp = ours.session, ours.pgrp
+	gd := &guard{self: os.Getpid(), procs: map[int]stat{leader.Process.Pid: beforeSetsid}}
+
+	gd.record(leader.Process.Pid) // Start's registration, after the exec
+	g.Expect(syscall.Kill(leader.Process.Pid, syscall.SIGKILL)).To(Succeed())
+	_ = leader.Wait()
+	g.Expect(gd.leftovers()).To(ConsistOf(child), "the session's other process outlives its leader")
+}
+
 // BenchmarkGuardPoll measures one look of the guard for new children of a process (this test
 // binary, with its threads): the cost paid every 100 ms while children come, every 2 s after.
 func BenchmarkGuardPoll(b *testing.B) {
