@@ -82,7 +82,7 @@ var _ = Describe("the ClusterClass flavor (templates/cluster-template-topology.y
 		Expect(describe("--echo")).To(MatchRegexp(`(?m)^\s+└─MachinePool ` + ns + `/` + mp + `, .*\n(.*\n)?\s+└─TerraformMachinePool ` + ns + `/` + pool.Name + `\s+True\s+Provisioned\s`))
 		Expect(describe()).NotTo(ContainSubstring("TerraformMachinePool"))
 
-		By("kubectl captf trace walks the same chain down to the Jobs and pods, and names where to look first: the control plane Machine that waits for etcd")
+		By("kubectl captf trace walks the same chain down to the Jobs and pods, and names where to look first: the control plane Machine, which waits for its node, then for etcd")
 		// Ready comes with the apply's outputs; status.lastRun with the bookkeeping that counts
 		// the finished Job, which may come later: trace shows the Job lastRun names.
 		Eventually(func(g Gomega) {
@@ -97,13 +97,13 @@ var _ = Describe("the ClusterClass flavor (templates/cluster-template-topology.y
 			`^│  └─ Job/\S+  Complete=True .*; Apply, last run$`,
 			`^│     └─ Pod/\S+  Succeeded$`,
 			`^├─ ! KubeadmControlPlane/\S+  Available=False `,
-			`^│  └─ ! Machine/\S+  Ready=False `,
+			`^│  └─ ! Machine/\S+  Ready=(False|Unknown) `,
 			`^│     └─ TerraformMachine/\S+  Ready=True `,
 			`^│  └─ MachineSet/\S+  `,
 			`^│     ├─ Machine/\S+  Ready=True `,
 			`^└─ MachinePool/` + mp + `  `,
 			`^   └─ TerraformMachinePool/` + pool.Name + `  Ready=True `,
-			`^look first at Machine ` + ns + `/` + cps.Items[0].Name + `: Ready=False `,
+			`^look first at Machine ` + ns + `/` + cps.Items[0].Name + `: Ready=(False|Unknown) `,
 		} {
 			Expect(r.stdout).To(MatchRegexp(`(?m)`+line), "trace:\n%s", r.stdout)
 		}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -85,6 +86,7 @@ type Options struct {
 // Running is a started manager.
 type Running struct {
 	name     string
+	tail     *tailBuffer
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	stopOnce sync.Once
@@ -117,13 +119,38 @@ func Start(ctx context.Context, opts Options) (*Running, error) {
 	if err := proc.EnableGuard(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	health, err := proc.FreePort()
-	if err != nil {
-		return nil, err
+	var errs []error
+	for attempt := 1; attempt <= startAttempts; attempt++ {
+		r, tail, err := start(ctx, opts, bin, kubeconfig)
+		if err == nil {
+			return r, nil
+		}
+		errs = append(errs, err)
+		// A health or diagnostics port found free and taken by another process before the
+		// manager bound it (another sandbox's, or an outgoing connection's): new ports, as a
+		// kubelet would restart the container. Any other early exit is the error.
+		if !strings.Contains(tail.String(), "address already in use") || ctx.Err() != nil {
+			break
+		}
+		fmt.Fprintf(opts.Output, "[%s] exited before it was ready, a port taken (attempt %d of %d): starting it again with new ports\n", name, attempt, startAttempts)
 	}
-	diagnostics, err := proc.FreePort()
+	return nil, errors.Join(errs...)
+}
+
+// startAttempts bounds how often Start starts a manager whose port was taken.
+const startAttempts = 3
+
+// start is one attempt of Start: the manager with health and diagnostics ports found free now.
+// It returns the tail of the manager's output too, which says why it exited.
+func start(ctx context.Context, opts Options, bin, kubeconfig string) (*Running, *tailBuffer, error) {
+	name := opts.Provider.Binary
+	health, err := freePort()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	diagnostics, err := freePort()
+	if err != nil {
+		return nil, nil, err
 	}
 	cmd := exec.Command(bin,
 		"--leader-elect=false",
@@ -136,13 +163,17 @@ func Start(ctx context.Context, opts Options) (*Running, error) {
 		"--v="+strconv.Itoa(opts.Verbosity),
 	)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	// The tail is written through exec's own copy, which Wait waits for: once the manager
+	// exited, the tail holds its last words.
+	tail := &tailBuffer{max: 4096}
 	out := proc.Prefixed(opts.Output, "["+name+"] ")
-	cmd.Stdout, cmd.Stderr = out, out
+	both := io.MultiWriter(out, tail)
+	cmd.Stdout, cmd.Stderr = both, both
 	cmd.SysProcAttr = proc.SessionAttrs()
 	if err := proc.Start(cmd); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
+		return nil, tail, fmt.Errorf("start %s: %w", name, err)
 	}
-	r := &Running{name: name, cmd: cmd, exited: make(chan struct{})}
+	r := &Running{name: name, cmd: cmd, exited: make(chan struct{}), tail: tail}
 	go func() {
 		_ = cmd.Wait()
 		_ = out.Close()
@@ -151,9 +182,38 @@ func Start(ctx context.Context, opts Options) (*Running, error) {
 	waitCtx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
 	if err := r.waitReady(waitCtx, "http://127.0.0.1:"+strconv.Itoa(health)+"/readyz"); err != nil {
-		return nil, errors.Join(err, r.Stop())
+		return nil, tail, errors.Join(err, r.Stop())
 	}
-	return r, nil
+	return r, tail, nil
+}
+
+// freePort finds a free port (a variable: a test takes the port it hands out first).
+var freePort = proc.FreePort
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append([]byte(nil), t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	if t == nil {
+		return ""
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
 }
 
 // waitReady polls url until it answers 200 or the process exits.
@@ -162,7 +222,7 @@ func (r *Running) waitReady(ctx context.Context, url string) error {
 	for {
 		select {
 		case <-r.exited:
-			return fmt.Errorf("%s exited before it was ready (its output says why; run the sandbox with --verbose)", r.name)
+			return fmt.Errorf("%s exited before it was ready; the end of its output (all of it with the sandbox's --verbose):\n%s", r.name, r.tail.String())
 		default:
 		}
 		if resp, err := hc.Get(url); err == nil {

@@ -1,0 +1,137 @@
+package capimanager
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox/internal/proc"
+)
+
+// fakeEnv turns the test binary into a stand-in manager: it binds --health-addr as a Cluster
+// API manager does and answers /readyz, or, with fakeFailEnv set, fails with that message.
+const (
+	fakeEnv     = "CAPIMANAGER_TEST_FAKE"
+	fakeFailEnv = "CAPIMANAGER_TEST_FAIL"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(fakeEnv) != "" {
+		os.Exit(fakeManager())
+	}
+	os.Exit(m.Run())
+}
+
+func fakeManager() int {
+	if msg := os.Getenv(fakeFailEnv); msg != "" {
+		fmt.Fprintln(os.Stderr, msg)
+		return 1
+	}
+	var addr string
+	for _, a := range os.Args[1:] {
+		if v, ok := strings.CutPrefix(a, "--health-addr="); ok {
+			addr = v
+		}
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "problem running manager: failed to start health probes: %v\n", err)
+		return 1
+	}
+	go func() {
+		_ = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	}()
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM)
+	<-stop
+	return 0
+}
+
+// syncWriter is a writer the test reads while the manager's output is copied into it.
+type syncWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// fakeOptions installs the test binary as the core manager's binary.
+func fakeOptions(t *testing.T, out *syncWriter) Options {
+	t.Helper()
+	t.Setenv(fakeEnv, "1")
+	bin := t.TempDir()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(self, filepath.Join(bin, Core.Binary)); err != nil {
+		t.Fatal(err)
+	}
+	return Options{BinDir: bin, Config: &rest.Config{Host: "https://127.0.0.1:1"}, WorkDir: t.TempDir(), CertDir: t.TempDir(),
+		WebhookPort: 1, Output: out}
+}
+
+// A health port taken between the look for a free port and the manager's bind (another
+// sandbox's, an outgoing connection's) makes the manager exit: Start starts it again with new
+// ports, and says so.
+func TestStartAgainWhenAPortWasTaken(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = taken.Close() }()
+	calls := 0
+	freePort = func() (int, error) {
+		calls++
+		if calls == 1 {
+			return taken.Addr().(*net.TCPAddr).Port, nil
+		}
+		return proc.FreePort()
+	}
+	t.Cleanup(func() { freePort = proc.FreePort })
+	out := &syncWriter{}
+	r, err := Start(context.Background(), fakeOptions(t, out))
+	if err != nil {
+		t.Fatalf("start: %v\noutput:\n%s", err, out)
+	}
+	defer func() { _ = r.Stop() }()
+	for _, want := range []string{"address already in use", "exited before it was ready, a port taken (attempt 1 of 3): starting it again with new ports"} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// Any other early exit ends Start at once, with the end of the manager's output in the error.
+func TestAnEarlyExitSaysWhy(t *testing.T) {
+	out := &syncWriter{}
+	opts := fakeOptions(t, out)
+	t.Setenv(fakeFailEnv, "no matches for kind MachinePool: the CRDs are missing")
+	_, err := Start(context.Background(), opts)
+	if err == nil || !strings.Contains(err.Error(), "exited before it was ready") || !strings.Contains(err.Error(), "the CRDs are missing") {
+		t.Fatalf("want the manager's last words in the error, got %v", err)
+	}
+	if strings.Contains(out.String(), "starting it again") {
+		t.Fatalf("started again for another cause:\n%s", out)
+	}
+}
