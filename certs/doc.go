@@ -5,7 +5,9 @@
 // a rotated certificate is served on the next TLS handshake without a restart. For the sandbox
 // and the tests, SelfSigned creates a CA and a serving certificate signed by it and writes them
 // into a folder laid out the way the kubelet lays out a Secret volume; InjectCABundle puts the
-// CA into the webhook configurations, which cert-manager's cainjector does in a cluster.
+// CA into the webhook configurations, which cert-manager's cainjector does in a cluster. A CA
+// also issues client certificates (IssueClient): the sandbox's node and API server authenticate
+// each other with them as a kubelet and kube-apiserver do.
 //
 // Invariants:
 //   - Serving never serves a half-written pair: a certificate and key that do not match are

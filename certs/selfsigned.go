@@ -25,7 +25,7 @@ const (
 // DefaultValidity is how long SelfSigned certificates are valid.
 const DefaultValidity = 365 * 24 * time.Hour
 
-// CA is a certificate authority that signs serving certificates.
+// CA is a certificate authority that signs serving certificates (and client certificates).
 type CA struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
@@ -111,7 +111,6 @@ func (ca *CA) Issue(hosts []string, validity time.Duration) (*Pair, error) {
 	if err != nil {
 		return nil, err
 	}
-	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
@@ -120,9 +119,30 @@ func (ca *CA) Issue(hosts []string, validity time.Duration) (*Pair, error) {
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
+	return ca.sign(key, tmpl, "serving")
+}
+
+// IssueClient signs a client certificate for user in groups (the subject's common name and
+// organizations, as kube-apiserver reads them) valid for validity (DefaultValidity when 0).
+func (ca *CA) IssueClient(user string, groups []string, validity time.Duration) (*Pair, error) {
+	if user == "" {
+		return nil, errors.New("issue client certificate: no user name")
+	}
+	key, tmpl, err := newTemplate(user, validity, "client")
+	if err != nil {
+		return nil, err
+	}
+	tmpl.Subject.Organization = groups
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	return ca.sign(key, tmpl, "client")
+}
+
+// sign signs tmpl (a leaf for key) with ca; what names the certificate in errors.
+func (ca *CA) sign(key *ecdsa.PrivateKey, tmpl *x509.Certificate, what string) (*Pair, error) {
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
-		return nil, fmt.Errorf("sign serving certificate: %w", err)
+		return nil, fmt.Errorf("sign %s certificate: %w", what, err)
 	}
 	keyPEM, err := encodeKey(key)
 	if err != nil {
