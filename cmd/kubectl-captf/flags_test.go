@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -156,22 +157,63 @@ func (l *lines) waitFor(t *testing.T, want string) {
 	}
 }
 
-// status --watch prints the report, then again when a watched object changes what it prints,
-// and ends with the last report's exit code when interrupted.
+// countingLists counts the lists made through it: a test sees when a watch has read again.
+type countingLists struct {
+	client.WithWatch
+	lists atomic.Int64
+}
+
+func (c *countingLists) List(ctx context.Context, l client.ObjectList, opts ...client.ListOption) error {
+	c.lists.Add(1)
+	return c.WithWatch.List(ctx, l, opts...)
+}
+
+// status --watch prints the report, then again when a watched object changes what it prints
+// (not when a change only makes its ages older), and ends with the last report's exit code when
+// interrupted.
 func TestStatusWatch(t *testing.T) {
+	now := time.Now()
 	o := readyCluster("prod", "prod")
-	c := fakeClient(t, namespace("prod"), o)
+	o.Status.Conditions[0].LastTransitionTime = metav1.NewTime(now.Add(-time.Minute))
+	c := &countingLists{WithWatch: fakeClient(t, namespace("prod"), o)}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	out := newLines()
 	done := make(chan error, 1)
 	go func() {
-		_, err := runPlugin(t, ctx, c, out, "status", "--watch")
+		_, err := runPluginAt(t, ctx, c, out, clock, "status", "--watch")
 		done <- err
 	}()
-	out.waitFor(t, "TerraformCluster/prod  Ready")
+	out.waitFor(t, "TerraformCluster/prod  Ready 1m ago")
+	perReport := c.lists.Load()
 
+	// An hour later a write that changes nothing the report shows: the ages alone would differ.
+	mu.Lock()
+	now = now.Add(time.Hour)
+	mu.Unlock()
 	live := &infrav1.TerraformCluster{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(o), live); err != nil {
+		t.Fatal(err)
+	}
+	if live.Annotations == nil {
+		live.Annotations = map[string]string{}
+	}
+	live.Annotations["note"] = "nothing the report shows"
+	if err := c.Update(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	// The watch has read everything for its next report: whatever it prints for the
+	// annotation is printed before it reads the next event.
+	deadline := time.Now().Add(30 * time.Second)
+	for c.lists.Load() < 2*perReport {
+		if time.Now().After(deadline) {
+			t.Fatal("the watch never read again after the annotation")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	live = &infrav1.TerraformCluster{}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(o), live); err != nil {
 		t.Fatal(err)
 	}
@@ -183,8 +225,9 @@ func TestStatusWatch(t *testing.T) {
 	}
 	out.waitFor(t, "NotReady (ApplyFailed)")
 	text := out.String()
+	// The watch handles events in order: a report for the label would stand between the two.
 	if strings.Count(text, "TerraformCluster/prod") != 2 || !strings.Contains(text, "\n# ") {
-		t.Fatalf("want two reports, the second after a time line:\n%s", text)
+		t.Fatalf("want two reports (none for the label), the second after a time line:\n%s", text)
 	}
 	cancel()
 	err := <-done

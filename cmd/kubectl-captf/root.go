@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -58,6 +59,16 @@ type options struct {
 	// newClient is how a verb reaches the API server (a test may replace it); status --watch
 	// watches through it.
 	newClient func() (client.WithWatch, error)
+	// now is the clock the reports' ages are measured by; nil is time.Now (a test sets its own).
+	now func() time.Time
+}
+
+// clock is the time now by o's clock.
+func (o *options) clock() time.Time {
+	if o.now == nil {
+		return time.Now()
+	}
+	return o.now()
 }
 
 func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {

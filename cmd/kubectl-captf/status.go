@@ -60,7 +60,7 @@ func newStatusCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := o.printReport(r, time.Now()); err != nil {
+			if err := o.printReport(r, o.clock()); err != nil {
 				return err
 			}
 			if r.ExitCode != exitOK {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -44,12 +45,19 @@ func fakeClient(t *testing.T, objs ...client.Object) client.WithWatch {
 // what it printed and the error it ended with.
 func runPlugin(t *testing.T, ctx context.Context, c client.WithWatch, out io.Writer, args ...string) (string, error) {
 	t.Helper()
+	return runPluginAt(t, ctx, c, out, nil, args...)
+}
+
+// runPluginAt is runPlugin with the plugin's clock set to now (nil: time.Now).
+func runPluginAt(t *testing.T, ctx context.Context, c client.WithWatch, out io.Writer, now func() time.Time, args ...string) (string, error) {
+	t.Helper()
 	// No kubeconfig is read: the namespace comes from -n and the client is the fake one.
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none"))
 	var errOut bytes.Buffer
 	o := &options{flags: genericclioptions.NewConfigFlags(true), streams: genericiooptions.IOStreams{In: os.Stdin, Out: out, ErrOut: &errOut}}
 	o.flags.ClusterName = nil
 	o.newClient = func() (client.WithWatch, error) { return c, nil }
+	o.now = now
 	root := newRoot(o)
 	root.SetArgs(append([]string{"-n", "prod"}, args...))
 	root.SetOut(out)

@@ -26,6 +26,10 @@ func (o *options) watchStatus(ctx context.Context, c client.WithWatch, q statusQ
 	if q.AllNamespaces {
 		ns = ""
 	}
+	// Reports are compared as rendered at the watch's start, so an event that changes nothing
+	// but the ages (any status write a second later) prints nothing; the one printed is
+	// rendered now.
+	start := o.clock()
 	var last []byte
 	code := exitOK
 	show := func() error {
@@ -33,24 +37,26 @@ func (o *options) watchStatus(ctx context.Context, c client.WithWatch, q statusQ
 		if err != nil {
 			return err
 		}
-		var b bytes.Buffer
-		sub := *o
-		sub.streams.Out = &b
-		now := time.Now()
-		if err := sub.printReport(r, now); err != nil {
+		code = r.ExitCode
+		key, err := o.render(r, start)
+		if err != nil {
 			return err
 		}
-		code = r.ExitCode
-		if bytes.Equal(b.Bytes(), last) {
+		if last != nil && bytes.Equal(key, last) {
 			return nil
+		}
+		now := o.clock()
+		text, err := o.render(r, now)
+		if err != nil {
+			return err
 		}
 		if last != nil {
 			if err := o.reportSeparator(now); err != nil {
 				return err
 			}
 		}
-		last = b.Bytes()
-		_, err = o.streams.Out.Write(last)
+		last = key
+		_, err = o.streams.Out.Write(text)
 		return err
 	}
 	for {
@@ -74,6 +80,17 @@ func (o *options) watchStatus(ctx context.Context, c client.WithWatch, q statusQ
 		// The API server closed a watch (its timeout): open them again and show what changed
 		// in between.
 	}
+}
+
+// render is r as printReport prints it at now.
+func (o *options) render(r Report, now time.Time) ([]byte, error) {
+	var b bytes.Buffer
+	sub := *o
+	sub.streams.Out = &b
+	if err := sub.printReport(r, now); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // reportSeparator starts a report after the first: the time for text, "---" for YAML, nothing
