@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/doccmd"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/executor"
 )
 
@@ -166,19 +168,21 @@ func terraformStatusOf(ns, name string) *infrav1.TerraformStatus {
 	return &m.Status.TerraformStatus
 }
 
-var _ = Describe("the plain cluster flavor (templates/cluster-template.yaml)", func() {
+var _ = Describe(doccmd.SpecFlavor, func() {
 	It("clusterctl generate cluster, then kubectl apply, as docs/flavors.md says: the cluster, its control plane machine and 2 workers come up Ready, and go with the Cluster", func() {
-		const ns, name = "flavor", "fl"
+		const ns, name, page = "flavor", "fl", "docs/flavors.md"
 		checkInvariants := watchInvariants(shared, ns)
-		createNamespace(shared, ns)
-		kubectl(shared, "apply", "-n", ns, "-f", filepath.Join(repo, "config", "samples", "modules.yaml"))
-		out, err := run(shared.Kubeconfig(), "clusterctl", "generate", "cluster", name, "--from", filepath.Join(repo, "templates", "cluster-template.yaml"),
-			"--target-namespace", ns, "--kubernetes-version", "v1.36.0", "--worker-machine-count", "2")
-		Expect(err).NotTo(HaveOccurred(), "%s", out)
-		Expect(out).NotTo(ContainSubstring("${"))
-		generated := filepath.Join(GinkgoT().TempDir(), "cluster.yaml")
-		Expect(os.WriteFile(generated, []byte(out), 0o600)).To(Succeed())
-		kubectl(shared, "apply", "-f", generated)
+		docs := newDocShell(userFolder(shared.Kubeconfig()))
+		docs.ok(page, "export KUBECONFIG=")
+		docs.ok(page, "kubectl create namespace flavor")
+		Expect(docs.ok(page, "kubectl apply -n flavor -f config/samples/modules.yaml")).To(Equal(strings.Join(pageCommand(page, "kubectl apply -n flavor").Output, "\n") + "\n"))
+		docs.ok(page, "clusterctl generate cluster fl ")
+		generated, err := os.ReadFile(filepath.Join(docs.dir, "fl.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(generated)).NotTo(ContainSubstring("${"))
+		applied := docs.run("", page, "kubectl apply -f fl.yaml")
+		Expect(applied.code).To(BeZero(), applied.out)
+		expectPageOutput(applied)
 
 		eventuallyReady(shared, tc(ns, name), tm(ns, name+"-control-plane-0"))
 		eventuallyWorkers(ns, name+"-md-0", 2, name+"-md-0")
@@ -188,7 +192,13 @@ var _ = Describe("the plain cluster flavor (templates/cluster-template.yaml)", f
 			g.Expect(meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1.ClusterControlPlaneInitializedCondition)).To(BeTrue())
 		}, 2*time.Minute).Should(Succeed(), "the control plane machine's node initializes the control plane")
 
-		kubectl(shared, "delete", "cluster", "-n", ns, name, "--timeout=5m")
+		machines := docs.ok(page, "kubectl get machines -n flavor")
+		Expect(regexp.MustCompile(`(?m)^`+name+`-\S+\s+`+name+`\s.*\sRunning\s`).FindAllString(machines, -1)).To(HaveLen(3),
+			"the page says: three Running once their modules applied")
+
+		deleted := docs.run("", page, "kubectl delete cluster -n flavor fl")
+		Expect(deleted.code).To(BeZero(), deleted.out)
+		expectPageOutput(deleted)
 		Expect(kubectl(shared, "get", "terraformclusters,terraformmachines,machines", "-n", ns, "-o", "name")).To(BeEmpty())
 		destroyed := 0
 		for _, r := range shared.Executor().Runs() {

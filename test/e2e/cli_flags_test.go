@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,12 +18,13 @@ import (
 	. "github.com/onsi/gomega"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/doccmd"
 )
 
 // The plugin as kubectl users reach for it (docs/cli.md): status -A, -o wide and --watch, version,
 // and completion through kubectl's plugin convention, each as the docs show it, against the
 // sandbox with real Terraform.
-var _ = Describe("kubectl captf as kubectl users expect it", func() {
+var _ = Describe(doccmd.SpecCLIFlags, func() {
 	It("lists every namespace, prints a wide table, watches a change through to its end, reports versions and completes through kubectl", func() {
 		const ns, name = "cli-flags", "cf"
 		sb := shared
@@ -48,17 +50,22 @@ var _ = Describe("kubectl captf as kubectl users expect it", func() {
 			return string(out), code
 		}
 
-		By("the Installing block: help and the plugin's version, reaching no cluster")
-		out, code := sh("kubectl captf --help")
-		Expect(code).To(Equal(0))
+		By("the Installing block, run in the checkout as the page says: make build puts the plugin and its completion script in bin/; help and the plugin's version reach no cluster")
+		const page = "docs/cli.md"
+		docs := newDocShell(repo, "KUBECONFIG="+sb.Kubeconfig())
+		docs.ok(page, "make build")
+		docs.ok(page, "export PATH=$PWD/bin:$PATH")
+		out := docs.ok(page, "kubectl captf --help")
 		Expect(out).To(And(ContainSubstring("status"), ContainSubstring("version")))
 		Expect(out).NotTo(MatchRegexp(`(?m)^\s+completion\s`), "cobra's own completion scripts are not offered")
-		out, code = sh("kubectl captf version --client")
-		Expect(code).To(Equal(0))
+		out = docs.ok(page, "kubectl captf version --client")
 		Expect(out).To(MatchRegexp(`^kubectl-captf: \S+ \(.*go1\.\d+.*, linux/\w+\)\n$`))
 
 		By("version: the sandbox's Kubernetes and the CAPTF API it serves, as text and JSON")
-		out = captfOK(sb, ns, "version")
+		version := docs.run("", page, "kubectl captf version")
+		Expect(version.code).To(BeZero(), version.out)
+		expectPageLabels(version)
+		out = version.out
 		Expect(out).To(MatchRegexp(`(?m)^Kubernetes:    v1\.\d+\.\d+`))
 		Expect(out).To(ContainSubstring("CAPTF API:     infrastructure.cluster.x-k8s.io/v1alpha1\n"))
 		var v struct {
@@ -79,7 +86,10 @@ var _ = Describe("kubectl captf as kubectl users expect it", func() {
 		Expect(strings.Fields(rows[0])).To(Equal([]string{"KIND", "NAME", "CLUSTER", "READY", "REASON", "SINCE", "JOB", "LAST", "RUN", "PLAN", "DRIFT", "RESOURCES"}))
 		Expect(strings.Fields(rows[1])[:4]).To(Equal([]string{"TerraformCluster", name, name, "True"}))
 		Expect(rows[1]).To(MatchRegexp(`Apply Succeeded \S+\s+-\s+\S+\s+\d+$`), "last run, no plan, the drift status, the resources")
-		out, _ = sh("kubectl captf status -A -o wide")
+		// The exit code is every namespace's: another spec's object may be NotReady.
+		out = docs.run("", page, "kubectl captf status -A -o wide").stdout
+		Expect(strings.Fields(strings.SplitN(out, "\n", 2)[0])).To(Equal(strings.Fields(pageCommand(page, "kubectl captf status -A -o wide").Output[0])),
+			"the columns the page shows")
 		Expect(out).To(HavePrefix("NAMESPACE  "))
 		Expect(out).To(MatchRegexp(`(?m)^` + ns + `\s+TerraformCluster\s+` + name + `\s+` + name + `\s+True\s`))
 		out, _ = sh("kubectl captf status -A")
@@ -151,11 +161,10 @@ var _ = Describe("kubectl captf as kubectl users expect it", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(os.WriteFile(kc, raw, 0o600)).To(Succeed())
 		kubectl(sb, "--kubeconfig", kc, "config", "set-context", "--current", "--namespace="+ns)
-		cmd := exec.Command("sh", "-c", "kubectl __complete captf status tfc/")
-		cmd.Env = append(env, "KUBECONFIG="+kc)
-		b, err := cmd.Output()
-		Expect(err).NotTo(HaveOccurred())
-		Expect(strings.Split(strings.TrimSpace(string(b)), "\n")).To(Equal([]string{"tfc/" + name, ":4"}))
+		completing := &docShell{dir: docs.dir, env: append(slices.Clone(docs.env), "KUBECONFIG="+kc)}
+		completed := completing.run("", page, "kubectl __complete captf status tfc/")
+		Expect(completed.code).To(BeZero(), completed.out)
+		Expect(strings.Split(strings.TrimSpace(completed.stdout), "\n")).To(Equal([]string{"tfc/" + name, ":4"}))
 		out, _ = sh("kubectl __complete captf st")
 		Expect(out).To(MatchRegexp(`(?m)^status\t`), "the verb, with its description")
 	})

@@ -20,6 +20,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/test/doccmd"
 )
 
 // pluginDir holds kubectl-captf built from this checkout, and its completion script; built
@@ -86,12 +87,16 @@ func captfOK(sb target, ns string, args ...string) string {
 
 // The plugin's verbs as binaries against the sandbox, with real terraform (docs/cli.md): what
 // they print (text and JSON), their exit codes, and that each writes only the annotation a
-// person would write with kubectl, judged by the same admission.
-var _ = Describe("kubectl captf, with real Terraform", func() {
+// person would write with kubectl, judged by the same admission. The page's examples are
+// written for namespace prod and its Cluster prod: the spec is that Cluster, and runs them as
+// the page writes them (test/doccmd).
+var _ = Describe(doccmd.SpecCLI, func() {
 	It("shows status and plans, approves exactly the pending plan once, refuses a stale one, and runs refresh, restore, unlock, retry and abandon", func() {
-		const ns, name = "cli", "cl"
+		const ns, name, page = "prod", "prod", "docs/cli.md"
 		sb := shared
 		createNamespace(sb, ns)
+		docs := newDocShell(GinkgoT().TempDir(), "KUBECONFIG="+sb.Kubeconfig(),
+			"PATH="+buildPlugin()+string(os.PathListSeparator)+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 		planFixture(sb, ns, name, "applyPolicy: Manual", "job: {lockTimeoutSeconds: 0}")
 		o := tc(ns, name)
 		eventuallyReady(sb, o)
@@ -142,12 +147,22 @@ var _ = Describe("kubectl captf, with real Terraform", func() {
 		out, err := viaKubectl.CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "kubectl captf: %s", out)
 		Expect(string(out)).To(ContainSubstring("└─ TerraformCluster/" + name + "  Ready"))
+		By("trace as the page shows it: the Cluster, its TerraformCluster, the Job of its last run and that Job's pod")
+		tr := docs.run("", page, "kubectl captf -n prod trace prod")
+		Expect(tr.code).To(Or(Equal(0), Equal(2)), "a report, whether or not the Cluster is Available: %s", tr.out)
+		Expect(tr.out).To(MatchRegexp(`(?m)^\S* ?Cluster/prod  Available=`))
+		Expect(tr.out).To(MatchRegexp(`(?m)^[├└]─ TerraformCluster/prod  Ready=True `))
+		Expect(tr.out).To(MatchRegexp(`(?m)^[│ ]  └─ Job/\S+  Complete=True \S+ .*; Apply, last run$`))
+		Expect(tr.out).To(MatchRegexp(`(?m)^[│ ]     └─ Pod/\S+  Succeeded$`))
 		missing := captf(sb, ns, "", "status", "--cluster", "no-such-cluster")
 		Expect(missing.code).To(Equal(2), "a named Cluster that does not exist")
 		Expect(missing.stdout).To(ContainSubstring("Cluster " + ns + "/no-such-cluster: not found"))
 
-		By("restore without --serial lists the backups (text and JSON)")
-		Expect(captfOK(sb, ns, "restore", ref)).To(MatchRegexp(`(?m)^%d\tcaptf-state-backup-%s-%d\t`, first.Serial, suffix, first.Serial))
+		By("restore without --serial lists the backups (text, as the page shows it, and JSON)")
+		listed := docs.run("", page, "kubectl captf -n prod restore terraformcluster/prod")
+		Expect(listed.code).To(BeZero(), listed.out)
+		Expect(listed.out).To(HavePrefix(listed.cmd.Output[0]+"\n"), "the header the page shows")
+		Expect(listed.out).To(MatchRegexp(`(?m)^%d\tcaptf-state-backup-%s-%d\t`, first.Serial, suffix, first.Serial))
 		var backups struct{ Backups []infrav1.StateBackup }
 		Expect(json.Unmarshal([]byte(captfOK(sb, ns, "restore", ref, "-o", "json")), &backups)).To(Succeed())
 		Expect(backups.Backups).NotTo(BeEmpty())
@@ -157,11 +172,16 @@ var _ = Describe("kubectl captf, with real Terraform", func() {
 		applies := countRuns(sb, ns, name, infrav1.OperationApply)
 		setVariables(sb, ns, name, `{"generation":2,"extra":1}`)
 		p1 := eventuallyWaiting(sb, o, "")
-		waiting := captf(sb, ns, "", "status", ref)
+		waiting := docs.run("", page, "kubectl captf -n prod status --cluster prod")
 		Expect(waiting.code).To(Equal(3), "Ready, but a plan waits for approval")
-		Expect(waiting.stdout).To(ContainSubstring("plan:      plan " + p1.ID + " waits for approval (Manual; create 1, update 0, replace 1, delete 0)"))
-		Expect(waiting.stdout).To(ContainSubstring("! ApplyJobSucceeded=False PlanAwaitingApproval"))
-		show := captfOK(sb, ns, "plan", "show", ref)
+		Expect(waiting.out).To(HavePrefix("Cluster prod/prod  "))
+		Expect(waiting.out).To(ContainSubstring("plan:      plan " + p1.ID + " waits for approval (Manual; create 1, update 0, replace 1, delete 0): kubectl captf plan show terraformcluster/prod"))
+		Expect(waiting.out).To(ContainSubstring("! ApplyJobSucceeded=False PlanAwaitingApproval"))
+		expectPageLabels(waiting)
+		shown := docs.run("", page, "kubectl captf -n prod plan show terraformcluster/prod")
+		Expect(shown.code).To(BeZero(), shown.out)
+		expectPageLabels(shown)
+		show := shown.out
 		Expect(show).To(HavePrefix(kind + " " + ns + "/" + name + ": plan " + p1.ID + "\n"))
 		Expect(show).To(ContainSubstring("changes:       create 1, update 0, replace 1, delete 0"))
 		Expect(show).To(ContainSubstring("terraform_data.node must be replaced"))
@@ -199,6 +219,11 @@ var _ = Describe("kubectl captf, with real Terraform", func() {
 		Expect(stale.code).To(Equal(1))
 		Expect(stale.stderr).To(ContainSubstring("refused: plan " + p1.ID + " is not the one that waits: the plan that waits for approval is " + p2.ID))
 		AddReportEntry("kubectl captf approve of a superseded plan", strings.TrimSpace(stale.stderr))
+		// The page's approval names a plan ID of its own example: refused the same way.
+		other := docs.run("", page, "kubectl captf -n prod approve terraformcluster/prod --plan-id")
+		Expect(other.code).To(Equal(1))
+		Expect(other.out).To(ContainSubstring("refused: plan 7b92ef05b5e7501042311f90bee3e4b4 is not the one that waits: the plan that waits for approval is " + p2.ID +
+			" (create 2, update 0, replace 1, delete 0) on TerraformCluster prod/prod"))
 		Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
 		Expect(o.Annotations).NotTo(HaveKey(infrav1.ApprovePlanAnnotation))
 
@@ -228,9 +253,10 @@ var _ = Describe("kubectl captf, with real Terraform", func() {
 
 		By("answered yes: the plugin names the pending plan's ID, and exactly that plan file is applied, once")
 		rec2 := planRecordIn(sb, ns, p2.Secret)
-		yes := captf(sb, ns, "y\n", "approve", ref)
-		Expect(yes.code).To(Equal(0), yes.stderr)
-		Expect(yes.stdout).To(ContainSubstring("approved plan " + p2.ID + " on " + kind + " " + ns + "/" + name))
+		yes := docs.run("y\n", page, "kubectl captf -n prod approve terraformcluster/prod")
+		Expect(yes.code).To(Equal(0), yes.out)
+		Expect(yes.out).To(ContainSubstring("Approve plan " + p2.ID + "? [y/N]: "))
+		Expect(yes.out).To(ContainSubstring("approved plan " + p2.ID + " on " + kind + " " + ns + "/" + name + ": the next pass applies exactly this plan, once"))
 		job := applyJobOf(sb, ns, name, p2.ID)
 		Expect(eventuallyFinished(sb, job).Status.Succeeded).To(Equal(int32(1)))
 		result := resultOf(sb, runOf(sb, job.Name))
@@ -287,7 +313,10 @@ var _ = Describe("kubectl captf, with real Terraform", func() {
 		By("a person's terraform holds the state lock: unlock shows the holder and the runbook's commands, and releases nothing")
 		lockID := "ops-laptop-cli-e2e"
 		holdStateLock(sb, ns, naming.StateLockLeaseName(suffix), lockID)
-		lock := captfOK(sb, ns, "unlock", ref)
+		unlocked := docs.run("", page, "kubectl captf -n prod unlock terraformcluster/prod")
+		Expect(unlocked.code).To(BeZero(), unlocked.out)
+		expectPageLabels(unlocked)
+		lock := unlocked.out
 		Expect(lock).To(ContainSubstring("lock ID:   " + lockID))
 		Expect(lock).To(ContainSubstring("Who:       ops@laptop"))
 		Expect(lock).To(ContainSubstring("verdict:   HeldOutsideCAPTF"))
@@ -317,7 +346,10 @@ var _ = Describe("kubectl captf, with real Terraform", func() {
 		Expect(locked.stdout).To(ContainSubstring("retry at:  "))
 
 		By("logs --result reads the failed Job's result document (text and JSON); logs without it prints the log the node serves")
-		res := captfOK(sb, ns, "logs", ref, "--result")
+		logged := docs.run("", page, "kubectl captf -n prod logs terraformcluster/prod --result")
+		Expect(logged.code).To(BeZero(), logged.out)
+		expectPageLabels(logged)
+		res := logged.out
 		Expect(res).To(MatchRegexp(`^Job \S+, pod \S+:\n  operation Plan, outcome Failed, binary terraform\n`))
 		Expect(res).To(ContainSubstring("Error acquiring the state lock"))
 		var rv struct {
@@ -432,7 +464,7 @@ var _ = Describe("kubectl captf status of a Cluster and its machine, with real T
 // drift check asks for one check now (captf.io/drift-check): with an hourly schedule nothing
 // is due, yet the verb's request starts a Drift Job at once, real terraform finds the change
 // made behind its back, and the request is answered.
-var _ = Describe("kubectl captf drift check, with real Terraform", func() {
+var _ = Describe(doccmd.SpecDrift, func() {
 	It("starts a drift check now although none is due, reports what it found, and answers the request", func() {
 		const ns, name = "cli-drift", "cd"
 		sb := shared
@@ -447,10 +479,14 @@ var _ = Describe("kubectl captf drift check, with real Terraform", func() {
 		Consistently(checks, 5*time.Second).Should(BeZero(), "the schedule says the first check is an hour away")
 
 		By("drift check writes captf.io/drift-check with the value, and says when the check runs")
-		buildPlugin()
+		docs := newDocShell(GinkgoT().TempDir(), "KUBECONFIG="+sb.Kubeconfig(),
+			"PATH="+buildPlugin()+string(os.PathListSeparator)+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 		began := time.Now()
-		out := captfOK(sb, ns, "drift", "check", ref, "--value", "cli-drift-1")
-		Expect(out).To(ContainSubstring("drift check cli-drift-1 requested on " + kind + " " + ns + "/" + name + ": a Drift Job runs as soon as nothing else runs"))
+		// The page's example, on this spec's object.
+		out := docs.ok("docs/cli.md", "kubectl captf -n prod drift check", "-n prod", "-n "+ns, "terraformcluster/prod", "terraformcluster/"+name)
+		Expect(out).To(ContainSubstring("drift check ticket-4711 requested on " + kind + " " + ns + "/" + name + ": a Drift Job runs as soon as nothing else runs"))
+		Expect(strings.TrimSpace(out)).To(Equal(strings.NewReplacer("prod/prod", ns+"/"+name).Replace(pageCommand("docs/cli.md", "kubectl captf -n prod drift check").Output[0])),
+			"what the page shows, for this object")
 
 		By("one Drift Job runs at once, records the request, finds the change, and the request is answered")
 		Eventually(func(g Gomega) {
@@ -464,10 +500,10 @@ var _ = Describe("kubectl captf drift check, with real Terraform", func() {
 		AddReportEntry("drift check asked for: answered after", since(began))
 		Expect(checks()).To(Equal(1))
 		Expect(jobsOf(sb, kind, ns, name, infrav1.OperationDrift)).To(ContainElement(
-			HaveField("ObjectMeta.Annotations", HaveKeyWithValue(infrav1.DriftCheckAnnotation, "cli-drift-1"))))
+			HaveField("ObjectMeta.Annotations", HaveKeyWithValue(infrav1.DriftCheckAnnotation, "ticket-4711"))))
 		Expect(countRuns(sb, ns, name, infrav1.OperationApply)).To(Equal(1), "mode Report applies nothing")
 		Expect(kubectl(sb, "-n", ns, "get", "events", "--field-selector", "reason=DriftCheckAnswered")).To(
-			ContainSubstring("answered the drift check asked for (" + infrav1.DriftCheckAnnotation + "=cli-drift-1): it found drift"))
+			ContainSubstring("answered the drift check asked for (" + infrav1.DriftCheckAnnotation + "=ticket-4711): it found drift"))
 
 		By("status now exits 3: Ready, and drift was found")
 		Expect(captf(sb, ns, "", "status", ref).code).To(Equal(3))

@@ -2,10 +2,12 @@ package e2e_test
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -25,11 +27,14 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/test/doccmd"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/executor"
 )
 
-// The sandbox binary as `make run SAMPLES=1` starts it, driven from outside with kubectl.
-var _ = Describe("make run with the samples", Ordered, func() {
+// The sandbox binary as `make run SAMPLES=1` starts it, driven from outside with kubectl: what
+// README.md and docs/sandbox.md tell a new user to run, run as the pages write it (test/doccmd)
+// from a folder laid out as the checkout.
+var _ = Describe(doccmd.SpecMakeRun, Ordered, func() {
 	var (
 		work, kubeconfig string
 		cmd              *exec.Cmd
@@ -38,16 +43,19 @@ var _ = Describe("make run with the samples", Ordered, func() {
 		began            time.Time
 		sb               *attached
 		children         []int
+		docs             *docShell
 	)
 	const ns = "default"
+	pages := []string{"README.md", "docs/sandbox.md"}
 
 	BeforeAll(func() {
-		work = GinkgoT().TempDir()
-		kubeconfig = filepath.Join(work, "sandbox.kubeconfig")
-		cmd = exec.Command(filepath.Join(built, "sandbox"), "--apply-samples", "--kubeconfig="+kubeconfig,
+		work = userFolder("")
+		kubeconfig = filepath.Join(work, "bin", "sandbox.kubeconfig")
+		args := makeRunArgs(kubeconfig)
+		cmd = exec.Command(filepath.Join(built, "sandbox"), append(args,
 			"--work-dir="+filepath.Join(work, "sandbox"), "--bin-dir="+binDir, "--repo="+repo,
 			"--manager-binary="+filepath.Join(built, "manager"), "--runner-binary="+filepath.Join(built, "runner"),
-			"--terraform="+tf)
+			"--terraform="+tf)...)
 		cmd.Dir = repo
 		pr, pw := io.Pipe()
 		cmd.Stdout, cmd.Stderr = pw, GinkgoWriter
@@ -101,6 +109,9 @@ var _ = Describe("make run with the samples", Ordered, func() {
 
 		sb = attach(kubeconfig, filepath.Join(work, "sandbox"))
 		kc := func(args ...string) string { GinkgoHelper(); return kubectl(sb, args...) }
+		docs = newDocShell(work)
+		docs.ok(pages[0], "export KUBECONFIG=")
+		docs.ok(pages[1], "export KUBECONFIG=")
 		kc("wait", "-n", ns, "--for=condition=Ready", "--timeout=60s",
 			"terraformcluster/sample", "terraformmachine/sample-machine-0", "terraformmachinepool/sample-pool")
 
@@ -137,6 +148,40 @@ var _ = Describe("make run with the samples", Ordered, func() {
 		Expect(kc("get", "kubeadmcontrolplanes", "-n", ns, "-l", topology, "-o",
 			`jsonpath={.items[*].status.initialization.controlPlaneInitialized} {.items[*].status.conditions[?(@.type=="Available")].status}`)).To(Equal("true True"))
 
+		By("the pages' first commands: the objects Ready, their apply Jobs Complete")
+		got := docs.ok(pages[0], "kubectl get terraformclusters,terraformmachines,terraformmachinepools")
+		shown := pageCommand(pages[0], "kubectl get terraformclusters,").Output
+		Expect(shown).To(HaveLen(2))
+		Expect(strings.Fields(strings.SplitN(got, "\n", 2)[0])[:4]).To(Equal(strings.Fields(shown[0])[:4]), "the columns README.md shows: %s", got)
+		Expect(got).To(MatchRegexp(`(?m)^`+strings.Join(strings.Fields(shown[1]), `\s+`)+`\s`), "the row README.md shows")
+		docs.ok(pages[1], "kubectl get clusters,terraformclusters,terraformmachines,terraformmachinepools")
+		jobs := docs.runOn("", pages, "kubectl get jobs,pods -l captf.io/managed=true")
+		Expect(jobs.code).To(BeZero(), jobs.out)
+		Expect(len(regexp.MustCompile(`(?m)^job\.batch/\S+\s+Complete\s`).FindAllString(jobs.out, -1))).To(BeNumerically(">=", 3),
+			"one apply Job per object, Complete")
+		Eventually(func(g Gomega) {
+			r := docs.run("", pages[1], "kubectl get machines,nodes")
+			g.Expect(r.code).To(BeZero(), r.out)
+			for _, row := range pageCommand(pages[1], "kubectl get machines,nodes").Output[1:] {
+				name := regexp.MustCompile(`-[a-z0-9]{5}-[a-z0-9]{5}$`).ReplaceAllString(strings.Fields(row)[0], `-\S+`)
+				g.Expect(r.out).To(MatchRegexp(`(?m)^`+name+`\s+sample\s.*\sRunning\s`), "a row like %q", row)
+			}
+			g.Expect(r.out).To(ContainSubstring("node/captf-default-sample-machine-0-"))
+		}).Should(Succeed())
+
+		By("docs/sandbox.md's RBAC block: CAPTF's aggregated roles, and what alice, with edit in team-a, may do")
+		rbac := docs.ok(pages[1], "kustomize build config/rbac | kubectl apply -f - -l rbac.authorization.k8s.io/aggregate-to-edit=true")
+		Expect(rbac).To(ContainSubstring("clusterrole.rbac.authorization.k8s.io/"))
+		docs.ok(pages[1], "kustomize build config/rbac | kubectl apply -f - -l rbac.authorization.k8s.io/aggregate-to-view=true")
+		docs.ok(pages[1], "kubectl create namespace team-a")
+		docs.ok(pages[1], "kubectl create rolebinding alice-edit")
+		for _, prefix := range []string{"kubectl auth can-i create terraformclusters", "kubectl auth can-i patch terraformclusters --subresource=status"} {
+			Eventually(func(g Gomega) {
+				r := docs.run("", pages[1], prefix)
+				g.Expect(strings.TrimSpace(r.stdout)).To(Equal(r.cmd.Comment), "the answer the page gives")
+			}).Should(Succeed(), "RBAC's aggregation reaches the edit role")
+		}
+
 		By("the state is in the sandbox API server, written by the runner under its own ServiceAccount")
 		st := stateOf(sb, infrav1.TerraformClusterKind, ns, "sample")
 		Expect(st).NotTo(BeNil())
@@ -151,7 +196,7 @@ var _ = Describe("make run with the samples", Ordered, func() {
 		kc := func(args ...string) string { GinkgoHelper(); return kubectl(sb, args...) }
 		began := time.Now()
 		// The MachinePool's replicas reach the pool's module (var.captf.replicas): one command.
-		kc("scale", "machinepool", "-n", ns, "sample-pool", "--replicas=3")
+		docs.ok(pages[1], "kubectl scale machinepool sample-pool --replicas=3")
 		Eventually(func(g Gomega) {
 			g.Expect(strings.Fields(kc("get", "terraformmachinepool", "-n", ns, "sample-pool", "-o", "jsonpath={.spec.providerIDList[*]}"))).To(HaveLen(3))
 			g.Expect(kc("get", "terraformmachinepool", "-n", ns, "sample-pool", "-o", "jsonpath={.status.replicas}")).To(Equal("3"))
@@ -175,7 +220,10 @@ var _ = Describe("make run with the samples", Ordered, func() {
 	It("destroys everything through destroy Jobs when the Cluster is deleted, and leaves nothing behind", func() {
 		kc := func(args ...string) string { GinkgoHelper(); return kubectl(sb, args...) }
 		began := time.Now()
-		kc("delete", "cluster", "-n", ns, "sample", "sample-topology", "--wait=false")
+		kc("delete", "cluster", "-n", ns, "sample-topology", "--wait=false")
+		// Both pages end with it: it waits until the destroy Jobs ran and the Cluster is gone.
+		deleted := docs.runOn("", pages, "kubectl delete cluster sample")
+		Expect(deleted.code).To(BeZero(), deleted.out)
 		Eventually(func(g Gomega) {
 			for _, l := range []client.ObjectList{&clusterv1.ClusterList{}, &clusterv1.MachineList{}, &clusterv1.MachinePoolList{},
 				&infrav1.TerraformClusterList{}, &infrav1.TerraformMachineList{}, &infrav1.TerraformMachinePoolList{}} {
@@ -245,6 +293,41 @@ var _ = Describe("make run with the samples", Ordered, func() {
 		}
 	})
 })
+
+// makeRunArgs are the arguments `make run SAMPLES=1` gives the sandbox, as make itself says
+// (make -n, in the checkout), with the kubeconfig at kubeconfig instead of the checkout's
+// bin/sandbox.kubeconfig (a sandbox you run may be using it).
+func makeRunArgs(kubeconfig string) []string {
+	GinkgoHelper()
+	for _, page := range []string{"README.md", "docs/sandbox.md"} {
+		c := pageCommand(page, "make run SAMPLES=1")
+		docRuns.Lock()
+		k := doccmd.Key{Page: page, Text: c.Text}
+		if docRuns.by[k] == nil {
+			docRuns.by[k] = map[string]bool{}
+		}
+		docRuns.by[k][doccmd.SpecMakeRun] = true
+		docRuns.Unlock()
+	}
+	cmd := exec.Command("make", "--no-print-directory", "-n", "run", "SAMPLES=1")
+	cmd.Dir = repo
+	out, err := cmd.Output()
+	Expect(err).NotTo(HaveOccurred(), "make -n run SAMPLES=1")
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	fields := strings.Fields(lines[len(lines)-1])
+	Expect(fields[0]).To(Equal(filepath.Join(binDir, "sandbox")), "make run runs bin/sandbox last: %s", out)
+	var args []string
+	for _, a := range fields[1:] {
+		if strings.HasPrefix(a, "--kubeconfig=") {
+			Expect(a).To(Equal("--kubeconfig="+filepath.Join(binDir, "sandbox.kubeconfig")), "where the pages' export looks")
+			a = "--kubeconfig=" + kubeconfig
+		}
+		args = append(args, a)
+	}
+	Expect(args).To(ContainElement("--apply-samples"), "SAMPLES=1")
+	fmt.Fprintf(GinkgoWriter, "make run SAMPLES=1 runs: %s\n", lines[len(lines)-1])
+	return args
+}
 
 func errString(err error) string {
 	if err == nil {

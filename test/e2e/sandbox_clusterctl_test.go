@@ -2,35 +2,25 @@ package e2e_test
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/captf/cluster-api-provider-terraform/test/doccmd"
 )
 
 // docs/sandbox.md, "clusterctl with this checkout's provider": the block runs as the page shows
 // it, from the checkout, and what clusterctl generates is admitted by the sandbox.
-var _ = Describe("clusterctl with this checkout's provider on the sandbox", func() {
+var _ = Describe(doccmd.SpecClusterctl, func() {
 	It("generates the topology flavor from a provider repository made from the checkout, with the ClusterClass the namespace lacks", func() {
-		raw, err := os.ReadFile(filepath.Join(repo, "docs", "sandbox.md"))
-		Expect(err).NotTo(HaveOccurred())
-		section := string(raw)[strings.Index(string(raw), "### clusterctl with this checkout's provider"):]
-		block := regexp.MustCompile("(?s)```sh\n(.*?)```").FindStringSubmatch(section)
-		Expect(block).NotTo(BeNil(), "the section's command block")
 		DeferCleanup(func() {
 			_, _ = run(shared.Kubeconfig(), "kubectl", "delete", "namespace", "cc", "--wait=false")
 		})
-		for _, line := range strings.Split(strings.TrimSpace(block[1]), "\n") {
-			cmd := exec.Command("sh", "-c", line)
-			cmd.Dir = repo
-			cmd.Env = append(os.Environ(), "PWD="+repo, "KUBECONFIG="+shared.Kubeconfig(), "CLUSTERCTL_DISABLE_VERSIONCHECK=true",
-				"PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
-			out, err := cmd.CombinedOutput()
-			GinkgoWriter.Printf("$ %s\n%s", line, out)
-			Expect(err).NotTo(HaveOccurred(), "%s: %s", line, out)
+		docs := newDocShell(repo, "KUBECONFIG="+shared.Kubeconfig(), "CLUSTERCTL_DISABLE_VERSIONCHECK=true",
+			"PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+		for _, prefix := range []string{"make release-manifests ", "printf 'providers:", "kubectl create namespace cc", "clusterctl generate cluster cc "} {
+			docs.ok("docs/sandbox.md", prefix)
 		}
 		generated, err := os.ReadFile(filepath.Join(repo, "out", "cc.yaml"))
 		Expect(err).NotTo(HaveOccurred())

@@ -1,0 +1,102 @@
+package doccmd
+
+// The e2e specs that run the pages' commands, by the text of their top-level Describe (the
+// specs use these constants, so a rename cannot leave a fate behind).
+const (
+	// SpecMakeRun starts the sandbox as `make run SAMPLES=1` does and follows README.md and
+	// docs/sandbox.md on it.
+	SpecMakeRun = "make run with the samples"
+	// SpecCLI follows docs/cli.md's examples on namespace prod and its Cluster prod.
+	SpecCLI = "kubectl captf, with real Terraform"
+	// SpecCLIFlags runs docs/cli.md's Installing, Completion, version and status -A blocks.
+	SpecCLIFlags = "kubectl captf as kubectl users expect it"
+	// SpecDrift runs docs/cli.md's drift check.
+	SpecDrift = "kubectl captf drift check, with real Terraform"
+	// SpecClusterctl runs docs/sandbox.md's "clusterctl with this checkout's provider".
+	SpecClusterctl = "clusterctl with this checkout's provider on the sandbox"
+	// SpecFlavor follows docs/flavors.md's plain flavor.
+	SpecFlavor = "the plain cluster flavor (templates/cluster-template.yaml)"
+)
+
+// Fate is what becomes of a command a page shows: a spec runs it, or no test can, and why.
+type Fate struct {
+	// Spec is the e2e spec that runs the command (one of the Spec constants); "" when none does.
+	Spec string
+	// How says what the spec changes in the command before it runs it ("" when nothing: the
+	// command runs as the page writes it, in a folder laid out as the checkout with the
+	// spec's own kubeconfig at bin/sandbox.kubeconfig).
+	How string
+	// NotRun says why no test runs the command (when Spec is "").
+	NotRun string
+}
+
+// makeRun is how SpecMakeRun runs `make run SAMPLES=1`.
+const makeRun = "the spec asks make what it runs (make -n run SAMPLES=1) and runs that sandbox command with the " +
+	"kubeconfig in its own folder and its own binaries, so a test never overwrites the kubeconfig of a sandbox you run"
+
+// namesReplaced is how SpecDrift runs a docs/cli.md example written for prod/prod.
+const namesReplaced = "namespace prod and terraformcluster/prod replaced by the spec's own"
+
+// Fates is the fate of every command of Pages.
+var Fates = map[Key]Fate{
+	{"README.md", "make run SAMPLES=1"}:                                                    {Spec: SpecMakeRun, How: makeRun},
+	{"README.md", "export KUBECONFIG=$PWD/bin/sandbox.kubeconfig PATH=$PWD/bin:$PATH"}:     {Spec: SpecMakeRun},
+	{"README.md", "kubectl get terraformclusters,terraformmachines,terraformmachinepools"}: {Spec: SpecMakeRun},
+	{"README.md", "kubectl get jobs,pods -l captf.io/managed=true"}:                        {Spec: SpecMakeRun},
+	{"README.md", "kubectl delete cluster sample"}:                                         {Spec: SpecMakeRun},
+
+	{"docs/sandbox.md", "make run SAMPLES=1"}:                                                                                   {Spec: SpecMakeRun, How: makeRun},
+	{"docs/sandbox.md", "export KUBECONFIG=$PWD/bin/sandbox.kubeconfig PATH=$PWD/bin:$PATH"}:                                    {Spec: SpecMakeRun},
+	{"docs/sandbox.md", "kubectl get clusters,terraformclusters,terraformmachines,terraformmachinepools"}:                       {Spec: SpecMakeRun},
+	{"docs/sandbox.md", "kubectl get jobs,pods -l captf.io/managed=true"}:                                                       {Spec: SpecMakeRun},
+	{"docs/sandbox.md", "kubectl scale machinepool sample-pool --replicas=3"}:                                                   {Spec: SpecMakeRun},
+	{"docs/sandbox.md", "kubectl delete cluster sample"}:                                                                        {Spec: SpecMakeRun},
+	{"docs/sandbox.md", "kustomize build config/rbac | kubectl apply -f - -l rbac.authorization.k8s.io/aggregate-to-edit=true"}: {Spec: SpecMakeRun},
+	{"docs/sandbox.md", "kustomize build config/rbac | kubectl apply -f - -l rbac.authorization.k8s.io/aggregate-to-view=true"}: {Spec: SpecMakeRun},
+	{"docs/sandbox.md", "kubectl create namespace team-a"}:                                                                      {Spec: SpecMakeRun},
+	{"docs/sandbox.md", "kubectl create rolebinding alice-edit --clusterrole=edit --user=alice -n team-a"}:                      {Spec: SpecMakeRun},
+	{"docs/sandbox.md", "kubectl auth can-i create terraformclusters -n team-a --as=alice"}:                                     {Spec: SpecMakeRun},
+	{"docs/sandbox.md", "kubectl auth can-i patch terraformclusters --subresource=status -n team-a --as=alice"}:                 {Spec: SpecMakeRun},
+	{"docs/sandbox.md", "kubectl get machines,nodes"}:                                                                           {Spec: SpecMakeRun},
+	{"docs/sandbox.md", "make release-manifests RELEASE_DIR=$PWD/out/repository/infrastructure-terraform/v0.1.0"}:               {Spec: SpecClusterctl},
+	{"docs/sandbox.md", `printf 'providers:\n- name: terraform\n  type: InfrastructureProvider\n  url: file://%s/out/repository/infrastructure-terraform/v0.1.0/infrastructure-components.yaml\n' "$PWD" > out/clusterctl.yaml`}: {Spec: SpecClusterctl},
+	{"docs/sandbox.md", "kubectl create namespace cc"}: {Spec: SpecClusterctl},
+	{"docs/sandbox.md", "clusterctl generate cluster cc --config out/clusterctl.yaml --infrastructure terraform:v0.1.0 --flavor topology --target-namespace cc --kubernetes-version v1.36.0 --worker-machine-count 2 > out/cc.yaml"}: {Spec: SpecClusterctl},
+	{"docs/sandbox.md", "bin/sandbox --kubeconfig=/tmp/a.kubeconfig --apply-samples"}:                                                                           {NotRun: notRunMove},
+	{"docs/sandbox.md", "bin/sandbox --kubeconfig=/tmp/b.kubeconfig"}:                                                                                           {NotRun: notRunMove},
+	{"docs/sandbox.md", "CLUSTERCTL_DISABLE_VERSIONCHECK=true bin/clusterctl move -n default --kubeconfig /tmp/a.kubeconfig --to-kubeconfig /tmp/b.kubeconfig"}: {NotRun: notRunMove},
+	{"docs/sandbox.md", "KUBECONFIG=~/.kube/mgmt make run-manager"}:                                                                                             {NotRun: notRunManager},
+	{"docs/sandbox.md", `KUBECONFIG=~/.kube/mgmt make run-manager MANAGER_ARGS="--enable-webhooks --webhook-cert-dir=/path/to/certs"`}:                          {NotRun: notRunManager},
+
+	{"docs/flavors.md", "export KUBECONFIG=$PWD/bin/sandbox.kubeconfig PATH=$PWD/bin:$PATH"}: {Spec: SpecFlavor},
+	{"docs/flavors.md", "kubectl create namespace flavor"}:                                   {Spec: SpecFlavor},
+	{"docs/flavors.md", "kubectl apply -n flavor -f config/samples/modules.yaml"}:            {Spec: SpecFlavor},
+	{"docs/flavors.md", "clusterctl generate cluster fl --from templates/cluster-template.yaml --target-namespace flavor --kubernetes-version v1.36.0 --worker-machine-count 2 > fl.yaml"}: {Spec: SpecFlavor},
+	{"docs/flavors.md", "kubectl apply -f fl.yaml"}:            {Spec: SpecFlavor},
+	{"docs/flavors.md", "kubectl get machines -n flavor"}:      {Spec: SpecFlavor},
+	{"docs/flavors.md", "kubectl delete cluster -n flavor fl"}: {Spec: SpecFlavor},
+
+	{"docs/cli.md", "make build"}:                                                                                           {Spec: SpecCLIFlags, How: "in the checkout, as the page says"},
+	{"docs/cli.md", "export PATH=$PWD/bin:$PATH"}:                                                                           {Spec: SpecCLIFlags, How: "in the checkout, as the page says"},
+	{"docs/cli.md", "kubectl captf --help"}:                                                                                 {Spec: SpecCLIFlags},
+	{"docs/cli.md", "kubectl captf version --client"}:                                                                       {Spec: SpecCLIFlags},
+	{"docs/cli.md", "kubectl __complete captf status tfc/"}:                                                                 {Spec: SpecCLIFlags},
+	{"docs/cli.md", "kubectl captf version"}:                                                                                {Spec: SpecCLIFlags},
+	{"docs/cli.md", "kubectl captf status -A -o wide"}:                                                                      {Spec: SpecCLIFlags},
+	{"docs/cli.md", "kubectl captf -n prod status --cluster prod"}:                                                          {Spec: SpecCLI},
+	{"docs/cli.md", "kubectl captf -n prod trace prod"}:                                                                     {Spec: SpecCLI},
+	{"docs/cli.md", "kubectl captf -n prod plan show terraformcluster/prod"}:                                                {Spec: SpecCLI},
+	{"docs/cli.md", "kubectl captf -n prod approve terraformcluster/prod --plan-id 7b92ef05b5e7501042311f90bee3e4b4 --yes"}: {Spec: SpecCLI},
+	{"docs/cli.md", "kubectl captf -n prod approve terraformcluster/prod"}:                                                  {Spec: SpecCLI},
+	{"docs/cli.md", "kubectl captf -n prod drift check terraformcluster/prod --value ticket-4711"}:                          {Spec: SpecDrift, How: namesReplaced},
+	{"docs/cli.md", "kubectl captf -n prod restore terraformcluster/prod"}:                                                  {Spec: SpecCLI},
+	{"docs/cli.md", "kubectl captf -n prod unlock terraformcluster/prod"}:                                                   {Spec: SpecCLI},
+	{"docs/cli.md", "kubectl captf -n prod logs terraformcluster/prod --result"}:                                            {Spec: SpecCLI},
+}
+
+const notRunMove = "two sandboxes in two terminals, each a control plane of its own: the suite does not start a third and " +
+	"fourth; the spec \"clusterctl move from one sandbox to another\" moves between two sandboxes started by the same code " +
+	"(sandbox.Start, which bin/sandbox runs) with this clusterctl move command's flags"
+
+const notRunManager = "runs the manager against your own management cluster (~/.kube/mgmt) until you stop it: no test has " +
+	"that cluster; every sandbox runs the same bin/manager"
