@@ -1,5 +1,5 @@
 // Package doccmd reads the commands that the user-facing pages show (README.md, docs/sandbox.md,
-// docs/flavors.md, docs/cli.md) and keeps the fate of each one: the e2e spec that runs it as
+// docs/flavors.md, docs/cli.md, docs/plans.md, docs/state.md, docs/drift.md) and keeps the fate of each one: the e2e spec that runs it as
 // the page shows it, or the reason no test can.
 //
 // Invariants:

@@ -16,6 +16,16 @@ const (
 	SpecClusterctl = "clusterctl with this checkout's provider on the sandbox"
 	// SpecFlavor follows docs/flavors.md's plain flavor.
 	SpecFlavor = "the plain cluster flavor (templates/cluster-template.yaml)"
+	// SpecPlans follows docs/plans.md's Manual story.
+	SpecPlans = "Saved plans and approvals, with real Terraform"
+	// SpecPlanPolicy reads a held plan's violations as docs/plans.md does.
+	SpecPlanPolicy = "Plan policies, with real Terraform"
+	// SpecDriftChecks reads DriftDetected as docs/drift.md does.
+	SpecDriftChecks = "Drift checks, with real Terraform"
+	// SpecRefresh runs docs/drift.md's refresh on demand and reads the Accepted reason.
+	SpecRefresh = "Refresh, with real Terraform"
+	// SpecState reads the backups and StateReadable as docs/state.md does.
+	SpecState = "The state, with real Terraform"
 )
 
 // Fate is what becomes of a command a page shows: a spec runs it, or no test can, and why.
@@ -34,8 +44,12 @@ type Fate struct {
 const makeRun = "the spec asks make what it runs (make -n run SAMPLES=1) and runs that sandbox command with the " +
 	"kubeconfig in its own folder and its own binaries, so a test never overwrites the kubeconfig of a sandbox you run"
 
-// namesReplaced is how SpecDrift runs a docs/cli.md example written for prod/prod.
-const namesReplaced = "namespace prod and terraformcluster/prod replaced by the spec's own"
+// namesReplaced is how a spec runs an example written for namespace prod and its object prod.
+const namesReplaced = "namespace prod and the object prod replaced by the spec's own"
+
+// inNamespace is how a spec runs an example written for the object demo of the current
+// namespace.
+const inNamespace = "from a kubeconfig whose namespace is the spec's, with demo replaced by the spec's object"
 
 // Fates is the fate of every command of Pages.
 var Fates = map[Key]Fate{
@@ -92,6 +106,26 @@ var Fates = map[Key]Fate{
 	{"docs/cli.md", "kubectl captf -n prod restore terraformcluster/prod"}:                                                  {Spec: SpecCLI},
 	{"docs/cli.md", "kubectl captf -n prod unlock terraformcluster/prod"}:                                                   {Spec: SpecCLI},
 	{"docs/cli.md", "kubectl captf -n prod logs terraformcluster/prod --result"}:                                            {Spec: SpecCLI},
+
+	{"docs/plans.md", `kubectl -n prod patch terraformcluster prod --type=merge -p '{"spec":{"variables":{"generation":2,"extra":1}}}'`}:                                                                    {Spec: SpecPlans, How: namesReplaced},
+	{"docs/plans.md", "kubectl -n prod get terraformcluster prod"}:                                                                                                                                          {Spec: SpecPlans, How: namesReplaced},
+	{"docs/plans.md", `secret=$(kubectl -n prod get terraformcluster prod -o jsonpath='{.status.pendingPlan.secret}') && kubectl -n prod get secret "$secret" -o jsonpath='{.data.plan\.txt}' | base64 -d`}: {Spec: SpecPlans, How: namesReplaced},
+	{"docs/plans.md", `kubectl -n prod get secret "$secret" -o jsonpath='{.data.plan\.json}' | base64 -d | jq '.resource_changes[] | {address, actions: .change.actions}'`}: {Spec: SpecPlans,
+		How: namesReplaced + "; $secret is the pending plan's Secret, as the command before set it"},
+	{"docs/plans.md", "kubectl -n prod annotate terraformcluster prod captf.io/approve-plan=7d1c0a59d1b5e2f8a2cc35b1e0c3e1f4"}: {Spec: SpecPlans,
+		How: namesReplaced + ", the example's plan ID by the pending plan's"},
+	{"docs/plans.md", `kubectl -n prod get jobs -l captf.io/owner-name=prod,captf.io/operation=Apply -o jsonpath='{.items[*].metadata.annotations.captf\.io/plan-id}'`}: {Spec: SpecPlans, How: namesReplaced},
+	{"docs/plans.md", "kubectl -n prod get terraformcluster prod -o jsonpath='{.status.pendingPlan.violations}'"}:                                                       {Spec: SpecPlanPolicy, How: namesReplaced},
+
+	{"docs/state.md", `kubectl get terraformcluster demo -o jsonpath='{.status.conditions[?(@.type=="StateReadable")]}'`}:                                {Spec: SpecState, How: inNamespace},
+	{"docs/state.md", `kubectl get terraformcluster demo -o jsonpath='{range .status.stateBackups[*]}{.serial}{"\t"}{.secret}{"\t"}{.time}{"\n"}{end}'`}: {Spec: SpecState, How: inNamespace},
+
+	{"docs/drift.md", `kubectl get terraformcluster demo -o jsonpath='{.status.conditions[?(@.type=="DriftDetected")]}'`}:        {Spec: SpecDriftChecks, How: inNamespace},
+	{"docs/drift.md", "kubectl annotate terraformcluster demo captf.io/drift-check=2026-12-03T15:00:00Z"}:                        {Spec: SpecDrift, How: inNamespace},
+	{"docs/drift.md", "kubectl captf drift check terraformcluster/demo"}:                                                         {Spec: SpecDrift, How: inNamespace},
+	{"docs/drift.md", "kubectl get events --field-selector reason=DriftCheckAnswered"}:                                           {Spec: SpecDrift, How: inNamespace},
+	{"docs/drift.md", "kubectl annotate terraformcluster demo captf.io/refresh=2026-12-02"}:                                      {Spec: SpecRefresh, How: inNamespace},
+	{"docs/drift.md", `kubectl get terraformcluster demo -o jsonpath='{.status.conditions[?(@.type=="DriftDetected")].reason}'`}: {Spec: SpecRefresh, How: inNamespace},
 }
 
 const notRunMove = "two sandboxes in two terminals, each a control plane of its own: the suite does not start a third and " +

@@ -508,5 +508,25 @@ var _ = Describe(doccmd.SpecDrift, func() {
 		By("status now exits 3: Ready, and drift was found")
 		Expect(captf(sb, ns, "", "status", ref).code).To(Equal(3))
 		Consistently(checks, 5*time.Second).Should(Equal(1), "answered: no second check")
+
+		By("docs/drift.md's two ways to ask, from a shell whose namespace is the object's: kubectl annotate, then the plugin without --value; one more check each, each answered")
+		page := "docs/drift.md"
+		nsDocs := namespacedShell(sb, ns, buildPlugin())
+		answered := func(n int) {
+			GinkgoHelper()
+			Eventually(func(g Gomega) {
+				g.Expect(checks()).To(Equal(n))
+				g.Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+				g.Expect(o.Annotations).NotTo(HaveKey(infrav1.DriftCheckAnnotation), "the request is answered")
+			}, time.Minute).Should(Succeed())
+		}
+		nsDocs.ok(page, "kubectl annotate terraformcluster demo captf.io/drift-check=", "demo", name)
+		answered(2)
+		nsDocs.ok(page, "kubectl captf drift check terraformcluster/demo", "demo", name)
+		answered(3)
+		events := nsDocs.ok(page, "kubectl get events --field-selector reason=DriftCheckAnswered")
+		Expect(events).To(ContainSubstring("(" + infrav1.DriftCheckAnnotation + "=2026-12-03T15:00:00Z): it found drift"))
+		Consistently(checks, 3*time.Second).Should(Equal(3), "each request answered once")
+		Expect(countRuns(sb, ns, name, infrav1.OperationApply)).To(Equal(1), "mode Report applies nothing")
 	})
 })

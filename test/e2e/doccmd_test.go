@@ -53,6 +53,27 @@ func newDocShell(dir string, env ...string) *docShell {
 	return &docShell{dir: dir, env: append(append(os.Environ(), "PWD="+dir), env...)}
 }
 
+// namespacedShell is a docShell in a folder of its own, as a user whose kubeconfig is sb's
+// with ns the current context's namespace (the pages' commands without -n); PATH has the
+// checkout's bin/ and then dirs first.
+func namespacedShell(sb target, ns string, dirs ...string) *docShell {
+	GinkgoHelper()
+	dir := GinkgoT().TempDir()
+	kc := filepath.Join(dir, "kubeconfig")
+	raw, err := os.ReadFile(sb.Kubeconfig())
+	Expect(err).NotTo(HaveOccurred())
+	Expect(os.WriteFile(kc, raw, 0o600)).To(Succeed())
+	kubectl(sb, "--kubeconfig", kc, "config", "set-context", "--current", "--namespace="+ns)
+	path := append(slices.Clone(dirs), binDir, os.Getenv("PATH"))
+	return newDocShell(dir, "KUBECONFIG="+kc, "PATH="+strings.Join(path, string(os.PathListSeparator)))
+}
+
+// with is a copy of s with env on top (a shell variable an earlier command of the page set,
+// say).
+func (s *docShell) with(env ...string) *docShell {
+	return &docShell{dir: s.dir, env: append(slices.Clone(s.env), env...)}
+}
+
 // pageCommand is the command of page that is prefix, or else the one whose text starts with
 // prefix; the spec fails when none or more than one does (a page edit the spec must follow).
 func pageCommand(page, prefix string) doccmd.Command {

@@ -17,6 +17,7 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/test/doccmd"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/executor"
 )
 
@@ -91,7 +92,7 @@ func driftGaps(history []executor.Run, ns, name string) []time.Duration {
 }
 
 // The drift checks of docs/drift.md, with real Terraform: a schedule, Report, Remediate.
-var _ = Describe("Drift checks, with real Terraform", func() {
+var _ = Describe(doccmd.SpecDriftChecks, func() {
 	It("finds drift on schedule, reports it without applying, and remediates it with exactly one apply", func() {
 		const ns, name, interval = "drift", "dr", 15 * time.Second
 		sb := shared
@@ -121,8 +122,8 @@ var _ = Describe("Drift checks, with real Terraform", func() {
 				HaveField("Message", ContainSubstring("0 to create, 1 to update, 0 to replace, 0 to delete")),
 				HaveField("Message", ContainSubstring("mode Report"))))
 		AddReportEntry("drift reported after the state changed", since(tampered))
-		// docs/drift.md's command, as a person runs it, shows what the docs show.
-		shown := kubectl(sb, "get", "-n", ns, "terraformcluster", name, "-o", `jsonpath={.status.conditions[?(@.type=="DriftDetected")]}`)
+		// docs/drift.md's command, as a person working in the namespace runs it, shows what the docs show.
+		shown := namespacedShell(sb, ns).ok("docs/drift.md", `kubectl get terraformcluster demo -o jsonpath='{.status.conditions[?(@.type=="DriftDetected")]}'`, "demo", name)
 		Expect(shown).To(And(ContainSubstring(`"type":"DriftDetected"`), ContainSubstring(`"status":"True"`), ContainSubstring(`"reason":"DriftFound"`),
 			ContainSubstring(`"message":"the infrastructure differs from the last apply: `)))
 		fmt.Fprintf(GinkgoWriter, "DriftDetected: %s\n", conditionOf(sb, o, infrav1.DriftDetectedCondition).Message)

@@ -25,6 +25,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/test/doccmd"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/executor"
 )
@@ -249,7 +250,7 @@ func grantDevs(sb target, ns string) {
 // The plan workflow of docs/plans.md, with real terraform through the state channel, on the
 // shared sandbox (whose manager runs with --plan-approver-groups=system:masters, the group of
 // its kubectl user).
-var _ = Describe("Saved plans and approvals, with real Terraform", func() {
+var _ = Describe(doccmd.SpecPlans, func() {
 	It("Manual: plans instead of applying, applies the approved plan once, refuses old IDs, and a state change makes the approved plan stale", func() {
 		const ns, name = "plans-manual", "pm"
 		sb := shared
@@ -265,8 +266,12 @@ var _ = Describe("Saved plans and approvals, with real Terraform", func() {
 		applies := countRuns(sb, ns, name, infrav1.OperationApply)
 		Expect(applies).To(Equal(1))
 
-		By("changed inputs (a replace and a create): a Plan Job runs, the plan waits, nothing is applied")
-		setVariables(sb, ns, name, `{"generation":2,"extra":1}`)
+		By("changed inputs (a replace and a create), with docs/plans.md's command: a Plan Job runs, the plan waits, nothing is applied")
+		// docs/plans.md is written for namespace prod and its Cluster prod: this spec's names stand in.
+		const page = "docs/plans.md"
+		names := []string{"-n prod", "-n " + ns, "terraformcluster prod", "terraformcluster " + name}
+		docs := newDocShell(GinkgoT().TempDir(), "KUBECONFIG="+sb.Kubeconfig(), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+		docs.ok(page, "kubectl -n prod patch terraformcluster prod --type=merge", names...)
 		p1 := eventuallyWaiting(sb, o, "")
 		Expect(p1).To(And(HaveField("Create", int32(1)), HaveField("Replace", int32(1)), HaveField("Update", int32(0)), HaveField("Delete", int32(0)),
 			HaveField("Reason", string(infrav1.ApplyPolicyManual)), HaveField("Secret", naming.PlanSecretName(suffix))))
@@ -276,7 +281,9 @@ var _ = Describe("Saved plans and approvals, with real Terraform", func() {
 		Expect(countRuns(sb, ns, name, infrav1.OperationPlan)).To(Equal(1))
 
 		By("what a person reads: kubectl get, the PlanSaved event, the full plan text (docs/plans.md)")
-		table := kubectl(sb, "get", "-n", ns, "terraformcluster", name)
+		table := docs.ok(page, "kubectl -n prod get terraformcluster prod", names...)
+		Expect(strings.Fields(strings.SplitN(table, "\n", 2)[0])).To(Equal(strings.Fields(pageCommand(page, "kubectl -n prod get terraformcluster prod").Output[0])),
+			"the columns the page shows")
 		Expect(table).To(MatchRegexp(`PLAN\s+CREATE\s+UPDATE\s+REPLACE\s+DELETE`))
 		// Zero counts print empty (the status omits them).
 		Expect(table).To(MatchRegexp(p1.ID + `\s+1\s+1\s+\d+s\n`))
@@ -284,10 +291,13 @@ var _ = Describe("Saved plans and approvals, with real Terraform", func() {
 		Expect(table).To(MatchRegexp(`PROVISIONED\s+READY\s+JOB\s+OPERATION\s+PLAN`))
 		Expect(table).To(MatchRegexp(`\strue\s+True\s+` + p1.ID))
 		Expect(kubectl(sb, "get", "-n", ns, "events", "--field-selector", "reason=PlanSaved")).To(ContainSubstring(p1.ID))
-		text := shell(sb, fmt.Sprintf(`secret=$(kubectl -n %s get terraformcluster %s -o jsonpath='{.status.pendingPlan.secret}') && kubectl -n %s get secret "$secret" -o jsonpath='{.data.plan\.txt}' | base64 -d`,
-			ns, name, ns))
+		text := docs.ok(page, "secret=$(kubectl -n prod get terraformcluster prod", names...)
 		Expect(text).To(ContainSubstring("terraform_data.node must be replaced"))
 		Expect(text).To(ContainSubstring("terraform_data.extra[0] will be created"))
+		// The page's next command reads $secret, which the one before set in the reader's shell.
+		changes := docs.with("secret="+p1.Secret).ok(page, `kubectl -n prod get secret "$secret" -o jsonpath='{.data.plan\.json}'`, names[:2]...)
+		Expect(changes).To(And(MatchRegexp(`"address": "terraform_data.node",\s+"actions": \[\s+"delete",\s+"create"\s+\]`),
+			MatchRegexp(`"address": "terraform_data.extra\[0\]",\s+"actions": \[\s+"create"\s+\]`)), "jq's view of plan.json")
 		rec1 := planRecordIn(sb, ns, p1.Secret)
 		Expect(rec1.ID).To(Equal(p1.ID))
 		Expect(rec1.StateSerial).To(BeEquivalentTo(first.Serial))
@@ -349,7 +359,7 @@ var _ = Describe("Saved plans and approvals, with real Terraform", func() {
 
 		By("approving the new plan applies exactly that plan file, once")
 		rec3 := planRecordIn(sb, ns, p3.Secret)
-		kubectl(sb, "annotate", "-n", ns, "terraformcluster", name, "--overwrite", infrav1.ApprovePlanAnnotation+"="+p3.ID)
+		docs.ok(page, "kubectl -n prod annotate terraformcluster prod captf.io/approve-plan=", append(slices.Clone(names), "7d1c0a59d1b5e2f8a2cc35b1e0c3e1f4", p3.ID)...)
 		job := applyJobOf(sb, ns, name, p3.ID)
 		Expect(eventuallyFinished(sb, job).Status.Succeeded).To(Equal(int32(1)))
 		result := resultOf(sb, runOf(sb, job.Name))
@@ -362,6 +372,8 @@ var _ = Describe("Saved plans and approvals, with real Terraform", func() {
 			g.Expect(o.Status.PendingPlan).To(BeNil())
 		}).Should(Succeed())
 		eventuallyReady(sb, o)
+		Expect(docs.ok(page, "kubectl -n prod get jobs -l captf.io/owner-name=prod,", "-n prod", "-n "+ns, "owner-name=prod", "owner-name="+name)).To(ContainSubstring(p3.ID),
+			"the page's listing of the Apply Jobs' plan IDs")
 		final := stateOf(sb, kind, ns, name)
 		Expect(addresses(final)).To(Equal([]string{"terraform_data.extra[0]", "terraform_data.extra[1]", "terraform_data.network", "terraform_data.node"}))
 		Expect(nodeGeneration(final)).To(Equal(float64(2)))

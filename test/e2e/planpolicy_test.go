@@ -15,9 +15,10 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
+	"github.com/captf/cluster-api-provider-terraform/test/doccmd"
 )
 
-var _ = Describe("Plan policies, with real Terraform", func() {
+var _ = Describe(doccmd.SpecPlanPolicy, func() {
 	It("a policy vetoes plans that replace or delete a named type, lets a create-only plan apply, and refuses rules that cannot run", func() {
 		const ns, name, label = "plans-policy", "pp", "pp"
 		sb := shared
@@ -74,7 +75,9 @@ var _ = Describe("Plan policies, with real Terraform", func() {
 		want := "e2e-" + label + "/no-data-deletes: terraform_data is never deleted or replaced by a plan; ask an approver"
 		Expect(p.Reason).To(Equal(infrav1.PlanWaitPolicyViolated))
 		Expect(p.Violations).To(ConsistOf(want))
-		Expect(kubectl(sb, "get", "-n", ns, "terraformcluster", name, "-o", "jsonpath={.status.pendingPlan.violations}")).To(ContainSubstring("no-data-deletes"))
+		// docs/plans.md's command, on this spec's object.
+		Expect(newDocShell(GinkgoT().TempDir(), "KUBECONFIG="+sb.Kubeconfig(), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH")).ok("docs/plans.md",
+			"kubectl -n prod get terraformcluster prod -o jsonpath='{.status.pendingPlan.violations}'", "-n prod", "-n "+ns, "terraformcluster prod", "terraformcluster "+name)).To(ContainSubstring("no-data-deletes"))
 		Expect(kubectl(sb, "get", "-n", ns, "events", "--field-selector", "reason=PlanPolicyViolated")).To(ContainSubstring("no-data-deletes"))
 		applies := countRuns(sb, ns, name, infrav1.OperationApply)
 		Consistently(func() int { return countRuns(sb, ns, name, infrav1.OperationApply) }, 3*time.Second).Should(Equal(applies), "the held plan applies nothing")

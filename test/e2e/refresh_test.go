@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/doccmd"
 )
 
 // writeOutside writes the state file the accept.yaml module reads its subnet from: the value
@@ -49,7 +50,7 @@ func networkID(sb target, ns, name string) any {
 // outside Terraform is found by a drift check of mode Accept, recorded by one Refresh Job, and
 // the next check finds nothing, while no apply ran and no resource changed; then a refresh on
 // demand with the annotation captf.io/refresh.
-var _ = Describe("Refresh, with real Terraform", func() {
+var _ = Describe(doccmd.SpecRefresh, func() {
 	It("accepts an out-of-band change with a refresh, and refreshes on demand", func() {
 		const ns, name, interval = "refresh", "rf", 15 * time.Second
 		sb := shared
@@ -84,9 +85,9 @@ var _ = Describe("Refresh, with real Terraform", func() {
 		Eventually(func() *metav1.Condition { return conditionOf(sb, o, infrav1.DriftDetectedCondition) }, interval*11/10+2*time.Minute).Should(
 			And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", infrav1.AcceptedReason)))
 		AddReportEntry("drift accepted after the outside change", since(changed))
-		// docs/drift.md's command, as a person runs it, shows what the docs show.
-		Expect(kubectl(sb, "get", "-n", ns, "terraformcluster", name, "-o",
-			`jsonpath={.status.conditions[?(@.type=="DriftDetected")].reason}`)).To(Equal("Accepted"))
+		// docs/drift.md's command, as a person working in the namespace runs it, shows what the docs show.
+		docs := namespacedShell(sb, ns)
+		Expect(docs.ok("docs/drift.md", `kubectl get terraformcluster demo -o jsonpath='{.status.conditions[?(@.type=="DriftDetected")].reason}'`, "demo", name)).To(Equal("Accepted"))
 		Expect(recordedSubnet(sb, ns, name)).To(Equal("10.9.9.0/24"), "the state records what is there now")
 		Expect(runs(infrav1.OperationRefresh)).To(Equal(1))
 		refresh := runsOf(readHistory(sb.HistoryFile()), infrav1.TerraformClusterKind, ns, name, infrav1.OperationRefresh)[0]
@@ -105,7 +106,7 @@ var _ = Describe("Refresh, with real Terraform", func() {
 		By("checks off; a refresh on demand records the next outside change and answers the request")
 		kubectl(sb, "patch", "-n", ns, "terraformcluster", name, "--type=json", "-p", `[{"op":"remove","path":"/spec/drift/interval"}]`)
 		writeOutside(outside, "10.7.7.0/24", 3)
-		kubectl(sb, "annotate", "-n", ns, "terraformcluster", name, infrav1.RefreshAnnotation+"=2026-12-02")
+		docs.ok("docs/drift.md", "kubectl annotate terraformcluster demo captf.io/refresh=2026-12-02", "demo", name)
 		Eventually(func() int { return runs(infrav1.OperationRefresh) }, 2*time.Minute).Should(Equal(2))
 		Eventually(func() map[string]string {
 			Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())

@@ -17,6 +17,7 @@ import (
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/test/doccmd"
 )
 
 // backupsOf reads status.stateBackups, newest first.
@@ -67,7 +68,7 @@ func managedResources(st *tfState) int {
 }
 
 // The state safety promises of docs/state.md, with real Terraform through the state channel.
-var _ = Describe("The state, with real Terraform", func() {
+var _ = Describe(doccmd.SpecState, func() {
 	It("backs up every apply, restores a backup, recovers a lost state by a restore, and lets a Retain deletion go", func() {
 		const ns, name = "state", "st"
 		sb := shared
@@ -86,9 +87,10 @@ var _ = Describe("The state, with real Terraform", func() {
 		Expect(backups[0].Serial).To(BeNumerically(">", backups[1].Serial))
 		Expect(backups[1].Serial).To(BeEquivalentTo(first.Serial))
 		fmt.Fprintf(GinkgoWriter, "%s", kubectl(sb, "get", "-n", ns, "secrets", "-l", "captf.io/secret-role=state-backup"))
-		// docs/state.md's listing, as a person runs it: serial, Secret and time, newest first.
-		listed := kubectl(sb, "get", "-n", ns, "terraformcluster", name, "-o",
-			`jsonpath={range .status.stateBackups[*]}{.serial}{"\t"}{.secret}{"\t"}{.time}{"\n"}{end}`)
+		// docs/state.md's listing, as a person working in the namespace runs it: serial, Secret
+		// and time, newest first.
+		docs := namespacedShell(sb, ns)
+		listed := docs.ok("docs/state.md", "kubectl get terraformcluster demo -o jsonpath='{range .status.stateBackups", "demo", name)
 		Expect(listed).To(MatchRegexp(fmt.Sprintf(`^%d\t%s\t\d{4}-\d\d-\d\dT[0-9:]+Z\n%d\t%s\t\d{4}-\d\d-\d\dT[0-9:]+Z\n$`,
 			backups[0].Serial, backups[0].Secret, backups[1].Serial, backups[1].Secret)))
 		eventuallyReady(sb, o)
@@ -125,7 +127,7 @@ var _ = Describe("The state, with real Terraform", func() {
 			And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", infrav1.StateLostReason)))
 		fmt.Fprintf(GinkgoWriter, "StateLost: %s\n", conditionOf(sb, o, infrav1.StateReadableCondition).Message)
 		// docs/state.md's command shows what the docs show.
-		shown := kubectl(sb, "get", "-n", ns, "terraformcluster", name, "-o", `jsonpath={.status.conditions[?(@.type=="StateReadable")]}`)
+		shown := docs.ok("docs/state.md", `kubectl get terraformcluster demo -o jsonpath='{.status.conditions[?(@.type=="StateReadable")]}'`, "demo", name)
 		Expect(shown).To(And(ContainSubstring(`"type":"StateReadable"`), ContainSubstring(`"status":"False"`), ContainSubstring(`"reason":"StateLost"`),
 			ContainSubstring(`"message":"the object applied before but its Terraform state Secret is gone; nothing runs`)))
 		Expect(conditionOf(sb, o, infrav1.ReadyCondition)).To(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", infrav1.StateLostReason)),
