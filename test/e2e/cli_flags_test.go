@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -156,13 +155,8 @@ var _ = Describe(doccmd.SpecCLIFlags, func() {
 		}
 
 		By("completion: kubectl runs kubectl_complete-captf from PATH, as the docs show it")
-		kc := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
-		raw, err := os.ReadFile(sb.Kubeconfig())
-		Expect(err).NotTo(HaveOccurred())
-		Expect(os.WriteFile(kc, raw, 0o600)).To(Succeed())
-		kubectl(sb, "--kubeconfig", kc, "config", "set-context", "--current", "--namespace="+ns)
-		completing := &docShell{dir: docs.dir, env: append(slices.Clone(docs.env), "KUBECONFIG="+kc)}
-		completed := completing.run("", page, "kubectl __complete captf status tfc/")
+		// Completion reads the current context's namespace; bin/ (make build's) is on its PATH.
+		completed := namespacedShell(sb, ns).run("", page, "kubectl __complete captf status tfc/")
 		Expect(completed.code).To(BeZero(), completed.out)
 		Expect(strings.Split(strings.TrimSpace(completed.stdout), "\n")).To(Equal([]string{"tfc/" + name, ":4"}))
 		out, _ = sh("kubectl __complete captf st")

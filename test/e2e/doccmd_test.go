@@ -32,6 +32,16 @@ var docRuns = struct {
 	by map[doccmd.Key]map[string]bool
 }{by: map[doccmd.Key]map[string]bool{}}
 
+// recordDocRun records that spec ran the command k.
+func recordDocRun(k doccmd.Key, spec string) {
+	docRuns.Lock()
+	defer docRuns.Unlock()
+	if docRuns.by[k] == nil {
+		docRuns.by[k] = map[string]bool{}
+	}
+	docRuns.by[k][spec] = true
+}
+
 // docShell runs a page's commands as a terminal does: through sh, in dir, with env, where an
 // export line changes env for the commands after it.
 type docShell struct {
@@ -144,15 +154,9 @@ func (s *docShell) runOn(stdin string, pages []string, prefix string, replace ..
 	}
 	fmt.Fprintf(GinkgoWriter, "%s (line %d) $ %s  (exit %d)\n%s", page, c.Line, text, r.code, r.out)
 	spec := CurrentSpecReport().ContainerHierarchyTexts[0]
-	docRuns.Lock()
 	for _, p := range pages {
-		k := doccmd.Key{Page: p, Text: c.Text}
-		if docRuns.by[k] == nil {
-			docRuns.by[k] = map[string]bool{}
-		}
-		docRuns.by[k][spec] = true
+		recordDocRun(doccmd.Key{Page: p, Text: c.Text}, spec)
 	}
-	docRuns.Unlock()
 	return r
 }
 

@@ -301,13 +301,7 @@ func makeRunArgs(kubeconfig string) []string {
 	GinkgoHelper()
 	for _, page := range []string{"README.md", "docs/sandbox.md"} {
 		c := pageCommand(page, "make run SAMPLES=1")
-		docRuns.Lock()
-		k := doccmd.Key{Page: page, Text: c.Text}
-		if docRuns.by[k] == nil {
-			docRuns.by[k] = map[string]bool{}
-		}
-		docRuns.by[k][doccmd.SpecMakeRun] = true
-		docRuns.Unlock()
+		recordDocRun(c.Key(), doccmd.SpecMakeRun)
 	}
 	cmd := exec.Command("make", "--no-print-directory", "-n", "run", "SAMPLES=1")
 	cmd.Dir = repo
