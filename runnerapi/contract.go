@@ -224,6 +224,10 @@ const (
 	// marks the Plan Job's record Destroy, and hands a destroy plan out only to a Destroy Job
 	// (PlanKindOf, JobPlanKind).
 	FlagDestroyPlan = "destroy-plan"
+	// FlagTarget (run: an Apply or a Plan; channel: a Plan): the targeted operation the run
+	// carries out (ParseTarget's form: "replace <address>" or "import <address> <id>"). The
+	// channel records it in a Plan Job's record, from its own flag.
+	FlagTarget = "target"
 	// FlagInputsHash (channel): the Job's inputs hash, which the ID of a saved plan covers.
 	FlagInputsHash = "inputs-hash"
 	// FlagStateLineage (channel): the lineage of the state the controller read live before it
@@ -289,6 +293,8 @@ type Invocation struct {
 	RefreshOnly bool
 	// DestroyPlan (a Plan): make a destroy plan (FlagDestroyPlan).
 	DestroyPlan bool
+	// Target (an Apply or a Plan): the targeted operation (FlagTarget).
+	Target string
 }
 
 // Command is the main container's command for an invocation: the only place the runner's
@@ -304,7 +310,7 @@ func Command(runner string, inv Invocation) []string {
 		flag(FlagLockTimeout, FormatSeconds(inv.LockTimeout)),
 	}
 	return appendSet(cmd, ifSet(FlagBinary, inv.Binary), ifSet(FlagChannelDir, inv.ChannelDir), ifSet(FlagPlanID, inv.PlanID),
-		ifTrue(FlagRefreshOnly, inv.RefreshOnly), ifTrue(FlagDestroyPlan, inv.DestroyPlan))
+		ifTrue(FlagRefreshOnly, inv.RefreshOnly), ifTrue(FlagDestroyPlan, inv.DestroyPlan), ifSet(FlagTarget, inv.Target))
 }
 
 // ChannelInvocation is what the state channel's command says (the channel's configuration
@@ -347,6 +353,9 @@ type ChannelInvocation struct {
 	// DestroyPlan (a Plan Job): the plan the Job stores is a destroy plan (FlagDestroyPlan); the
 	// channel records it in the plan record (never from what the runner uploads).
 	DestroyPlan bool
+	// Target (a Plan Job): the targeted operation the plan carries out (FlagTarget); the
+	// channel records it in the plan record (never from what the runner uploads).
+	Target string
 	// StateLineage, when set, is the lineage of the state the controller read before it
 	// created the Job: the channel serves only a state of that lineage and refuses (409) a
 	// state Secret that holds no state or another lineage, and it accepts only state writes
@@ -372,7 +381,8 @@ func ChannelCommand(runner string, inv ChannelInvocation) []string {
 		flag(FlagCAFile, inv.CAFile),
 	}
 	return appendSet(cmd, ifSet(FlagOperation, inv.Operation), ifSet(FlagInputsHash, inv.InputsHash), ifSet(FlagPlanID, inv.PlanID),
-		ifSet(FlagStateLineage, inv.StateLineage), ifTrue(FlagRefreshOnly, inv.RefreshOnly), ifTrue(FlagDestroyPlan, inv.DestroyPlan))
+		ifSet(FlagStateLineage, inv.StateLineage), ifTrue(FlagRefreshOnly, inv.RefreshOnly), ifTrue(FlagDestroyPlan, inv.DestroyPlan),
+		ifSet(FlagTarget, inv.Target))
 }
 
 // InstallCommand is the init container's command: copy the runner from the manager image.

@@ -322,6 +322,9 @@ type PlanRecord struct {
 	// from its own flag). Applying it destroys what the state tracks; only a Destroy Job
 	// applies it.
 	Destroy bool `json:"destroy,omitempty"`
+	// Target: the targeted operation the plan carries out (the plan Job ran with FlagTarget,
+	// which the channel records from its own flag); "" for none.
+	Target string `json:"target,omitempty"`
 	// The counts and at most MaxRecordAddresses addresses.
 	PlanSummary
 	// TextTruncated: PlanTextKey was cut to fit.
