@@ -438,6 +438,8 @@ type jobOpts struct {
 	planID string
 	// refreshOnly makes a Plan a refresh-only plan (runner and channel).
 	refreshOnly bool
+	// target is the run's targeted operation (runner; and a Plan Job's channel, which records it).
+	target string
 	// stateLineage is the lineage the controller read: the channel serves only that state.
 	stateLineage string
 	// env is added to the runner's environment, as spec.job.cliConfig adds to the main
@@ -466,6 +468,7 @@ func (o *stateObject) startRunnerOf(op string, vars map[string]any, opts jobOpts
 	args := runnerapi.Command("", runnerapi.Invocation{
 		Operation: op, ModuleDir: o.moduleDir, InputsDir: inputs, WorkDir: filepath.Join(work, "w"), ResultFile: result,
 		LockTimeout: lockTimeout, Binary: o.bin.path, ChannelDir: channelDir, PlanID: opts.planID, RefreshOnly: opts.refreshOnly,
+		Target: opts.target,
 	})[1:]
 	env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + work}, hostileEnv...)
 	env = append(env, opts.env...)
@@ -513,13 +516,14 @@ func (o *stateObject) startChannel(job, pod, dir string) *proc {
 	return o.startChannelOf(job, pod, dir, runnerapi.ChannelInvocation{})
 }
 
-// startChannelOf is startChannel with the Job's operation, inputs hash, plan ID, state lineage
-// and refresh-only from inv.
+// startChannelOf is startChannel with the Job's operation, inputs hash, plan ID, state lineage,
+// refresh-only and target from inv.
 func (o *stateObject) startChannelOf(job, pod, dir string, inv runnerapi.ChannelInvocation) *proc {
 	args := runnerapi.ChannelCommand("", runnerapi.ChannelInvocation{
 		Dir: dir, Namespace: o.namespace, Suffix: o.suffix, Job: job, RunLease: naming.RunLeaseName(o.suffix),
 		OwnerKind: "TerraformCluster", OwnerName: o.name, OwnerUID: o.uid, TokenFile: o.tokenFile, CAFile: o.h.caFile,
 		Operation: inv.Operation, InputsHash: inv.InputsHash, PlanID: inv.PlanID, StateLineage: inv.StateLineage, RefreshOnly: inv.RefreshOnly,
+		Target: inv.Target,
 	})[1:]
 	env := []string{runnerapi.EnvServiceHost + "=" + o.h.host, runnerapi.EnvServicePort + "=" + o.h.port,
 		runnerapi.EnvChannelPodName + "=" + pod, runnerapi.EnvChannelPodNamespace + "=" + o.namespace}
@@ -537,15 +541,19 @@ func (o *stateObject) startRestoreJob(op string, vars map[string]any, restore []
 }
 
 // startJobOf runs an operation as the object's next Job, as jobs.Build shapes it: the channel
-// knows the Job's operation, its inputs hash, the plan it may hand out and whether the plan it
-// stores is refresh-only.
+// knows the Job's operation, its inputs hash, the plan it may hand out, whether the plan it
+// stores is refresh-only, and (a Plan Job) the target its plan carries out.
 func (o *stateObject) startJobOf(op string, vars map[string]any, opts jobOpts) *jobRun {
 	job, pod := o.nextJob()
 	dir, err := os.MkdirTemp(o.workDir, "channel-")
 	Expect(err).NotTo(HaveOccurred())
 	j := &jobRun{o: o, job: job, pod: pod, dir: dir}
+	channelTarget := ""
+	if op == runnerapi.OperationPlan {
+		channelTarget = opts.target
+	}
 	j.channel = o.startChannelOf(job, pod, dir, runnerapi.ChannelInvocation{Operation: op, InputsHash: inputsHash(vars), PlanID: opts.planID,
-		StateLineage: opts.stateLineage, RefreshOnly: opts.refreshOnly})
+		StateLineage: opts.stateLineage, RefreshOnly: opts.refreshOnly, Target: channelTarget})
 	j.runner = o.startRunnerOf(op, vars, opts, dir)
 	return j
 }

@@ -76,6 +76,7 @@ var _ = func() bool {
 		describeKubernetesBackend(bin)
 		describeChannel(bin)
 		describePlans(bin)
+		describeTargets(bin)
 	}
 	return true
 }()

@@ -82,6 +82,14 @@ func (c Config) validate() error {
 	if c.DestroyPlan && (c.Operation != runnerapi.OperationPlan || c.RefreshOnly) {
 		errs = append(errs, fmt.Errorf("--%s is for a Plan Job that is not refresh-only, not %q", runnerapi.FlagDestroyPlan, c.Operation))
 	}
+	if c.Target != "" {
+		if c.Operation != runnerapi.OperationPlan || c.RefreshOnly || c.DestroyPlan {
+			errs = append(errs, fmt.Errorf("--%s is for a Plan Job that is neither refresh-only nor a destroy plan, not %q", runnerapi.FlagTarget, c.Operation))
+		}
+		if _, err := runnerapi.ParseTarget(c.Target); err != nil {
+			errs = append(errs, fmt.Errorf("--%s=%q: %w", runnerapi.FlagTarget, c.Target, err))
+		}
+	}
 	if c.StateLineage != "" {
 		if !runnerapi.ValidLineage(c.StateLineage) {
 			errs = append(errs, fmt.Errorf("state lineage %q is not 1 to %d printable characters", c.StateLineage, runnerapi.MaxLineageLength))
@@ -158,6 +166,7 @@ func parse(args, environ []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.PlanID, runnerapi.FlagPlanID, "", "the saved plan this Apply, Refresh or Destroy Job may fetch, once")
 	fs.BoolVar(&cfg.RefreshOnly, runnerapi.FlagRefreshOnly, false, "a Plan Job: the plan it stores is refresh-only (only a Refresh Job applies it)")
 	fs.BoolVar(&cfg.DestroyPlan, runnerapi.FlagDestroyPlan, false, "a Plan Job: the plan it stores is a destroy plan (only a Destroy Job applies it)")
+	fs.StringVar(&cfg.Target, runnerapi.FlagTarget, "", "a Plan Job: the targeted operation its plan carries out (recorded in the plan record)")
 	fs.StringVar(&cfg.StateLineage, runnerapi.FlagStateLineage, "", "the only state lineage the channel serves (the one the controller read)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, fmt.Errorf("parse flags: %w", err)
@@ -221,7 +230,7 @@ func serve(ctx context.Context, cfg Config, ready func(*server)) (*server, error
 		ready(s)
 	}
 	log.Info("serving", "address", addr, "path", s.statePath(), "job", cfg.Job, "pod", cfg.Pod, "runLease", cfg.RunLease,
-		"operation", cfg.Operation, "planID", cfg.PlanID, "refreshOnly", cfg.RefreshOnly, "destroyPlan", cfg.DestroyPlan, "stateLineage", cfg.StateLineage)
+		"operation", cfg.Operation, "planID", cfg.PlanID, "refreshOnly", cfg.RefreshOnly, "destroyPlan", cfg.DestroyPlan, "target", cfg.Target, "stateLineage", cfg.StateLineage)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

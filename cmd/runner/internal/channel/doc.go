@@ -45,8 +45,9 @@
 //     names its Job; the channel binds it itself: the ID is runnerapi.PlanID of the SHA-256 of
 //     the file it received, its own --inputs-hash, and the state serial and lineage the plan
 //     file records; the record says RefreshOnly when the channel's own --refresh-only says so
-//     (a Plan Job's refresh-only plan), and Destroy when its own --destroy-plan does (a
-//     deleting object's destroy plan), never from what the runner uploads. A plan and its
+//     (a Plan Job's refresh-only plan), Destroy when its own --destroy-plan does (a
+//     deleting object's destroy plan), and Target from its own --target (the replace or
+//     import the plan carries out), never from what the runner uploads. A plan and its
 //     record must fit one Secret (about 1 MiB) or are refused;
 //   - a plan is handed out (GET /plan) only by a channel given its --plan-id, only while the
 //     run lease names its Job, only if the Secret holds that plan, its file matches its record's

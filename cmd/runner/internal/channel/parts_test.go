@@ -94,3 +94,43 @@ func TestChannelCommandRefreshOnly(t *testing.T) {
 		t.Fatalf("%+v, %v", cfg, err)
 	}
 }
+
+// --target is one argument (blanks included) that runnerapi.ParseTarget reads, on a Plan Job
+// that is neither refresh-only nor a destroy plan only.
+func TestConfigTargetFlag(t *testing.T) {
+	base := []string{"--namespace=ns", "--suffix=s", "--job=j", "--run-lease=r", "--owner-kind=k", "--owner-name=n", "--owner-uid=u"}
+	env := []string{"KUBERNETES_SERVICE_HOST=10.0.0.1", "KUBERNETES_SERVICE_PORT=443", "POD_NAME=p"}
+	plan := []string{"--operation=Plan", "--inputs-hash=sha256:1"}
+	id := runnerapi.PlanID("f", "h", 1, "l")
+	cases := []struct {
+		args    []string
+		target  string
+		wantErr string
+	}{
+		{args: plan, target: "replace terraform_data.a"},
+		{args: plan, target: "import module.m.terraform_data.a[0] an id with blanks"},
+		{args: plan, target: "replace", wantErr: `want "replace <address>"`},
+		{args: plan, target: "taint terraform_data.a", wantErr: `unknown operation "taint"`},
+		{args: append([]string{"--refresh-only"}, plan...), target: "replace terraform_data.a", wantErr: "--target is for a Plan Job that is neither"},
+		{args: append([]string{"--destroy-plan"}, plan...), target: "replace terraform_data.a", wantErr: "--target is for a Plan Job that is neither"},
+		{args: []string{"--operation=Apply", "--plan-id=" + id}, target: "replace terraform_data.a", wantErr: "--target is for a Plan Job"},
+		{args: []string{"--operation=Destroy"}, target: "replace terraform_data.a", wantErr: "--target is for a Plan Job"},
+		{args: nil, target: "replace terraform_data.a", wantErr: "--target is for a Plan Job"},
+	}
+	for _, tc := range cases {
+		args := append(append(append([]string{}, base...), tc.args...), "--"+runnerapi.FlagTarget+"="+tc.target)
+		cfg, err := parse(args, env, &strings.Builder{})
+		switch {
+		case tc.wantErr == "" && (err != nil || cfg.Target != tc.target):
+			t.Errorf("%q: target %q, %v", args, cfg.Target, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%q: %v, want an error about %s", args, err, tc.wantErr)
+		}
+	}
+	// As the controller writes it.
+	inv := runnerapi.ChannelInvocation{Dir: "/c", Namespace: "ns", Suffix: "s", Job: "j", RunLease: "r", OwnerKind: "k", OwnerName: "n", OwnerUID: "u",
+		TokenFile: "/t", CAFile: "/ca", Operation: runnerapi.OperationPlan, InputsHash: "sha256:1", Target: "import terraform_data.a x y"}
+	if cfg, err := parse(runnerapi.ChannelCommand("runner", inv)[2:], env, &strings.Builder{}); err != nil || cfg.Target != inv.Target {
+		t.Fatalf("%+v, %v", cfg, err)
+	}
+}

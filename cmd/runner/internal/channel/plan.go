@@ -94,7 +94,7 @@ func (s *server) putPlan(ctx context.Context, w http.ResponseWriter, r *http.Req
 	rec := runnerapi.PlanRecord{
 		ID: runnerapi.PlanID(sha, s.cfg.InputsHash, serial, lineage), FileSHA256: sha, InputsHash: s.cfg.InputsHash,
 		StateSerial: serial, StateLineage: lineage, CreatedAt: s.now().UTC().Format(time.RFC3339), Job: s.cfg.Job,
-		RefreshOnly: s.cfg.RefreshOnly, Destroy: s.cfg.DestroyPlan, PlanSummary: up.Summary.Bounded(runnerapi.MaxRecordAddresses),
+		RefreshOnly: s.cfg.RefreshOnly, Destroy: s.cfg.DestroyPlan, Target: s.cfg.Target, PlanSummary: up.Summary.Bounded(runnerapi.MaxRecordAddresses),
 	}
 	// The plan file is stored gzip'd, as the backend stores a state.
 	gz, err := runnerapi.EncodeState(up.File)
@@ -123,7 +123,7 @@ func (s *server) putPlan(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if stored == nil {
 		return
 	}
-	log.Info("plan stored", "planID", rec.ID, "fileSHA256", rec.FileSHA256, "stateSerial", rec.StateSerial, "refreshOnly", rec.RefreshOnly, "destroy", rec.Destroy, "gzipBytes", len(gz),
+	log.Info("plan stored", "planID", rec.ID, "fileSHA256", rec.FileSHA256, "stateSerial", rec.StateSerial, "refreshOnly", rec.RefreshOnly, "destroy", rec.Destroy, "target", rec.Target, "gzipBytes", len(gz),
 		"create", rec.Create, "update", rec.Update, "replace", rec.Replace, "delete", rec.Delete)
 	// The digests of what was stored bind every artifact to this plan: the runner reports them
 	// in its Result, which the manager trusts and the tenant cannot write.

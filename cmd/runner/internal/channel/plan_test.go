@@ -72,6 +72,13 @@ func (o *tfObject) refreshPlanChannel() *running {
 	return start(cfg)
 }
 
+// targetPlanChannel starts the channel of a Plan Job of o whose plan carries out target.
+func (o *tfObject) targetPlanChannel(target string) *running {
+	cfg := o.config(GinkgoT().TempDir())
+	cfg.Operation, cfg.InputsHash, cfg.Target = runnerapi.OperationPlan, inputsHash, target
+	return start(cfg)
+}
+
 // refreshChannel starts the channel of a Refresh Job (seq) of o that applies plan id, and names
 // that Job in the run lease.
 func (o *tfObject) refreshChannel(seq int64, id string) *running {
@@ -234,6 +241,47 @@ var _ = Describe("the saved plan", func() {
 		code, body := r.do(http.MethodPut, r.planURL(), forged, r.cred)
 		Expect(code).To(Equal(http.StatusBadRequest), body)
 		Expect(o.storedRecord().ID).To(Equal(plain.ID))
+	})
+
+	It("records a targeted plan's target from its own --target, never from the upload", func() {
+		o := newObject()
+		const target = "import module.net.terraform_data.a[0] an id with blanks"
+		file := planZip(2, "lineage-t", []byte("an import plan"))
+		rec := o.targetPlanChannel(target).savePlan(upload(file))
+		Expect(rec.Target).To(Equal(target))
+		Expect(o.storedRecord().Target).To(Equal(target))
+		Expect(rec.RefreshOnly || rec.Destroy).To(BeFalse())
+		Expect(runnerapi.PlanKindOf(rec)).To(Equal(runnerapi.PlanKindApply), "an Apply Job applies a targeted plan")
+		Expect(rec.ID).To(Equal(runnerapi.PlanID(runnerapi.FileSHA256(file), inputsHash, 2, "lineage-t")), "the ID is computed as for any plan")
+
+		By("a Plan Job without --target stores a plan without a target, whatever it was before")
+		r := o.planChannel()
+		plain := r.savePlan(upload(planZip(2, "lineage-t", []byte("a full plan"))))
+		Expect(plain.Target).To(BeEmpty())
+		Expect(o.storedRecord().Target).To(BeEmpty())
+		raw, err := json.Marshal(plain)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(raw)).NotTo(ContainSubstring(`"target"`), "omitted when empty")
+
+		By("an upload that names a target is refused: the runner does not decide what the plan carries out")
+		b, err := json.Marshal(upload(planZip(2, "lineage-t", []byte("a forged plan"))))
+		Expect(err).NotTo(HaveOccurred())
+		forged := append([]byte(`{"target":"replace terraform_data.b",`), b[1:]...)
+		for _, ch := range []*running{r, o.targetPlanChannel("replace terraform_data.a")} {
+			code, body := ch.do(http.MethodPut, ch.planURL(), forged, ch.cred)
+			Expect(code).To(Equal(http.StatusBadRequest), body)
+			Expect(o.storedRecord().ID).To(Equal(plain.ID))
+		}
+
+		By("a Plan Job with --target records its own target, not the upload's")
+		replaced := o.targetPlanChannel("replace terraform_data.a").savePlan(upload(planZip(3, "lineage-t", []byte("a replace plan"))))
+		Expect(replaced.Target).To(Equal("replace terraform_data.a"))
+		Expect(o.storedRecord().Target).To(Equal("replace terraform_data.a"))
+
+		By("an Apply Job gets the targeted plan, its record and target included")
+		code, dl, _ := o.applyChannel(9, replaced.ID).getPlan()
+		Expect(code).To(Equal(http.StatusOK))
+		Expect(dl.Record).To(Equal(replaced))
 	})
 
 	It("stores only a Plan Job's plan, and only a plan file", func() {

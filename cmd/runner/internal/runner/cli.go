@@ -22,11 +22,12 @@ const usage = `usage:
              --inputs-dir=<dir> --work-dir=<dir> --result-file=<file> [--lock-timeout=300s]
              [--binary=<terraform or tofu>] [--channel-dir=<dir> [--channel-wait=60s]]
              [--plan-id=<id>] [--refresh-only] [--destroy-plan]
+             [--target="replace <address>" | --target="import <address> <id>"]
   runner channel --dir=<dir> --namespace=<ns> --suffix=<suffix> --job=<job> --run-lease=<lease>
              --owner-kind=<kind> --owner-name=<name> --owner-uid=<uid>
              [--token-file=<file>] [--ca-file=<file>]
              [--operation=<op>] [--inputs-hash=<hash>] [--plan-id=<id>]
-             [--state-lineage=<lineage>] [--refresh-only] [--destroy-plan]
+             [--state-lineage=<lineage>] [--refresh-only] [--destroy-plan] [--target=<target>]
   runner install <destination>
 `
 
@@ -92,6 +93,7 @@ func parseRun(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.PlanID, runnerapi.FlagPlanID, "", "Apply, Refresh or Destroy: apply this saved plan, fetched through the state channel")
 	fs.BoolVar(&cfg.RefreshOnly, runnerapi.FlagRefreshOnly, false, "Plan: make a refresh-only plan, which a Refresh applies")
 	fs.BoolVar(&cfg.DestroyPlan, runnerapi.FlagDestroyPlan, false, "Plan: make a destroy plan, which a Destroy applies")
+	fs.StringVar(&cfg.Target, runnerapi.FlagTarget, "", `Apply or Plan: replace or import one resource ("replace <address>" or "import <address> <id>")`)
 	if err := fs.Parse(args); err != nil {
 		return cfg, fmt.Errorf("parse flags: %w", err)
 	}

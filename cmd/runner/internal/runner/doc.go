@@ -9,9 +9,13 @@
 // applies its own refresh-only plan, so the state records what changed outside terraform and
 // no infrastructure changes; an Apply or a Refresh with --plan-id applies the saved plan it
 // fetches from the channel (an Apply only a plan that is not refresh-only, a Refresh only a
-// refresh-only one). The three phases of a run are prepare (prepare.go: flags, inputs, binary,
-// channel, work folder, steps), runSteps (each command between the hooks beforeStep, a
-// restore's push, and afterStep, what a command leaves for the result) and interpret.
+// refresh-only one). An Apply or a Plan with --target (runnerapi.ParseTarget) carries out one
+// targeted operation: a replace adds `-replace=ADDR` to the apply or the plan (not to an
+// apply of a saved plan, whose file carries it), an import writes its import block into the
+// module copy (runnerapi.TargetImportFile; a module that ships that file is refused). The
+// three phases of a run are prepare (prepare.go: flags, inputs, binary, channel, work folder,
+// steps), runSteps (each command between the hooks beforeStep, a restore's push, and
+// afterStep, what a command leaves for the result) and interpret.
 //
 // Invariants:
 //   - the state goes only where backend.json says: with the channel, every setting of the http

@@ -2,7 +2,9 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,11 +19,13 @@ import (
 // the backend override and sets up terraform's environment. It runs no terraform command. Its
 // parts, in order: checkFlags and resolveDirs (the command line), the inputs (redact.json
 // first, so every later error is masked), pickBinary, connect (the state channel, when the run
-// has one), setUpWorkDir (module, backend override, environment) and the operation's Steps.
+// has one), setUpWorkDir (module, backend override, an import's import block, environment) and
+// the operation's Steps.
 func (s *session) prepare(ctx context.Context, res *runnerapi.Result) (prepared, error) {
 	cfg := &s.cfg
 	var p prepared
-	if err := checkFlags(*cfg); err != nil {
+	var err error
+	if p.target, err = checkFlags(*cfg); err != nil {
 		return p, err
 	}
 	if err := resolveDirs(cfg); err != nil {
@@ -50,7 +54,7 @@ func (s *session) prepare(ctx context.Context, res *runnerapi.Result) (prepared,
 	p.planFile = filepath.Join(cfg.WorkDir, PlanFileName)
 	if p.steps, err = Steps(cfg.Operation, StepOptions{VarFile: p.in.VarFile, LockTimeout: cfg.LockTimeout, PushFile: p.pushFile,
 		PlanFile: p.planFile, ApplySavedPlan: cfg.PlanID != "", SavePlan: p.channel != nil, RefreshOnly: cfg.RefreshOnly,
-		DestroyPlan: cfg.DestroyPlan}); err != nil {
+		DestroyPlan: cfg.DestroyPlan, Target: p.target}); err != nil {
 		return p, err
 	}
 	return p, nil
@@ -58,33 +62,58 @@ func (s *session) prepare(ctx context.Context, res *runnerapi.Result) (prepared,
 
 // checkFlags refuses a command line whose flags do not go together: an unknown operation, a
 // negative lock timeout, --refresh-only outside a Plan or a Drift check, --destroy-plan outside
-// a Plan (or with --refresh-only), a --plan-id outside an Apply, a Refresh or a Destroy, not a
-// plan ID, or without a state channel to fetch it through.
-func checkFlags(cfg Config) error {
+// a Plan (or with --refresh-only), a --target that runnerapi.ParseTarget refuses or outside an
+// Apply or a Plan (or with --refresh-only or --destroy-plan), a --plan-id outside an Apply, a
+// Refresh or a Destroy, not a plan ID, or without a state channel to fetch it through. It
+// returns the parsed --target (zero without one).
+func checkFlags(cfg Config) (runnerapi.Target, error) {
 	if !runnerapi.ValidOperation(cfg.Operation) {
-		return badInput("unknown operation %q (want one of %v)", cfg.Operation, runnerapi.Operations)
+		return runnerapi.Target{}, badInput("unknown operation %q (want one of %v)", cfg.Operation, runnerapi.Operations)
 	}
 	if cfg.LockTimeout < 0 {
-		return badInput("negative lock timeout %s", cfg.LockTimeout)
+		return runnerapi.Target{}, badInput("negative lock timeout %s", cfg.LockTimeout)
 	}
 	if cfg.RefreshOnly && cfg.Operation != runnerapi.OperationPlan && cfg.Operation != runnerapi.OperationDrift {
-		return badInput("--%s is for a Plan or a Drift check, not a %s (a Refresh makes and applies its own refresh-only plan)", runnerapi.FlagRefreshOnly, cfg.Operation)
+		return runnerapi.Target{}, badInput("--%s is for a Plan or a Drift check, not a %s (a Refresh makes and applies its own refresh-only plan)", runnerapi.FlagRefreshOnly, cfg.Operation)
 	}
 	if cfg.DestroyPlan && (cfg.Operation != runnerapi.OperationPlan || cfg.RefreshOnly) {
-		return badInput("--%s is for a Plan that is not refresh-only, not a %s (a Destroy applies the destroy plan a Plan saved)", runnerapi.FlagDestroyPlan, cfg.Operation)
+		return runnerapi.Target{}, badInput("--%s is for a Plan that is not refresh-only, not a %s (a Destroy applies the destroy plan a Plan saved)", runnerapi.FlagDestroyPlan, cfg.Operation)
+	}
+	target, err := checkTarget(cfg)
+	if err != nil {
+		return runnerapi.Target{}, err
 	}
 	if cfg.PlanID == "" {
-		return nil
+		return target, nil
 	}
 	switch {
 	case runnerapi.JobPlanKind(cfg.Operation) == "":
-		return badInput("--%s is for an Apply, a Refresh or a Destroy, not a %s", runnerapi.FlagPlanID, cfg.Operation)
+		return runnerapi.Target{}, badInput("--%s is for an Apply, a Refresh or a Destroy, not a %s", runnerapi.FlagPlanID, cfg.Operation)
 	case !runnerapi.ValidPlanID(cfg.PlanID):
-		return badInput("--%s=%q is not a plan ID", runnerapi.FlagPlanID, cfg.PlanID)
+		return runnerapi.Target{}, badInput("--%s=%q is not a plan ID", runnerapi.FlagPlanID, cfg.PlanID)
 	case cfg.ChannelDir == "":
-		return badInput("%v", errNoChannelForPlan)
+		return runnerapi.Target{}, badInput("%v", errNoChannelForPlan)
 	}
-	return nil
+	return target, nil
+}
+
+// checkTarget parses --target (runnerapi.ParseTarget, the rule the webhook and the controller
+// apply too); only an Apply or a Plan that is neither refresh-only nor a destroy plan takes one.
+func checkTarget(cfg Config) (runnerapi.Target, error) {
+	if cfg.Target == "" {
+		return runnerapi.Target{}, nil
+	}
+	if cfg.Operation != runnerapi.OperationApply && cfg.Operation != runnerapi.OperationPlan {
+		return runnerapi.Target{}, badInput("--%s is for an Apply or a Plan, not a %s", runnerapi.FlagTarget, cfg.Operation)
+	}
+	if cfg.RefreshOnly || cfg.DestroyPlan {
+		return runnerapi.Target{}, badInput("--%s is for an Apply or a Plan that is neither refresh-only nor a destroy plan", runnerapi.FlagTarget)
+	}
+	t, err := runnerapi.ParseTarget(cfg.Target)
+	if err != nil {
+		return runnerapi.Target{}, badInput("--%s=%q: %v", runnerapi.FlagTarget, cfg.Target, err)
+	}
+	return t, nil
 }
 
 // resolveDirs requires the module, inputs and work folders and makes them absolute (a relative
@@ -142,9 +171,10 @@ func (s *session) connect(ctx context.Context, b runnerapi.Backend, redact []str
 	return ch, nil
 }
 
-// setUpWorkDir copies the module into the work folder, writes the backend override (the http
-// backend on the channel, else the kubernetes backend) and builds terraform's environment: the
-// backend's settings, a writable TMPDIR and the CA bundle.
+// setUpWorkDir copies the module into the work folder, writes an import's import block
+// (writeTargetImport) and the backend override (the http backend on the channel, else the
+// kubernetes backend) and builds terraform's environment: the backend's settings, a writable
+// TMPDIR and the CA bundle.
 func (s *session) setUpWorkDir(p prepared, mode BackendMode) error {
 	cfg := &s.cfg
 	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
@@ -152,6 +182,9 @@ func (s *session) setUpWorkDir(p prepared, mode BackendMode) error {
 	}
 	s.dir = filepath.Join(cfg.WorkDir, "module")
 	if err := CopyModule(cfg.ModuleDir, s.dir); err != nil {
+		return err
+	}
+	if err := writeTargetImport(s.dir, p.target); err != nil {
 		return err
 	}
 	if p.channel != nil {
@@ -174,6 +207,29 @@ func (s *session) setUpWorkDir(p prepared, mode BackendMode) error {
 	s.env = withDefault(s.env, "TMPDIR", tmp)
 	if bundle := caBundleFor(s.getenv, cfg.CABundle); bundle != "" {
 		s.env = withDefault(s.env, "SSL_CERT_FILE", bundle)
+	}
+	return nil
+}
+
+// writeTargetImport writes an import's import block (runnerapi.Target.ImportFile) into dir, the
+// run's copy of the module, as runnerapi.TargetImportFile; any other target writes nothing. It
+// is written for an apply of a saved plan too (which reads the configuration the plan file
+// carries), so the configuration is the one the plan was made with. A module that ships a file
+// of that name is refused: the runner would replace it, or terraform would read two import
+// blocks.
+func writeTargetImport(dir string, t runnerapi.Target) error {
+	doc, err := t.ImportFile()
+	if err != nil || doc == nil {
+		return err
+	}
+	path := filepath.Join(dir, runnerapi.TargetImportFile)
+	if _, err := os.Lstat(path); err == nil {
+		return badInput("the module has a file %s, the name the runner writes an import's import block to: rename it", runnerapi.TargetImportFile)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("look for %s in the module: %w", runnerapi.TargetImportFile, err)
+	}
+	if err := os.WriteFile(path, doc, 0o644); err != nil {
+		return fmt.Errorf("write the import block: %w", err)
 	}
 	return nil
 }

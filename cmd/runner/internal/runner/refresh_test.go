@@ -467,7 +467,7 @@ func TestAcceptDriftCheckIsARefreshOnlyPlan(t *testing.T) {
 // the same Invocation, field for field (one shape on both sides of the Job's command line).
 func TestParseRunReadsBackTheInvocation(t *testing.T) {
 	inv := runnerapi.Invocation{Operation: runnerapi.OperationApply, ModuleDir: "/m", InputsDir: "/i", WorkDir: "/w",
-		ResultFile: "/r", LockTimeout: 7 * time.Second, Binary: "tofu", ChannelDir: "/c", PlanID: "p1"}
+		ResultFile: "/r", LockTimeout: 7 * time.Second, Binary: "tofu", ChannelDir: "/c", PlanID: "p1", Target: "replace terraform_data.a"}
 	cfg, err := parseRun(runnerapi.Command("runner", inv)[2:], &strings.Builder{})
 	if err != nil {
 		t.Fatal(err)

@@ -38,7 +38,8 @@ const waitDelay = 30 * time.Second
 // fetched through the channel, instead of planning afresh (each only a plan of its kind,
 // runnerapi.PlanKindRefusal); RefreshOnly (Plan or Drift) makes a refresh-only plan (`plan
 // -refresh-only`), which a Refresh Job applies later; DestroyPlan (Plan) makes a destroy plan
-// (`plan -destroy`), which a Destroy Job applies later.
+// (`plan -destroy`), which a Destroy Job applies later; Target (Apply or Plan) replaces or
+// imports one resource (runnerapi.ParseTarget; StepOptions.Target, writeTargetImport).
 type Config struct {
 	runnerapi.Invocation
 	// Environ is the runner's environment: read for CAPTF_TF_BINARY, PATH and the backend mode,
@@ -147,6 +148,8 @@ type prepared struct {
 	channel *ChannelBackend
 	// planFile is where a plan is saved (or a saved plan is put to be applied).
 	planFile string
+	// target is the run's targeted operation (--target); zero without one.
+	target runnerapi.Target
 }
 
 // stepsEnd says how runSteps ended.

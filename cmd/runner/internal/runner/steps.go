@@ -65,6 +65,11 @@ type StepOptions struct {
 	// DestroyPlan (Plan): the plan is a destroy plan (`plan -destroy`), which a Destroy Job
 	// applies later (ApplySavedPlan).
 	DestroyPlan bool
+	// Target (Apply or Plan) is the run's targeted operation: a replace adds its PlanArgs
+	// (`-replace=ADDR`) to an Apply's apply and to a Plan's plan; an import adds nothing (its
+	// import block is a file of the module copy). An apply of a saved plan takes none (the plan
+	// file carries it), nor does a refresh-only or a destroy plan.
+	Target runnerapi.Target
 }
 
 // Steps is the one place that maps an operation to terraform/tofu commands.
@@ -86,7 +91,8 @@ func Steps(op string, o StepOptions) ([]Step, error) {
 		if o.ApplySavedPlan {
 			return applySaved, nil
 		}
-		return []Step{init, {Name: StepApply, Args: []string{"apply", "-auto-approve", "-input=false", "-no-color", lock, vars}}}, nil
+		apply := append(append([]string{"apply", "-auto-approve", "-input=false", "-no-color", lock}, o.Target.PlanArgs()...), vars)
+		return []Step{init, {Name: StepApply, Args: apply}}, nil
 	case runnerapi.OperationDestroy:
 		if o.ApplySavedPlan {
 			// The destroy plan a Plan Job saved and the object's policies or an approver let
@@ -97,12 +103,14 @@ func Steps(op string, o StepOptions) ([]Step, error) {
 		}
 		return []Step{init, {Name: StepDestroy, Args: []string{"apply", "-destroy", "-auto-approve", "-input=false", "-no-color", lock, vars}}}, nil
 	case runnerapi.OperationPlan:
-		plan := Step{Name: StepPlan, Args: []string{"plan", "-detailed-exitcode", "-input=false", "-no-color", lock, vars, planOut}, DetailedExitCode: true}
+		plan := Step{Name: StepPlan, DetailedExitCode: true}
 		switch {
 		case o.RefreshOnly:
 			plan.Args = []string{"plan", "-refresh-only", "-detailed-exitcode", "-input=false", "-no-color", lock, vars, planOut}
 		case o.DestroyPlan:
 			plan.Args = []string{"plan", "-destroy", "-detailed-exitcode", "-input=false", "-no-color", lock, vars, planOut}
+		default:
+			plan.Args = append(append([]string{"plan", "-detailed-exitcode", "-input=false", "-no-color", lock}, o.Target.PlanArgs()...), vars, planOut)
 		}
 		steps := []Step{init, plan, showJSON}
 		if o.SavePlan {

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
+)
+
+// targetModule has one resource whose configuration never changes: only a targeted replace
+// replaces it.
+const targetModule = `
+variable "name" {
+  type = string
+}
+
+variable "secret_word" {
+  type      = string
+  sensitive = true
+}
+
+resource "terraform_data" "a" {
+  input = "a"
+}
+`
+
+// idOf is the id of the state's one instance of the managed resource typ.name.
+func idOf(raw []byte, typ, name string) string {
+	var state struct {
+		Resources []struct {
+			Mode, Type, Name string
+			Instances        []struct {
+				Attributes map[string]any `json:"attributes"`
+			} `json:"instances"`
+		} `json:"resources"`
+	}
+	Expect(json.Unmarshal(raw, &state)).To(Succeed())
+	for _, r := range state.Resources {
+		if r.Mode == "managed" && r.Type == typ && r.Name == name {
+			Expect(r.Instances).To(HaveLen(1))
+			id, _ := r.Instances[0].Attributes["id"].(string)
+			Expect(id).NotTo(BeEmpty())
+			return id
+		}
+	}
+	Fail(fmt.Sprintf("no %s.%s in the state", typ, name))
+	return ""
+}
+
+// describeTargets: targeted operations (--target) with the real binaries, through the channel.
+func describeTargets(bin string) {
+	Describe(bin+": targeted operations", func() {
+		newTargetObject := func() *stateObject {
+			specs++
+			ns := h.namespace(ctx, "runner-target-")
+			o := h.newObjectWithModule(ctx, bins[bin], ns, fmt.Sprintf("target-%d", specs), GinkgoT().TempDir(), GinkgoWriter, targetModule)
+			o.prepare()
+			return o
+		}
+		It("replaces one resource whose configuration did not change, by an Apply and by an approved Plan", func() {
+			o := newTargetObject()
+			vars := map[string]any{"name": "alpha"}
+			_, code, raw := o.runJob(runnerapi.OperationApply, vars)
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			_, st := o.readState()
+			first := idOf(st, "terraform_data", "a")
+
+			By("an Apply without a target changes nothing")
+			_, code, raw = o.runJob(runnerapi.OperationApply, vars)
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			_, st = o.readState()
+			Expect(idOf(st, "terraform_data", "a")).To(Equal(first))
+
+			By("an Apply with a replace target replaces it")
+			const target = "replace terraform_data.a"
+			res, code, raw := o.runJobOf(runnerapi.OperationApply, vars, jobOpts{target: target})
+			GinkgoWriter.Printf("runner result (targeted apply): %s\n", raw)
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(res.Outcome).To(Equal(runnerapi.OutcomeSucceeded))
+			_, st = o.readState()
+			second := idOf(st, "terraform_data", "a")
+			Expect(second).NotTo(Equal(first))
+
+			By("a Plan with the target plans the replace; its record says so; the approved plan replaces it")
+			res, code, raw = o.runJobOf(runnerapi.OperationPlan, vars, jobOpts{target: target})
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(res.Changes).To(HaveValue(BeTrue()))
+			Expect(res.Summary).To(Equal(&runnerapi.PlanSummary{Replace: 1, Addresses: []string{"terraform_data.a"}}))
+			p := o.readPlan()
+			Expect(p.record.Target).To(Equal(target))
+			Expect(p.record.PlanSummary).To(Equal(*res.Summary))
+			res, code, raw = o.runJobOf(runnerapi.OperationApply, vars, jobOpts{planID: p.record.ID, target: target})
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(res.AppliedPlan).To(Equal(&runnerapi.PlanRef{ID: p.record.ID, FileSHA256: p.record.FileSHA256}))
+			_, st = o.readState()
+			Expect(idOf(st, "terraform_data", "a")).NotTo(Equal(second))
+		})
+
+		It("imports one resource under the ID given, kept literal, by an Apply and by an approved Plan", func() {
+			vars := map[string]any{"name": "alpha"}
+			// terraform_data takes any ID; "${...}" would be a template if the runner did not escape it.
+			const id = "imported-${var.name}-%{ if true }x%{ endif }"
+			o := newTargetObject()
+			res, code, raw := o.runJobOf(runnerapi.OperationApply, vars, jobOpts{target: "import terraform_data.a " + id})
+			GinkgoWriter.Printf("runner result (targeted import): %s\n", raw)
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(res.Outcome).To(Equal(runnerapi.OutcomeSucceeded))
+			_, st := o.readState()
+			Expect(idOf(st, "terraform_data", "a")).To(Equal(id))
+
+			By("through a Plan: its record names the import, and its apply imports exactly that")
+			o = newTargetObject()
+			target := "import terraform_data.a other-id"
+			res, code, raw = o.runJobOf(runnerapi.OperationPlan, vars, jobOpts{target: target})
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(res.Changes).To(HaveValue(BeTrue()))
+			p := o.readPlan()
+			Expect(p.record.Target).To(Equal(target))
+			res, code, raw = o.runJobOf(runnerapi.OperationApply, vars, jobOpts{planID: p.record.ID, target: target})
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(res.AppliedPlan).To(Equal(&runnerapi.PlanRef{ID: p.record.ID, FileSHA256: p.record.FileSHA256}))
+			_, st = o.readState()
+			Expect(idOf(st, "terraform_data", "a")).To(Equal("other-id"))
+		})
+	})
+}
