@@ -206,6 +206,10 @@ type PlanSummary struct {
 	Update  int `json:"update"`
 	Replace int `json:"replace"`
 	Delete  int `json:"delete"`
+	// Import counts the resources the plan imports (an import block of a targeted operation,
+	// or the module's own); an imported resource whose attributes also change is counted
+	// under its action too.
+	Import int `json:"import,omitempty"`
 	// Addresses are the changed resources (the counted ones), sorted, without duplicates, each
 	// at most MaxAddressBytes.
 	Addresses []string `json:"addresses,omitempty"`
@@ -214,7 +218,7 @@ type PlanSummary struct {
 }
 
 // Changed is the number of counted resource changes.
-func (s PlanSummary) Changed() int { return s.Create + s.Update + s.Replace + s.Delete }
+func (s PlanSummary) Changed() int { return s.Create + s.Update + s.Replace + s.Delete + s.Import }
 
 // ActionOf maps a plan's resource change actions (terraform's `show -json` "actions") to the
 // action the summary counts: a delete-then-create or create-then-delete is a replace; no-op,
@@ -247,6 +251,12 @@ func (s *PlanSummary) Add(address string, actions []string) {
 	default:
 		return
 	}
+	s.Addresses = append(s.Addresses, address)
+}
+
+// AddImport counts one resource the plan imports; its address is listed.
+func (s *PlanSummary) AddImport(address string) {
+	s.Import++
 	s.Addresses = append(s.Addresses, address)
 }
 

@@ -119,6 +119,8 @@ func describeTargets(bin string) {
 			Expect(res.Changes).To(HaveValue(BeTrue()))
 			p := o.readPlan()
 			Expect(p.record.Target).To(Equal(target))
+			Expect(p.record.PlanSummary.Import).To(Equal(1), "the summary counts the import: a plan that only imports is a change that waits for its apply")
+			Expect(p.record.Addresses).To(Equal([]string{"terraform_data.a"}))
 			res, code, raw = o.runJobOf(runnerapi.OperationApply, vars, jobOpts{planID: p.record.ID, target: target})
 			Expect(code).To(Equal(runnerapi.ExitOK), raw)
 			Expect(res.AppliedPlan).To(Equal(&runnerapi.PlanRef{ID: p.record.ID, FileSHA256: p.record.FileSHA256}))

@@ -41,6 +41,8 @@ type resourceChange struct {
 	Address string `json:"address"`
 	Change  struct {
 		Actions []string `json:"actions"`
+		// Importing is set on a resource the plan imports (an import block).
+		Importing json.RawMessage `json:"importing"`
 	} `json:"change"`
 }
 
@@ -63,6 +65,9 @@ func Summarize(showJSON []byte, refreshOnly bool) (runnerapi.PlanSummary, error)
 	var sum runnerapi.PlanSummary
 	for _, c := range changes {
 		sum.Add(c.Address, c.Change.Actions)
+		if len(c.Change.Importing) > 0 && string(c.Change.Importing) != "null" {
+			sum.AddImport(c.Address)
+		}
 	}
 	if refreshOnly {
 		for _, name := range slices.Sorted(maps.Keys(doc.OutputChanges)) {
