@@ -79,6 +79,7 @@ var serviceAccountPath = field.NewPath("spec", "job", "serviceAccountName")
 // ValidateCreate implements admission.Validator.
 func (v Validator[T]) ValidateCreate(ctx context.Context, obj T) (admission.Warnings, error) {
 	errs := ValidateTerraformSpec(field.NewPath("spec"), obj.GetTerraformSpec())
+	errs = append(errs, ValidateTargetOperation(nil, obj.GetAnnotations())...)
 	warnings, accountErrs := v.checkAccount(ctx, obj.GetNamespace(), obj.GetTerraformSpec().Job.ServiceAccountName)
 	audienceWarnings, audienceErrs := checkAudience(ctx, v.Audiences, field.NewPath("spec"), obj.GetTerraformSpec())
 	secretWarnings, secretErrs := checkModuleSecrets(ctx, v.Secrets, obj.GetNamespace(), field.NewPath("spec"), obj.GetTerraformSpec())
@@ -97,6 +98,7 @@ func (v Validator[T]) ValidateUpdate(ctx context.Context, oldObj, newObj T) (adm
 	errs := ValidateTerraformSpec(path, newObj.GetTerraformSpec())
 	errs = append(errs, ValidateTerraformSpecUpdate(path, oldObj.GetTerraformSpec(), newObj.GetTerraformSpec(),
 		Provisioned(oldObj.GetAnnotations(), oldObj.GetTerraformStatus()))...)
+	errs = append(errs, ValidateTargetOperation(oldObj.GetAnnotations(), newObj.GetAnnotations())...)
 	var warnings admission.Warnings
 	if name := newObj.GetTerraformSpec().Job.ServiceAccountName; name != oldObj.GetTerraformSpec().Job.ServiceAccountName {
 		var accountErrs field.ErrorList

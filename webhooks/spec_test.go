@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -141,5 +142,38 @@ var _ = Describe("Spec validation", func() {
 		Eventually(func() bool {
 			return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(o), o))
 		}).Should(BeTrue())
+	})
+})
+
+var _ = Describe("Targeted operations at admission", func() {
+	It("refuses a request the parser does not read, on create as on update, and in a template's metadata", func() {
+		ns := newNamespace()
+		for _, kind := range guardedKinds {
+			o := newObject(kind, ns, "tg")
+			o.SetAnnotations(map[string]string{infrav1.TargetOperationAnnotation: "replace"})
+			err := admin.Create(ctx, o)
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%s: a create is an update from nothing: %v", kind, err)
+			Expect(err.Error()).To(ContainSubstring(`metadata.annotations[captf.io/target-operation]: Invalid value: "replace"`))
+			Expect(err.Error()).To(ContainSubstring(`want "replace <address>"`))
+		}
+
+		o := create(infrav1.TerraformClusterKind, ns, "ok")
+		set := func(v string) error {
+			return admin.Patch(ctx, o, client.RawPatch(types.MergePatchType,
+				[]byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, infrav1.TargetOperationAnnotation, v))))
+		}
+		Expect(set("import aws_instance.web i-0abc")).To(Succeed())
+		err := set(`import aws_instance.web["a b"] i-1`)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("is not a managed resource instance address"))
+		Expect(set("forget aws_instance.web")).To(MatchError(ContainSubstring(`unknown operation "forget"`)))
+		Expect(set("replace module.net.aws_subnet.a[0]")).To(Succeed())
+
+		tmpl := &infrav1.TerraformMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tg"}}
+		tmpl.Spec.Template.Spec.Module.Image = "example.com/module:1"
+		tmpl.Spec.Template.ObjectMeta.Annotations = map[string]string{infrav1.TargetOperationAnnotation: "replace aws_instance.web"}
+		err = admin.Create(ctx, tmpl)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("a template must not stamp it onto every object Cluster API creates"))
 	})
 })

@@ -12,6 +12,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/inputs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
+	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
 // Module source kinds, as ModuleSourceKind names them.
@@ -132,7 +133,30 @@ func ValidateTemplateMetadata(path *field.Path, annotations map[string]string) f
 		case slices.Contains(infrav1.GuardedRequestAnnotations(), k):
 			errs = append(errs, field.Forbidden(path.Key(k), fmt.Sprintf(
 				"%s is a request the CAPTF guard judges on each object (docs/webhooks.md): a template must not stamp it onto the objects Cluster API creates; remove it from the template and set it on the object itself", k)))
+		case k == infrav1.TargetOperationAnnotation:
+			errs = append(errs, field.Forbidden(path.Key(k), fmt.Sprintf(
+				"%s asks one object's next apply to replace or import one resource (docs/state.md, \"Targeted operations\"): a template must not stamp it onto every object Cluster API creates; set it on the object itself", k)))
 		}
 	}
 	return errs
+}
+
+var targetOperationPath = field.NewPath("metadata", "annotations").Key(infrav1.TargetOperationAnnotation)
+
+// ValidateTargetOperation refuses a targeted operation (captf.io/target-operation) that
+// runnerapi.ParseTarget does not read: on create (oldAnnotations nil), and on an update that
+// sets or changes it (an update that keeps a value is not judged again, so the controller's own
+// writes never fail on it). It is pure.
+func ValidateTargetOperation(oldAnnotations, newAnnotations map[string]string) field.ErrorList {
+	v, ok := newAnnotations[infrav1.TargetOperationAnnotation]
+	if !ok {
+		return nil
+	}
+	if old, had := oldAnnotations[infrav1.TargetOperationAnnotation]; had && old == v {
+		return nil
+	}
+	if _, err := runnerapi.ParseTarget(v); err != nil {
+		return field.ErrorList{field.Invalid(targetOperationPath, v, err.Error()+` (docs/state.md, "Targeted operations")`)}
+	}
+	return nil
 }

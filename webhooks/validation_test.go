@@ -203,3 +203,38 @@ func equalJSON(t *testing.T, a, b any) bool {
 	}
 	return string(ja) == string(jb)
 }
+
+func TestValidateTargetOperation(t *testing.T) {
+	key := infrav1.TargetOperationAnnotation
+	cases := []struct {
+		name     string
+		old, new map[string]string
+		wantErr  string
+	}{
+		{name: "none", new: map[string]string{}},
+		{name: "create: a replace", new: map[string]string{key: "replace aws_instance.web"}},
+		{name: "create: an import with blanks in the ID", new: map[string]string{key: "import aws_instance.web my id"}},
+		{name: "create: no address", new: map[string]string{key: "replace"}, wantErr: `want "replace <address>"`},
+		{name: "create: a data source", new: map[string]string{key: "replace data.aws_ami.x"}, wantErr: "not a managed resource instance address"},
+		{name: "update: set to something unread", old: map[string]string{}, new: map[string]string{key: "taint aws_instance.web"}, wantErr: `unknown operation "taint"`},
+		{name: "update: changed to something unread", old: map[string]string{key: "replace a.b"}, new: map[string]string{key: "import a.b"}, wantErr: `want "import <address> <id>"`},
+		// An update that keeps a value is not judged again: the controller's own writes of an
+		// object that carries one (written while the webhook was down) never fail on it.
+		{name: "update: an unread value kept", old: map[string]string{key: "bogus"}, new: map[string]string{key: "bogus"}},
+		{name: "update: removed", old: map[string]string{key: "bogus"}, new: map[string]string{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			errs := webhooks.ValidateTargetOperation(c.old, c.new)
+			if c.wantErr == "" {
+				if len(errs) > 0 {
+					t.Fatalf("refused: %v", errs)
+				}
+				return
+			}
+			if len(errs) != 1 || !strings.Contains(errs[0].Error(), c.wantErr) || errs[0].Field != "metadata.annotations[captf.io/target-operation]" {
+				t.Fatalf("got %v, want one error on the annotation containing %q", errs, c.wantErr)
+			}
+		})
+	}
+}

@@ -56,6 +56,18 @@ const (
 	// See docs/drift.md.
 	DriftCheckAnnotation = "captf.io/drift-check"
 
+	// TargetOperationAnnotation asks for one targeted operation on the object's state, carried
+	// out by its next apply: "replace <address>" (the resource instance is destroyed and
+	// created again, `-replace`) or "import <address> <id>" (the existing object is imported to
+	// the address by an import block). Exclusive with every other state writer, backed up
+	// before and after like any apply, and planned first, then approved, when the object's
+	// plans are judged (applyPolicy Manual, destructiveChanges RequireApproval, a plan policy).
+	// It waits for the object's first apply (there is no state to target before). Bookkeeping
+	// removes it once the apply that carried it ended (succeeded or failed: status.lastRun
+	// says which), unless the value changed meanwhile. The admission webhook refuses a value
+	// runnerapi.ParseTarget does not read. See docs/state.md, "Targeted operations".
+	TargetOperationAnnotation = "captf.io/target-operation"
+
 	// ApprovePlanAnnotation approves a pending plan: its value is status.pendingPlan.id. Only
 	// members of the approver groups (--plan-approver-groups) may set it.
 	ApprovePlanAnnotation = "captf.io/approve-plan"
@@ -688,6 +700,11 @@ type LastRun struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=4096
 	Message string `json:"message,omitempty"`
+	// target is the targeted operation the Job carried out (captf.io/target-operation), if
+	// any.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1400
+	Target string `json:"target,omitempty"`
 }
 
 // TerraformStatus is the part of the status every kind shares.
@@ -785,6 +802,9 @@ type PendingPlan struct {
 	Replace int32 `json:"replace,omitempty"`
 	// +optional
 	Delete int32 `json:"delete,omitempty"`
+	// import counts the resources the plan imports (a targeted operation's import).
+	// +optional
+	Import int32 `json:"import,omitempty"`
 	// addresses of the changed resources, sorted (at most 50).
 	// +optional
 	// +listType=atomic
@@ -814,6 +834,12 @@ type PendingPlan struct {
 	// selects it). Approved (or let by), a Destroy Job applies it. docs/deletion.md.
 	// +optional
 	Destroy bool `json:"destroy,omitempty"`
+	// target is the targeted operation the plan carries out (captf.io/target-operation:
+	// "replace <address>" or "import <address> <id>"), as the plan Job's state channel recorded
+	// it. docs/state.md, "Targeted operations".
+	// +optional
+	// +kubebuilder:validation:MaxLength=1400
+	Target string `json:"target,omitempty"`
 	// createdAt is when the plan Job finished.
 	// +optional
 	CreatedAt *metav1.Time `json:"createdAt,omitempty"`

@@ -56,6 +56,10 @@ const (
 	JobSucceededReason = "JobSucceeded"
 	// JobFailedReason: the last Job failed; the message carries the runner's reason.
 	JobFailedReason = "JobFailed"
+	// TargetOperationInvalidReason (ApplyJobSucceeded): the targeted operation asked for
+	// (captf.io/target-operation) cannot be read; nothing runs for it until it is corrected or
+	// removed.
+	TargetOperationInvalidReason = "TargetOperationInvalid"
 
 	// PausedReason and NotPausedReason explain the Paused condition.
 	PausedReason    = "Paused"

@@ -25,6 +25,7 @@ type PlanRecord struct {
 	Update    int32    `json:"update,omitempty"`
 	Replace   int32    `json:"replace,omitempty"`
 	Delete    int32    `json:"delete,omitempty"`
+	Import    int32    `json:"import,omitempty"`
 	Addresses []string `json:"addresses,omitempty"`
 	// RefreshOnly: a refresh-only plan (its apply records in the state what changed outside
 	// Terraform and changes no infrastructure); a Refresh Job applies it, never an apply.
@@ -33,6 +34,9 @@ type PlanRecord struct {
 	// destroy to be judged (docs/deletion.md, "A destroy judged like an apply"); a Destroy Job
 	// applies it, never an Apply.
 	Destroy bool `json:"destroy,omitempty"`
+	// Target is the targeted operation the plan carries out ("" for none): a pending plan of
+	// another target (or of none) is no plan of the request the object carries now.
+	Target string `json:"target,omitempty"`
 	// Reason it waits: Manual, DestructiveChanges, PolicyViolated or Corrupt.
 	Reason string `json:"reason,omitempty"`
 	// Violations are the plan policy rules the plan breaks, as "<policy>/<rule>: <message>",
@@ -101,11 +105,15 @@ func (r *PlanRecord) KindName() string {
 }
 
 // Changes reports a plan that changes anything.
-func (r *PlanRecord) Changes() bool { return r.Create+r.Update+r.Replace+r.Delete > 0 }
+func (r *PlanRecord) Changes() bool { return r.Create+r.Update+r.Replace+r.Delete+r.Import > 0 }
 
 // Counts says what the plan does, for messages.
 func (r *PlanRecord) Counts() string {
-	return fmt.Sprintf("create %d, update %d, replace %d, delete %d", r.Create, r.Update, r.Replace, r.Delete)
+	counts := fmt.Sprintf("create %d, update %d, replace %d, delete %d", r.Create, r.Update, r.Replace, r.Delete)
+	if r.Import > 0 {
+		counts += fmt.Sprintf(", import %d", r.Import)
+	}
+	return counts
 }
 
 // ParsePlanRecord reads the pending-plan annotation; nil when there is none or it is not a

@@ -39,6 +39,9 @@ type Bookkept struct {
 	ActOnDrift   bool
 	// RefreshRequest is the captf.io/refresh value the Job answered (recorded on the Job).
 	RefreshRequest string
+	// TargetRequest is the captf.io/target-operation value the Job carried out (recorded on
+	// the Job).
+	TargetRequest string
 	// DriftCheckRequest is the captf.io/drift-check value the Job answered (recorded on a
 	// Drift Job started while a check was asked for).
 	DriftCheckRequest string
@@ -78,7 +81,7 @@ type RunEnd struct {
 // JudgeFinished is the pure part of bookkeeping: what a finished Job means for the object's
 // durable markers, given the failures counted so far.
 func JudgeFinished(cur JobView, out RunEnd, failuresBefore int, now time.Time) Bookkept {
-	b := Bookkept{Job: cur.Name, Op: cur.Operation, RefreshOnly: cur.RefreshOnly, Outcome: out.Outcome, Message: out.Message, At: now}
+	b := Bookkept{Job: cur.Name, Op: cur.Operation, RefreshOnly: cur.RefreshOnly, TargetRequest: cur.Target, Outcome: out.Outcome, Message: out.Message, At: now}
 	switch {
 	case out.Outcome == infrav1.RunSucceeded:
 	case out.PlanStale || out.PlanRefused != "":
@@ -151,6 +154,12 @@ func (b Bookkept) Markers(o metav1.Object, cur JobView, restoreSerial string) {
 	if cur.Operation == infrav1.OperationRefresh && b.Outcome == infrav1.RunSucceeded {
 		b.answerRefresh(o)
 	}
+	if cur.Operation == infrav1.OperationApply && (b.Outcome == infrav1.RunSucceeded || b.Counts) {
+		// A targeted operation is answered once the apply that carried it ran, whatever came of
+		// it (status.lastRun says): a request kept after a failure would ride, and fail, every
+		// later apply. A fenced, interrupted or refused run did nothing: the request stays.
+		b.answerTarget(o)
+	}
 	b.planMarkers(o)
 	if b.AppliedPlan != "" && b.Outcome != infrav1.RunFenced {
 		// At most once (I9): whatever happened, this plan is spent.
@@ -203,6 +212,9 @@ func (b Bookkept) planMarkers(o metav1.Object) {
 		SetAnnotation(o, infrav1.AppliedHashAnnotation, pl.InputsHash)
 		RemoveAnnotation(o, infrav1.PendingPlanAnnotation)
 		RemoveAnnotation(o, infrav1.RemediateAnnotation)
+		// A targeted operation whose plan changes nothing (an address the state does not
+		// hold) has nothing left to do.
+		b.answerTarget(o)
 	}
 }
 

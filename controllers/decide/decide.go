@@ -27,6 +27,9 @@ type JobView struct {
 	RefreshOnly bool
 	// DestroyPlan: a Plan Job that makes a destroy plan (DestroyPlanAnnotation).
 	DestroyPlan bool
+	// Target: the targeted operation the Job carries out, as the request was written
+	// (TargetOperationAnnotation on the Job; "" for none).
+	Target string
 	// Foreign: the Job's controller owner reference names another incarnation of the object
 	// (deleted and re-created under the same name). It runs against the same state, so it
 	// blocks while it runs, but it is never adopted or counted.
@@ -111,6 +114,8 @@ type Evidence struct {
 	Plan PlanEvidence
 	// Drift is the drift schedule and what a drift check or a person asked for.
 	Drift DriftEvidence
+	// Target is the targeted operation a person asked for (captf.io/target-operation).
+	Target TargetEvidence
 	// Retry is the failure backoff.
 	Retry RetryEvidence
 	// Health is the module's health signal (TerraformMachine).
@@ -431,7 +436,7 @@ func NeedsLiveState(ev Evidence) bool {
 		return true
 	}
 	return ev.Inputs.DesiredHash != ev.Inputs.AppliedHash || ev.State.LineageSuspect ||
-		ev.State.AppliedBefore && (!ev.State.SecretCached || ev.State.RestoreSerial != "" || ev.Drift.Remediate != "" || ev.Drift.RefreshRequest != "" || DriftDue(ev) || DriftCheckRequested(ev))
+		ev.State.AppliedBefore && (!ev.State.SecretCached || ev.State.RestoreSerial != "" || ev.Drift.Remediate != "" || ev.Drift.RefreshRequest != "" || ev.Target.Request != "" || DriftDue(ev) || DriftCheckRequested(ev))
 }
 
 // DriftDue reports whether a drift check is due: checks are on, the object applied before,
@@ -595,6 +600,10 @@ func decideOperation(ev Evidence, d Decision) Decision {
 		default:
 			d.Action, d.Operation = ActionStart, infrav1.OperationApply
 		}
+	case TargetWanted(ev):
+		// A targeted operation asked for (replace, import): an apply of its own. It comes
+		// after an apply the inputs want, which carries it out itself (TargetOf).
+		return decideTarget(ev, d)
 	case RefreshWanted(ev):
 		// A refresh asked for, or drift to accept: a refresh-only apply. It writes the state,
 		// so it comes after an apply the inputs want (the case above) and runs alone like one.

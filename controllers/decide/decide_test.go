@@ -549,12 +549,29 @@ func space(workers int, visit func(worker int, ev Evidence) (more bool)) {
 		// a rule but is approved. The refresh set under Manual also carries the override
 		// groups' break-glass annotation (destroy-without-plan), which only a deletion reads.
 		destroy int
+		// A targeted operation asked for (captf.io/target-operation): target is its value;
+		// targetPlan 1: under applyPolicy Manual, with its plan approved.
+		target     string
+		targetPlan int
 	}
-	drifts := []driftSet{{}, {due: now.Add(time.Minute)}, {due: now.Add(-time.Second)}, {remediate: "j1", mode: infrav1.DriftModeRemediate},
+	// Targeted operations ride sets that test something else where that costs no coverage
+	// (each set multiplies the space): a replace on a check not due yet (an apply of its own),
+	// a replace under Manual beside a destroy plan (a plan of its own: a destroy plan is none of
+	// the apply's), a request that cannot be read beside the policy's destroy plan (a wait); and
+	// one set of its own, an import under Manual whose plan was approved.
+	drifts := []driftSet{{}, {due: now.Add(time.Minute), target: "replace a.b"}, {due: now.Add(-time.Second)}, {remediate: "j1", mode: infrav1.DriftModeRemediate},
 		{remediate: "j1", mode: infrav1.DriftModeAccept, refresh: "r1"}, {refresh: "r1", manual: true}, {due: now.Add(time.Minute), check: "c1"},
-		{destroy: 1}, {destroy: 2}}
+		{destroy: 1, target: "replace a.b"}, {destroy: 2, target: "nonsense"}, {target: "import a.b i-1", targetPlan: 1}}
 	refreshPlan := &infrav1.PlanRecord{ID: "p1", InputsHash: "h1", Serial: 0, RefreshOnly: true}
 	destroyPlan := &infrav1.PlanRecord{ID: "p2", InputsHash: "h1", Serial: 0, Lineage: "L", Destroy: true, Delete: 1}
+	// Each set's request, read once (not once per combination).
+	targets := make([]TargetEvidence, len(drifts))
+	for i, dr := range drifts {
+		if dr.target != "" {
+			targets[i] = targetEvidence(map[string]string{infrav1.TargetOperationAnnotation: dr.target})
+		}
+	}
+	targetPlan := &infrav1.PlanRecord{ID: "p4", InputsHash: "h1", Serial: 0, Lineage: "L", Target: "import a.b i-1", Create: 1}
 	violatedDestroyPlan := &infrav1.PlanRecord{ID: "p3", InputsHash: "h1", Serial: 0, Lineage: "L", Destroy: true, Delete: 2, Violations: []string{"no-db-deletes/db: deletes a database"}}
 	// finalizer, deleting, paused, move, block-move, provisioned, activeJob, jobs, lag,
 	// gathered, inputs, hashes, children, state, destroyed, backoff, policy, abandon, restore.
@@ -583,7 +600,10 @@ func space(workers int, visit func(worker int, ev Evidence) (more bool)) {
 					State:  StateEvidence{Read: st.view, Empty: st.empty, Lineage: st.lineage, AdoptLineage: st.adopt, Backups: rs.backups, RestoreSerial: rs.serial, RestoreFailed: rs.failed, BackupDue: rs.due},
 					Drift:  DriftEvidence{DueAt: dr.due, Remediate: dr.remediate, Mode: dr.mode, RefreshRequest: dr.refresh, CheckRequest: dr.check},
 				}
+				ev.Target = targets[digit[19]]
 				switch {
+				case dr.targetPlan == 1:
+					ev.Plan.ApplyPolicy, ev.Plan.Pending, ev.Plan.Approved = infrav1.ApplyPolicyManual, targetPlan, targetPlan.ID
 				case dr.manual:
 					ev.Plan.ApplyPolicy, ev.Plan.Pending, ev.Plan.Approved = infrav1.ApplyPolicyManual, refreshPlan, refreshPlan.ID
 					ev.Object.DestroyWithoutPlan = true
@@ -819,7 +839,7 @@ func violations(ev Evidence, d Decision) []string {
 	}
 	remediation := ev.Drift.Remediate != "" && ev.Drift.Mode == infrav1.DriftModeRemediate
 	if d.Action == ActionStart && d.Operation == infrav1.OperationApply &&
-		((ev.Inputs.DesiredHash == ev.Inputs.AppliedHash && !remediation) || ev.Now.Before(ev.Retry.At) || ev.Inputs.DependencyWait != nil || ev.Inputs.Problem != nil) {
+		((ev.Inputs.DesiredHash == ev.Inputs.AppliedHash && !remediation && !TargetCarried(ev)) || ev.Now.Before(ev.Retry.At) || ev.Inputs.DependencyWait != nil || ev.Inputs.Problem != nil) {
 		bad("starts an apply that nothing asks for")
 	}
 	if d.Action == ActionStart && d.Operation == infrav1.OperationDrift && ((!DriftDue(ev) && !DriftCheckRequested(ev)) || ev.Object.Deleting || ev.State.Read != StatePresent) {
@@ -843,6 +863,27 @@ func violations(ev Evidence, d Decision) []string {
 	}
 	if d.Action == ActionStart && d.Operation == infrav1.OperationApply && d.PlanID != "" && ev.Plan.Pending != nil && ev.Plan.Pending.RefreshOnly && d.PlanID == ev.Plan.Pending.ID {
 		bad("applies a refresh-only plan as an apply")
+	}
+	// Targeted operations (replace, import): carried out only by an apply, on an object that
+	// applied before, from a request that reads; under applyPolicy Manual only through the
+	// approved plan made for that very request; never by a plan made for another request (or
+	// for none); and an apply of a saved plan carries exactly the request its plan was made for.
+	if d.Action == ActionStart {
+		carried := TargetOf(ev, d, d.Operation)
+		if carried != "" && (d.Operation != infrav1.OperationApply && d.Operation != infrav1.OperationPlan || d.RefreshOnly || d.DestroyPlan ||
+			!ev.State.AppliedBefore || ev.Target.Problem != "" || ev.Object.Deleting) {
+			bad("carries a targeted operation on a %s (refresh-only %v, destroy plan %v), before a first apply, unread, or while deleting", d.Operation, d.RefreshOnly, d.DestroyPlan)
+		}
+		if d.Operation == infrav1.OperationApply && d.PlanID != "" && ev.Plan.Pending != nil && d.PlanID == ev.Plan.Pending.ID && ev.Plan.Pending.Target != CurrentTarget(ev) {
+			bad("applies a plan made for the targeted operation %q while %q is asked for", ev.Plan.Pending.Target, CurrentTarget(ev))
+		}
+		if d.Operation == infrav1.OperationApply && carried != "" && ev.Plan.ApplyPolicy == infrav1.ApplyPolicyManual &&
+			(d.PlanID == "" || ev.Plan.Pending == nil || ev.Plan.Pending.ID != d.PlanID || ev.Plan.Approved != d.PlanID) {
+			bad("under applyPolicy Manual, carries out a targeted operation without its approved plan")
+		}
+		if d.Operation == infrav1.OperationApply && TargetCarried(ev) && carried == "" {
+			bad("an apply leaves out the targeted operation asked for")
+		}
 	}
 	return out
 }
@@ -907,6 +948,16 @@ func TestDecideInvariantsOverTheWholeEvidenceSpace(t *testing.T) {
 		if d.Action == ActionStart && d.Operation == infrav1.OperationDrift && !DriftDue(ev) {
 			tl.reached[reachKey{action: "AskedFor", op: infrav1.OperationDrift}]++
 		}
+		if d.Action == ActionStart && TargetOf(ev, d, d.Operation) != "" {
+			tag := string(d.Operation)
+			if d.PlanID != "" {
+				tag += "/saved"
+			}
+			tl.reached[reachKey{action: "Targeted", tag: tag}]++
+		}
+		if d.Wait != nil && d.Wait.Reason == infrav1.TargetOperationInvalidReason {
+			tl.reached[reachKey{action: "Targeted", tag: "invalid"}]++
+		}
 		if d.Wait != nil && (d.Wait.Reason == infrav1.RetainedStateFoundReason || d.Wait.Reason == infrav1.StateLineageChangedReason) {
 			tl.reached[reachKey{action: "Hold", tag: d.Wait.Reason}]++
 		}
@@ -938,6 +989,7 @@ func TestDecideInvariantsOverTheWholeEvidenceSpace(t *testing.T) {
 		"Start/Destroy", "Start/Restore", "Start/Drift", "Start/Refresh", "SavedPlan/Refresh",
 		"SavedPlan/Destroy", "DestroyPlan/Plan", "BreakGlass/Destroy", "DestroyWaits/" + infrav1.PlanAwaitingApprovalReason, "AskedFor/Drift", "Idle/", "RecoverStatus/", "Backup/", "Wait/", "RemoveFinalizer/", "Cleanup/", "Retain/", "Abandon/",
 		"VoidAbandon/deleting=false", "VoidAbandon/deleting=true", "LeaveState/", "DeleteJob/",
+		"Targeted/Apply", "Targeted/Apply/saved", "Targeted/Plan", "Targeted/invalid",
 		"Hold/" + infrav1.RetainedStateFoundReason, "Hold/" + infrav1.StateLineageChangedReason} {
 		if reached[a] == 0 {
 			t.Errorf("no evidence gather can produce reaches %s", a)

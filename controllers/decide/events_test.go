@@ -101,6 +101,8 @@ func TestPlanSecretProblem(t *testing.T) {
 	good := data(rec)
 	destroy := rec
 	destroy.Destroy = true
+	targeted := rec
+	targeted.Target = "replace a.b"
 	for _, tc := range []struct {
 		name  string
 		saved *runnerapi.PlanRef
@@ -115,6 +117,9 @@ func TestPlanSecretProblem(t *testing.T) {
 		{"another plan", ref(good, "p2"), good, JobView{Name: "j-1"}, "names plan p2"},
 		{"a destroy plan from an apply's Plan Job", ref(data(destroy), "p1"), data(destroy), JobView{Name: "j-1"}, "records a"},
 		{"a destroy plan from its own Job", ref(data(destroy), "p1"), data(destroy), JobView{Name: "j-1", DestroyPlan: true}, ""},
+		{"a targeted plan from its own Job", ref(data(targeted), "p1"), data(targeted), JobView{Name: "j-1", Target: "  replace  a.b "}, ""},
+		{"a targeted plan from a Job made for none", ref(data(targeted), "p1"), data(targeted), JobView{Name: "j-1"}, `records the targeted operation "replace a.b"`},
+		{"a plan of no target from a Job made for one", ref(good, "p1"), good, JobView{Name: "j-1", Target: "replace a.b"}, `was made for "replace a.b"`},
 	} {
 		_, why := PlanSecretProblem(tc.saved, tc.data, tc.cur)
 		if tc.want == "" && why != "" || tc.want != "" && !strings.Contains(why, tc.want) {

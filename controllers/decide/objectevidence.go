@@ -89,6 +89,7 @@ func driftSchedule(ev *Evidence, o Source, defaultInterval time.Duration, starte
 	ev.Drift.Remediate = ann[infrav1.RemediateAnnotation]
 	ev.Drift.RefreshRequest = ann[infrav1.RefreshAnnotation]
 	ev.Drift.CheckRequest = ann[infrav1.DriftCheckAnnotation]
+	ev.Target = targetEvidence(ann)
 	ev.Drift.Last = infrav1.ParseDriftRecord(ann[infrav1.DriftFindingAnnotation])
 	interval := defaultInterval
 	if drift.Interval != nil {

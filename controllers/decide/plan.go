@@ -54,8 +54,9 @@ func Superseded(p *infrav1.PlanRecord, ev Evidence) bool {
 func decidePlan(ev Evidence, d Decision) Decision {
 	p := ev.Plan.Pending
 	switch {
-	case p == nil || p.RefreshOnly || p.Destroy || Superseded(p, ev) || p.ID == ev.Plan.Applied:
-		// A pending refresh-only (or destroy) plan is no plan of this apply: the apply plans anew.
+	case p == nil || p.RefreshOnly || p.Destroy || Superseded(p, ev) || p.ID == ev.Plan.Applied || p.Target != CurrentTarget(ev):
+		// A pending refresh-only (or destroy) plan is no plan of this apply, nor one made for
+		// another targeted operation (or for none): the apply plans anew.
 		d.Action, d.Operation = ActionStart, infrav1.OperationPlan
 	case p.IsCorrupt():
 		d.Action, d.Wait = ActionWait, corruptWait(p, infrav1.ApplyJobSucceededCondition)
@@ -193,8 +194,8 @@ func addressesNote(a []string) string {
 func PlanRecordOf(rec runnerapi.PlanRecord, secret string, policy infrav1.ApplyPolicy, violations []string) *infrav1.PlanRecord {
 	out := &infrav1.PlanRecord{ID: rec.ID, Job: rec.Job, Secret: secret, InputsHash: rec.InputsHash, Serial: int64(rec.StateSerial),
 		Lineage: rec.StateLineage, Create: int32(rec.Create), Update: int32(rec.Update), Replace: int32(rec.Replace),
-		Delete: int32(rec.Delete), Addresses: rec.Addresses, Reason: string(infrav1.ApplyPolicyManual), RefreshOnly: rec.RefreshOnly, Destroy: rec.Destroy,
-		Violations: violations}
+		Delete: int32(rec.Delete), Import: int32(rec.Import), Addresses: rec.Addresses, Reason: string(infrav1.ApplyPolicyManual), RefreshOnly: rec.RefreshOnly, Destroy: rec.Destroy,
+		Target: rec.Target, Violations: violations}
 	switch {
 	case len(violations) > 0:
 		out.Reason = infrav1.PlanWaitPolicyViolated
@@ -250,7 +251,7 @@ const MaxPendingPlanAddresses = 50
 // MaxPendingPlanAddresses addresses.
 func PendingPlanOf(p *infrav1.PlanRecord) *infrav1.PendingPlan {
 	pp := &infrav1.PendingPlan{ID: p.ID, Job: p.Job, Secret: p.Secret, Create: p.Create, Update: p.Update, Replace: p.Replace,
-		Delete: p.Delete, Reason: p.Reason, RefreshOnly: p.RefreshOnly, Destroy: p.Destroy, Violations: p.Violations}
+		Delete: p.Delete, Import: p.Import, Reason: p.Reason, RefreshOnly: p.RefreshOnly, Destroy: p.Destroy, Target: p.Target, Violations: p.Violations}
 	if len(p.Addresses) > 0 {
 		pp.Addresses = p.Addresses[:min(len(p.Addresses), MaxPendingPlanAddresses)]
 	}
@@ -286,7 +287,21 @@ func PlanSecretProblem(saved *runnerapi.PlanRef, data map[string][]byte, cur Job
 		return rec, fmt.Sprintf("the plan Secret's %s records a %s, but Job %s made a %s", runnerapi.PlanRecordKey,
 			recorded.KindName(), cur.Name, made.KindName())
 	}
+	if made := CanonicalTarget(cur.Target); rec.Target != made {
+		return rec, fmt.Sprintf("the plan Secret's %s records the targeted operation %q, but Job %s was made for %q", runnerapi.PlanRecordKey,
+			rec.Target, cur.Name, made)
+	}
 	return rec, ""
+}
+
+// CanonicalTarget is the canonical form of a request as written ("" for none or one that
+// cannot be read: no Job is made for it).
+func CanonicalTarget(req string) string {
+	t, err := runnerapi.ParseTarget(req)
+	if req == "" || err != nil {
+		return ""
+	}
+	return t.String()
 }
 
 // PendingPlanProblem judges the plan Secret (data) against the pending plan's record just

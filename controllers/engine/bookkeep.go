@@ -227,6 +227,9 @@ func (p *pass) reportFinished(ctx context.Context, f *finishedRun) {
 	if pl := b.Plan; pl != nil && pl.Violated() {
 		p.out.add(corev1.EventTypeWarning, infrav1.PlanPolicyViolatedReason, fmt.Sprintf("plan %s breaks plan policy rules: %s", pl.ID, strings.Join(pl.Violations, "; ")))
 	}
+	for _, e := range decide.TargetEvents(b, f.cur) {
+		p.out.add(e.Type, e.Reason, e.Message)
+	}
 	if f.backup != nil {
 		p.out.add(corev1.EventTypeNormal, "StateBackedUp", fmt.Sprintf("state serial %d backed up to %s", f.backup.Serial, f.backup.Name))
 		p.rep.Backups = p.r.stateKeeper().PruneBackups(ctx, p.subject, append([]decide.BackupView{*f.backup}, p.ev.State.Backups...))
@@ -239,7 +242,7 @@ func (p *pass) reportFinished(ctx context.Context, f *finishedRun) {
 	p.rep.Bookkept = &f.b
 	st := p.obj.GetTerraformStatus()
 	st.LastRun = &infrav1.LastRun{Job: b.Job, Operation: b.Op, Outcome: b.Outcome,
-		FinishedAt: &metav1.Time{Time: b.At}, Message: b.Message}
+		FinishedAt: &metav1.Time{Time: b.At}, Message: b.Message, Target: decide.CanonicalTarget(b.TargetRequest)}
 	if f.cur.Operation.Background() {
 		st.LastDriftCheck = &metav1.Time{Time: b.At}
 		if b.DriftFound {

@@ -224,7 +224,8 @@ func viewOf(s state.Subject, j *batchv1.Job) (decide.JobView, bool) {
 	}
 	v := decide.JobView{Name: j.Name, Seq: seq, Operation: infrav1.Operation(j.Labels[infrav1.OperationLabel]),
 		InputsHash: j.Annotations[infrav1.InputsHashAnnotation], Phase: decide.JobRunning, Foreign: !jobstatus.SameIncarnation(j, s.Object.GetUID()),
-		RefreshOnly: j.Annotations[infrav1.RefreshOnlyAnnotation] == "true", DestroyPlan: j.Annotations[infrav1.DestroyPlanAnnotation] == "true"}
+		RefreshOnly: j.Annotations[infrav1.RefreshOnlyAnnotation] == "true", DestroyPlan: j.Annotations[infrav1.DestroyPlanAnnotation] == "true",
+		Target: j.Annotations[infrav1.TargetOperationAnnotation]}
 	if jobstatus.Finished(j) {
 		v.Phase = decide.JobFinished
 	} else {

@@ -96,6 +96,7 @@ func (pr *preparer) jobParams(ev decide.Evidence, d decide.Decision, seq int64, 
 		RefreshOnly:    decide.RefreshOnly(ev, d, op),
 		DestroyPlan:    decide.MakesDestroyPlan(d, op),
 		RefreshRequest: decide.RefreshRequestOf(ev, d, op),
+		Target:         decide.TargetOf(ev, d, op),
 		Spec:           *pr.obj.GetTerraformSpec(), Defaults: pr.jobDefaults(),
 	}
 }

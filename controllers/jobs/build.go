@@ -117,6 +117,13 @@ type Params struct {
 	// infrav1.RefreshAnnotation the run answers, recorded on the Job under that annotation so
 	// the controller clears only the request the run answered.
 	RefreshRequest string
+	// Target (Operation Apply, or a Plan that is neither refresh-only nor a destroy plan) is
+	// the value of the object's infrav1.TargetOperationAnnotation the run carries out (a
+	// replace or an import; runnerapi.ParseTarget), recorded on the Job under that annotation so
+	// the controller clears only the request the run carried out. The runner gets its canonical
+	// form (runnerapi.FlagTarget), and so does a Plan Job's state channel, which records it in
+	// the plan record.
+	Target string
 	// StateLineage is the lineage of the state the controller read live before this Job; the
 	// Job's state channel serves only a state of that lineage (runnerapi.FlagStateLineage).
 	// Empty: the controller read no state (a first apply, or a restore, which replaces the
@@ -190,6 +197,9 @@ func jobMeta(p Params, name string, labels map[string]string) metav1.ObjectMeta 
 	}
 	if p.DestroyPlan {
 		annotations[infrav1.DestroyPlanAnnotation] = "true"
+	}
+	if p.Target != "" {
+		annotations[infrav1.TargetOperationAnnotation] = p.Target
 	}
 	annotateIdentity(p, annotations)
 	return metav1.ObjectMeta{
@@ -284,6 +294,7 @@ func channelContainer(p Params, name string) corev1.Container {
 		// The channel stores plans: only a Plan Job's refresh-only flag concerns it.
 		RefreshOnly: p.RefreshOnly && p.Operation == infrav1.OperationPlan,
 		DestroyPlan: p.DestroyPlan,
+		Target:      canonicalTarget(p.Target, p.Operation == infrav1.OperationPlan),
 	})
 	return corev1.Container{
 		Name:          ChannelContainer,
@@ -323,6 +334,7 @@ func mainContainer(p Params, name string, mod module, extra []specVolume) corev1
 		PlanID:      p.PlanID,
 		RefreshOnly: p.RefreshOnly,
 		DestroyPlan: p.DestroyPlan,
+		Target:      canonicalTarget(p.Target, true),
 	}
 	// The main container reads the channel's folder but cannot write it: the channel's
 	// records (fenced, lock broken, lock holder) are the channel's word, not the module's.
@@ -522,6 +534,14 @@ func checkOperationParams(p Params) []error {
 	if p.RefreshRequest != "" && p.Operation != infrav1.OperationPlan && p.Operation != infrav1.OperationRefresh {
 		errs = append(errs, fmt.Errorf("a refresh request is for a Plan or a Refresh, not a %s", p.Operation))
 	}
+	if p.Target != "" {
+		if p.Operation != infrav1.OperationApply && (p.Operation != infrav1.OperationPlan || p.RefreshOnly || p.DestroyPlan) {
+			errs = append(errs, fmt.Errorf("a targeted operation is carried out by an Apply or its plan, not a %s", describeOp(p)))
+		}
+		if _, err := runnerapi.ParseTarget(p.Target); err != nil {
+			errs = append(errs, fmt.Errorf("targeted operation %q: %w", p.Target, err))
+		}
+	}
 	if p.StateLineage != "" {
 		if p.Operation == infrav1.OperationRestore {
 			errs = append(errs, errors.New("a restore replaces the state: it takes no state lineage"))
@@ -585,4 +605,25 @@ func StateLineageOf(job *batchv1.Job) string {
 		}
 	}
 	return ""
+}
+
+// canonicalTarget is the canonical form of the request p.Target (checkOperationParams read it
+// already) when on, else "".
+func canonicalTarget(req string, on bool) string {
+	t, err := runnerapi.ParseTarget(req)
+	if !on || req == "" || err != nil {
+		return ""
+	}
+	return t.String()
+}
+
+// describeOp names the Job's operation, with the kind of plan for a Plan.
+func describeOp(p Params) string {
+	switch {
+	case p.Operation == infrav1.OperationPlan && p.RefreshOnly:
+		return "refresh-only Plan"
+	case p.Operation == infrav1.OperationPlan && p.DestroyPlan:
+		return "destroy Plan"
+	}
+	return string(p.Operation)
 }

@@ -194,6 +194,52 @@ func TestDestroyPlanFlags(t *testing.T) {
 	}
 }
 
+// A targeted operation reaches the runner in its canonical form on an Apply and on the plan of
+// an apply, the channel only on that plan (it records it), and the Job carries the request as
+// written (bookkeeping answers only that value); any other Job, and a value the parser does not
+// read, is refused.
+func TestTargetFlags(t *testing.T) {
+	const req = "  import  module.net.aws_subnet.a[0]  subnet 1 "
+	const canonical = "--target=import module.net.aws_subnet.a[0] subnet 1"
+	apply, plan, saved := imageParams(infrav1.OperationApply), imageParams(infrav1.OperationPlan), imageParams(infrav1.OperationApply)
+	apply.Target, plan.Target, saved.Target, saved.PlanID = req, req, req, savedPlanID
+	for name, tc := range map[string]struct {
+		p               Params
+		runner, channel bool
+	}{
+		"an Apply":               {p: apply, runner: true},
+		"the apply's Plan":       {p: plan, runner: true, channel: true},
+		"the Apply of its plan":  {p: saved, runner: true},
+		"an Apply of no request": {p: imageParams(infrav1.OperationApply)},
+	} {
+		job, err := Build(tc.p)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		pod := job.Spec.Template.Spec
+		if got := slices.Contains(pod.Containers[0].Command, canonical); got != tc.runner {
+			t.Errorf("%s: the runner is told the target %t: %q", name, got, pod.Containers[0].Command)
+		}
+		if got := slices.Contains(pod.InitContainers[1].Command, canonical); got != tc.channel {
+			t.Errorf("%s: the channel is told the target %t: %q", name, got, pod.InitContainers[1].Command)
+		}
+		if want := map[bool]string{true: req}[tc.runner]; job.Annotations[infrav1.TargetOperationAnnotation] != want {
+			t.Errorf("%s: the Job records %q, want %q", name, job.Annotations[infrav1.TargetOperationAnnotation], want)
+		}
+	}
+	refreshPlan := imageParams(infrav1.OperationPlan)
+	refreshPlan.RefreshOnly, refreshPlan.Target = true, "replace a.b"
+	destroy := imageParams(infrav1.OperationDestroy)
+	destroy.Target = "replace a.b"
+	bad := imageParams(infrav1.OperationApply)
+	bad.Target = "replace"
+	for name, p := range map[string]Params{"a refresh-only plan": refreshPlan, "a Destroy": destroy, "a value the parser does not read": bad} {
+		if _, err := Build(p); err == nil || !strings.Contains(err.Error(), "targeted operation") {
+			t.Errorf("%s: Build = %v, want a refusal naming the targeted operation", name, err)
+		}
+	}
+}
+
 // The lineage the controller read reaches the state channel, and only the channel: it is the
 // channel that serves the state (I7 at the point of use).
 func TestStateLineageFlag(t *testing.T) {
