@@ -165,6 +165,9 @@ func renderPlan(p *printer, v PlanView) error {
 	p.line("", "%s %s/%s: %s %s", v.Kind, v.Namespace, v.Name, kind, pp.ID)
 	p.line("", "  waits because: %s", pp.Reason)
 	p.line("", "  changes:       %s", pp.Counts())
+	if pp.Target != "" {
+		p.line("", "  carries out:   %s (captf.io/target-operation)", pp.Target)
+	}
 	p.line("", "  made by Job %s against state serial %d, lineage %s, inputs %s", pp.Job, pp.Serial, pp.Lineage, pp.InputsHash)
 	if !pp.Created.IsZero() {
 		p.line("", "  made at:       %s", pp.Created.UTC().Format("2006-01-02T15:04:05Z"))

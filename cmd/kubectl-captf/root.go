@@ -84,7 +84,7 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 func newRoot(o *options) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "kubectl-captf",
-		Short:         "Day-2 operations on CAPTF objects: status, plans, approvals, refresh, drift checks, retry, restore, abandon, locks",
+		Short:         "Day-2 operations on CAPTF objects: status, plans, approvals, refresh, drift checks, retry, restore, replace, import, abandon, locks",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl captf"},
@@ -102,6 +102,8 @@ func newRoot(o *options) *cobra.Command {
 		newDriftCommand(o),
 		newRetryCommand(o),
 		newRestoreCommand(o),
+		newReplaceCommand(o),
+		newImportCommand(o),
 		newAbandonCommand(o),
 		newUnlockCommand(o),
 		newLogsCommand(o),
