@@ -26,6 +26,8 @@ const (
 	SpecRefresh = "Refresh, with real Terraform"
 	// SpecState reads the backups and StateReadable as docs/state.md does.
 	SpecState = "The state, with real Terraform"
+	// SpecTargeted runs docs/state.md's targeted operations and docs/cli.md's replace.
+	SpecTargeted = "Targeted operations, with real Terraform and OpenTofu"
 )
 
 // Fate is what becomes of a command a page shows: a spec runs it, or no test can, and why.
@@ -120,12 +122,17 @@ var Fates = map[Key]Fate{
 	{"docs/state.md", `kubectl get terraformcluster demo -o jsonpath='{.status.conditions[?(@.type=="StateReadable")]}'`}:                                {Spec: SpecState, How: inNamespace},
 	{"docs/state.md", `kubectl get terraformcluster demo -o jsonpath='{range .status.stateBackups[*]}{.serial}{"\t"}{.secret}{"\t"}{.time}{"\n"}{end}'`}: {Spec: SpecState, How: inNamespace},
 
-	{"docs/drift.md", `kubectl get terraformcluster demo -o jsonpath='{.status.conditions[?(@.type=="DriftDetected")]}'`}:        {Spec: SpecDriftChecks, How: inNamespace},
-	{"docs/drift.md", "kubectl annotate terraformcluster demo captf.io/drift-check=2026-12-03T15:00:00Z"}:                        {Spec: SpecDrift, How: inNamespace},
-	{"docs/drift.md", "kubectl captf drift check terraformcluster/demo"}:                                                         {Spec: SpecDrift, How: inNamespace},
-	{"docs/drift.md", "kubectl get events --field-selector reason=DriftCheckAnswered"}:                                           {Spec: SpecDrift, How: inNamespace},
-	{"docs/drift.md", "kubectl annotate terraformcluster demo captf.io/refresh=2026-12-02"}:                                      {Spec: SpecRefresh, How: inNamespace},
-	{"docs/drift.md", `kubectl get terraformcluster demo -o jsonpath='{.status.conditions[?(@.type=="DriftDetected")].reason}'`}: {Spec: SpecRefresh, How: inNamespace},
+	{"docs/drift.md", `kubectl get terraformcluster demo -o jsonpath='{.status.conditions[?(@.type=="DriftDetected")]}'`}:                                                                                                        {Spec: SpecDriftChecks, How: inNamespace},
+	{"docs/state.md", "kubectl captf replace terraformcluster/demo terraform_data.node"}:                                                                                                                                         {Spec: SpecTargeted, How: inNamespace},
+	{"docs/state.md", "kubectl annotate terraformcluster demo captf.io/target-operation='replace terraform_data.node'"}:                                                                                                          {Spec: SpecTargeted, How: inNamespace},
+	{"docs/state.md", `kubectl patch terraformcluster demo --type=merge -p '{"metadata":{"annotations":{"captf.io/target-operation":"import terraform_data.adopted[0] adopted-by-hand"}},"spec":{"variables":{"adopt":true}}}'`}: {Spec: SpecTargeted, How: inNamespace},
+	{"docs/state.md", "kubectl get events --field-selector reason=TargetOperationDone"}:                                                                                                                                          {Spec: SpecTargeted, How: inNamespace},
+	{"docs/cli.md", "kubectl captf -n prod replace terraformcluster/prod terraform_data.node"}:                                                                                                                                   {Spec: SpecTargeted, How: namesReplaced},
+	{"docs/drift.md", "kubectl annotate terraformcluster demo captf.io/drift-check=2026-12-03T15:00:00Z"}:                                                                                                                        {Spec: SpecDrift, How: inNamespace},
+	{"docs/drift.md", "kubectl captf drift check terraformcluster/demo"}:                                                                                                                                                         {Spec: SpecDrift, How: inNamespace},
+	{"docs/drift.md", "kubectl get events --field-selector reason=DriftCheckAnswered"}:                                                                                                                                           {Spec: SpecDrift, How: inNamespace},
+	{"docs/drift.md", "kubectl annotate terraformcluster demo captf.io/refresh=2026-12-02"}:                                                                                                                                      {Spec: SpecRefresh, How: inNamespace},
+	{"docs/drift.md", `kubectl get terraformcluster demo -o jsonpath='{.status.conditions[?(@.type=="DriftDetected")].reason}'`}:                                                                                                 {Spec: SpecRefresh, How: inNamespace},
 }
 
 const notRunMove = "two sandboxes in two terminals, each a control plane of its own: the suite does not start a third and " +

@@ -1,0 +1,144 @@
+package e2e_test
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/test/doccmd"
+)
+
+// idsByAddress maps each resource instance the object's state tracks ("terraform_data.node",
+// "terraform_data.adopted[0]") to its id.
+func idsByAddress(sb target, ns, name string) map[string]any {
+	GinkgoHelper()
+	st := stateOf(sb, infrav1.TerraformClusterKind, ns, name)
+	Expect(st).NotTo(BeNil())
+	out := map[string]any{}
+	for _, r := range st.Resources {
+		for i, in := range r.Instances {
+			a := r.Type + "." + r.Name
+			if r.Name == "adopted" {
+				a += "[" + strconv.Itoa(i) + "]"
+			}
+			out[a] = in.Attributes["id"]
+		}
+	}
+	return out
+}
+
+// eventuallyAnswered waits until bookkeeping removed the targeted operation and reported it in
+// status.lastRun, and returns that record.
+func eventuallyAnswered(sb target, o *infrav1.TerraformCluster) *infrav1.LastRun {
+	GinkgoHelper()
+	var last *infrav1.LastRun
+	Eventually(func(g Gomega) {
+		g.Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+		g.Expect(o.Annotations).NotTo(HaveKey(infrav1.TargetOperationAnnotation))
+		last = o.Status.LastRun
+		g.Expect(last).NotTo(BeNil())
+		g.Expect(last.Target).NotTo(BeEmpty(), "the last run carried no targeted operation yet")
+	}, 3*time.Minute).Should(Succeed())
+	return last
+}
+
+// Targeted operations with each binary (docs/state.md, "Targeted operations"): a replace asked
+// for with the plugin gives one resource a new id and changes nothing else; under applyPolicy
+// Manual an import and a replace each wait for the approval of a plan made for them, then apply
+// exactly that plan; the imported resource is in the state and the next plan is empty.
+var _ = Describe(doccmd.SpecTargeted, func() {
+	for i, b := range binaries {
+		It("replaces and imports one resource with "+b.product+", at once and through an approved plan", func() {
+			path, line, _ := binaryVersion(b)
+			By("the Jobs run " + line)
+			sb := shared
+			if shared.TerraformBinary() != path {
+				sb = startSandboxWith("tg-"+strings.ToLower(b.product), path)
+				DeferCleanup(func() { Expect(sb.Stop()).To(Succeed()) })
+			}
+			ns, name := "targeted-"+strings.ToLower(b.product), "tg"
+			createNamespace(sb, ns)
+			applyFixture(sb, ns, "targets.yaml", name, 0)
+			o := tc(ns, name)
+			eventuallyReady(sb, o)
+			before := idsByAddress(sb, ns, name)
+			Expect(before).To(HaveLen(2))
+			applies := countRuns(sb, ns, name, infrav1.OperationApply)
+			Expect(applies).To(Equal(1))
+			docs := namespacedShell(sb, ns, buildPlugin())
+
+			By("a request the parser does not read is refused at admission")
+			out, err := run(sb.Kubeconfig(), "kubectl", "annotate", "-n", ns, "terraformcluster", name, infrav1.TargetOperationAnnotation+"=replace")
+			Expect(err).To(HaveOccurred(), out)
+			Expect(out).To(ContainSubstring(`want "replace <address>"`))
+
+			By("Automatic: the plugin asks for a replace; one Apply gives terraform_data.node a new id and changes nothing else")
+			backups := len(backupsOf(sb, o))
+			if i == 0 {
+				docs.ok("docs/state.md", "kubectl captf replace terraformcluster/demo terraform_data.node", "demo", name)
+			} else {
+				printed := docs.ok("docs/cli.md", "kubectl captf -n prod replace terraformcluster/prod terraform_data.node", "-n prod", "-n "+ns, "terraformcluster/prod", "terraformcluster/"+name)
+				Expect(printed).To(ContainSubstring(fmt.Sprintf("replace terraform_data.node requested on TerraformCluster %s/%s: the next apply carries it out", ns, name)))
+			}
+			last := eventuallyAnswered(sb, o)
+			Expect(last.Target).To(Equal("replace terraform_data.node"))
+			Expect(last.Outcome).To(Equal(infrav1.RunSucceeded))
+			Expect(last.Operation).To(Equal(infrav1.OperationApply))
+			after := idsByAddress(sb, ns, name)
+			Expect(after["terraform_data.node"]).NotTo(Equal(before["terraform_data.node"]), "replaced: a new id")
+			Expect(after["terraform_data.network"]).To(Equal(before["terraform_data.network"]), "nothing else changed")
+			Expect(after).To(HaveLen(2))
+			Expect(countRuns(sb, ns, name, infrav1.OperationApply)).To(Equal(applies + 1))
+			Eventually(func() int { return len(backupsOf(sb, o)) }).Should(BeNumerically(">", backups), "the state the replace left is backed up")
+			Expect(docs.ok("docs/state.md", "kubectl get events --field-selector reason=TargetOperationDone")).To(
+				ContainSubstring(`carried out captf.io/target-operation="replace terraform_data.node"`))
+
+			By("Manual: an import made in one write with the change that declares its resource waits for approval of its plan")
+			kubectl(sb, "patch", "-n", ns, "terraformcluster", name, "--type=merge", "-p", `{"spec":{"applyPolicy":"Manual"}}`)
+			docs.ok("docs/state.md", `kubectl patch terraformcluster demo --type=merge -p '{"metadata":{"annotations":{"captf.io/target-operation":"import`, "demo", name)
+			p := eventuallyWaiting(sb, o, "")
+			Expect(p.Target).To(Equal("import terraform_data.adopted[0] adopted-by-hand"))
+			Expect(countRuns(sb, ns, name, infrav1.OperationApply)).To(Equal(applies+1), "nothing applies before the approval")
+			Expect(idsByAddress(sb, ns, name)).NotTo(HaveKey("terraform_data.adopted[0]"))
+			kubectl(sb, "annotate", "-n", ns, "terraformcluster", name, infrav1.ApprovePlanAnnotation+"="+p.ID)
+			last = eventuallyAnswered(sb, o)
+			Expect(last.Target).To(Equal(p.Target))
+			Expect(last.Outcome).To(Equal(infrav1.RunSucceeded))
+			job := applyJobOf(sb, ns, name, p.ID)
+			Expect(job.Annotations[infrav1.TargetOperationAnnotation]).To(Equal(p.Target), "the approved plan's Apply carried the request")
+			imported := idsByAddress(sb, ns, name)
+			Expect(imported["terraform_data.adopted[0]"]).To(Equal("adopted-by-hand"), "imported with the ID asked for, not created")
+			Expect(imported["terraform_data.node"]).To(Equal(after["terraform_data.node"]))
+			Expect(imported["terraform_data.network"]).To(Equal(before["terraform_data.network"]))
+
+			By("the next plan is empty: a drift check finds no drift")
+			kubectl(sb, "annotate", "-n", ns, "terraformcluster", name, infrav1.DriftCheckAnnotation+"=after-import")
+			Eventually(func() *metav1.Condition { return conditionOf(sb, o, infrav1.DriftDetectedCondition) }, 2*time.Minute).Should(
+				And(Not(BeNil()), HaveField("Status", metav1.ConditionFalse), HaveField("Reason", infrav1.NoDriftReason)))
+			Expect(countRuns(sb, ns, name, infrav1.OperationDrift)).To(Equal(1), "the object's one drift check, asked for after the import")
+
+			By("Manual: a replace by the annotation waits for approval of a plan that replaces one resource, then replaces it")
+			docs.ok("docs/state.md", "kubectl annotate terraformcluster demo captf.io/target-operation=", "demo", name)
+			p2 := eventuallyWaiting(sb, o, p.ID)
+			Expect(p2.Target).To(Equal("replace terraform_data.node"))
+			Expect([]int32{p2.Create, p2.Update, p2.Replace, p2.Delete}).To(Equal([]int32{0, 0, 1, 0}))
+			Expect(p2.Addresses).To(Equal([]string{"terraform_data.node"}))
+			kubectl(sb, "annotate", "-n", ns, "terraformcluster", name, infrav1.ApprovePlanAnnotation+"="+p2.ID)
+			last = eventuallyAnswered(sb, o)
+			Expect(last.Target).To(Equal("replace terraform_data.node"))
+			final := idsByAddress(sb, ns, name)
+			Expect(final["terraform_data.node"]).NotTo(Equal(imported["terraform_data.node"]))
+			Expect(final["terraform_data.network"]).To(Equal(before["terraform_data.network"]))
+			Expect(final["terraform_data.adopted[0]"]).To(Equal("adopted-by-hand"))
+			Expect(countRuns(sb, ns, name, infrav1.OperationApply)).To(Equal(applies + 3))
+			AddReportEntry(b.product+": targeted operations", fmt.Sprintf("node ids %v -> %v -> %v", before["terraform_data.node"], after["terraform_data.node"], final["terraform_data.node"]))
+		})
+	}
+})
