@@ -67,6 +67,11 @@ func TestDecideTargetedOperations(t *testing.T) {
 			ev.Jobs.Running = []JobView{{Name: "j-2", Seq: 2, Operation: infrav1.OperationDrift, Phase: JobRunning}}
 			ev.Jobs.Current, ev.Jobs.RunSeq = &ev.Jobs.Running[0], 2
 		}), action: ActionWaitJob},
+		{name: "I7: the state not read, it waits", ev: func() Evidence {
+			ev := targeted("replace a.b", func(ev *Evidence) { ev.State.Read = StateNotRead })
+			ev.Inputs.Gathered = true
+			return ev
+		}(), action: ActionWait, waitReason: infrav1.CacheLagReason, waitContains: "no targeted operation starts without it"},
 		{name: "in a backoff it waits", ev: targeted("replace a.b", func(ev *Evidence) { ev.Retry.At = ev.Now.Add(time.Minute) }),
 			action: ActionWait, waitReason: infrav1.JobFailedReason},
 		{name: "before the first apply: that apply carries none", ev: targeted("replace a.b", func(ev *Evidence) {
