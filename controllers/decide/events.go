@@ -93,5 +93,9 @@ func StartEvents(ev Evidence, d Decision, op infrav1.Operation, job string) []Ev
 		out = append(out, Event{EventWarning, "DestroyWithoutPlan", fmt.Sprintf("Job %s destroys without a judged destroy plan: an override group member set %s (docs/deletion.md)",
 			job, infrav1.DestroyWithoutPlanAnnotation)})
 	}
-	return append(out, Event{EventNormal, "JobStarted", fmt.Sprintf("started Job %s (%s)", job, op)})
+	started := fmt.Sprintf("started Job %s (%s)", job, op)
+	if t := TargetOf(ev, d, op); t != "" {
+		started += fmt.Sprintf(", carrying out %s=%q", infrav1.TargetOperationAnnotation, t)
+	}
+	return append(out, Event{EventNormal, "JobStarted", started})
 }

@@ -86,6 +86,12 @@ func TestDecideTargetedOperations(t *testing.T) {
 			if got := TargetOf(c.ev, d, d.Operation); got != c.carried {
 				t.Errorf("the Job carries %q, want %q", got, c.carried)
 			}
+			if d.Action == ActionStart {
+				events := StartEvents(c.ev, d, d.Operation, "j-9")
+				if started := events[len(events)-1].Message; strings.Contains(started, "carrying out") != (c.carried != "") {
+					t.Errorf("JobStarted says %q; it names the request exactly when the Job carries one", started)
+				}
+			}
 			if c.waitReason != "" && (d.Wait == nil || d.Wait.Reason != c.waitReason || !strings.Contains(d.Wait.Message, c.waitContains)) {
 				t.Errorf("wait %+v, want reason %s with %q", d.Wait, c.waitReason, c.waitContains)
 			}
