@@ -147,19 +147,7 @@ func (b Bookkept) Markers(o metav1.Object, cur JobView, restoreSerial string) {
 		prev := infrav1.ParseHealthRecord(o.GetAnnotations()[infrav1.HealthRecordAnnotation])
 		SetAnnotation(o, infrav1.HealthRecordAnnotation, NextHealthRecord(prev, b.Health, cur.Name, b.At).Annotation())
 	}
-	if (cur.Operation == infrav1.OperationApply || cur.Operation == infrav1.OperationRefresh) && b.Outcome == infrav1.RunSucceeded {
-		// An apply remediated the drift found, a refresh accepted it.
-		RemoveAnnotation(o, infrav1.RemediateAnnotation)
-	}
-	if cur.Operation == infrav1.OperationRefresh && b.Outcome == infrav1.RunSucceeded {
-		b.answerRefresh(o)
-	}
-	if cur.Operation == infrav1.OperationApply && (b.Outcome == infrav1.RunSucceeded || b.Counts) {
-		// A targeted operation is answered once the apply that carried it ran, whatever came of
-		// it (status.lastRun says): a request kept after a failure would ride, and fail, every
-		// later apply. A fenced, interrupted or refused run did nothing: the request stays.
-		b.answerTarget(o)
-	}
+	b.answerRequests(o, cur)
 	b.planMarkers(o)
 	if b.AppliedPlan != "" && b.Outcome != infrav1.RunFenced {
 		// At most once (I9): whatever happened, this plan is spent.
@@ -190,6 +178,24 @@ func (b Bookkept) Markers(o metav1.Object, cur JobView, restoreSerial string) {
 		SetAnnotation(o, infrav1.FailuresAnnotation, strconv.Itoa(b.Failures))
 		SetAnnotation(o, infrav1.LastErrorAnnotation, truncate(b.summary(), 1024))
 		SetAnnotation(o, infrav1.RetryAtAnnotation, b.At.Add(b.Backoff).UTC().Format(time.RFC3339))
+	}
+}
+
+// answerRequests removes what a person or a drift check asked for and the Job answered: the
+// drift to remediate or accept, a refresh, a targeted operation.
+func (b Bookkept) answerRequests(o metav1.Object, cur JobView) {
+	if (cur.Operation == infrav1.OperationApply || cur.Operation == infrav1.OperationRefresh) && b.Outcome == infrav1.RunSucceeded {
+		// An apply remediated the drift found, a refresh accepted it.
+		RemoveAnnotation(o, infrav1.RemediateAnnotation)
+	}
+	if cur.Operation == infrav1.OperationRefresh && b.Outcome == infrav1.RunSucceeded {
+		b.answerRefresh(o)
+	}
+	if cur.Operation == infrav1.OperationApply && (b.Outcome == infrav1.RunSucceeded || b.Counts) {
+		// A targeted operation is answered once the apply that carried it ran, whatever came of
+		// it (status.lastRun says): a request kept after a failure would ride, and fail, every
+		// later apply. A fenced, interrupted or refused run did nothing: the request stays.
+		b.answerTarget(o)
 	}
 }
 

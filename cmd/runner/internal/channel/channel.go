@@ -68,6 +68,22 @@ func (c Config) validate() error {
 	if c.Operation == runnerapi.OperationPlan && c.InputsHash == "" {
 		errs = append(errs, fmt.Errorf("--%s is required for a Plan Job", runnerapi.FlagInputsHash))
 	}
+	errs = append(errs, c.planFlagErrors()...)
+	if c.StateLineage != "" {
+		if !runnerapi.ValidLineage(c.StateLineage) {
+			errs = append(errs, fmt.Errorf("state lineage %q is not 1 to %d printable characters", c.StateLineage, runnerapi.MaxLineageLength))
+		}
+		if c.Operation == runnerapi.OperationRestore {
+			errs = append(errs, fmt.Errorf("--%s is not for a Restore Job, which replaces the state", runnerapi.FlagStateLineage))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// planFlagErrors judges the flags about saved plans: the plan ID, the kinds of plan a Plan Job
+// stores, and the targeted operation its plan carries out.
+func (c Config) planFlagErrors() []error {
+	var errs []error
 	if c.PlanID != "" {
 		if !runnerapi.ValidPlanID(c.PlanID) {
 			errs = append(errs, fmt.Errorf("plan ID %q is not a plan ID", c.PlanID))
@@ -90,15 +106,7 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("--%s=%q: %w", runnerapi.FlagTarget, c.Target, err))
 		}
 	}
-	if c.StateLineage != "" {
-		if !runnerapi.ValidLineage(c.StateLineage) {
-			errs = append(errs, fmt.Errorf("state lineage %q is not 1 to %d printable characters", c.StateLineage, runnerapi.MaxLineageLength))
-		}
-		if c.Operation == runnerapi.OperationRestore {
-			errs = append(errs, fmt.Errorf("--%s is not for a Restore Job, which replaces the state", runnerapi.FlagStateLineage))
-		}
-	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // usageError marks bad flags or configuration.
