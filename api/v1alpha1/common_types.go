@@ -64,7 +64,7 @@ const (
 	// plans are judged (applyPolicy Manual, destructiveChanges RequireApproval, a plan policy).
 	// It waits for the object's first apply (there is no state to target before). Bookkeeping
 	// removes it once the apply that carried it ended (succeeded or failed: status.lastRun
-	// says which), unless the value changed meanwhile. The admission webhook refuses a value
+	// says which), or a plan of it failed, unless the value changed meanwhile. The admission webhook refuses a value
 	// runnerapi.ParseTarget does not read. See docs/state.md, "Targeted operations".
 	TargetOperationAnnotation = "captf.io/target-operation"
 

@@ -191,10 +191,12 @@ func (b Bookkept) answerRequests(o metav1.Object, cur JobView) {
 	if cur.Operation == infrav1.OperationRefresh && b.Outcome == infrav1.RunSucceeded {
 		b.answerRefresh(o)
 	}
-	if cur.Operation == infrav1.OperationApply && (b.Outcome == infrav1.RunSucceeded || b.Counts) {
+	if cur.Operation == infrav1.OperationApply && (b.Outcome == infrav1.RunSucceeded || b.Counts) || cur.Operation == infrav1.OperationPlan && b.Counts {
 		// A targeted operation is answered once the apply that carried it ran, whatever came of
-		// it (status.lastRun says): a request kept after a failure would ride, and fail, every
-		// later apply. A fenced, interrupted or refused run did nothing: the request stays.
+		// it (status.lastRun says), or once a plan of it failed (an import ID that does not
+		// exist fails the plan): a request kept after a failure would ride, and fail, every
+		// later apply and plan. A fenced, interrupted or refused run did nothing: the request
+		// stays.
 		b.answerTarget(o)
 	}
 }

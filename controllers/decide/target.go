@@ -116,8 +116,8 @@ const (
 )
 
 // TargetEvents are the events of a counted Job that answered a targeted operation: the apply
-// that carried it out (succeeded, or failed: the request is answered either way), or a plan
-// of it that changed nothing.
+// that carried it out (succeeded, or failed: the request is answered either way), a plan of it
+// that failed, or one that changed nothing.
 func TargetEvents(b Bookkept, cur JobView) []Event {
 	if b.TargetRequest == "" {
 		return nil
@@ -125,7 +125,7 @@ func TargetEvents(b Bookkept, cur JobView) []Event {
 	switch {
 	case cur.Operation == infrav1.OperationApply && b.Outcome == infrav1.RunSucceeded:
 		return []Event{{EventNormal, TargetOperationDoneReason, fmt.Sprintf("Job %s carried out %s=%q", b.Job, infrav1.TargetOperationAnnotation, b.TargetRequest)}}
-	case cur.Operation == infrav1.OperationApply && b.Counts:
+	case (cur.Operation == infrav1.OperationApply || cur.Operation == infrav1.OperationPlan) && b.Counts:
 		return []Event{{EventWarning, TargetOperationFailedReason, fmt.Sprintf(
 			"Job %s did not carry out %s=%q: %s; the request is answered and not retried, ask again once the cause is fixed",
 			b.Job, infrav1.TargetOperationAnnotation, b.TargetRequest, b.Message)}}

@@ -124,6 +124,8 @@ func TestTargetAnswered(t *testing.T) {
 		{name: "an apply interrupted", op: infrav1.OperationApply, outcome: infrav1.RunInterrupted, kept: true},
 		{name: "changed since", op: infrav1.OperationApply, outcome: infrav1.RunSucceeded, now: "replace a.c", kept: true, event: TargetOperationDoneReason},
 		{name: "a plan that changes something waits", op: infrav1.OperationPlan, outcome: infrav1.RunSucceeded, plan: &infrav1.PlanRecord{ID: "p1", Replace: 1}, kept: true},
+		{name: "a plan failed (an import ID that does not exist)", op: infrav1.OperationPlan, outcome: infrav1.RunFailed, event: TargetOperationFailedReason},
+		{name: "a plan fenced", op: infrav1.OperationPlan, outcome: infrav1.RunFenced, kept: true},
 		{name: "a plan that changes nothing", op: infrav1.OperationPlan, outcome: infrav1.RunSucceeded, plan: &infrav1.PlanRecord{ID: "p1"}, event: TargetOperationDoneReason},
 	} {
 		t.Run(c.name, func(t *testing.T) {
