@@ -129,7 +129,7 @@ bench: test-bins test-runtime-bins ## Benchmarks: requests per pass and heap (te
 # lost writes, conflicts and crashes, the monitor checking I1-I5 and I7. SEED is the seed of
 # schedule 0 (default: the time; printed); a failure prints the seed and the command that
 # replays it. SOAK_PARALLEL is the schedules in flight (default 96), SOAK_CELL the schedules per
-# namespace (default 4), SOAK_TIMEOUT bounds the run (15 to 23 schedules a minute on a shared
+# namespace (default 4), SOAK_TIMEOUT bounds the run, go test's and Ginkgo's suite timeout alike (15 to 23 schedules a minute on a shared
 # 2-core machine: 10,000 schedules take 7 to 11 hours). docs/development.md ("Soak", "Speed")
 # has the figures of the last runs; the summary prints the wall time and schedules per minute.
 SCHEDULES ?= 300
@@ -142,7 +142,7 @@ SOAK_TIMEOUT ?= 12h
 .PHONY: soak
 soak: test-bins ## Chaos soak over SCHEDULES seeded schedules (SEED=<n> replays one); prints Jobs, faults by type, lags, violations, wall time and schedules per minute; fails on any violation.
 	CAPTF_SOAK_SCHEDULES=$(SCHEDULES) CAPTF_SOAK_SEED=$(SEED) CAPTF_SOAK_PARALLEL=$(SOAK_PARALLEL) CAPTF_SOAK_CELL=$(SOAK_CELL) CAPTF_SOAK_LOG_DIR=$(SOAK_LOG_DIR) \
-	  go test -count=1 -timeout $(SOAK_TIMEOUT) ./test/chaos/ -v -ginkgo.label-filter=soak -ginkgo.succinct
+	  go test -count=1 -timeout $(SOAK_TIMEOUT) ./test/chaos/ -v -ginkgo.timeout=$(SOAK_TIMEOUT) -ginkgo.label-filter=soak -ginkgo.succinct
 
 ##@ Mutation testing
 
