@@ -208,7 +208,9 @@ MUTATE_CI ?= guard-blockmove-removal-is-guarded, guard-finalizer-removal-is-guar
   destroyplan-judged-deletion-plans, destroyplan-manual-asks, destroyplan-verdict-stays, destroyplan-applies-only-approved, \
   destroyplan-corrupt-holds, destroyplan-superseded-by-state, destroyplan-spent-never-again, destroyplan-break-glass-honoured, \
   destroyplan-apply-never-applies-it, destroyplan-kind-rule, destroyplan-runner-plans-destroy, records-contract-fields-are-judged, \
-  guard-finalizer-of-an-object-that-may-own-infrastructure, guard-finalizer-a-started-job-may-own
+  guard-finalizer-of-an-object-that-may-own-infrastructure, guard-finalizer-a-started-job-may-own, \
+  targeted-waits-for-the-running-job, targeted-manual-plans-first, targeted-plan-of-another-request, \
+  targeted-plan-record-bound-to-its-job
 
 .PHONY: mutate
 mutate: test-bins ## Run every mutation proof of hack/mutations/*.txt (well over an hour); fails unless each is KILLED by a named test. MUTATIONS=<globs> for a subset.
