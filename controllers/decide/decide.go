@@ -607,15 +607,9 @@ func decideOperation(ev Evidence, d Decision) Decision {
 	case RefreshWanted(ev):
 		// A refresh asked for, or drift to accept: a refresh-only apply. It writes the state,
 		// so it comes after an apply the inputs want (the case above) and runs alone like one.
-		switch {
-		case ev.Now.Before(ev.Retry.At):
-			d.Action = ActionWait
-			d.Wait = backoffWait(ev, "run")
-		case ev.State.Read != StatePresent:
-			// I7: a refresh records reality in the object's own state, read.
-			d.Action = ActionWait
-			d.Wait = &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue,
-				Message: "the state was not read; no refresh starts without it"}
+		switch w := stateWriterWait(ev, "refresh"); {
+		case w != nil:
+			d.Action, d.Wait = ActionWait, w
 		case ev.Plan.ApplyPolicy == infrav1.ApplyPolicyManual:
 			return decideRefreshPlan(ev, d)
 		default:
@@ -659,6 +653,21 @@ func MovingOut(ev Evidence) bool {
 // first pass that is not paused backs the state up (ActionBackup), in the target after a move.
 func BacksUpNow(ev Evidence) bool {
 	return !ev.Object.Paused
+}
+
+// stateWriterWait is the wait of a request that writes the object's state on its own (a refresh,
+// a targeted operation; what names it), or nil when it may start: it waits out a failed run's
+// backoff, and (I7) it changes only the object's own state, read this pass.
+func stateWriterWait(ev Evidence, what string) *Wait {
+	switch {
+	case ev.Now.Before(ev.Retry.At):
+		return backoffWait(ev, "run")
+	case ev.State.Read != StatePresent:
+		// I7: a refresh or a targeted operation writes the object's own state, read.
+		return &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue,
+			Message: "the state was not read; no " + what + " starts without it"}
+	}
+	return nil
 }
 
 // RefreshWanted reports a refresh to run: one asked for (captf.io/refresh), or drift found by a

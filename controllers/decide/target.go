@@ -79,20 +79,14 @@ func TargetOf(ev Evidence, d Decision, op infrav1.Operation) string {
 // decideTarget decides a targeted operation the inputs do not already start an apply for: an
 // apply of its own (through a saved plan when the object's plans are judged), or a wait.
 func decideTarget(ev Evidence, d Decision) Decision {
-	switch {
+	switch w := stateWriterWait(ev, "targeted operation"); {
 	case ev.Target.Problem != "":
 		d.Action = ActionWait
 		d.Wait = &Wait{ConditionType: infrav1.ApplyJobSucceededCondition, Reason: infrav1.TargetOperationInvalidReason,
 			Message: fmt.Sprintf("%s=%q cannot be read: %s; correct or remove the annotation (docs/state.md, \"Targeted operations\")",
 				infrav1.TargetOperationAnnotation, ev.Target.Request, ev.Target.Problem)}
-	case ev.Now.Before(ev.Retry.At):
-		d.Action = ActionWait
-		d.Wait = backoffWait(ev, "run")
-	case ev.State.Read != StatePresent:
-		// I7: a targeted operation changes the object's own state, read.
-		d.Action = ActionWait
-		d.Wait = &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue,
-			Message: "the state was not read; no targeted operation starts without it"}
+	case w != nil:
+		d.Action, d.Wait = ActionWait, w
 	case NeedsPlan(ev):
 		return decidePlan(ev, d)
 	default:
