@@ -17,10 +17,16 @@ import (
 // objectCommand is a verb on one object, KIND/NAME: before run it checks the output format (of
 // a verb with -o), builds the client and reads the object.
 func (o *options) objectCommand(use, short string, run func(ctx context.Context, c client.Client, t target) error) *cobra.Command {
+	return o.objectCommandArgs(use, short, 0, func(ctx context.Context, c client.Client, t target, _ []string) error { return run(ctx, c, t) })
+}
+
+// objectCommandArgs is objectCommand for a verb that takes more arguments after KIND/NAME
+// (exactly more of them), which run receives.
+func (o *options) objectCommandArgs(use, short string, more int, run func(ctx context.Context, c client.Client, t target, rest []string) error) *cobra.Command {
 	return &cobra.Command{
 		Use:   use,
 		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Args:  cobra.ExactArgs(1 + more),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.checkOutput(); err != nil {
 				return err
@@ -33,7 +39,7 @@ func (o *options) objectCommand(use, short string, run func(ctx context.Context,
 			if err != nil {
 				return err
 			}
-			return run(cmd.Context(), c, t)
+			return run(cmd.Context(), c, t, args[1:])
 		},
 		ValidArgsFunction: o.completeKindName,
 	}

@@ -15,42 +15,28 @@ import (
 
 func newReplaceCommand(o *options) *cobra.Command {
 	return o.targetedCommand("replace KIND/NAME ADDRESS",
-		"Replace one resource on the next apply (terraform -replace; annotation captf.io/target-operation)", 2,
-		func(args []string) string { return runnerapi.TargetReplace + " " + args[1] })
+		"Replace one resource on the next apply (terraform -replace; annotation captf.io/target-operation)", 1,
+		func(rest []string) string { return runnerapi.TargetReplace + " " + rest[0] })
 }
 
 func newImportCommand(o *options) *cobra.Command {
 	return o.targetedCommand("import KIND/NAME ADDRESS ID",
-		"Import one existing object to a resource address on the next apply (an import block; annotation captf.io/target-operation)", 3,
-		func(args []string) string { return runnerapi.TargetImport + " " + args[1] + " " + args[2] })
+		"Import one existing object to a resource address on the next apply (an import block; annotation captf.io/target-operation)", 2,
+		func(rest []string) string { return runnerapi.TargetImport + " " + rest[0] + " " + rest[1] })
 }
 
 // targetedCommand asks for one targeted operation (docs/state.md, "Targeted operations"): the
-// request value is built from the arguments (nargs of them, KIND/NAME first) and checked as
+// request value is built from the arguments after KIND/NAME (more of them) and checked as
 // the controller reads it, and refused where it makes no sense (an object being deleted, one
 // that has not applied yet, one whose state is held).
-func (o *options) targetedCommand(use, short string, nargs int, value func(args []string) string) *cobra.Command {
-	return &cobra.Command{
-		Use:   use,
-		Short: short,
-		Args:  cobra.ExactArgs(nargs),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			req := value(args)
-			if _, err := runnerapi.ParseTarget(req); err != nil {
-				return refused("%s: %v", req, err)
-			}
-			c, err := o.newClient()
-			if err != nil {
-				return err
-			}
-			t, err := o.getTarget(cmd.Context(), c, args[0])
-			if err != nil {
-				return err
-			}
-			return o.requestTarget(cmd.Context(), c, t, req)
-		},
-		ValidArgsFunction: o.completeKindName,
-	}
+func (o *options) targetedCommand(use, short string, more int, value func(rest []string) string) *cobra.Command {
+	return o.objectCommandArgs(use, short, more, func(ctx context.Context, c client.Client, t target, rest []string) error {
+		req := value(rest)
+		if _, err := runnerapi.ParseTarget(req); err != nil {
+			return refused("%s: %v", req, err)
+		}
+		return o.requestTarget(ctx, c, t, req)
+	})
 }
 
 // requestTarget writes the request req on t, unless TargetRefusal refuses it.
