@@ -32,9 +32,20 @@ func jobsByOperation(o *infrav1.TerraformCluster) map[infrav1.Operation]int {
 }
 
 // nextDrift moves the clock past the next check and returns the drift Job of run seq.
+//
+// Before its first check, an object's schedule counts from its creationTimestamp, which the
+// API server stamps by the real clock, while the manager reads the suite's fake clock, which
+// only the specs move. The specs that ran before this one may have left real time ahead of
+// the fake clock by more than an interval, so two minutes past now alone is not always past
+// the first check: the clock goes at least two minutes past the object's creation too. From
+// the first check on, the schedule counts from the last check, stamped by the fake clock.
 func nextDrift(tc *infrav1.TerraformCluster, seq int64) *batchv1.Job {
 	GinkgoHelper()
-	clk.Step(2 * time.Minute)
+	next := clk.Now().Add(2 * time.Minute)
+	if created := get(tc).CreationTimestamp.Add(2 * time.Minute); created.After(next) {
+		next = created
+	}
+	clk.SetTime(next)
 	kit.Poke(tc)
 	job := waitForJob(tc, infrav1.TerraformClusterKind, seq)
 	Expect(job.Labels).To(HaveKeyWithValue(infrav1.OperationLabel, string(infrav1.OperationDrift)))
