@@ -61,6 +61,14 @@ func RepoRoot() (string, error) {
 	}
 }
 
+// AdmissionPlugins are the admission plugins that every control plane of the tests (envtest's
+// and the sandbox's) turns on beyond kube-apiserver's default set, because clusters users run
+// turn them on: OwnerReferencesPermissionEnforcement (OpenShift enables it) refuses an owner
+// reference with blockOwnerDeletion to a writer without update on the owner's finalizers
+// subresource, and a change of an object's owner references to a writer that may not delete
+// it. Running it everywhere proves that the manager's installed Role grants what it needs.
+const AdmissionPlugins = "OwnerReferencesPermissionEnforcement"
+
 // AssetsDir is where etcd and kube-apiserver live: $KUBEBUILDER_ASSETS, else <repo>/bin.
 func AssetsDir() (string, error) {
 	dir := os.Getenv("KUBEBUILDER_ASSETS")
@@ -122,8 +130,10 @@ func Start(opts Options) (*Env, error) {
 	if opts.Webhooks != nil {
 		env.WebhookInstallOptions = *opts.Webhooks
 	}
+	args := env.ControlPlane.GetAPIServer().Configure()
+	args.Set("enable-admission-plugins", AdmissionPlugins)
 	for flag, value := range opts.APIServerFlags {
-		env.ControlPlane.GetAPIServer().Configure().Set(flag, value)
+		args.Set(flag, value)
 	}
 	cfg, err := env.Start()
 	if err != nil {

@@ -130,7 +130,7 @@ func (s *Sandbox) startControlPlane() error {
 }
 
 // configureAPIServer sets kube-apiserver's flags beyond envtest's: the admission plugins of a
-// cluster, the tolerations asked for, and the kubelet client that reads the node's logs (its
+// cluster (the default set and testenv.AdmissionPlugins), the tolerations asked for, and the kubelet client that reads the node's logs (its
 // certificates written into cp).
 func (s *Sandbox) configureAPIServer(cp string) error {
 	args := s.env.ControlPlane.APIServer.Configure()
@@ -139,6 +139,7 @@ func (s *Sandbox) configureAPIServer(cp string) error {
 	// cluster does: a pod gets its account's imagePullSecrets, and a pod naming an account
 	// that does not exist is refused.
 	args.Disable("disable-admission-plugins")
+	args.Set("enable-admission-plugins", testenv.AdmissionPlugins)
 	// The API server reaches the node's kubelet endpoint (pod logs) as it reaches a kubelet:
 	// with its kubelet client certificate, checking the node's against the kubelet CA.
 	var err error
