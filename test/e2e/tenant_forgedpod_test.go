@@ -67,8 +67,12 @@ var _ = Describe("A tenant's pod posing as a Plan Job's", func() {
 			Summary: &runnerapi.PlanSummary{}, SavedPlan: &runnerapi.PlanRef{ID: forgedID, FileSHA256: strings.Repeat("e", 64), Digests: &forgedDigests}}
 		mode := int32(0o755)
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: plan.Name + "-0-forged",
-			Labels:          map[string]string{"batch.kubernetes.io/job-name": plan.Name, "job-name": plan.Name},
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(&plan, batchv1.SchemeGroupVersion.WithKind("Job"))}},
+			Labels: map[string]string{"batch.kubernetes.io/job-name": plan.Name, "job-name": plan.Name},
+			// A controller reference without blockOwnerDeletion: the sandbox's API server runs
+			// OwnerReferencesPermissionEnforcement, which refuses blockOwnerDeletion to a tenant
+			// that may not update the Job's finalizers, and a controller reference needs none.
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: batchv1.SchemeGroupVersion.String(), Kind: "Job",
+				Name: plan.Name, UID: plan.UID, Controller: &yes}}},
 			Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
 				Name: jobs.MainContainer, Image: "tenant.example/forger:v1",
 				Command:      []string{"/forger/forge.sh"},
