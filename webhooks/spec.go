@@ -31,7 +31,7 @@ var _ admission.Defaulter[*infrav1.TerraformCluster] = Defaulter[*infrav1.Terraf
 
 // Default implements admission.Defaulter.
 func (Defaulter[T]) Default(_ context.Context, obj T) error {
-	if obj.GetDeletionTimestamp().IsZero() {
+	if obj.GetDeletionTimestamp().IsZero() && !infrav1.ExternallyManaged(obj) {
 		controllerutil.AddFinalizer(obj, infrav1.Finalizer)
 	}
 	DefaultTerraformSpec(obj.GetTerraformSpec())
@@ -80,6 +80,7 @@ var serviceAccountPath = field.NewPath("spec", "job", "serviceAccountName")
 func (v Validator[T]) ValidateCreate(ctx context.Context, obj T) (admission.Warnings, error) {
 	errs := ValidateTerraformSpec(field.NewPath("spec"), obj.GetTerraformSpec())
 	errs = append(errs, ValidateTargetOperation(nil, obj.GetAnnotations())...)
+	errs = append(errs, ValidateExternallyManaged(nil, obj)...)
 	warnings, accountErrs := v.checkAccount(ctx, obj.GetNamespace(), obj.GetTerraformSpec().Job.ServiceAccountName)
 	audienceWarnings, audienceErrs := checkAudience(ctx, v.Audiences, field.NewPath("spec"), obj.GetTerraformSpec())
 	secretWarnings, secretErrs := checkModuleSecrets(ctx, v.Secrets, obj.GetNamespace(), field.NewPath("spec"), obj.GetTerraformSpec())
@@ -99,6 +100,7 @@ func (v Validator[T]) ValidateUpdate(ctx context.Context, oldObj, newObj T) (adm
 	errs = append(errs, ValidateTerraformSpecUpdate(path, oldObj.GetTerraformSpec(), newObj.GetTerraformSpec(),
 		Provisioned(oldObj.GetAnnotations(), oldObj.GetTerraformStatus()))...)
 	errs = append(errs, ValidateTargetOperation(oldObj.GetAnnotations(), newObj.GetAnnotations())...)
+	errs = append(errs, ValidateExternallyManaged(oldObj.GetAnnotations(), newObj)...)
 	var warnings admission.Warnings
 	if name := newObj.GetTerraformSpec().Job.ServiceAccountName; name != oldObj.GetTerraformSpec().Job.ServiceAccountName {
 		var accountErrs field.ErrorList

@@ -177,3 +177,40 @@ var _ = Describe("Targeted operations at admission", func() {
 		Expect(err.Error()).To(ContainSubstring("a template must not stamp it onto every object Cluster API creates"))
 	})
 })
+
+var _ = Describe("Externally managed clusters (cluster.x-k8s.io/managed-by)", func() {
+	It("adds no finalizer to a marked cluster, and refuses the mark on a cluster CAPTF manages, on create as on update", func() {
+		ns := newNamespace()
+		markedBy := func(v string) map[string]string { return map[string]string{infrav1.ManagedByAnnotation: v} }
+
+		By("a cluster marked at creation gets no finalizer; a machine's mark means nothing and changes nothing")
+		marked := newObject(infrav1.TerraformClusterKind, ns, "ext")
+		marked.SetAnnotations(markedBy("other-tool"))
+		Expect(admin.Create(ctx, marked)).To(Succeed())
+		Expect(marked.GetFinalizers()).To(BeEmpty())
+		m := newObject(infrav1.TerraformMachineKind, ns, "m")
+		m.SetAnnotations(markedBy(""))
+		Expect(admin.Create(ctx, m)).To(Succeed())
+		Expect(m.GetFinalizers()).To(ConsistOf(infrav1.Finalizer))
+
+		By("a create that carries both the mark and the finalizer is refused: a create is an update from nothing")
+		both := newObject(infrav1.TerraformClusterKind, ns, "both")
+		both.SetAnnotations(markedBy(""))
+		both.SetFinalizers([]string{infrav1.Finalizer})
+		err := admin.Create(ctx, both)
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("metadata.annotations[cluster.x-k8s.io/managed-by]: Forbidden: CAPTF manages this TerraformCluster"))
+
+		By("marking a cluster CAPTF manages, by a metadata-only patch, is refused; the mark's removal hands a marked one to CAPTF")
+		managed := create(infrav1.TerraformClusterKind, ns, "mine")
+		Expect(managed.GetFinalizers()).To(ConsistOf(infrav1.Finalizer))
+		err = admin.Patch(ctx, managed, client.RawPatch(types.MergePatchType,
+			[]byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:"x"}}}`, infrav1.ManagedByAnnotation))))
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("mark an infrastructure cluster as managed by someone else when you create it"))
+		Expect(admin.Patch(ctx, marked, client.RawPatch(types.MergePatchType,
+			[]byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, infrav1.ManagedByAnnotation))))).To(Succeed())
+		Expect(admin.Patch(ctx, marked, client.RawPatch(types.MergePatchType,
+			[]byte(fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, infrav1.Finalizer))))).To(Succeed(), "CAPTF's controller adds its finalizer once the mark is gone")
+	})
+})

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
@@ -159,4 +160,26 @@ func ValidateTargetOperation(oldAnnotations, newAnnotations map[string]string) f
 		return field.ErrorList{field.Invalid(targetOperationPath, v, err.Error()+` (docs/state.md, "Targeted operations")`)}
 	}
 	return nil
+}
+
+var managedByPath = field.NewPath("metadata", "annotations").Key(infrav1.ManagedByAnnotation)
+
+// ValidateExternallyManaged refuses an infrastructure cluster marked as managed by someone else
+// (cluster.x-k8s.io/managed-by, infrav1.ExternallyManaged) that carries CAPTF's finalizer: on
+// create (oldAnnotations nil), and on an update that adds the mark. CAPTF leaves a marked object
+// alone, so one it manages (its finalizer stands for a state and for infrastructure to destroy)
+// must never be marked: its deletion would wait for good. An update that keeps the mark is not
+// judged again. It is pure.
+func ValidateExternallyManaged(oldAnnotations map[string]string, obj metav1.Object) field.ErrorList {
+	if !infrav1.ExternallyManaged(obj) || !slices.Contains(obj.GetFinalizers(), infrav1.Finalizer) {
+		return nil
+	}
+	if _, had := oldAnnotations[infrav1.ManagedByAnnotation]; had {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(managedByPath, fmt.Sprintf(
+		"CAPTF manages this TerraformCluster (it carries the finalizer %s), and leaves an externally managed one alone: "+
+			"mark an infrastructure cluster as managed by someone else when you create it (CAPTF then adds no finalizer), "+
+			"or delete this one first (spec.deletionPolicy: Retain keeps its infrastructure; docs/lifecycle.md, \"Externally managed clusters\")",
+		infrav1.Finalizer))}
 }

@@ -46,3 +46,16 @@ func (p *TerraformMachinePool) GetConditions() []metav1.Condition { return p.Sta
 
 // SetConditions replaces the conditions.
 func (p *TerraformMachinePool) SetConditions(cs []metav1.Condition) { p.Status.Conditions = cs }
+
+// ExternallyManaged reports an object that Cluster API's contract marks as managed by someone
+// else: a TerraformCluster with the annotation cluster.x-k8s.io/managed-by (whatever its value).
+// CAPTF leaves such an object alone: no finalizer, no Job, no status (docs/lifecycle.md,
+// "Externally managed clusters"). The contract defines the mark for infrastructure clusters
+// only, so machines and pools are never externally managed.
+func ExternallyManaged(o metav1.Object) bool {
+	if _, ok := o.(*TerraformCluster); !ok {
+		return false
+	}
+	_, marked := o.GetAnnotations()[ManagedByAnnotation]
+	return marked
+}

@@ -24,6 +24,10 @@ const (
 	// PausedAnnotation pauses reconciliation of one object (Cluster API's annotation).
 	PausedAnnotation = clusterv1.PausedAnnotation
 
+	// ManagedByAnnotation marks an infrastructure cluster that someone other than its provider
+	// manages (Cluster API's annotation; ExternallyManaged).
+	ManagedByAnnotation = clusterv1.ManagedByAnnotation
+
 	// ClusterNameLabel names the owning Cluster (Cluster API's label).
 	ClusterNameLabel = clusterv1.ClusterNameLabel
 

@@ -158,6 +158,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, fmt.Errorf("get %s: %w", req.NamespacedName, err)
 	}
+	if infrav1.ExternallyManaged(obj) {
+		// Cluster API's contract: someone else manages this infrastructure cluster. No
+		// finalizer, no Job, no status; the webhooks keep the mark off an object CAPTF manages.
+		logger.V(1).Info("left alone: the infrastructure cluster is managed by someone else", "annotation", infrav1.ManagedByAnnotation)
+		return ctrl.Result{}, nil
+	}
 	p := &pass{r: r, obj: obj, before: obj.DeepCopyObject().(Object)}
 	p.suffix = naming.StateSuffix(obj.GetNamespace(), r.Kind.Name(), obj.GetName())
 	p.owner = runlease.Owner{Namespace: obj.GetNamespace(), Kind: r.Kind.Name(), Name: obj.GetName(),

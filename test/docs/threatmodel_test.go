@@ -16,7 +16,7 @@ var testRef = regexp.MustCompile("`([a-z0-9_./-]+)` \"([^\"]+)\"")
 const minRefText = 12
 
 // TestThreatModelNamesTestsThatExist reads the attack table of docs/threat-model.md: every row
-// names at least one test, and every test it names exists: the folder holds a _test.go file
+// has an ID of its own and names at least one test, and every test it names exists: the folder holds a _test.go file
 // that contains the text (a Ginkgo spec's text, or a prefix of it, or a Go test's name). A row
 // whose test is renamed or deleted fails here, so the table never claims a proof that is gone.
 func TestThreatModelNamesTestsThatExist(t *testing.T) {
@@ -30,9 +30,14 @@ func TestThreatModelNamesTestsThatExist(t *testing.T) {
 		t.Fatalf("found %d rows in the attack table of docs/threat-model.md; the parser lost them", len(rows))
 	}
 	sources := map[string]string{}
+	seen := map[string]bool{}
 	for _, row := range rows {
 		cells := strings.Split(strings.Trim(row, "|"), "|")
 		id := strings.TrimSpace(cells[0])
+		if seen[id] {
+			t.Errorf("docs/threat-model.md has two rows %s: an ID names one row", id)
+		}
+		seen[id] = true
 		refs := testRef.FindAllStringSubmatch(cells[len(cells)-1], -1)
 		if len(refs) == 0 {
 			t.Errorf("docs/threat-model.md row %s names no test (`folder` \"spec text\")", id)
