@@ -14,7 +14,9 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
@@ -148,6 +150,14 @@ var _ = Describe(doccmd.SpecCLI, func() {
 		Expect(err).NotTo(HaveOccurred(), "kubectl captf: %s", out)
 		Expect(string(out)).To(ContainSubstring("└─ TerraformCluster/" + name + "  Ready"))
 		By("trace as the page shows it: the Cluster, its TerraformCluster, the Job of its last run and that Job's pod")
+		// The page's trace shows the Cluster's Available condition, which the Cluster API core
+		// manager writes on its own schedule: on a loaded machine it had not yet, one second
+		// after the apply (the trace then says "no condition reported").
+		Eventually(func(g Gomega) {
+			c := &clusterv1.Cluster{}
+			g.Expect(sb.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, c)).To(Succeed())
+			g.Expect(meta.FindStatusCondition(c.Status.Conditions, clusterv1.ClusterAvailableCondition)).NotTo(BeNil())
+		}, time.Minute).Should(Succeed(), "Cluster API reports the Cluster's Available condition")
 		tr := docs.run("", page, "kubectl captf -n prod trace prod")
 		Expect(tr.code).To(Or(Equal(0), Equal(2)), "a report, whether or not the Cluster is Available: %s", tr.out)
 		Expect(tr.out).To(MatchRegexp(`(?m)^\S* ?Cluster/prod  Available=`))
