@@ -130,7 +130,8 @@ var external = map[string]bool{
 	// Cluster API.
 	"Cluster": true, "Machine": true, "MachinePool": true, "MachineDeployment": true, "ControlPlaneInitialized": true,
 	"InternalIP": true, "ExternalIP": true, "InternalDNS": true, "ExternalDNS": true, "Hostname": true, "Provider": true,
-	"InfrastructureReady": true, "MachineSet": true, "MachinesReady": true,
+	"InfrastructureReady": true, "MachineSet": true, "MachinesReady": true, "ControlPlaneAvailable": true,
+	"RemoteConnectionProbe": true, "WorkersAvailable": true, "InternalError": true,
 	"KubeadmControlPlane": true,
 	// cert-manager.
 	"Certificate": true, "Issuer": true, "ClusterIssuer": true,

@@ -192,6 +192,21 @@ var _ = Describe(doccmd.SpecFlavor, func() {
 			g.Expect(meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1.ClusterControlPlaneInitializedCondition)).To(BeTrue())
 		}, 2*time.Minute).Should(Succeed(), "the control plane machine's node initializes the control plane")
 
+		By("Cluster API's Available: every gate holds but ControlPlaneAvailable, which it reports only for a control plane provider (docs/flavors.md)")
+		Eventually(func(g Gomega) {
+			c := &clusterv1.Cluster{}
+			g.Expect(shared.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, c)).To(Succeed())
+			for _, t := range []string{clusterv1.ClusterRemoteConnectionProbeCondition, clusterv1.ClusterInfrastructureReadyCondition,
+				clusterv1.ClusterWorkersAvailableCondition} {
+				g.Expect(meta.IsStatusConditionTrue(c.Status.Conditions, t)).To(BeTrue(), "%s", t)
+			}
+			cp := meta.FindStatusCondition(c.Status.Conditions, clusterv1.ClusterControlPlaneAvailableCondition)
+			g.Expect(cp).NotTo(BeNil())
+			g.Expect(cp.Status).To(Equal(metav1.ConditionUnknown))
+			g.Expect(cp.Reason).To(Equal(clusterv1.ClusterControlPlaneInternalErrorReason))
+			g.Expect(meta.IsStatusConditionTrue(c.Status.Conditions, clusterv1.ClusterAvailableCondition)).To(BeFalse())
+		}, 2*time.Minute).Should(Succeed())
+
 		machines := docs.ok(page, "kubectl get machines -n flavor")
 		Expect(regexp.MustCompile(`(?m)^`+name+`-\S+\s+`+name+`\s.*\sRunning\s`).FindAllString(machines, -1)).To(HaveLen(3),
 			"the page says: three Running once their modules applied")
