@@ -236,6 +236,10 @@ func clusterWithWorkers(ns, name string) func() {
 	applyFixture(shared, ns, "cluster.yaml", name, 0)
 	applyFixture(shared, ns, "machine.yaml", name, 0)
 	eventuallyReady(shared, tc(ns, name), tm(ns, name+"-m0"))
+	By("the cluster's outputs reached its machine: the module received captf.cluster_outputs.network_id as the cluster's state has it")
+	network := stateOf(shared, infrav1.TerraformClusterKind, ns, name).Outputs["network_id"].Value
+	Expect(network).To(And(BeAssignableToTypeOf(""), Not(BeEmpty())), "the cluster's network_id output")
+	Expect(stateOf(shared, infrav1.TerraformMachineKind, ns, name+"-m0").Outputs["cluster_network_id"].Value).To(Equal(network))
 	applyFixture(shared, ns, "workers.yaml", name, 0)
 	return checkInvariants
 }
