@@ -12,7 +12,6 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
-	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
 
 var _ = Describe("An externally managed cluster (cluster.x-k8s.io/managed-by)", func() {
@@ -47,11 +46,7 @@ var _ = Describe("An externally managed cluster (cluster.x-k8s.io/managed-by)", 
 		tm := f.createMachine("m1")
 
 		By("the machine waits for the cluster's infrastructure, as for any cluster not provisioned")
-		Eventually(func(g Gomega) {
-			c := envtest.Condition(get(tm), infrav1.DependenciesReadyCondition)
-			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Reason).To(Equal(infrav1.WaitingForClusterInfrastructureReason))
-		}).Should(Succeed())
+		waitForClusterInfrastructure(tm)
 		Expect(kit.JobsOf(tm, infrav1.TerraformMachineKind)).To(BeEmpty())
 
 		By("its manager sets provisioned: the machine applies, with no CAPTF state to take outputs from")

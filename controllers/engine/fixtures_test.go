@@ -220,3 +220,15 @@ func crashParams(tc *infrav1.TerraformCluster, name string) jobs.Params {
 func get[T client.Object](o T) T { return envtest.Get(kit, o) }
 
 func update[T client.Object](o T, fn func(T)) { envtest.Update(kit, o, fn) }
+
+// waitForClusterInfrastructure waits until the machine reports DependenciesReady=False with
+// WaitingForClusterInfrastructure: its cluster is not provisioned.
+func waitForClusterInfrastructure(tm *infrav1.TerraformMachine) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		c := envtest.Condition(get(tm), infrav1.DependenciesReadyCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(infrav1.WaitingForClusterInfrastructureReason))
+	}).Should(Succeed())
+}

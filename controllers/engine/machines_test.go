@@ -29,12 +29,7 @@ var _ = Describe("TerraformMachine and TerraformMachinePool lifecycle", func() {
 		tm := f.createMachine("m1")
 
 		By("waiting while no TerraformCluster is provisioned")
-		Eventually(func(g Gomega) {
-			c := envtest.Condition(get(tm), infrav1.DependenciesReadyCondition)
-			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
-			g.Expect(c.Reason).To(Equal(infrav1.WaitingForClusterInfrastructureReason))
-		}).Should(Succeed())
+		waitForClusterInfrastructure(tm)
 		Consistently(func() int { return len(kit.JobsOf(tm, infrav1.TerraformMachineKind)) }, "2s").Should(BeZero())
 
 		By("applying once the cluster is provisioned")
