@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -95,6 +96,10 @@ type Executor struct {
 	clientset kubernetes.Interface
 	restCfg   *rest.Config
 	history   io.Writer
+
+	// recordDelay (a time.Duration) holds back each run's record; a test sets it to show
+	// that the record still lands before the Pod's end is reported.
+	recordDelay atomic.Int64
 
 	// kubeletVersion is what the node reports: the API server's version.
 	kubeletVersion string
@@ -225,6 +230,9 @@ func (e *Executor) Runs() []Run {
 }
 
 func (e *Executor) record(r Run) {
+	if d := time.Duration(e.recordDelay.Load()); d > 0 {
+		time.Sleep(d) // a test widens the window between a container's end and its record
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.runs = append(e.runs, r)

@@ -342,6 +342,26 @@ var _ = Describe("native sidecars and projected volumes", func() {
 		Expect(os.IsNotExist(err)).To(BeTrue(), "automountServiceAccountToken: false: no kubeconfig at all")
 	})
 
+	It("records a Pod's run before it reports the Pod's end, however slow the record", func() {
+		// e2e specs read the history once an object is gone (its destroy Job complete, its
+		// finalizer dropped): the run must already be there.
+		ex.recordDelay.Store(int64(3 * time.Second))
+		DeferCleanup(func() { ex.recordDelay.Store(0) })
+		ns := newNamespace()
+		job := newJob(ns, "recorded", channelPodSpec(channelSidecar()))
+		Expect(k8s.Create(ctx, job)).To(Succeed())
+		Expect(eventuallyFinished(job)).To(Equal(batchv1.JobComplete))
+		pod := podOf(job)
+		var mine []Run
+		for _, r := range ex.Runs() {
+			if r.Namespace == ns && r.Pod == pod.Name {
+				mine = append(mine, r)
+			}
+		}
+		Expect(mine).To(ConsistOf(And(HaveField("ExitCode", BeEquivalentTo(0)), HaveField("Phase", corev1.PodSucceeded),
+			HaveField("Job", job.Name))), "the run is recorded by the time its Job is complete")
+	})
+
 	It("starts a sidecar that exited early again, after a back-off", func() {
 		ns := newNamespace()
 		job := newJob(ns, "crash", channelPodSpec(channelSidecar("--crash-once")))

@@ -102,6 +102,10 @@ func (w *worker) run(ctx context.Context) {
 		startedAt = &started
 	}
 	inits := w.initStatuses()
+	// The run is in the history before the API server hears of the Pod's end: whoever sees a
+	// consequence of that end (the Job complete, a finalizer dropped, the object gone) and then
+	// reads the history finds the run there.
+	w.e.record(rec)
 	if err := w.e.updatePodStatus(ctx, w.spec, func(s *corev1.PodStatus) {
 		endStatus(s, w.spec, exit, reason, message, startedAt)
 		if len(inits) > 0 {
@@ -111,7 +115,6 @@ func (w *worker) run(ctx context.Context) {
 		logger.Error(err, "report the end of the pod")
 	}
 	logger.Info("containers ended", "exitCode", exit, "reason", reason, "phase", rec.Phase)
-	w.e.record(rec)
 }
 
 // runContainers returns the main container's exit code (-1: it never ran), the reason and the
