@@ -198,6 +198,9 @@ const (
 	ActionUpdate  = "update"
 	ActionReplace = "replace"
 	ActionDelete  = "delete"
+	// ActionForget: the resource leaves the state and its objects stay (a removed block with
+	// destroy = false, a targeted forget's).
+	ActionForget = "forget"
 )
 
 // PlanSummary counts the resource changes of a plan and lists the changed resources.
@@ -210,6 +213,8 @@ type PlanSummary struct {
 	// or the module's own); an imported resource whose attributes also change is counted
 	// under its action too.
 	Import int `json:"import,omitempty"`
+	// Forget counts the resources the plan removes from the state without destroying them.
+	Forget int `json:"forget,omitempty"`
 	// Addresses are the changed resources (the counted ones), sorted, without duplicates, each
 	// at most MaxAddressBytes.
 	Addresses []string `json:"addresses,omitempty"`
@@ -218,11 +223,16 @@ type PlanSummary struct {
 }
 
 // Changed is the number of counted resource changes.
-func (s PlanSummary) Changed() int { return s.Create + s.Update + s.Replace + s.Delete + s.Import }
+func (s PlanSummary) Changed() int { return s.Actions() + s.Import }
+
+// Actions is the number of resource changes counted by their action (every count but Import,
+// which counts a resource the plan imports whatever its action): what the `show -json`
+// actions of the plan's resource_changes add up to under ActionOf.
+func (s PlanSummary) Actions() int { return s.Create + s.Update + s.Replace + s.Delete + s.Forget }
 
 // ActionOf maps a plan's resource change actions (terraform's `show -json` "actions") to the
-// action the summary counts: a delete-then-create or create-then-delete is a replace; no-op,
-// read and forget are not counted ("").
+// action the summary counts: a delete-then-create or create-then-delete is a replace; no-op and
+// read are not counted ("").
 func ActionOf(actions []string) string {
 	switch {
 	case len(actions) == 1 && actions[0] == ActionCreate:
@@ -231,6 +241,8 @@ func ActionOf(actions []string) string {
 		return ActionUpdate
 	case len(actions) == 1 && actions[0] == ActionDelete:
 		return ActionDelete
+	case len(actions) == 1 && actions[0] == ActionForget:
+		return ActionForget
 	case len(actions) == 2 && (actions[0] == ActionDelete && actions[1] == ActionCreate || actions[0] == ActionCreate && actions[1] == ActionDelete):
 		return ActionReplace
 	}
@@ -248,6 +260,8 @@ func (s *PlanSummary) Add(address string, actions []string) {
 		s.Replace++
 	case ActionDelete:
 		s.Delete++
+	case ActionForget:
+		s.Forget++
 	default:
 		return
 	}

@@ -38,7 +38,7 @@ func TestPlanIDCoversFileInputsAndState(t *testing.T) {
 func TestActionOf(t *testing.T) {
 	cases := map[string][]string{
 		runnerapi.ActionCreate: {"create"}, runnerapi.ActionUpdate: {"update"}, runnerapi.ActionDelete: {"delete"},
-		runnerapi.ActionReplace: {"delete", "create"},
+		runnerapi.ActionReplace: {"delete", "create"}, runnerapi.ActionForget: {"forget"},
 	}
 	for want, actions := range cases {
 		if got := runnerapi.ActionOf(actions); got != want {
@@ -48,7 +48,7 @@ func TestActionOf(t *testing.T) {
 	if got := runnerapi.ActionOf([]string{"create", "delete"}); got != runnerapi.ActionReplace {
 		t.Errorf("create-then-delete: %q", got)
 	}
-	for _, actions := range [][]string{{"no-op"}, {"read"}, {"forget"}, nil, {"create", "update"}} {
+	for _, actions := range [][]string{{"no-op"}, {"read"}, nil, {"create", "update"}} {
 		if got := runnerapi.ActionOf(actions); got != "" {
 			t.Errorf("%v counted as %q", actions, got)
 		}

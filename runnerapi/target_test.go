@@ -19,6 +19,8 @@ func TestParseTarget(t *testing.T) {
 		{`replace module.net["eu"].aws_subnet.a["x-1"]`, runnerapi.Target{Op: "replace", Address: `module.net["eu"].aws_subnet.a["x-1"]`}},
 		{"import aws_instance.web i-0abc", runnerapi.Target{Op: "import", Address: "aws_instance.web", ID: "i-0abc"}},
 		{"import azurerm_rg.x /subscriptions/1/resourceGroups/my group", runnerapi.Target{Op: "import", Address: "azurerm_rg.x", ID: "/subscriptions/1/resourceGroups/my group"}},
+		{"forget aws_instance.web", runnerapi.Target{Op: "forget", Address: "aws_instance.web"}},
+		{" forget  module.net.module.a.aws_subnet.b ", runnerapi.Target{Op: "forget", Address: "module.net.module.a.aws_subnet.b"}},
 	}
 	for _, c := range good {
 		got, err := runnerapi.ParseTarget(c.in)
@@ -35,7 +37,13 @@ func TestParseTarget(t *testing.T) {
 		{"replace", `want "replace <address>"`},
 		{"replace a.b c.d", `want "replace <address>"`},
 		{"import a.b", `want "import <address> <id>"`},
-		{"forget a.b", `unknown operation "forget"`},
+		{"remove a.b", `unknown operation "remove": want "replace <address>", "import <address> <id>" or "forget <address>"`},
+		{"forget", `want "forget <address>"`},
+		{"forget a.b c.d", `want "forget <address>"`},
+		{"forget a.b[0]", "names a resource instance: forget takes the resource's address without instance keys"},
+		{`forget module.net["eu"].a.b`, "names a resource instance"},
+		{"forget data.aws_ami.x", "not a managed resource instance address"},
+		{"forget web", "not a managed resource instance address"},
 		{"replace data.aws_ami.x", "not a managed resource instance address"},
 		{"replace web", "not a managed resource instance address"},
 		{`replace a.b["x"y"]`, "not a managed resource instance address"},
@@ -50,19 +58,19 @@ func TestParseTarget(t *testing.T) {
 	}
 }
 
-func TestTargetPlanArgsAndImportFile(t *testing.T) {
+func TestTargetPlanArgsAndBlockFile(t *testing.T) {
 	r := runnerapi.Target{Op: runnerapi.TargetReplace, Address: "a.b[0]"}
 	if got := r.PlanArgs(); !slices.Equal(got, []string{"-replace=a.b[0]"}) {
 		t.Errorf("replace args: %v", got)
 	}
-	if f, err := r.ImportFile(); f != nil || err != nil {
-		t.Errorf("a replace writes no import file: %q, %v", f, err)
+	if f, err := r.BlockFile(); f != nil || err != nil {
+		t.Errorf("a replace writes no block file: %q, %v", f, err)
 	}
 	im := runnerapi.Target{Op: runnerapi.TargetImport, Address: "a.b", ID: `x-${var.secret}-%{if true}"q"`}
 	if got := im.PlanArgs(); got != nil {
 		t.Errorf("import args: %v", got)
 	}
-	raw, err := im.ImportFile()
+	raw, err := im.BlockFile()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,5 +84,27 @@ func TestTargetPlanArgsAndImportFile(t *testing.T) {
 	want := map[string]string{"to": "a.b", "id": `x-$${var.secret}-%%{if true}"q"`}
 	if len(doc.Import) != 1 || doc.Import[0]["to"] != want["to"] || doc.Import[0]["id"] != want["id"] {
 		t.Errorf("import block %v, want %v", doc.Import, want)
+	}
+
+	fg := runnerapi.Target{Op: runnerapi.TargetForget, Address: "module.net.a.b"}
+	if got := fg.PlanArgs(); got != nil {
+		t.Errorf("forget args: %v", got)
+	}
+	raw, err = fg.BlockFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var removed struct {
+		Removed []struct {
+			From      string          `json:"from"`
+			Lifecycle map[string]bool `json:"lifecycle"`
+		} `json:"removed"`
+	}
+	if err := json.Unmarshal(raw, &removed); err != nil {
+		t.Fatalf("the forget file is not JSON: %v\n%s", err, raw)
+	}
+	if len(removed.Removed) != 1 || removed.Removed[0].From != "module.net.a.b" || len(removed.Removed[0].Lifecycle) != 1 ||
+		removed.Removed[0].Lifecycle["destroy"] || !strings.Contains(string(raw), `"destroy": false`) {
+		t.Errorf("removed block %s: want one block from module.net.a.b that keeps the objects (destroy = false)", raw)
 	}
 }

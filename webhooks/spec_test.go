@@ -166,7 +166,9 @@ var _ = Describe("Targeted operations at admission", func() {
 		err := set(`import aws_instance.web["a b"] i-1`)
 		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%v", err)
 		Expect(err.Error()).To(ContainSubstring("is not a managed resource instance address"))
-		Expect(set("forget aws_instance.web")).To(MatchError(ContainSubstring(`unknown operation "forget"`)))
+		Expect(set("forget aws_instance.web[0]")).To(MatchError(ContainSubstring("forget takes the resource's address without instance keys")))
+		Expect(set("forget module.net.aws_instance.web")).To(Succeed())
+		Expect(set("remove aws_instance.web")).To(MatchError(ContainSubstring(`unknown operation "remove"`)))
 		Expect(set("replace module.net.aws_subnet.a[0]")).To(Succeed())
 
 		tmpl := &infrav1.TerraformMachineTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tg"}}

@@ -809,6 +809,10 @@ type PendingPlan struct {
 	// import counts the resources the plan imports (a targeted operation's import).
 	// +optional
 	Import int32 `json:"import,omitempty"`
+	// forget counts the resources the plan removes from the state and leaves standing (a
+	// targeted operation's forget).
+	// +optional
+	Forget int32 `json:"forget,omitempty"`
 	// addresses of the changed resources, sorted (at most 50).
 	// +optional
 	// +listType=atomic

@@ -26,6 +26,7 @@ type PlanRecord struct {
 	Replace   int32    `json:"replace,omitempty"`
 	Delete    int32    `json:"delete,omitempty"`
 	Import    int32    `json:"import,omitempty"`
+	Forget    int32    `json:"forget,omitempty"`
 	Addresses []string `json:"addresses,omitempty"`
 	// RefreshOnly: a refresh-only plan (its apply records in the state what changed outside
 	// Terraform and changes no infrastructure); a Refresh Job applies it, never an apply.
@@ -105,13 +106,18 @@ func (r *PlanRecord) KindName() string {
 }
 
 // Changes reports a plan that changes anything.
-func (r *PlanRecord) Changes() bool { return r.Create+r.Update+r.Replace+r.Delete+r.Import > 0 }
+func (r *PlanRecord) Changes() bool {
+	return r.Create+r.Update+r.Replace+r.Delete+r.Import+r.Forget > 0
+}
 
 // Counts says what the plan does, for messages.
 func (r *PlanRecord) Counts() string {
 	counts := fmt.Sprintf("create %d, update %d, replace %d, delete %d", r.Create, r.Update, r.Replace, r.Delete)
 	if r.Import > 0 {
 		counts += fmt.Sprintf(", import %d", r.Import)
+	}
+	if r.Forget > 0 {
+		counts += fmt.Sprintf(", forget %d", r.Forget)
 	}
 	return counts
 }

@@ -104,6 +104,7 @@ func newRoot(o *options) *cobra.Command {
 		newRestoreCommand(o),
 		newReplaceCommand(o),
 		newImportCommand(o),
+		newForgetCommand(o),
 		newAbandonCommand(o),
 		newUnlockCommand(o),
 		newLogsCommand(o),

@@ -25,6 +25,12 @@ func newImportCommand(o *options) *cobra.Command {
 		func(rest []string) string { return runnerapi.TargetImport + " " + rest[0] + " " + rest[1] })
 }
 
+func newForgetCommand(o *options) *cobra.Command {
+	return o.targetedCommand("forget KIND/NAME ADDRESS",
+		"Forget one resource the module no longer declares on the next apply, keeping its objects (a removed block; annotation captf.io/target-operation)", 1,
+		func(rest []string) string { return runnerapi.TargetForget + " " + rest[0] })
+}
+
 // targetedCommand asks for one targeted operation (docs/state.md, "Targeted operations"): the
 // request value is built from the arguments after KIND/NAME (more of them) and checked as
 // the controller reads it, and refused where it makes no sense (an object being deleted, one
@@ -64,7 +70,7 @@ func TargetRefusal(deleting *metav1.Time, ann map[string]string, st *infrav1.Ter
 	case !deleting.IsZero():
 		return "the object is being deleted: nothing is applied any more"
 	case ann[infrav1.AppliedHashAnnotation] == "" && (st.Initialization == nil || st.Initialization.Provisioned == nil || !*st.Initialization.Provisioned):
-		return "the object has not applied yet: there is no state to replace or import into; its first apply creates what its module declares"
+		return "the object has not applied yet: there is no state to replace, import into or forget from; its first apply creates what its module declares"
 	}
 	if c := meta.FindStatusCondition(st.Conditions, infrav1.StateReadableCondition); c != nil && c.Status == metav1.ConditionFalse {
 		return fmt.Sprintf("its state is held (StateReadable=False, %s: %s); resolve that first (docs/state.md)", c.Reason, c.Message)

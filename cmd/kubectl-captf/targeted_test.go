@@ -14,7 +14,7 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 )
 
-// TestTargetedVerbs: replace and import write the request as the controller reads it, replace
+// TestTargetedVerbs: replace, import and forget write the request as the controller reads it, replace
 // one that waits (saying so), and refuse (exit 1, nothing written) a request the parser does
 // not read, an object being deleted, one that never applied and one whose state is held.
 func TestTargetedVerbs(t *testing.T) {
@@ -38,6 +38,9 @@ func TestTargetedVerbs(t *testing.T) {
 			want: "replace aws_instance.web[0]", printed: "replace aws_instance.web[0] requested on TerraformCluster prod/a: the next apply carries it out"},
 		{name: "import with an ID", obj: applied("a", nil), args: []string{"import", "tfc/a", "aws_instance.web", "i-0abc"},
 			want: "import aws_instance.web i-0abc", printed: "requested on TerraformCluster prod/a"},
+		{name: "forget", obj: applied("a", nil), args: []string{"forget", "tfc/a", "module.net.aws_subnet.old"},
+			want: "forget module.net.aws_subnet.old", printed: "forget module.net.aws_subnet.old requested on TerraformCluster prod/a"},
+		{name: "forget of an instance", obj: applied("a", nil), args: []string{"forget", "tfc/a", "aws_subnet.old[0]"}, refused: "without instance keys"},
 		{name: "a waiting request is replaced", obj: applied("a", func(o *infrav1.TerraformCluster) {
 			o.Annotations[infrav1.TargetOperationAnnotation] = "replace a.b"
 		}), args: []string{"replace", "tfc/a", "a.c"}, want: "replace a.c", printed: "requested"},

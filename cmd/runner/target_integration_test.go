@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -26,6 +28,37 @@ resource "terraform_data" "a" {
   input = "a"
 }
 `
+
+// forgetModule declares two resources; forgetModuleLater no longer declares terraform_data.b,
+// which a forget keeps standing and a plain apply would destroy.
+const (
+	forgetModule = targetModule + `
+resource "terraform_data" "b" {
+  input = "b"
+}
+`
+	forgetModuleLater = targetModule
+)
+
+// setModule replaces the object's module (main.tf) with module, as a new ConfigMap revision would.
+func (o *stateObject) setModule(module string) {
+	Expect(os.WriteFile(filepath.Join(o.moduleDir, "..2026_01_01_00_00_00.000000001", "main.tf"), []byte(module), 0o644)).To(Succeed())
+}
+
+// managedOf lists the managed resources of a state as type.name.
+func managedOf(raw []byte) []string {
+	var state struct {
+		Resources []struct{ Mode, Type, Name string } `json:"resources"`
+	}
+	Expect(json.Unmarshal(raw, &state)).To(Succeed())
+	var out []string
+	for _, r := range state.Resources {
+		if r.Mode == "managed" {
+			out = append(out, r.Type+"."+r.Name)
+		}
+	}
+	return out
+}
 
 // idOf is the id of the state's one instance of the managed resource typ.name.
 func idOf(raw []byte, typ, name string) string {
@@ -126,6 +159,63 @@ func describeTargets(bin string) {
 			Expect(res.AppliedPlan).To(Equal(&runnerapi.PlanRef{ID: p.record.ID, FileSHA256: p.record.FileSHA256}))
 			_, st = o.readState()
 			Expect(idOf(st, "terraform_data", "a")).To(Equal("other-id"))
+		})
+
+		It("forgets one resource the module no longer declares, by an Apply and by an approved Plan, and a plain plan would destroy it", func() {
+			vars := map[string]any{"name": "alpha"}
+			const target = "forget terraform_data.b"
+			newApplied := func() *stateObject {
+				o := newTargetObject()
+				o.setModule(forgetModule)
+				_, code, raw := o.runJob(runnerapi.OperationApply, vars)
+				Expect(code).To(Equal(runnerapi.ExitOK), raw)
+				_, st := o.readState()
+				Expect(managedOf(st)).To(ConsistOf("terraform_data.a", "terraform_data.b"))
+				o.setModule(forgetModuleLater)
+				return o
+			}
+			o := newApplied()
+			_, st := o.readState()
+			a := idOf(st, "terraform_data", "a")
+
+			By("without the target, the plan of the module that dropped b destroys b")
+			res, code, raw := o.runJobOf(runnerapi.OperationPlan, vars, jobOpts{})
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(res.Summary).To(Equal(&runnerapi.PlanSummary{Delete: 1, Addresses: []string{"terraform_data.b"}}))
+
+			By("an Apply with the target removes b from the state and destroys nothing")
+			res, code, raw = o.runJobOf(runnerapi.OperationApply, vars, jobOpts{target: target})
+			GinkgoWriter.Printf("runner result (targeted forget): %s\n", raw)
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(res.Outcome).To(Equal(runnerapi.OutcomeSucceeded))
+			_, st = o.readState()
+			Expect(managedOf(st)).To(ConsistOf("terraform_data.a"))
+			Expect(idOf(st, "terraform_data", "a")).To(Equal(a), "a is untouched")
+
+			By("through a Plan: its record counts the forget, and its apply forgets exactly that")
+			o = newApplied()
+			res, code, raw = o.runJobOf(runnerapi.OperationPlan, vars, jobOpts{target: target})
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(res.Changes).To(HaveValue(BeTrue()), "terraform reports a forget as a change (-detailed-exitcode 2)")
+			Expect(res.Summary).To(Equal(&runnerapi.PlanSummary{Forget: 1, Addresses: []string{"terraform_data.b"}}))
+			p := o.readPlan()
+			Expect(p.record.Target).To(Equal(target))
+			Expect(p.record.PlanSummary).To(Equal(*res.Summary))
+			res, code, raw = o.runJobOf(runnerapi.OperationApply, vars, jobOpts{planID: p.record.ID, target: target})
+			Expect(code).To(Equal(runnerapi.ExitOK), raw)
+			Expect(res.AppliedPlan).To(Equal(&runnerapi.PlanRef{ID: p.record.ID, FileSHA256: p.record.FileSHA256}))
+			_, st = o.readState()
+			Expect(managedOf(st)).To(ConsistOf("terraform_data.a"))
+
+			By("a module that still declares the resource: terraform refuses the forget, and the state keeps it")
+			o = newApplied()
+			o.setModule(forgetModule)
+			res, code, raw = o.runJobOf(runnerapi.OperationApply, vars, jobOpts{target: target})
+			Expect(code).NotTo(Equal(runnerapi.ExitOK), raw)
+			Expect(res.Outcome).To(Equal(runnerapi.OutcomeFailed))
+			Expect(res.Error).To(MatchRegexp(`Removed resource (block )?still exists`))
+			_, st = o.readState()
+			Expect(managedOf(st)).To(ConsistOf("terraform_data.a", "terraform_data.b"))
 		})
 	})
 }

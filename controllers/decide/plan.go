@@ -194,7 +194,7 @@ func addressesNote(a []string) string {
 func PlanRecordOf(rec runnerapi.PlanRecord, secret string, policy infrav1.ApplyPolicy, violations []string) *infrav1.PlanRecord {
 	out := &infrav1.PlanRecord{ID: rec.ID, Job: rec.Job, Secret: secret, InputsHash: rec.InputsHash, Serial: int64(rec.StateSerial),
 		Lineage: rec.StateLineage, Create: int32(rec.Create), Update: int32(rec.Update), Replace: int32(rec.Replace),
-		Delete: int32(rec.Delete), Import: int32(rec.Import), Addresses: rec.Addresses, Reason: string(infrav1.ApplyPolicyManual), RefreshOnly: rec.RefreshOnly, Destroy: rec.Destroy,
+		Delete: int32(rec.Delete), Import: int32(rec.Import), Forget: int32(rec.Forget), Addresses: rec.Addresses, Reason: string(infrav1.ApplyPolicyManual), RefreshOnly: rec.RefreshOnly, Destroy: rec.Destroy,
 		Target: rec.Target, Violations: violations}
 	switch {
 	case len(violations) > 0:
@@ -251,7 +251,7 @@ const MaxPendingPlanAddresses = 50
 // MaxPendingPlanAddresses addresses.
 func PendingPlanOf(p *infrav1.PlanRecord) *infrav1.PendingPlan {
 	pp := &infrav1.PendingPlan{ID: p.ID, Job: p.Job, Secret: p.Secret, Create: p.Create, Update: p.Update, Replace: p.Replace,
-		Delete: p.Delete, Import: p.Import, Reason: p.Reason, RefreshOnly: p.RefreshOnly, Destroy: p.Destroy, Target: p.Target, Violations: p.Violations}
+		Delete: p.Delete, Import: p.Import, Forget: p.Forget, Reason: p.Reason, RefreshOnly: p.RefreshOnly, Destroy: p.Destroy, Target: p.Target, Violations: p.Violations}
 	if len(p.Addresses) > 0 {
 		pp.Addresses = p.Addresses[:min(len(p.Addresses), MaxPendingPlanAddresses)]
 	}

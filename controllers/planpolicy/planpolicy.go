@@ -59,7 +59,7 @@ const (
 	// action (one of runnerapi.ActionCreate, ActionUpdate, ActionReplace, ActionDelete),
 	// actions (terraform's), before and after (masked).
 	VarChanges = "changes"
-	// VarSummary holds the counts create, update, replace, delete and total.
+	// VarSummary holds the counts create, update, replace, delete, forget and total (their sum).
 	VarSummary = "summary"
 	// VarObject is the TerraformCluster, TerraformMachine or TerraformMachinePool (apiVersion,
 	// kind, metadata without managedFields, spec).
@@ -280,7 +280,7 @@ func variables(in Input) (map[string]any, error) {
 		return nil, fmt.Errorf("its JSON plan is not readable: %w", err)
 	}
 	var changes []any
-	sum := map[string]int64{runnerapi.ActionCreate: 0, runnerapi.ActionUpdate: 0, runnerapi.ActionReplace: 0, runnerapi.ActionDelete: 0}
+	sum := map[string]int64{runnerapi.ActionCreate: 0, runnerapi.ActionUpdate: 0, runnerapi.ActionReplace: 0, runnerapi.ActionDelete: 0, runnerapi.ActionForget: 0}
 	list, _ := plan["resource_changes"].([]any)
 	for _, rc := range list {
 		m, _ := rc.(map[string]any)
@@ -296,13 +296,18 @@ func variables(in Input) (map[string]any, error) {
 			"provider": m["provider_name"], "action": action, "actions": actions, "before": ch["before"], "after": ch["after"],
 		})
 	}
-	total := sum[runnerapi.ActionCreate] + sum[runnerapi.ActionUpdate] + sum[runnerapi.ActionReplace] + sum[runnerapi.ActionDelete]
-	if int(total) != in.Summary.Changed() {
+	var total int64
+	for _, n := range sum {
+		total += n
+	}
+	// An import is counted by the record whatever its action (often no-op), and by no action
+	// here: the JSON plan must list the changes the record counts by their action.
+	if int(total) != in.Summary.Actions() {
 		why := ""
 		if tr, ok := plan[runnerapi.PlanJSONTruncatedKey].(map[string]any); ok {
 			why = fmt.Sprintf(" (%v)", tr["reason"])
 		}
-		return nil, fmt.Errorf("its JSON plan lists %d of the plan's %d changes%s", total, in.Summary.Changed(), why)
+		return nil, fmt.Errorf("its JSON plan lists %d of the plan's %d changes%s", total, in.Summary.Actions(), why)
 	}
 	if len(changes) > MaxChanges {
 		return nil, fmt.Errorf("it has %d changes; policies judge at most %d", len(changes), MaxChanges)

@@ -142,6 +142,29 @@ func TestJudgeFailsClosed(t *testing.T) {
 	})
 }
 
+// A targeted operation's plans: an import (a no-op the record counts under import) and a forget
+// are judged like any plan, and summary.forget counts what leaves the state.
+func TestJudgeTargetedPlans(t *testing.T) {
+	allow := []infrav1.TerraformPlanPolicy{policy("allow", nil, rule("always", "true", ""))}
+	imported, importSum := planOf([]string{"aws_instance.adopted", "aws_instance", "no-op"})
+	importSum.AddImport("aws_instance.adopted")
+	if v := Judge(context.Background(), allow, input(imported, importSum)); v != nil {
+		t.Errorf("an import-only plan: violations %q", v)
+	}
+	forgotten, forgetSum := planOf([]string{"aws_instance.old", "aws_instance", "forget"}, []string{"aws_instance.web", "aws_instance", "no-op"})
+	if forgetSum.Forget != 1 || forgetSum.Changed() != 1 {
+		t.Fatalf("forget summary %+v", forgetSum)
+	}
+	noForget := []infrav1.TerraformPlanPolicy{policy("keep", nil, rule("no-forget", "summary.forget == 0 && summary.total == 0", "ask the platform team before forgetting"))}
+	if v := Judge(context.Background(), noForget, input(forgotten, forgetSum)); fmt.Sprint(v) != fmt.Sprint([]string{"keep/no-forget: ask the platform team before forgetting"}) {
+		t.Errorf("a forget plan: violations %q", v)
+	}
+	byAction := []infrav1.TerraformPlanPolicy{policy("keep", nil, rule("no-forget", "!changes.exists(c, c.action == 'forget')", "m"))}
+	if v := Judge(context.Background(), byAction, input(forgotten, forgetSum)); len(v) != 1 {
+		t.Errorf("a rule on the forget action: violations %q", v)
+	}
+}
+
 func TestJudgeSeesTheObjectAndTheNamespace(t *testing.T) {
 	plan, sum := planOf([]string{"aws_instance.web", "aws_instance", "delete", "create"})
 	p := []infrav1.TerraformPlanPolicy{policy("prod", nil,

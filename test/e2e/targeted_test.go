@@ -8,12 +8,24 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 	"github.com/captf/cluster-api-provider-terraform/test/doccmd"
 )
+
+// inventoryOf reads the object's inventory Secret (docs/state.md, "The inventory").
+func inventoryOf(g Gomega, sb target, ns, name string) *state.Inventory {
+	var sec corev1.Secret
+	g.Expect(sb.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: naming.InventorySecretName(naming.StateSuffix(ns, infrav1.TerraformClusterKind, name))}, &sec)).To(Succeed())
+	inv, err := state.ParseInventory(sec.Data)
+	g.Expect(err).NotTo(HaveOccurred())
+	return inv
+}
 
 // idsByAddress maps each resource instance the object's state tracks ("terraform_data.node",
 // "terraform_data.adopted[0]") to its id.
@@ -51,8 +63,9 @@ func eventuallyAnswered(sb target, o *infrav1.TerraformCluster) *infrav1.LastRun
 
 // Targeted operations with each binary (docs/state.md, "Targeted operations"): a replace asked
 // for with the plugin gives one resource a new id and changes nothing else; under applyPolicy
-// Manual an import and a replace each wait for the approval of a plan made for them, then apply
-// exactly that plan; the imported resource is in the state and the next plan is empty.
+// Manual an import, a replace and a forget each wait for the approval of a plan made for them,
+// then apply exactly that plan; the imported resource is in the state and the next plan is
+// empty; the forgotten one is gone from the state and the inventory, and nothing was destroyed.
 var _ = Describe(doccmd.SpecTargeted, func() {
 	for i, b := range binaries {
 		It("replaces and imports one resource with "+b.product+", at once and through an approved plan", func() {
@@ -141,6 +154,54 @@ var _ = Describe(doccmd.SpecTargeted, func() {
 			Expect(final["terraform_data.network"]).To(Equal(before["terraform_data.network"]))
 			Expect(final["terraform_data.adopted[0]"]).To(Equal("adopted-by-hand"))
 			Expect(countRuns(sb, ns, name, infrav1.OperationApply)).To(Equal(applies + 3))
+
+			By("Manual: a forget, asked for once the module no longer declares terraform_data.node, waits for approval of a plan that forgets it and destroys nothing")
+			// The next revision of the module: the same ConfigMap without terraform_data.node.
+			var cm corev1.ConfigMap
+			Expect(sb.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-cluster-module"}, &cm)).To(Succeed())
+			nodeBlock := "resource \"terraform_data\" \"node\" {\n  input = \"node\"\n}\n"
+			Expect(cm.Data["main.tf"]).To(ContainSubstring(nodeBlock))
+			v2 := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-module-v2"},
+				Data: map[string]string{"main.tf": strings.Replace(cm.Data["main.tf"], nodeBlock, "", 1)}}
+			Expect(sb.Client().Create(ctx, v2)).To(Succeed())
+			applied := countRuns(sb, ns, name, infrav1.OperationApply)
+			var p3 *infrav1.PendingPlan
+			if i == 0 {
+				// The module change and the request in one write, as docs/state.md shows.
+				docs.ok("docs/state.md", `kubectl patch terraformcluster demo --type=merge -p '{"metadata":{"annotations":{"captf.io/target-operation":"forget`, "demo", name)
+				p3 = eventuallyWaiting(sb, o, p2.ID)
+			} else {
+				// The module change first: its plan would destroy the resource, and waits; the
+				// request that follows makes a plan of its own, and the first is never applied.
+				kubectl(sb, "patch", "-n", ns, "terraformcluster", name, "--type=merge", "-p", `{"spec":{"module":{"configMap":{"name":"`+v2.Name+`"}}}}`)
+				destroying := eventuallyWaiting(sb, o, p2.ID)
+				Expect(destroying.Target).To(BeEmpty())
+				Expect([]int32{destroying.Delete, destroying.Forget}).To(Equal([]int32{1, 0}), "without the request, the plan destroys terraform_data.node")
+				r := docs.run("", "docs/cli.md", "kubectl captf -n prod forget terraformcluster/prod terraform_data.node", "-n prod", "-n "+ns, "terraformcluster/prod", "terraformcluster/"+name)
+				Expect(r.code).To(BeZero(), r.out)
+				Expect(r.out).To(Equal(strings.ReplaceAll(r.cmd.Output[0], "TerraformCluster prod/prod", fmt.Sprintf("TerraformCluster %s/%s", ns, name)) + "\n"))
+				p3 = eventuallyWaiting(sb, o, destroying.ID)
+			}
+			Expect(p3.Target).To(Equal("forget terraform_data.node"))
+			Expect([]int32{p3.Create, p3.Update, p3.Replace, p3.Delete, p3.Import, p3.Forget}).To(Equal([]int32{0, 0, 0, 0, 0, 1}))
+			Expect(p3.Addresses).To(Equal([]string{"terraform_data.node"}))
+			Expect(countRuns(sb, ns, name, infrav1.OperationApply)).To(Equal(applied), "nothing applies before the approval")
+			Expect(captfOK(sb, ns, "plan", "show", "terraformcluster/"+name)).To(ContainSubstring("create 0, update 0, replace 0, delete 0, forget 1"))
+			kubectl(sb, "annotate", "-n", ns, "terraformcluster", name, infrav1.ApprovePlanAnnotation+"="+p3.ID)
+			last = eventuallyAnswered(sb, o)
+			Expect(last.Target).To(Equal("forget terraform_data.node"))
+			Expect(last.Outcome).To(Equal(infrav1.RunSucceeded))
+			Expect(applyJobOf(sb, ns, name, p3.ID).Annotations[infrav1.TargetOperationAnnotation]).To(Equal(p3.Target))
+			forgotten := idsByAddress(sb, ns, name)
+			Expect(forgotten).NotTo(HaveKey("terraform_data.node"), "gone from the state")
+			Expect(forgotten["terraform_data.network"]).To(Equal(before["terraform_data.network"]))
+			Expect(forgotten["terraform_data.adopted[0]"]).To(Equal("adopted-by-hand"))
+			Eventually(func(g Gomega) {
+				inv := inventoryOf(g, sb, ns, name)
+				g.Expect(inv.Resources).NotTo(ContainElement(HaveField("Address", "terraform_data.node")), "gone from the inventory")
+				g.Expect(inv.Resources).To(ContainElement(HaveField("Address", "terraform_data.network")))
+			}).Should(Succeed())
+			Expect(countRuns(sb, ns, name, infrav1.OperationApply)).To(Equal(applied + 1))
 			AddReportEntry(b.product+": targeted operations", fmt.Sprintf("node ids %v -> %v -> %v", before["terraform_data.node"], after["terraform_data.node"], final["terraform_data.node"]))
 		})
 	}

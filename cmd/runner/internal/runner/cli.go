@@ -22,7 +22,8 @@ const usage = `usage:
              --inputs-dir=<dir> --work-dir=<dir> --result-file=<file> [--lock-timeout=300s]
              [--binary=<terraform or tofu>] [--channel-dir=<dir> [--channel-wait=60s]]
              [--plan-id=<id>] [--refresh-only] [--destroy-plan]
-             [--target="replace <address>" | --target="import <address> <id>"]
+             [--target="replace <address>" | --target="import <address> <id>" |
+              --target="forget <address>"]
   runner channel --dir=<dir> --namespace=<ns> --suffix=<suffix> --job=<job> --run-lease=<lease>
              --owner-kind=<kind> --owner-name=<name> --owner-uid=<uid>
              [--token-file=<file>] [--ca-file=<file>]

@@ -11,8 +11,9 @@
 // fetches from the channel (an Apply only a plan that is not refresh-only, a Refresh only a
 // refresh-only one). An Apply or a Plan with --target (runnerapi.ParseTarget) carries out one
 // targeted operation: a replace adds `-replace=ADDR` to the apply or the plan (not to an
-// apply of a saved plan, whose file carries it), an import writes its import block into the
-// module copy (runnerapi.TargetImportFile; a module that ships that file is refused). The
+// apply of a saved plan, whose file carries it), an import writes its import block and a forget its removed
+// block into the module copy (runnerapi.TargetBlockFile; a module that ships that file is
+// refused). The
 // three phases of a run are prepare (prepare.go: flags, inputs, binary, channel, work folder,
 // steps), runSteps (each command between the hooks beforeStep, a restore's push, and
 // afterStep, what a command leaves for the result) and interpret.

@@ -42,8 +42,8 @@ func TestSummarizeCountsActions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := runnerapi.PlanSummary{Create: 1, Update: 1, Replace: 2, Delete: 1,
-		Addresses: []string{"terraform_data.a", "terraform_data.b", "terraform_data.gone", "terraform_data.r1", "terraform_data.r2"}}
+	want := runnerapi.PlanSummary{Create: 1, Update: 1, Replace: 2, Delete: 1, Forget: 1,
+		Addresses: []string{"terraform_data.a", "terraform_data.b", "terraform_data.forgotten", "terraform_data.gone", "terraform_data.r1", "terraform_data.r2"}}
 	if got := sum.Bounded(runnerapi.MaxRecordAddresses); !summaryEqual(got, want) {
 		t.Fatalf("summary %+v\nwant    %+v", got, want)
 	}

@@ -171,8 +171,8 @@ func (s *session) connect(ctx context.Context, b runnerapi.Backend, redact []str
 	return ch, nil
 }
 
-// setUpWorkDir copies the module into the work folder, writes an import's import block
-// (writeTargetImport) and the backend override (the http backend on the channel, else the
+// setUpWorkDir copies the module into the work folder, writes a targeted operation's block
+// (writeTargetBlock) and the backend override (the http backend on the channel, else the
 // kubernetes backend) and builds terraform's environment: the backend's settings, a writable
 // TMPDIR and the CA bundle.
 func (s *session) setUpWorkDir(p prepared, mode BackendMode) error {
@@ -184,7 +184,7 @@ func (s *session) setUpWorkDir(p prepared, mode BackendMode) error {
 	if err := CopyModule(cfg.ModuleDir, s.dir); err != nil {
 		return err
 	}
-	if err := writeTargetImport(s.dir, p.target); err != nil {
+	if err := writeTargetBlock(s.dir, p.target); err != nil {
 		return err
 	}
 	if p.channel != nil {
@@ -211,25 +211,25 @@ func (s *session) setUpWorkDir(p prepared, mode BackendMode) error {
 	return nil
 }
 
-// writeTargetImport writes an import's import block (runnerapi.Target.ImportFile) into dir, the
-// run's copy of the module, as runnerapi.TargetImportFile; any other target writes nothing. It
-// is written for an apply of a saved plan too (which reads the configuration the plan file
-// carries), so the configuration is the one the plan was made with. A module that ships a file
-// of that name is refused: the runner would replace it, or terraform would read two import
-// blocks.
-func writeTargetImport(dir string, t runnerapi.Target) error {
-	doc, err := t.ImportFile()
+// writeTargetBlock writes the block of an import or a forget (runnerapi.Target.BlockFile: an
+// import block, a removed block) into dir, the run's copy of the module, as
+// runnerapi.TargetBlockFile; a replace writes nothing. It is written for an apply of a saved
+// plan too (which reads the configuration the plan file carries), so the configuration is the
+// one the plan was made with. A module that ships a file of that name is refused: the runner
+// would replace it, or terraform would read two blocks.
+func writeTargetBlock(dir string, t runnerapi.Target) error {
+	doc, err := t.BlockFile()
 	if err != nil || doc == nil {
 		return err
 	}
-	path := filepath.Join(dir, runnerapi.TargetImportFile)
+	path := filepath.Join(dir, runnerapi.TargetBlockFile)
 	if _, err := os.Lstat(path); err == nil {
-		return badInput("the module has a file %s, the name the runner writes an import's import block to: rename it", runnerapi.TargetImportFile)
+		return badInput("the module has a file %s, the name the runner writes a targeted operation's block to: rename it", runnerapi.TargetBlockFile)
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("look for %s in the module: %w", runnerapi.TargetImportFile, err)
+		return fmt.Errorf("look for %s in the module: %w", runnerapi.TargetBlockFile, err)
 	}
 	if err := os.WriteFile(path, doc, 0o644); err != nil {
-		return fmt.Errorf("write the import block: %w", err)
+		return fmt.Errorf("write the %s block: %w", t.Op, err)
 	}
 	return nil
 }

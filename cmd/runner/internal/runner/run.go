@@ -38,8 +38,8 @@ const waitDelay = 30 * time.Second
 // fetched through the channel, instead of planning afresh (each only a plan of its kind,
 // runnerapi.PlanKindRefusal); RefreshOnly (Plan or Drift) makes a refresh-only plan (`plan
 // -refresh-only`), which a Refresh Job applies later; DestroyPlan (Plan) makes a destroy plan
-// (`plan -destroy`), which a Destroy Job applies later; Target (Apply or Plan) replaces or
-// imports one resource (runnerapi.ParseTarget; StepOptions.Target, writeTargetImport).
+// (`plan -destroy`), which a Destroy Job applies later; Target (Apply or Plan) replaces,
+// imports or forgets one resource (runnerapi.ParseTarget; StepOptions.Target, writeTargetBlock).
 type Config struct {
 	runnerapi.Invocation
 	// Environ is the runner's environment: read for CAPTF_TF_BINARY, PATH and the backend mode,

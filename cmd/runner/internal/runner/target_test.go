@@ -143,7 +143,7 @@ func TestTargetedReplaceReachesTerraform(t *testing.T) {
 			if !found {
 				t.Fatalf("no %s with -replace: %q", step, argsOf(f.calls()))
 			}
-			if _, err := os.Stat(filepath.Join(f.cfg.WorkDir, "module", runnerapi.TargetImportFile)); !os.IsNotExist(err) {
+			if _, err := os.Stat(filepath.Join(f.cfg.WorkDir, "module", runnerapi.TargetBlockFile)); !os.IsNotExist(err) {
 				t.Fatalf("a replace wrote an import block (%v)", err)
 			}
 		})
@@ -153,7 +153,7 @@ func TestTargetedReplaceReachesTerraform(t *testing.T) {
 // importBlockOf reads the import block terraform found beside the module in dir.
 func importBlockOf(t *testing.T, dir string) (to, id string) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, runnerapi.TargetImportFile))
+	b, err := os.ReadFile(filepath.Join(dir, runnerapi.TargetBlockFile))
 	if err != nil {
 		t.Fatalf("no import block where terraform runs: %v", err)
 	}
@@ -209,33 +209,86 @@ func TestTargetedImportWritesItsImportBlockIntoTheModuleCopy(t *testing.T) {
 			if to != `module.net.terraform_data.a["k"]` || got != escaped {
 				t.Fatalf("import to %q id %q, want id %q", to, got, escaped)
 			}
-			if _, err := os.Stat(filepath.Join(f.cfg.ModuleDir, runnerapi.TargetImportFile)); !os.IsNotExist(err) {
+			if _, err := os.Stat(filepath.Join(f.cfg.ModuleDir, runnerapi.TargetBlockFile)); !os.IsNotExist(err) {
 				t.Fatalf("the module folder was written to (%v)", err)
 			}
 		})
 	}
 }
 
-// A module that ships a file of the import block's name is refused for an import (the runner
-// would overwrite it, or terraform would read a second import); nothing runs.
-func TestTargetedImportRefusesAModuleWithTheImportFile(t *testing.T) {
-	for _, op := range []string{runnerapi.OperationApply, runnerapi.OperationPlan} {
-		t.Run(op, func(t *testing.T) {
-			f := newFixture(t, op, nil)
-			write(t, filepath.Join(f.cfg.ModuleDir, runnerapi.TargetImportFile), `{"import":[{"to":"terraform_data.x","id":"mine"}]}`)
-			f.cfg.Target = "import terraform_data.x the-id"
+// A forget writes its removed block (the objects kept) into the module copy terraform runs in,
+// for an Apply, a Plan and an apply of a saved plan alike, and passes no -replace.
+func TestTargetedForgetWritesItsRemovedBlockIntoTheModuleCopy(t *testing.T) {
+	savedFile := []byte("PK\x03\x04 the approved forget plan")
+	rec := planRecordOf(savedFile, 3)
+	fixtures := map[string]func(t *testing.T) *fixture{
+		"Apply": func(t *testing.T) *fixture { return newFixture(t, runnerapi.OperationApply, nil) },
+		"Plan":  func(t *testing.T) *fixture { return newFixture(t, runnerapi.OperationPlan, nil) },
+		"Apply of a saved plan": func(t *testing.T) *fixture {
+			f, _, _ := savedPlanFixture(t, rec.ID, func() (int, any) { return http.StatusOK, runnerapi.PlanDownload{Record: rec, File: savedFile} })
+			return f
+		},
+	}
+	for name, newF := range fixtures {
+		t.Run(name, func(t *testing.T) {
+			f := newF(t)
+			f.cfg.Target = "forget module.net.terraform_data.old"
 			res, code := f.run()
-			if code != runnerapi.ExitBadInput || res.Outcome != runnerapi.OutcomeFailed || len(f.calls()) != 0 {
-				t.Fatalf("exit %d result %+v calls %q", code, res, argsOf(f.calls()))
+			if code != runnerapi.ExitOK || res.Outcome != runnerapi.OutcomeSucceeded {
+				t.Fatalf("exit %d result %+v\n%s", code, res, f.out)
 			}
-			if !strings.Contains(res.Error, "the module has a file "+runnerapi.TargetImportFile) {
-				t.Fatalf("error %q", res.Error)
+			calls := f.calls()
+			if len(calls) < 2 {
+				t.Fatalf("calls %q", argsOf(calls))
+			}
+			for _, c := range calls {
+				if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "-replace") }) {
+					t.Fatalf("a forget passed %q", c.Args)
+				}
+			}
+			b, err := os.ReadFile(filepath.Join(calls[0].Dir, runnerapi.TargetBlockFile))
+			if err != nil {
+				t.Fatalf("no removed block where terraform runs: %v", err)
+			}
+			var doc struct {
+				Removed []struct {
+					From      string          `json:"from"`
+					Lifecycle map[string]bool `json:"lifecycle"`
+				} `json:"removed"`
+			}
+			if err := json.Unmarshal(b, &doc); err != nil || len(doc.Removed) != 1 || doc.Removed[0].From != "module.net.terraform_data.old" ||
+				doc.Removed[0].Lifecycle["destroy"] || len(doc.Removed[0].Lifecycle) != 1 {
+				t.Fatalf("removed block %s (%v)", b, err)
+			}
+			if _, err := os.Stat(filepath.Join(f.cfg.ModuleDir, runnerapi.TargetBlockFile)); !os.IsNotExist(err) {
+				t.Fatalf("the module folder was written to (%v)", err)
 			}
 		})
 	}
+}
+
+// A module that ships a file of the targeted block's name is refused for an import or a forget
+// (the runner would overwrite it, or terraform would read a second block); nothing runs.
+func TestTargetedImportAndForgetRefuseAModuleWithTheBlockFile(t *testing.T) {
+	for _, op := range []string{runnerapi.OperationApply, runnerapi.OperationPlan} {
+		for _, target := range []string{"import terraform_data.x the-id", "forget terraform_data.x"} {
+			t.Run(op+" "+target, func(t *testing.T) {
+				f := newFixture(t, op, nil)
+				write(t, filepath.Join(f.cfg.ModuleDir, runnerapi.TargetBlockFile), `{"import":[{"to":"terraform_data.x","id":"mine"}]}`)
+				f.cfg.Target = target
+				res, code := f.run()
+				if code != runnerapi.ExitBadInput || res.Outcome != runnerapi.OutcomeFailed || len(f.calls()) != 0 {
+					t.Fatalf("exit %d result %+v calls %q", code, res, argsOf(f.calls()))
+				}
+				if !strings.Contains(res.Error, "the module has a file "+runnerapi.TargetBlockFile) {
+					t.Fatalf("error %q", res.Error)
+				}
+			})
+		}
+	}
 	t.Run("a replace leaves the module's file alone", func(t *testing.T) {
 		f := newFixture(t, runnerapi.OperationApply, nil)
-		write(t, filepath.Join(f.cfg.ModuleDir, runnerapi.TargetImportFile), `{}`)
+		write(t, filepath.Join(f.cfg.ModuleDir, runnerapi.TargetBlockFile), `{}`)
 		f.cfg.Target = "replace terraform_data.x"
 		if res, code := f.run(); code != runnerapi.ExitOK {
 			t.Fatalf("exit %d result %+v", code, res)
