@@ -57,7 +57,7 @@ func eventuallyWaiting(sb target, o *infrav1.TerraformCluster, not string) *infr
 	Eventually(func(g Gomega) {
 		g.Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
 		p = o.Status.PendingPlan
-		g.Expect(p).NotTo(BeNil(), "no plan waits yet")
+		g.Expect(p).NotTo(BeNil(), "no plan waits yet; the object's conditions: %s", conditionsLine(o.Status.Conditions))
 		g.Expect(p.ID).NotTo(Equal(not), "plan %s still waits", not)
 		c := meta.FindStatusCondition(o.Status.Conditions, infrav1.ApplyJobSucceededCondition)
 		g.Expect(c).NotTo(BeNil())
@@ -68,6 +68,15 @@ func eventuallyWaiting(sb target, o *infrav1.TerraformCluster, not string) *infr
 	// As docs/plans.md tells a person to wait for it.
 	kubectl(sb, "wait", "-n", o.Namespace, "terraformcluster/"+o.Name, "--for=condition=ApplyJobSucceeded=False", "--timeout=30s")
 	return p
+}
+
+// conditionsLine prints conditions one per line for a failure message.
+func conditionsLine(cs []metav1.Condition) string {
+	var b strings.Builder
+	for _, c := range cs {
+		fmt.Fprintf(&b, "\n  %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return b.String()
 }
 
 // planRecordIn reads the record the state channel stored in the object's plan Secret.

@@ -155,7 +155,21 @@ var _ = Describe(doccmd.SpecTargeted, func() {
 			Expect(final["terraform_data.adopted[0]"]).To(Equal("adopted-by-hand"))
 			Expect(countRuns(sb, ns, name, infrav1.OperationApply)).To(Equal(applies + 3))
 
-			By("Manual: a forget, asked for once the module no longer declares terraform_data.node, waits for approval of a plan that forgets it and destroys nothing")
+			if i == 1 {
+				By("Manual: a forget while the module still declares the resource: its plan fails with terraform's reason, and nothing changes")
+				r := docs.run("", "docs/cli.md", "kubectl captf -n prod forget terraformcluster/prod terraform_data.node", "-n prod", "-n "+ns, "terraformcluster/prod", "terraformcluster/"+name)
+				Expect(r.code).To(BeZero(), r.out)
+				Expect(r.cmd.Output).To(HaveLen(1), "docs/cli.md shows one line after the command")
+				Expect(r.out).To(Equal(strings.ReplaceAll(r.cmd.Output[0], "TerraformCluster prod/prod", fmt.Sprintf("TerraformCluster %s/%s", ns, name)) + "\n"))
+				Eventually(func() []string { return warningNotes(sb, ns, name, "TargetOperationFailed") }, 2*time.Minute).Should(
+					ContainElement(And(ContainSubstring(`"forget terraform_data.node"`), MatchRegexp(`Removed resource (block )?still exists`))))
+				Eventually(func() map[string]string { _ = sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o); return o.Annotations }).ShouldNot(
+					HaveKey(infrav1.TargetOperationAnnotation), "a failed request is answered")
+				Expect(idsByAddress(sb, ns, name)).To(Equal(final), "the state is untouched")
+				Expect(countRuns(sb, ns, name, infrav1.OperationApply)).To(Equal(applies+3), "no apply")
+			}
+
+			By("Manual: a forget made in one write with the module's next revision, which no longer declares terraform_data.node, waits for approval of a plan that forgets it and destroys nothing")
 			// The next revision of the module: the same ConfigMap without terraform_data.node.
 			var cm corev1.ConfigMap
 			Expect(sb.Client().Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-cluster-module"}, &cm)).To(Succeed())
@@ -165,23 +179,8 @@ var _ = Describe(doccmd.SpecTargeted, func() {
 				Data: map[string]string{"main.tf": strings.Replace(cm.Data["main.tf"], nodeBlock, "", 1)}}
 			Expect(sb.Client().Create(ctx, v2)).To(Succeed())
 			applied := countRuns(sb, ns, name, infrav1.OperationApply)
-			var p3 *infrav1.PendingPlan
-			if i == 0 {
-				// The module change and the request in one write, as docs/state.md shows.
-				docs.ok("docs/state.md", `kubectl patch terraformcluster demo --type=merge -p '{"metadata":{"annotations":{"captf.io/target-operation":"forget`, "demo", name)
-				p3 = eventuallyWaiting(sb, o, p2.ID)
-			} else {
-				// The module change first: its plan would destroy the resource, and waits; the
-				// request that follows makes a plan of its own, and the first is never applied.
-				kubectl(sb, "patch", "-n", ns, "terraformcluster", name, "--type=merge", "-p", `{"spec":{"module":{"configMap":{"name":"`+v2.Name+`"}}}}`)
-				destroying := eventuallyWaiting(sb, o, p2.ID)
-				Expect(destroying.Target).To(BeEmpty())
-				Expect([]int32{destroying.Delete, destroying.Forget}).To(Equal([]int32{1, 0}), "without the request, the plan destroys terraform_data.node")
-				r := docs.run("", "docs/cli.md", "kubectl captf -n prod forget terraformcluster/prod terraform_data.node", "-n prod", "-n "+ns, "terraformcluster/prod", "terraformcluster/"+name)
-				Expect(r.code).To(BeZero(), r.out)
-				Expect(r.out).To(Equal(strings.ReplaceAll(r.cmd.Output[0], "TerraformCluster prod/prod", fmt.Sprintf("TerraformCluster %s/%s", ns, name)) + "\n"))
-				p3 = eventuallyWaiting(sb, o, destroying.ID)
-			}
+			docs.ok("docs/state.md", `kubectl patch terraformcluster demo --type=merge -p '{"metadata":{"annotations":{"captf.io/target-operation":"forget`, "demo", name)
+			p3 := eventuallyWaiting(sb, o, p2.ID)
 			Expect(p3.Target).To(Equal("forget terraform_data.node"))
 			Expect([]int32{p3.Create, p3.Update, p3.Replace, p3.Delete, p3.Import, p3.Forget}).To(Equal([]int32{0, 0, 0, 0, 0, 1}))
 			Expect(p3.Addresses).To(Equal([]string{"terraform_data.node"}))
