@@ -163,8 +163,10 @@ var _ = Describe(doccmd.SpecTargeted, func() {
 				Expect(r.out).To(Equal(strings.ReplaceAll(r.cmd.Output[0], "TerraformCluster prod/prod", fmt.Sprintf("TerraformCluster %s/%s", ns, name)) + "\n"))
 				Eventually(func() []string { return warningNotes(sb, ns, name, "TargetOperationFailed") }, 2*time.Minute).Should(
 					ContainElement(And(ContainSubstring(`"forget terraform_data.node"`), MatchRegexp(`Removed resource (block )?still exists`))))
-				Eventually(func() map[string]string { _ = sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o); return o.Annotations }).ShouldNot(
-					HaveKey(infrav1.TargetOperationAnnotation), "a failed request is answered")
+				Eventually(func(g Gomega) {
+					g.Expect(sb.Client().Get(ctx, client.ObjectKeyFromObject(o), o)).To(Succeed())
+					g.Expect(o.Annotations).NotTo(HaveKey(infrav1.TargetOperationAnnotation), "a failed request is answered")
+				}).Should(Succeed())
 				Expect(idsByAddress(sb, ns, name)).To(Equal(final), "the state is untouched")
 				Expect(countRuns(sb, ns, name, infrav1.OperationApply)).To(Equal(applies+3), "no apply")
 			}
