@@ -49,7 +49,8 @@ var _ = Describe("A destroy judged like an apply", func() {
 		By("deleting: a Plan Job makes the destroy plan; nothing is destroyed")
 		Expect(k8s.Delete(ctx, tc)).To(Succeed())
 		name := destroyPlanJob(tc, 2)
-		Expect(normals(f.ns, tc.Name, "DestroyPlanStarted")).NotTo(BeEmpty())
+		// The recorder writes events asynchronously: the Job can be seen before its event.
+		Eventually(func() []eventsv1.Event { return normals(f.ns, tc.Name, "DestroyPlanStarted") }).ShouldNot(BeEmpty())
 		Eventually(func() string { return envtest.Condition(get(tc), infrav1.DeletingCondition).Message }).Should(
 			ContainSubstring("Job "+name+" makes the destroy plan"), "Deleting says what runs, as docs/deletion.md shows")
 		deleteJSON, deleteSum := jsonPlanOf("aws_db_instance.main aws_db_instance delete", "terraform_data.network terraform_data delete")

@@ -61,7 +61,8 @@ var _ = Describe("A Job whose pod can never start", func() {
 		Eventually(func() bool {
 			return apierrors.IsNotFound(k8s.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: job.Name}, &batchv1.Job{}))
 		}).Should(BeTrue(), "the deletion deletes the Job that never started")
-		Expect(normals(f.ns, tc.Name, "NeverStartedJobDeleted")).NotTo(BeEmpty())
+		// The recorder writes events asynchronously: the Job can be gone before its event is.
+		Eventually(func() []eventsv1.Event { return normals(f.ns, tc.Name, "NeverStartedJobDeleted") }).ShouldNot(BeEmpty())
 		// envtest runs no garbage collector: play it, as it deletes a deleted Job's pods.
 		Expect(k8s.Delete(ctx, pod)).To(Succeed())
 		Eventually(func() error { return k8s.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}) }).Should(Satisfy(apierrors.IsNotFound), "the pod is gone")
