@@ -58,7 +58,8 @@ var _ = Describe("Drift checks asked for", func() {
 		Expect(again.Annotations).To(HaveKeyWithValue(infrav1.DriftCheckAnnotation, "c2"))
 		Expect(get(tc).Annotations).To(HaveKeyWithValue(infrav1.DriftCheckAnnotation, "c2"))
 		Expect(envtest.Condition(tc, infrav1.DriftDetectedCondition)).To(And(HaveField("Status", metav1.ConditionTrue), HaveField("Reason", infrav1.DriftFoundReason)))
-		Expect(normalNotes(f.ns, tc.Name, "DriftCheckAnswered")).To(ContainElement(And(
+		// Events are written asynchronously by the recorder: wait for it.
+		Eventually(func() []string { return normalNotes(f.ns, tc.Name, "DriftCheckAnswered") }).Should(ContainElement(And(
 			ContainSubstring("Job "+check.Name+" answered the drift check asked for ("+infrav1.DriftCheckAnnotation+"=c1): it found drift"),
 			ContainSubstring("the newer request c2 runs next"))))
 
