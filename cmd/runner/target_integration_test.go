@@ -60,6 +60,25 @@ func managedOf(raw []byte) []string {
 	return out
 }
 
+// planTargetAndApplyIt runs a Plan with the targeted operation target, which must report a
+// change counted as want and record the target, then the Apply of that very plan; it returns
+// the state the Apply left.
+func (o *stateObject) planTargetAndApplyIt(vars map[string]any, target string, want runnerapi.PlanSummary) []byte {
+	GinkgoHelper()
+	res, code, raw := o.runJobOf(runnerapi.OperationPlan, vars, jobOpts{target: target})
+	Expect(code).To(Equal(runnerapi.ExitOK), raw)
+	Expect(res.Changes).To(HaveValue(BeTrue()))
+	Expect(res.Summary).To(Equal(&want))
+	p := o.readPlan()
+	Expect(p.record.Target).To(Equal(target))
+	Expect(p.record.PlanSummary).To(Equal(*res.Summary))
+	res, code, raw = o.runJobOf(runnerapi.OperationApply, vars, jobOpts{planID: p.record.ID, target: target})
+	Expect(code).To(Equal(runnerapi.ExitOK), raw)
+	Expect(res.AppliedPlan).To(Equal(&runnerapi.PlanRef{ID: p.record.ID, FileSHA256: p.record.FileSHA256}))
+	_, st := o.readState()
+	return st
+}
+
 // idOf is the id of the state's one instance of the managed resource typ.name.
 func idOf(raw []byte, typ, name string) string {
 	var state struct {
@@ -118,17 +137,7 @@ func describeTargets(bin string) {
 			Expect(second).NotTo(Equal(first))
 
 			By("a Plan with the target plans the replace; its record says so; the approved plan replaces it")
-			res, code, raw = o.runJobOf(runnerapi.OperationPlan, vars, jobOpts{target: target})
-			Expect(code).To(Equal(runnerapi.ExitOK), raw)
-			Expect(res.Changes).To(HaveValue(BeTrue()))
-			Expect(res.Summary).To(Equal(&runnerapi.PlanSummary{Replace: 1, Addresses: []string{"terraform_data.a"}}))
-			p := o.readPlan()
-			Expect(p.record.Target).To(Equal(target))
-			Expect(p.record.PlanSummary).To(Equal(*res.Summary))
-			res, code, raw = o.runJobOf(runnerapi.OperationApply, vars, jobOpts{planID: p.record.ID, target: target})
-			Expect(code).To(Equal(runnerapi.ExitOK), raw)
-			Expect(res.AppliedPlan).To(Equal(&runnerapi.PlanRef{ID: p.record.ID, FileSHA256: p.record.FileSHA256}))
-			_, st = o.readState()
+			st = o.planTargetAndApplyIt(vars, target, runnerapi.PlanSummary{Replace: 1, Addresses: []string{"terraform_data.a"}})
 			Expect(idOf(st, "terraform_data", "a")).NotTo(Equal(second))
 		})
 
@@ -194,17 +203,8 @@ func describeTargets(bin string) {
 
 			By("through a Plan: its record counts the forget, and its apply forgets exactly that")
 			o = newApplied()
-			res, code, raw = o.runJobOf(runnerapi.OperationPlan, vars, jobOpts{target: target})
-			Expect(code).To(Equal(runnerapi.ExitOK), raw)
-			Expect(res.Changes).To(HaveValue(BeTrue()), "terraform reports a forget as a change (-detailed-exitcode 2)")
-			Expect(res.Summary).To(Equal(&runnerapi.PlanSummary{Forget: 1, Addresses: []string{"terraform_data.b"}}))
-			p := o.readPlan()
-			Expect(p.record.Target).To(Equal(target))
-			Expect(p.record.PlanSummary).To(Equal(*res.Summary))
-			res, code, raw = o.runJobOf(runnerapi.OperationApply, vars, jobOpts{planID: p.record.ID, target: target})
-			Expect(code).To(Equal(runnerapi.ExitOK), raw)
-			Expect(res.AppliedPlan).To(Equal(&runnerapi.PlanRef{ID: p.record.ID, FileSHA256: p.record.FileSHA256}))
-			_, st = o.readState()
+			// terraform reports a forget as a change (-detailed-exitcode 2).
+			st = o.planTargetAndApplyIt(vars, target, runnerapi.PlanSummary{Forget: 1, Addresses: []string{"terraform_data.b"}})
 			Expect(managedOf(st)).To(ConsistOf("terraform_data.a"))
 
 			By("a module that still declares the resource: terraform refuses the forget, and the state keeps it")

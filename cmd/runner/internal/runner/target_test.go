@@ -150,32 +150,13 @@ func TestTargetedReplaceReachesTerraform(t *testing.T) {
 	}
 }
 
-// importBlockOf reads the import block terraform found beside the module in dir.
-func importBlockOf(t *testing.T, dir string) (to, id string) {
+// runBlockTarget runs target (an import or a forget) as an Apply, a Plan and an apply of a saved
+// plan, and checks for each that it succeeded, that every command ran in the module copy (never
+// the module folder, which may be read-only, and which stays unwritten) without -replace; then
+// it hands the block file terraform found to check.
+func runBlockTarget(t *testing.T, target string, check func(t *testing.T, block []byte)) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, runnerapi.TargetBlockFile))
-	if err != nil {
-		t.Fatalf("no import block where terraform runs: %v", err)
-	}
-	var doc struct {
-		Import []struct {
-			To string `json:"to"`
-			ID string `json:"id"`
-		} `json:"import"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Import) != 1 {
-		t.Fatalf("import block %s (%v)", b, err)
-	}
-	return doc.Import[0].To, doc.Import[0].ID
-}
-
-// An import writes its import block, the ID escaped to stay literal, into the module copy
-// terraform runs in (never into the module folder, which may be read-only), for an Apply, a
-// Plan and an apply of a saved plan alike.
-func TestTargetedImportWritesItsImportBlockIntoTheModuleCopy(t *testing.T) {
-	const id = `arn:aws:x:${var.name}:%{ if true }y %{ endif }`
-	const escaped = `arn:aws:x:$${var.name}:%%{ if true }y %%{ endif }`
-	savedFile := []byte("PK\x03\x04 the approved import plan")
+	savedFile := []byte("PK\x03\x04 the approved targeted plan")
 	rec := planRecordOf(savedFile, 3)
 	fixtures := map[string]func(t *testing.T) *fixture{
 		"Apply": func(t *testing.T) *fixture { return newFixture(t, runnerapi.OperationApply, nil) },
@@ -188,7 +169,7 @@ func TestTargetedImportWritesItsImportBlockIntoTheModuleCopy(t *testing.T) {
 	for name, newF := range fixtures {
 		t.Run(name, func(t *testing.T) {
 			f := newF(t)
-			f.cfg.Target = "import module.net.terraform_data.a[\"k\"] " + id
+			f.cfg.Target = target
 			res, code := f.run()
 			if code != runnerapi.ExitOK || res.Outcome != runnerapi.OutcomeSucceeded {
 				t.Fatalf("exit %d result %+v\n%s", code, res, f.out)
@@ -202,13 +183,14 @@ func TestTargetedImportWritesItsImportBlockIntoTheModuleCopy(t *testing.T) {
 					t.Fatalf("%q ran in %s, not the module copy", c.Args, c.Dir)
 				}
 				if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "-replace") }) {
-					t.Fatalf("an import passed %q", c.Args)
+					t.Fatalf("%s passed %q", target, c.Args)
 				}
 			}
-			to, got := importBlockOf(t, calls[0].Dir)
-			if to != `module.net.terraform_data.a["k"]` || got != escaped {
-				t.Fatalf("import to %q id %q, want id %q", to, got, escaped)
+			b, err := os.ReadFile(filepath.Join(calls[0].Dir, runnerapi.TargetBlockFile))
+			if err != nil {
+				t.Fatalf("no block where terraform runs: %v", err)
 			}
+			check(t, b)
 			if _, err := os.Stat(filepath.Join(f.cfg.ModuleDir, runnerapi.TargetBlockFile)); !os.IsNotExist(err) {
 				t.Fatalf("the module folder was written to (%v)", err)
 			}
@@ -216,55 +198,42 @@ func TestTargetedImportWritesItsImportBlockIntoTheModuleCopy(t *testing.T) {
 	}
 }
 
+// An import writes its import block, the ID escaped to stay literal, into the module copy
+// terraform runs in, for an Apply, a Plan and an apply of a saved plan alike.
+func TestTargetedImportWritesItsImportBlockIntoTheModuleCopy(t *testing.T) {
+	const id = `arn:aws:x:${var.name}:%{ if true }y %{ endif }`
+	const escaped = `arn:aws:x:$${var.name}:%%{ if true }y %%{ endif }`
+	runBlockTarget(t, "import module.net.terraform_data.a[\"k\"] "+id, func(t *testing.T, b []byte) {
+		var doc struct {
+			Import []struct {
+				To string `json:"to"`
+				ID string `json:"id"`
+			} `json:"import"`
+		}
+		if err := json.Unmarshal(b, &doc); err != nil || len(doc.Import) != 1 {
+			t.Fatalf("import block %s (%v)", b, err)
+		}
+		if to, got := doc.Import[0].To, doc.Import[0].ID; to != `module.net.terraform_data.a["k"]` || got != escaped {
+			t.Fatalf("import to %q id %q, want id %q", to, got, escaped)
+		}
+	})
+}
+
 // A forget writes its removed block (the objects kept) into the module copy terraform runs in,
-// for an Apply, a Plan and an apply of a saved plan alike, and passes no -replace.
+// for an Apply, a Plan and an apply of a saved plan alike.
 func TestTargetedForgetWritesItsRemovedBlockIntoTheModuleCopy(t *testing.T) {
-	savedFile := []byte("PK\x03\x04 the approved forget plan")
-	rec := planRecordOf(savedFile, 3)
-	fixtures := map[string]func(t *testing.T) *fixture{
-		"Apply": func(t *testing.T) *fixture { return newFixture(t, runnerapi.OperationApply, nil) },
-		"Plan":  func(t *testing.T) *fixture { return newFixture(t, runnerapi.OperationPlan, nil) },
-		"Apply of a saved plan": func(t *testing.T) *fixture {
-			f, _, _ := savedPlanFixture(t, rec.ID, func() (int, any) { return http.StatusOK, runnerapi.PlanDownload{Record: rec, File: savedFile} })
-			return f
-		},
-	}
-	for name, newF := range fixtures {
-		t.Run(name, func(t *testing.T) {
-			f := newF(t)
-			f.cfg.Target = "forget module.net.terraform_data.old"
-			res, code := f.run()
-			if code != runnerapi.ExitOK || res.Outcome != runnerapi.OutcomeSucceeded {
-				t.Fatalf("exit %d result %+v\n%s", code, res, f.out)
-			}
-			calls := f.calls()
-			if len(calls) < 2 {
-				t.Fatalf("calls %q", argsOf(calls))
-			}
-			for _, c := range calls {
-				if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "-replace") }) {
-					t.Fatalf("a forget passed %q", c.Args)
-				}
-			}
-			b, err := os.ReadFile(filepath.Join(calls[0].Dir, runnerapi.TargetBlockFile))
-			if err != nil {
-				t.Fatalf("no removed block where terraform runs: %v", err)
-			}
-			var doc struct {
-				Removed []struct {
-					From      string          `json:"from"`
-					Lifecycle map[string]bool `json:"lifecycle"`
-				} `json:"removed"`
-			}
-			if err := json.Unmarshal(b, &doc); err != nil || len(doc.Removed) != 1 || doc.Removed[0].From != "module.net.terraform_data.old" ||
-				doc.Removed[0].Lifecycle["destroy"] || len(doc.Removed[0].Lifecycle) != 1 {
-				t.Fatalf("removed block %s (%v)", b, err)
-			}
-			if _, err := os.Stat(filepath.Join(f.cfg.ModuleDir, runnerapi.TargetBlockFile)); !os.IsNotExist(err) {
-				t.Fatalf("the module folder was written to (%v)", err)
-			}
-		})
-	}
+	runBlockTarget(t, "forget module.net.terraform_data.old", func(t *testing.T, b []byte) {
+		var doc struct {
+			Removed []struct {
+				From      string          `json:"from"`
+				Lifecycle map[string]bool `json:"lifecycle"`
+			} `json:"removed"`
+		}
+		if err := json.Unmarshal(b, &doc); err != nil || len(doc.Removed) != 1 || doc.Removed[0].From != "module.net.terraform_data.old" ||
+			doc.Removed[0].Lifecycle["destroy"] || len(doc.Removed[0].Lifecycle) != 1 {
+			t.Fatalf("removed block %s (%v)", b, err)
+		}
+	})
 }
 
 // A module that ships a file of the targeted block's name is refused for an import or a forget
