@@ -443,6 +443,30 @@ func (s *Sandbox) installWebhookConfigurations(ctx context.Context, ca *certs.CA
 // repointWebhooks points every webhook of the sandbox's configurations at another port of the
 // local webhook server.
 func (s *Sandbox) repointWebhooks(ctx context.Context, port int) error {
+	if err := s.repointWebhookConfigurations(ctx, port, ValidatingWebhookConfiguration, MutatingWebhookConfiguration); err != nil {
+		return err
+	}
+	s.WebhookPort = port
+	return nil
+}
+
+// repointCAPIWebhooks returns what points a Cluster API manager's webhook configurations at
+// another port, for a manager started again because its webhook port was taken.
+func (s *Sandbox) repointCAPIWebhooks(p capimanager.Provider) func(context.Context, int) error {
+	return func(ctx context.Context, port int) error {
+		err := s.repointWebhookConfigurations(ctx, port,
+			p.WebhookConfigurationPrefix+"-validating-webhook-configuration", p.WebhookConfigurationPrefix+"-mutating-webhook-configuration")
+		if err != nil {
+			return err
+		}
+		s.capiPorts[p.Binary] = port
+		return nil
+	}
+}
+
+// repointWebhookConfigurations points every webhook of the two named configurations at another
+// port of the local webhook server, keeping each webhook's path.
+func (s *Sandbox) repointWebhookConfigurations(ctx context.Context, port int, validatingName, mutatingName string) error {
 	base := fmt.Sprintf("https://127.0.0.1:%d", port)
 	repoint := func(cc *admissionregistrationv1.WebhookClientConfig) {
 		if cc.URL == nil {
@@ -457,7 +481,7 @@ func (s *Sandbox) repointWebhooks(ctx context.Context, port int) error {
 	}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		if err := s.client.Get(ctx, client.ObjectKey{Name: ValidatingWebhookConfiguration}, v); err != nil {
+		if err := s.client.Get(ctx, client.ObjectKey{Name: validatingName}, v); err != nil {
 			return err
 		}
 		for i := range v.Webhooks {
@@ -466,11 +490,11 @@ func (s *Sandbox) repointWebhooks(ctx context.Context, port int) error {
 		return s.client.Update(ctx, v)
 	})
 	if err != nil {
-		return fmt.Errorf("repoint %s: %w", ValidatingWebhookConfiguration, err)
+		return fmt.Errorf("repoint %s: %w", validatingName, err)
 	}
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		m := &admissionregistrationv1.MutatingWebhookConfiguration{}
-		if err := s.client.Get(ctx, client.ObjectKey{Name: MutatingWebhookConfiguration}, m); err != nil {
+		if err := s.client.Get(ctx, client.ObjectKey{Name: mutatingName}, m); err != nil {
 			return err
 		}
 		for i := range m.Webhooks {
@@ -479,9 +503,8 @@ func (s *Sandbox) repointWebhooks(ctx context.Context, port int) error {
 		return s.client.Update(ctx, m)
 	})
 	if err != nil {
-		return fmt.Errorf("repoint %s: %w", MutatingWebhookConfiguration, err)
+		return fmt.Errorf("repoint %s: %w", mutatingName, err)
 	}
-	s.WebhookPort = port
 	return nil
 }
 

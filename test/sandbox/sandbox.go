@@ -263,7 +263,7 @@ func (s *Sandbox) startCAPIManagers(ctx context.Context) error {
 	for _, p := range capimanager.Providers {
 		r, err := capimanager.Start(ctx, capimanager.Options{
 			Provider: p, BinDir: s.opts.BinDir, Config: s.cfg, WorkDir: filepath.Join(s.controlPlaneDir(), p.Binary),
-			CertDir: s.certDir(), WebhookPort: s.capiPorts[p.Binary], Output: out,
+			CertDir: s.certDir(), WebhookPort: s.capiPorts[p.Binary], MoveWebhookPort: s.repointCAPIWebhooks(p), Output: out,
 		})
 		if err != nil {
 			return err

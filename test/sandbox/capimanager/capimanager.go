@@ -1,6 +1,7 @@
 package capimanager
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -62,7 +62,8 @@ const ReadyTimeout = 2 * time.Minute
 // is on by default in this release).
 const FeatureGates = "ClusterTopology=true"
 
-// Options configure Start. Every field but Provider, Output and Verbosity is required.
+// Options configure Start. Every field but Provider, MoveWebhookPort, Output and Verbosity is
+// required.
 type Options struct {
 	// Provider is the manager to run (default: Core).
 	Provider Provider
@@ -77,6 +78,10 @@ type Options struct {
 	CertDir string
 	// WebhookPort is where the webhook configurations point.
 	WebhookPort int
+	// MoveWebhookPort points the webhook configurations at another port. Start calls it when the
+	// manager exited because a port was taken, before it starts the manager again on that port
+	// (default nil: the manager starts again on WebhookPort).
+	MoveWebhookPort func(ctx context.Context, port int) error
 	// Output receives the manager's log (default: discarded).
 	Output io.Writer
 	// Verbosity is the manager's -v (default 0: its info lines at level 0 only).
@@ -121,16 +126,28 @@ func Start(ctx context.Context, opts Options) (*Running, error) {
 	}
 	var errs []error
 	for attempt := 1; attempt <= startAttempts; attempt++ {
-		r, tail, err := start(ctx, opts, bin, kubeconfig)
+		r, portTaken, err := start(ctx, opts, bin, kubeconfig)
 		if err == nil {
 			return r, nil
 		}
 		errs = append(errs, err)
-		// A health or diagnostics port found free and taken by another process before the
-		// manager bound it (another sandbox's, or an outgoing connection's): new ports, as a
-		// kubelet would restart the container. Any other early exit is the error.
-		if !strings.Contains(tail.String(), "address already in use") || ctx.Err() != nil {
+		// A port found free and taken by another process before the manager bound it (another
+		// sandbox's, or an outgoing connection's): new ports, as a kubelet would restart the
+		// container. The webhook port is one of them (it was chosen long before, when the
+		// webhook configurations were installed), and they follow it. Any other early exit is
+		// the error.
+		if !portTaken || ctx.Err() != nil || attempt == startAttempts {
 			break
+		}
+		if opts.MoveWebhookPort != nil {
+			port, err := freePort()
+			if err != nil {
+				return nil, errors.Join(append(errs, err)...)
+			}
+			if err := opts.MoveWebhookPort(ctx, port); err != nil {
+				return nil, errors.Join(append(errs, fmt.Errorf("start %s: move the webhook port: %w", name, err))...)
+			}
+			opts.WebhookPort = port
 		}
 		fmt.Fprintf(opts.Output, "[%s] exited before it was ready, a port taken (attempt %d of %d): starting it again with new ports\n", name, attempt, startAttempts)
 	}
@@ -141,16 +158,17 @@ func Start(ctx context.Context, opts Options) (*Running, error) {
 const startAttempts = 3
 
 // start is one attempt of Start: the manager with health and diagnostics ports found free now.
-// It returns the tail of the manager's output too, which says why it exited.
-func start(ctx context.Context, opts Options, bin, kubeconfig string) (*Running, *tailBuffer, error) {
+// It reports too whether the manager said, anywhere in its output, that a port it binds was
+// taken.
+func start(ctx context.Context, opts Options, bin, kubeconfig string) (*Running, bool, error) {
 	name := opts.Provider.Binary
 	health, err := freePort()
 	if err != nil {
-		return nil, nil, err
+		return nil, false, err
 	}
 	diagnostics, err := freePort()
 	if err != nil {
-		return nil, nil, err
+		return nil, false, err
 	}
 	cmd := exec.Command(bin,
 		"--leader-elect=false",
@@ -165,13 +183,16 @@ func start(ctx context.Context, opts Options, bin, kubeconfig string) (*Running,
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	// The tail is written through exec's own copy, which Wait waits for: once the manager
 	// exited, the tail holds its last words.
+	// The phrase is looked for in the whole output, not in the tail: a manager whose webhook
+	// server failed to bind goes on logging while its other runnables stop.
 	tail := &tailBuffer{max: 4096}
+	portTaken := &phraseWatch{phrase: []byte("address already in use")}
 	out := proc.Prefixed(opts.Output, "["+name+"] ")
-	both := io.MultiWriter(out, tail)
-	cmd.Stdout, cmd.Stderr = both, both
+	all := io.MultiWriter(out, tail, portTaken)
+	cmd.Stdout, cmd.Stderr = all, all
 	cmd.SysProcAttr = proc.SessionAttrs()
 	if err := proc.Start(cmd); err != nil {
-		return nil, tail, fmt.Errorf("start %s: %w", name, err)
+		return nil, false, fmt.Errorf("start %s: %w", name, err)
 	}
 	r := &Running{name: name, cmd: cmd, exited: make(chan struct{}), tail: tail}
 	go func() {
@@ -182,9 +203,46 @@ func start(ctx context.Context, opts Options, bin, kubeconfig string) (*Running,
 	waitCtx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
 	if err := r.waitReady(waitCtx, "http://127.0.0.1:"+strconv.Itoa(health)+"/readyz"); err != nil {
-		return nil, tail, errors.Join(err, r.Stop())
+		err = errors.Join(err, r.Stop())
+		// Stop waited for the process and for exec's copy of its output: the watch saw it all.
+		return nil, portTaken.Seen(), err
 	}
-	return r, tail, nil
+	return r, false, nil
+}
+
+// phraseWatch reports whether a phrase was ever written to it, across writes that split it.
+type phraseWatch struct {
+	mu     sync.Mutex
+	phrase []byte
+	carry  []byte
+	seen   bool
+}
+
+func (w *phraseWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen {
+		return len(p), nil
+	}
+	buf := append(w.carry, p...)
+	if bytes.Contains(buf, w.phrase) {
+		w.seen = true
+		w.carry = nil
+		return len(p), nil
+	}
+	keep := len(w.phrase) - 1
+	if len(buf) > keep {
+		buf = buf[len(buf)-keep:]
+	}
+	w.carry = append([]byte(nil), buf...)
+	return len(p), nil
+}
+
+// Seen reports whether the phrase was written.
+func (w *phraseWatch) Seen() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seen
 }
 
 // freePort finds a free port (a variable: a test takes the port it hands out first).

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,8 +19,10 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/internal/proc"
 )
 
-// fakeEnv turns the test binary into a stand-in manager: it binds --health-addr as a Cluster
-// API manager does and answers /readyz, or, with fakeFailEnv set, fails with that message.
+// fakeEnv turns the test binary into a stand-in manager: it binds --health-addr and
+// --webhook-port as a Cluster API manager does and answers /readyz, or, with fakeFailEnv set,
+// fails with that message. A webhook port it cannot bind ends it as a real manager ends: the
+// error, then more lines from its other runnables stopping (more than Start's tail keeps).
 const (
 	fakeEnv     = "CAPIMANAGER_TEST_FAKE"
 	fakeFailEnv = "CAPIMANAGER_TEST_FAIL"
@@ -37,10 +40,13 @@ func fakeManager() int {
 		fmt.Fprintln(os.Stderr, msg)
 		return 1
 	}
-	var addr string
+	var addr, webhookPort string
 	for _, a := range os.Args[1:] {
 		if v, ok := strings.CutPrefix(a, "--health-addr="); ok {
 			addr = v
+		}
+		if v, ok := strings.CutPrefix(a, "--webhook-port="); ok {
+			webhookPort = v
 		}
 	}
 	l, err := net.Listen("tcp", addr)
@@ -48,6 +54,15 @@ func fakeManager() int {
 		fmt.Fprintf(os.Stderr, "problem running manager: failed to start health probes: %v\n", err)
 		return 1
 	}
+	wl, err := net.Listen("tcp", ":"+webhookPort)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "problem running manager: %v\n", err)
+		for i := range 100 {
+			fmt.Fprintf(os.Stderr, "failed to get informer from cache: timeout waiting for informer %d to sync\n", i)
+		}
+		return 1
+	}
+	defer func() { _ = wl.Close() }()
 	go func() {
 		_ = http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
 	}()
@@ -87,8 +102,12 @@ func fakeOptions(t *testing.T, out *syncWriter) Options {
 	if err := os.Symlink(self, filepath.Join(bin, Core.Binary)); err != nil {
 		t.Fatal(err)
 	}
+	webhookPort, err := proc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	return Options{BinDir: bin, Config: &rest.Config{Host: "https://127.0.0.1:1"}, WorkDir: t.TempDir(), CertDir: t.TempDir(),
-		WebhookPort: 1, Output: out}
+		WebhookPort: webhookPort, Output: out}
 }
 
 // A health port taken between the look for a free port and the manager's bind (another
@@ -119,6 +138,58 @@ func TestStartAgainWhenAPortWasTaken(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// The webhook port is chosen when the webhook configurations are installed, long before the
+// manager starts: taken in between, it is replaced by a new one the configurations are pointed
+// at (MoveWebhookPort) before the manager starts again, even when the manager's last words
+// (the tail Start keeps) no longer hold the bind error.
+func TestStartAgainOnANewWebhookPortWhenItWasTaken(t *testing.T) {
+	taken, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = taken.Close() }()
+	out := &syncWriter{}
+	opts := fakeOptions(t, out)
+	opts.WebhookPort = taken.Addr().(*net.TCPAddr).Port
+	var moves []int
+	opts.MoveWebhookPort = func(_ context.Context, port int) error {
+		moves = append(moves, port)
+		return nil
+	}
+	r, err := Start(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("start: %v\noutput:\n%s", err, out)
+	}
+	defer func() { _ = r.Stop() }()
+	if len(moves) != 1 || moves[0] == opts.WebhookPort {
+		t.Fatalf("want the webhook configurations moved once to a new port, got moves %v (the taken port %d)", moves, opts.WebhookPort)
+	}
+	if !strings.Contains(r.cmd.String(), "--webhook-port="+strconv.Itoa(moves[0])) {
+		t.Fatalf("the manager runs as %q, not on the new webhook port %d", r.cmd.String(), moves[0])
+	}
+}
+
+// A webhook port move that fails ends Start with that error: the manager does not start on a
+// port its webhook configurations do not name.
+func TestAFailedWebhookPortMoveEndsStart(t *testing.T) {
+	taken, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = taken.Close() }()
+	out := &syncWriter{}
+	opts := fakeOptions(t, out)
+	opts.WebhookPort = taken.Addr().(*net.TCPAddr).Port
+	opts.MoveWebhookPort = func(context.Context, int) error { return fmt.Errorf("webhook configuration not found") }
+	_, err = Start(context.Background(), opts)
+	if err == nil || !strings.Contains(err.Error(), "move the webhook port: webhook configuration not found") {
+		t.Fatalf("want the move's error, got %v", err)
+	}
+	if strings.Contains(out.String(), "starting it again") {
+		t.Fatalf("started again after a failed move:\n%s", out)
 	}
 }
 

@@ -12,7 +12,10 @@
 // configurations (pointed at Options.WebhookPort, with the CA of Options.CertDir's
 // certificate); Start runs one process with the administrator's credentials, the ClusterTopology
 // feature gate on, leader election off, and returns once /readyz answers (its webhook server is
-// up).
+// up). A manager that exits because a port it binds was taken in the meantime (it says "address
+// already in use" anywhere in its output) starts again, up to three times, on new health and
+// diagnostics ports and on a new webhook port its configurations are first pointed at
+// (Options.MoveWebhookPort).
 //
 // Invariants: each process is a child started through package proc, so it dies with the process
 // that started it on every exit path; Stop ends it (SIGTERM, SIGKILL after a grace) and waits
