@@ -259,12 +259,15 @@ func (p *pass) gatherDecisionInputs(ctx context.Context) error {
 	// covers every source. A record lost to a conflicting status patch is written again from
 	// the memo.
 	sources := inputsSources(p.obj, p.owner.Cluster, fp)
-	if hash, ok := p.r.memo.get(key, p.ev.Now); ok {
+	// An applied hash of the earlier scheme is compared with the variables themselves (below):
+	// neither the memo nor the record holds them.
+	legacy := inputs.IsLegacyHash(p.ev.Inputs.AppliedHash)
+	if hash, ok := p.r.memo.get(key, p.ev.Now); ok && !legacy {
 		p.ev.Inputs.DesiredHash = hash
 		recordInputs(p.obj, sources, hash)
 		return nil
 	}
-	if rec := p.obj.GetTerraformStatus().Inputs; sources != "" && rec != nil && rec.Sources == sources && rec.Hash != "" {
+	if rec := p.obj.GetTerraformStatus().Inputs; !legacy && sources != "" && rec != nil && rec.Sources == sources && rec.Hash != "" {
 		p.ev.Inputs.DesiredHash = rec.Hash
 		p.r.memo.put(key, rec.Hash, p.ev.Now.Add(p.r.inputsTTL()))
 		return nil
@@ -294,7 +297,32 @@ func (p *pass) gatherDecisionInputs(ctx context.Context) error {
 	p.ev.Inputs.DesiredHash = in.Hash
 	p.r.memo.put(key, in.Hash, p.ev.Now.Add(p.r.inputsTTL()))
 	recordInputs(p.obj, sources, in.Hash)
+	if legacy && p.ev.Inputs.AppliedHash == inputs.LegacyHash(in.Variables) {
+		return p.takeOverAppliedHash(ctx, in.Hash)
+	}
 	return nil
+}
+
+// takeOverAppliedHash rewrites an applied hash of the earlier scheme (the variables alone) that
+// the current variables give as the current scheme's hash of the current inputs, so an upgrade
+// applies no object again whose variables did not change. The earlier scheme did not hash the
+// module: a change of spec.module alone made under the earlier manager, never applied, is taken
+// for applied here, as that manager took it (docs/state.md says so). A conflict leaves the
+// annotation for the next pass, which takes it over again; this pass judges with the hash it
+// would have written.
+func (p *pass) takeOverAppliedHash(ctx context.Context, hash string) error {
+	was := p.ev.Inputs.AppliedHash
+	p.ev.Inputs.AppliedHash = hash
+	err := p.patchMeta(ctx, func(o Object) { decide.SetAnnotation(o, infrav1.AppliedHashAnnotation, hash) })
+	switch {
+	case err == nil:
+		log.FromContext(ctx).Info("took over the applied hash of the earlier inputs scheme: the variables did not change", "was", was, "now", hash)
+		return nil
+	case apierrors.IsConflict(err):
+		log.FromContext(ctx).V(1).Info("conflict while taking over the applied hash; the next pass takes it over", "was", was)
+		return nil
+	}
+	return fmt.Errorf("take over the applied hash %s: %w", was, err)
 }
 
 // recordInputs sets status.inputs to the record of hash and its sources, or removes it when

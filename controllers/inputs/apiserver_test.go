@@ -53,7 +53,7 @@ func TestSecretsAgainstAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	vars := []byte(`{"blob":"` + strings.Repeat("y", MaxRunSecretBytes-size) + `"}`)
-	full := &Inputs{Variables: vars, Hash: HashVariables(vars)}
+	full := &Inputs{Variables: vars, Hash: Hash(nil, vars)}
 	run, err := RunSecret(job, ns, suffix, full, nil)
 	if err != nil {
 		t.Fatalf("build a per-run Secret at the limit: %v", err)

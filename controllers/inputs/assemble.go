@@ -25,8 +25,13 @@ import (
 )
 
 // HashVersion prefixes every inputs hash. Change it whenever what is hashed or how it is encoded
-// changes, so an old hash never equals a new one by accident.
-const HashVersion = "v1"
+// changes, so an old hash never equals a new one by accident. v2 hashes the module's source
+// (spec.module) with the variables; v1 hashed the variables alone (LegacyHash).
+const HashVersion = "v2"
+
+// LegacyHashVersion prefixes the hashes of the scheme before HashVersion: the applied-hash
+// annotations and durable inputs Secrets that an earlier manager wrote carry it.
+const LegacyHashVersion = "v1"
 
 // MaxRunSecretBytes is the most the per-run Secret may hold, counting every key and value: the
 // API server refuses Secrets whose data exceed 1 MiB.
@@ -37,7 +42,11 @@ type Inputs struct {
 	// Variables is a canonical JSON object (keys sorted at every depth, no insignificant
 	// whitespace): the content of variables.tfvars.json.
 	Variables []byte
-	// Hash is HashVersion + "-" + the hex SHA-256 of the versioned canonical variables.
+	// Module is the module's source (ModuleIdentity of spec.module): which module the variables
+	// are for. It is hashed with them.
+	Module []byte
+	// Hash is HashVersion + "-" + the hex SHA-256 of the versioned module source and canonical
+	// variables (Hash).
 	Hash string
 	// Redact lists every value that came from a Secret, and the bootstrap data, longest first,
 	// so the runner can mask them. It never contains an empty string.
@@ -53,12 +62,43 @@ func (in Inputs) String() string {
 // GoString never prints values either (for %#v).
 func (in Inputs) GoString() string { return in.String() }
 
-// HashVariables returns the versioned hash of canonical variables.
-func HashVariables(canonical []byte) string {
+// Hash returns the versioned inputs hash of a module source (ModuleIdentity) and canonical
+// variables: another module, another image or path, or another ConfigMap of the same variables
+// is another hash, so it is applied (or planned) as any change of the variables is.
+func Hash(module, canonical []byte) string {
 	h := sha256.New()
-	h.Write([]byte("captf-inputs/" + HashVersion + "\x00"))
+	// The module's length first: no module and variables pair reads as another pair.
+	fmt.Fprintf(h, "captf-inputs/%s\x00%d\x00", HashVersion, len(module))
+	h.Write(module)
 	h.Write(canonical)
 	return HashVersion + "-" + hex.EncodeToString(h.Sum(nil))
+}
+
+// LegacyHash returns the hash an earlier manager (LegacyHashVersion) gave canonical variables:
+// the variables alone, whatever the module. The engine compares it with an applied-hash
+// annotation of that scheme, once, to take the object over without applying it again.
+func LegacyHash(canonical []byte) string {
+	h := sha256.New()
+	h.Write([]byte("captf-inputs/" + LegacyHashVersion + "\x00"))
+	h.Write(canonical)
+	return LegacyHashVersion + "-" + hex.EncodeToString(h.Sum(nil))
+}
+
+// IsLegacyHash reports whether hash is of the scheme before HashVersion.
+func IsLegacyHash(hash string) bool {
+	return strings.HasPrefix(hash, LegacyHashVersion+"-")
+}
+
+// ModuleIdentity is what the inputs hash takes of spec.module: its source as written (image,
+// ConfigMap name, path) in a fixed JSON encoding. It names the module, not its content: a
+// ConfigMap edited in place or an image tag pushed again is the same module (as for a Pod);
+// a new revision is a new ConfigMap or image reference.
+func ModuleIdentity(m infrav1.ModuleSource) ([]byte, error) {
+	b, err := canonicalJSON(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode the module source: %w", err)
+	}
+	return b, nil
 }
 
 // Assemble reads the object's variable sources through reader, applies the precedence rules and
@@ -125,7 +165,11 @@ func Assemble(ctx context.Context, reader client.Reader, namespace string, spec 
 	if err != nil {
 		return nil, fmt.Errorf("assemble inputs: %w", err)
 	}
-	in := &Inputs{Variables: canonical, Hash: HashVariables(canonical), Redact: redact.list()}
+	module, err := ModuleIdentity(spec.Module)
+	if err != nil {
+		return nil, fmt.Errorf("assemble inputs: %w", err)
+	}
+	in := &Inputs{Variables: canonical, Module: module, Hash: Hash(module, canonical), Redact: redact.list()}
 
 	// The per-run Secret must fit. Its backend.json depends on the suffix, whose length is fixed.
 	size, err := runSecretSize(in, namespace, fixedLengthSuffix, nil)

@@ -204,8 +204,40 @@ func TestHashIsVersioned(t *testing.T) {
 	if strings.TrimPrefix(in.Hash, HashVersion+"-") == hex.EncodeToString(plain[:]) {
 		t.Fatalf("hash %q does not bind the scheme version: it is the plain SHA-256 of the variables", in.Hash)
 	}
-	if got := HashVariables(in.Variables); got != in.Hash {
-		t.Fatalf("HashVariables = %s, Assemble gave %s", got, in.Hash)
+	if got := Hash(in.Module, in.Variables); got != in.Hash {
+		t.Fatalf("Hash = %s, Assemble gave %s", got, in.Hash)
+	}
+	if IsLegacyHash(in.Hash) || !IsLegacyHash(LegacyHash(in.Variables)) || LegacyHash(in.Variables) == in.Hash {
+		t.Fatalf("the schemes are not told apart: %s, legacy %s", in.Hash, LegacyHash(in.Variables))
+	}
+}
+
+// The module's source is hashed with the variables: another image, another path or another
+// ConfigMap of the same variables is another hash, so it is applied or planned; the same
+// source written again is the same hash.
+func TestModuleSourceChangesTheHash(t *testing.T) {
+	r := fakeReader(t)
+	vars := rawVars(`{"size":"small"}`)
+	hashOf := func(m infrav1.ModuleSource) string {
+		t.Helper()
+		return mustAssemble(t, r, infrav1.TerraformSpec{Module: m, Variables: vars}, contractFor("m")).Hash
+	}
+	base := hashOf(infrav1.ModuleSource{Image: "registry.example/net:1"})
+	if again := hashOf(infrav1.ModuleSource{Image: "registry.example/net:1"}); again != base {
+		t.Fatalf("the same module gave %s, then %s", base, again)
+	}
+	seen := map[string]string{base: "image net:1"}
+	for name, m := range map[string]infrav1.ModuleSource{
+		"image net:2":       {Image: "registry.example/net:2"},
+		"image net:1, path": {Image: "registry.example/net:1", Path: "modules/net"},
+		"configMap net":     {ConfigMap: &infrav1.ConfigMapModule{Name: "net"}},
+		"configMap net-v2":  {ConfigMap: &infrav1.ConfigMapModule{Name: "net-v2"}},
+	} {
+		h := hashOf(m)
+		if prev, ok := seen[h]; ok {
+			t.Errorf("%s and %s have the same inputs hash %s", name, prev, h)
+		}
+		seen[h] = name
 	}
 }
 

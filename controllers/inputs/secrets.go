@@ -36,6 +36,9 @@ const (
 const (
 	// HashKey holds Inputs.Hash.
 	HashKey = "hash"
+	// ModuleKey holds Inputs.Module, the module source the variables were hashed with. A
+	// Secret an earlier manager wrote (a LegacyHashVersion hash) has none.
+	ModuleKey = "module"
 )
 
 // MoveLabel makes `clusterctl move` move a Secret along with the cluster (infrav1.MoveLabel).
@@ -147,6 +150,7 @@ func DurableSecret(owner metav1.Object, gvk schema.GroupVersionKind, suffix stri
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{
 			VariablesKey: in.Variables,
+			ModuleKey:    in.Module,
 			HashKey:      []byte(in.Hash),
 			RedactKey:    redact,
 		},
@@ -162,15 +166,20 @@ func FromDurableSecret(s *corev1.Secret) (*Inputs, error) {
 	if !ok || len(vars) == 0 {
 		return nil, invalidf("%s has no %s key", where, VariablesKey)
 	}
-	hash := string(s.Data[HashKey])
-	if got := HashVariables(vars); got != hash {
-		return nil, invalidf("%s: its variables do not match its hash (stored %q, computed %q); it was edited or corrupted", where, hash, got)
+	hash, module := string(s.Data[HashKey]), s.Data[ModuleKey]
+	got := Hash(module, vars)
+	if IsLegacyHash(hash) && len(module) == 0 {
+		// Written by an earlier manager, which hashed the variables alone.
+		got = LegacyHash(vars)
+	}
+	if got != hash {
+		return nil, invalidf("%s: its variables and module do not match its hash (stored %q, computed %q); it was edited or corrupted", where, hash, got)
 	}
 	var redact []string
 	if err := json.Unmarshal(s.Data[RedactKey], &redact); err != nil {
 		return nil, invalidf("%s: %s is not a JSON array of strings: %v", where, RedactKey, err)
 	}
-	return &Inputs{Variables: vars, Hash: hash, Redact: redact}, nil
+	return &Inputs{Variables: vars, Module: module, Hash: hash, Redact: redact}, nil
 }
 
 // RunSecret builds the per-run Secret of job (naming.RunSecretName(job.Name)), owned by the Job

@@ -64,7 +64,7 @@ func TestDurableSecret(t *testing.T) {
 			t.Errorf("label %s = %q, want %q", k, s.Labels[k], v)
 		}
 	}
-	if got := strings.Join(keys(s.Data), ","); got != "hash,redact.json,variables.tfvars.json" {
+	if got := strings.Join(keys(s.Data), ","); got != "hash,module,redact.json,variables.tfvars.json" {
 		t.Errorf("keys %s", got)
 	}
 	if string(s.Data[HashKey]) != in.Hash || s.Annotations[infrav1.InputsHashAnnotation] != in.Hash {
@@ -75,8 +75,24 @@ func TestDurableSecret(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read back: %v", err)
 	}
-	if string(back.Variables) != string(in.Variables) || back.Hash != in.Hash || strings.Join(back.Redact, "\x00") != strings.Join(in.Redact, "\x00") {
+	if string(back.Variables) != string(in.Variables) || string(back.Module) != string(in.Module) || back.Hash != in.Hash || strings.Join(back.Redact, "\x00") != strings.Join(in.Redact, "\x00") {
 		t.Errorf("round trip changed the inputs")
+	}
+
+	// The module is part of what the hash vouches for: a Secret naming another module is
+	// refused as one with other variables is.
+	otherModule := s.DeepCopy()
+	otherModule.Data[ModuleKey] = []byte(`{"image":"registry.example/other:1"}`)
+	if _, err := FromDurableSecret(otherModule); err == nil {
+		t.Fatal("a durable Secret whose module was edited was accepted")
+	} else {
+		expectReason(t, err, infrav1.InvalidInputsReason)
+	}
+	// Nor does removing the module make a hash of this scheme read as an earlier manager's.
+	noModule := s.DeepCopy()
+	delete(noModule.Data, ModuleKey)
+	if _, err := FromDurableSecret(noModule); err == nil {
+		t.Fatal("a durable Secret whose module was removed was accepted")
 	}
 
 	tampered := s.DeepCopy()
@@ -91,6 +107,30 @@ func TestDurableSecret(t *testing.T) {
 	noUID.UID = ""
 	if _, err := DurableSecret(noUID, gvk, suffix, in); err == nil {
 		t.Error("an owner without uid was accepted (the ownerReference would be invalid)")
+	}
+}
+
+// A durable inputs Secret an earlier manager wrote (the variables hashed alone, no module key)
+// is still read: a destroy after an upgrade runs with the inputs of the last apply. Edited, it
+// is refused as any other.
+func TestDurableSecretOfAnEarlierManager(t *testing.T) {
+	in := testInputs(t)
+	s, err := DurableSecret(testMachine(), infrav1.GroupVersion.WithKind(infrav1.TerraformMachineKind), suffix, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(s.Data, ModuleKey)
+	s.Data[HashKey] = []byte(LegacyHash(in.Variables))
+	back, err := FromDurableSecret(s)
+	if err != nil {
+		t.Fatalf("read back a Secret of the earlier scheme: %v", err)
+	}
+	if back.Hash != LegacyHash(in.Variables) || string(back.Variables) != string(in.Variables) {
+		t.Errorf("read back %s, want the earlier manager's hash %s and its variables", back, LegacyHash(in.Variables))
+	}
+	s.Data[VariablesKey] = []byte(strings.Replace(string(in.Variables), "tok-123", "tok-999", 1))
+	if _, err := FromDurableSecret(s); err == nil {
+		t.Fatal("an edited Secret of the earlier scheme was accepted")
 	}
 }
 

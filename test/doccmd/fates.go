@@ -26,7 +26,8 @@ const (
 	SpecRefresh = "Refresh, with real Terraform"
 	// SpecState reads the backups and StateReadable as docs/state.md does.
 	SpecState = "The state, with real Terraform"
-	// SpecTargeted runs docs/state.md's targeted operations and docs/cli.md's replace and forget.
+	// SpecTargeted runs docs/state.md's targeted operations, docs/cli.md's replace and forget, and
+	// docs/lifecycle.md's change of the module alone.
 	SpecTargeted = "Targeted operations, with real Terraform and OpenTofu"
 )
 
@@ -128,6 +129,7 @@ var Fates = map[Key]Fate{
 	{"docs/state.md", `kubectl patch terraformcluster demo --type=merge -p '{"metadata":{"annotations":{"captf.io/target-operation":"import terraform_data.adopted[0] adopted-by-hand"}},"spec":{"variables":{"adopt":true}}}'`}: {Spec: SpecTargeted, How: inNamespace},
 	{"docs/state.md", "kubectl get events --field-selector reason=TargetOperationDone"}:                                                                                                                                          {Spec: SpecTargeted, How: inNamespace},
 	{"docs/state.md", `kubectl patch terraformcluster demo --type=merge -p '{"metadata":{"annotations":{"captf.io/target-operation":"forget terraform_data.node"}},"spec":{"module":{"configMap":{"name":"demo-module-v2"}}}}'`}: {Spec: SpecTargeted, How: inNamespace},
+	{"docs/lifecycle.md", `kubectl patch terraformcluster demo --type=merge -p '{"spec":{"module":{"configMap":{"name":"demo-module-v3"}}}}'`}: {Spec: SpecTargeted, How: inNamespace},
 	{"docs/cli.md", "kubectl captf -n prod forget terraformcluster/prod terraform_data.node"}:                                                                                                                                    {Spec: SpecTargeted, How: namesReplaced},
 	{"docs/cli.md", "kubectl captf -n prod replace terraformcluster/prod terraform_data.node"}:                                                                                                                                   {Spec: SpecTargeted, How: namesReplaced},
 	{"docs/drift.md", "kubectl annotate terraformcluster demo captf.io/drift-check=2026-12-03T15:00:00Z"}:                                                                                                                        {Spec: SpecDrift, How: inNamespace},

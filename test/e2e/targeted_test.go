@@ -65,7 +65,8 @@ func eventuallyAnswered(sb target, o *infrav1.TerraformCluster) *infrav1.LastRun
 // for with the plugin gives one resource a new id and changes nothing else; under applyPolicy
 // Manual an import, a replace and a forget each wait for the approval of a plan made for them,
 // then apply exactly that plan; the imported resource is in the state and the next plan is
-// empty; the forgotten one is gone from the state and the inventory, and nothing was destroyed.
+// empty; the forgotten one is gone from the state and the inventory, and nothing was destroyed;
+// the module's next revision alone (docs/lifecycle.md) is planned, and applied once approved.
 var _ = Describe(doccmd.SpecTargeted, func() {
 	for i, b := range binaries {
 		It("replaces and imports one resource with "+b.product+", at once and through an approved plan", func() {
@@ -203,6 +204,25 @@ var _ = Describe(doccmd.SpecTargeted, func() {
 				g.Expect(inv.Resources).To(ContainElement(HaveField("Address", "terraform_data.network")))
 			}).Should(Succeed())
 			Expect(countRuns(sb, ns, name, infrav1.OperationApply)).To(Equal(applied + 1))
+
+			By("Manual: the module's next revision alone, a new ConfigMap and nothing asked, is planned and waits for approval, then applied")
+			extraBlock := "resource \"terraform_data\" \"extra\" {\n  input = \"extra\"\n}\n"
+			v3 := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-module-v3"},
+				Data: map[string]string{"main.tf": v2.Data["main.tf"] + extraBlock}}
+			Expect(sb.Client().Create(ctx, v3)).To(Succeed())
+			docs.ok("docs/lifecycle.md", `kubectl patch terraformcluster demo --type=merge -p '{"spec":{"module"`, "demo", name)
+			p4 := eventuallyWaiting(sb, o, p3.ID)
+			Expect(p4.Target).To(BeEmpty())
+			Expect([]int32{p4.Create, p4.Update, p4.Replace, p4.Delete, p4.Import, p4.Forget}).To(Equal([]int32{1, 0, 0, 0, 0, 0}))
+			Expect(p4.Addresses).To(Equal([]string{"terraform_data.extra"}))
+			Expect(countRuns(sb, ns, name, infrav1.OperationApply)).To(Equal(applied+1), "nothing applies before the approval")
+			kubectl(sb, "annotate", "-n", ns, "terraformcluster", name, infrav1.ApprovePlanAnnotation+"="+p4.ID)
+			Eventually(func() int { return countRuns(sb, ns, name, infrav1.OperationApply) }).Should(Equal(applied + 2))
+			Eventually(func(g Gomega) {
+				inv := inventoryOf(g, sb, ns, name)
+				g.Expect(inv.Resources).To(ContainElement(HaveField("Address", "terraform_data.extra")), "the new module's resource is applied")
+			}).Should(Succeed())
+			Expect(idsByAddress(sb, ns, name)["terraform_data.network"]).To(Equal(before["terraform_data.network"]))
 			AddReportEntry(b.product+": targeted operations", fmt.Sprintf("node ids %v -> %v -> %v", before["terraform_data.node"], after["terraform_data.node"], final["terraform_data.node"]))
 		})
 	}
