@@ -10,7 +10,7 @@ import (
 )
 
 // Pages are the pages whose every command has a fate, relative to the repository root.
-var Pages = []string{"README.md", "docs/sandbox.md", "docs/flavors.md", "docs/cli.md", "docs/plans.md", "docs/state.md", "docs/drift.md"}
+var Pages = []string{"README.md", "docs/sandbox.md", "docs/flavors.md", "docs/cli.md", "docs/plans.md", "docs/state.md", "docs/drift.md", "docs/lifecycle.md"}
 
 // Command is one command a page shows.
 type Command struct {
