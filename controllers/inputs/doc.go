@@ -17,6 +17,11 @@
 //   - Inputs.Variables is canonical JSON (object keys sorted at every depth, no insignificant
 //     whitespace), so equal inputs always give the same Hash whatever order they were read in,
 //     and Hash carries a scheme version prefix so the scheme can change without false matches.
+//   - Hash covers the module's source (ModuleIdentity of spec.module) with the variables: the
+//     same variables for another module are another hash. LegacyHash is the earlier scheme's
+//     (the variables alone), kept only to take over what an earlier manager recorded; the
+//     durable inputs Secret keeps the module beside the variables, and FromDurableSecret checks
+//     either scheme's hash against what the Secret holds.
 //   - Every value read from a Secret, and the bootstrap data, is in Inputs.Redact, so the runner
 //     can mask it in logs and results.
 //   - Inputs never exceed what the per-run Secret can hold (MaxRunSecretBytes, all keys
