@@ -141,19 +141,27 @@ func TestStartAgainWhenAPortWasTaken(t *testing.T) {
 	}
 }
 
+// takenWebhookPortOptions is fakeOptions with a webhook port the test holds (on every
+// interface, as the manager binds it) until it ends.
+func takenWebhookPortOptions(t *testing.T, out *syncWriter) Options {
+	t.Helper()
+	taken, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = taken.Close() })
+	opts := fakeOptions(t, out)
+	opts.WebhookPort = taken.Addr().(*net.TCPAddr).Port
+	return opts
+}
+
 // The webhook port is chosen when the webhook configurations are installed, long before the
 // manager starts: taken in between, it is replaced by a new one the configurations are pointed
 // at (MoveWebhookPort) before the manager starts again, even when the manager's last words
 // (the tail Start keeps) no longer hold the bind error.
 func TestStartAgainOnANewWebhookPortWhenItWasTaken(t *testing.T) {
-	taken, err := net.Listen("tcp", ":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = taken.Close() }()
 	out := &syncWriter{}
-	opts := fakeOptions(t, out)
-	opts.WebhookPort = taken.Addr().(*net.TCPAddr).Port
+	opts := takenWebhookPortOptions(t, out)
 	var moves []int
 	opts.MoveWebhookPort = func(_ context.Context, port int) error {
 		moves = append(moves, port)
@@ -175,16 +183,10 @@ func TestStartAgainOnANewWebhookPortWhenItWasTaken(t *testing.T) {
 // A webhook port move that fails ends Start with that error: the manager does not start on a
 // port its webhook configurations do not name.
 func TestAFailedWebhookPortMoveEndsStart(t *testing.T) {
-	taken, err := net.Listen("tcp", ":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = taken.Close() }()
 	out := &syncWriter{}
-	opts := fakeOptions(t, out)
-	opts.WebhookPort = taken.Addr().(*net.TCPAddr).Port
+	opts := takenWebhookPortOptions(t, out)
 	opts.MoveWebhookPort = func(context.Context, int) error { return fmt.Errorf("webhook configuration not found") }
-	_, err = Start(context.Background(), opts)
+	_, err := Start(context.Background(), opts)
 	if err == nil || !strings.Contains(err.Error(), "move the webhook port: webhook configuration not found") {
 		t.Fatalf("want the move's error, got %v", err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	pschema "github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
@@ -26,6 +27,7 @@ import (
 	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
@@ -112,20 +114,27 @@ func world(verb, path string, content *string) error {
 	return errors.Join(err, f.Close())
 }
 
-func (r *fileResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+// write carries out a create or an update of the planned file, and stores the plan as the
+// state.
+func write(ctx context.Context, verb string, plan tfsdk.Plan, state *tfsdk.State, diags *diag.Diagnostics) {
 	var m fileModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
+	diags.Append(plan.Get(ctx, &m)...)
+	if diags.HasError() {
 		return
 	}
 	content := m.Content.ValueString()
-	if err := world("create", m.Path.ValueString(), &content); err != nil {
-		resp.Diagnostics.AddError("create the file", err.Error())
+	if err := world(verb, m.Path.ValueString(), &content); err != nil {
+		diags.AddError(verb+" the file", err.Error())
 		return
 	}
 	m.ID = m.Path
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	diags.Append(state.Set(ctx, &m)...)
 }
+
+func (r *fileResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	write(ctx, "create", req.Plan, &resp.State, &resp.Diagnostics)
+}
+
 func (r *fileResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	var m fileModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &m)...)
@@ -145,18 +154,9 @@ func (r *fileResource) Read(ctx context.Context, req resource.ReadRequest, resp 
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 func (r *fileResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var m fileModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	content := m.Content.ValueString()
-	if err := world("update", m.Path.ValueString(), &content); err != nil {
-		resp.Diagnostics.AddError("update the file", err.Error())
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	write(ctx, "update", req.Plan, &resp.State, &resp.Diagnostics)
 }
+
 func (r *fileResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var m fileModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &m)...)
