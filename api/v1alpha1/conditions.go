@@ -145,6 +145,10 @@ const (
 	// StateLostReason: the object applied before but its state Secret is gone. Nothing runs
 	// against the missing state until a restore or an audited abandon.
 	StateLostReason = "StateLost"
+	// StateSecretMarkedForDeletionReason (an event, Warning): a live read found the state
+	// Secret marked for deletion, kept by the protection finalizer; the object goes on using
+	// it. Sent by each pass that reads the state live while it lasts.
+	StateSecretMarkedForDeletionReason = "StateSecretMarkedForDeletion"
 	// StateCorruptReason: the state Secret is not gzip'd state JSON.
 	StateCorruptReason = "StateCorrupt"
 	// StateLayoutUnknownReason: the state Secret's keys are not the one tfstate key (a chunked

@@ -9,6 +9,7 @@ import (
 	"sort"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -74,6 +75,9 @@ func (p *pass) gather(ctx context.Context) error {
 			return err
 		}
 		p.state = st
+		if st != nil && st.MarkedForDeletion {
+			p.out.add(corev1.EventTypeWarning, infrav1.StateSecretMarkedForDeletionReason, markedForDeletionNote(p.subject))
+		}
 		if decide.RetainedState(p.ev) {
 			ours, err := currentRunIsOurs(ctx, p.r.APIReader, p.subject, p.ev.Jobs.RunSeq)
 			if err != nil {
@@ -105,6 +109,15 @@ func currentRunIsOurs(ctx context.Context, live client.Reader, s state.Subject, 
 		return false, fmt.Errorf("read the current run's job live: %w", err)
 	}
 	return jobstatus.SameIncarnation(job, s.Object.GetUID()), nil
+}
+
+// markedForDeletionNote tells the person who deleted the state Secret what came of it: the
+// protection finalizer keeps it, the object goes on using it, and how to lose it on purpose.
+func markedForDeletionNote(s state.Subject) string {
+	return fmt.Sprintf("the state Secret %s/%s is marked for deletion; the finalizer %s keeps it and the object goes on "+
+		"using it, so nothing is lost. To lose the state on purpose remove that finalizer: the object is then held with "+
+		"StateLost until a restore or an abandon (docs/state.md)",
+		s.Object.GetNamespace(), naming.StateSecretName(s.Suffix), infrav1.StateProtectionFinalizer)
 }
 
 // gatherState reads the state Secret live: absent, present (with its lineage and whether it

@@ -5,6 +5,7 @@ import (
 	. "github.com/onsi/gomega"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -248,5 +249,33 @@ var _ = Describe("State protection", func() {
 		By("so deleting the state Secret waits again")
 		Expect(k8s.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: stateName}})).To(Succeed())
 		Consistently(func() bool { return secretExists(f.ns, stateName) }, "2s").Should(BeTrue())
+	})
+
+	It("goes on using a state Secret marked for deletion and says so with a warning", func() {
+		f := newFixture()
+		tc := f.createCluster()
+		stateName := naming.StateSecretName(suffixOf(tc, infrav1.TerraformClusterKind))
+		completeJob(waitForJob(tc, infrav1.TerraformClusterKind, 1), clusterState(1, "10.9.0.1"), true, "")
+		Eventually(func() []infrav1.StateBackup { return get(tc).Status.StateBackups }).Should(
+			ConsistOf(HaveField("Serial", BeEquivalentTo(1))))
+		Expect(warningEvents(f.ns, tc.Name, infrav1.StateSecretMarkedForDeletionReason)).To(BeZero())
+
+		By("someone deletes the state Secret: the finalizer keeps it, marked for deletion")
+		Expect(k8s.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: stateName}})).To(Succeed())
+		Expect(secretOf(f.ns, stateName).DeletionTimestamp).NotTo(BeNil())
+
+		By("an input change applies on it, not held as lost, and the pass that read it warns")
+		update(tc, func(tc *infrav1.TerraformCluster) {
+			tc.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"size":4}`)}
+		})
+		completeJob(waitForJob(tc, infrav1.TerraformClusterKind, 2), clusterState(2, "10.9.0.1"), true, "")
+		Eventually(func() []eventsv1.Event {
+			return eventsOfType(f.ns, tc.Name, infrav1.StateSecretMarkedForDeletionReason, corev1.EventTypeWarning)
+		}).Should(ContainElement(HaveField("Note", And(ContainSubstring(f.ns+"/"+stateName), ContainSubstring(infrav1.StateProtectionFinalizer)))))
+		Eventually(func() []infrav1.StateBackup { return get(tc).Status.StateBackups }).Should(ContainElement(HaveField("Serial", BeEquivalentTo(2))))
+		Expect(envtest.Condition(get(tc), infrav1.StateReadableCondition)).To(HaveField("Status", metav1.ConditionTrue))
+		s := secretOf(f.ns, stateName)
+		Expect(s.DeletionTimestamp).NotTo(BeNil())
+		Expect(s.Finalizers).To(ContainElement(infrav1.StateProtectionFinalizer))
 	})
 })

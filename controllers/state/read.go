@@ -63,6 +63,7 @@ func FromSecret(s *corev1.Secret) (*State, error) {
 	if err != nil {
 		return nil, inSecret(where, err)
 	}
+	st.MarkedForDeletion = s.DeletionTimestamp != nil
 	return st, nil
 }
 

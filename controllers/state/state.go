@@ -28,6 +28,10 @@ type State struct {
 	// Resources summarises the resources in the state (addresses and instance counts, no
 	// attributes).
 	Resources []Resource
+	// MarkedForDeletion: the Secret it was read from has a deletionTimestamp (someone deleted
+	// it, and the protection finalizer keeps it). The state is still the object's and is read
+	// and written as before; the engine says so with an event (docs/state.md, Protection).
+	MarkedForDeletion bool
 
 	raw []byte
 }
