@@ -9,7 +9,7 @@ BIN := $(CURDIR)/bin
 STAMPS := $(BIN)/.stamps
 export BIN_DIR := $(BIN)
 export KUBERNETES_VERSION ETCD_VERSION CONTROLLER_TOOLS_VERSION CLUSTER_API_VERSION OPENTOFU_VERSION KUSTOMIZE_VERSION GOLANGCI_LINT_VERSION
-export TERRAFORM_VERSION TERRAFORM_NESTED_VERSION PROMETHEUS_VERSION PROMETHEUS_RELEASE
+export TERRAFORM_VERSION TERRAFORM_NESTED_VERSION PROMETHEUS_VERSION PROMETHEUS_RELEASE VERSITYGW_VERSION
 # envtest finds etcd and kube-apiserver here.
 export KUBEBUILDER_ASSETS := $(BIN)
 # envtest gives kube-apiserver 20 s to become ready; on 2 cores with the suites running in
@@ -317,6 +317,13 @@ test-bins: $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) $(STAMPS)/cluster-api-$(CLUS
 
 $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION):
 	hack/build-bin.sh kustomize
+	@mkdir -p $(STAMPS) && touch $@
+
+# The state replica's tests (test/sandbox/objectstore) run a real S3-compatible store.
+test-bins: $(STAMPS)/versitygw-$(VERSITYGW_VERSION)
+
+$(STAMPS)/versitygw-$(VERSITYGW_VERSION):
+	hack/build-bin.sh versitygw
 	@mkdir -p $(STAMPS) && touch $@
 
 .PHONY: help

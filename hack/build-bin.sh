@@ -6,7 +6,7 @@
 # `go install pkg@version`, so each is built from a throwaway module created in a temp folder.
 # Every Kubernetes binary (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) comes
 # from one `go build` of several packages, so the packages they share compile once.
-# Usage: hack/build-bin.sh etcd|kubernetes|cluster-api|tofu|terraform|promtool|controller-gen|golangci-lint|kustomize|echo-provider
+# Usage: hack/build-bin.sh etcd|kubernetes|cluster-api|tofu|terraform|promtool|controller-gen|golangci-lint|kustomize|versitygw|echo-provider
 # The cache is $CAPTF_TOOLS_CACHE, else $XDG_CACHE_HOME/captf-tools, else ~/.cache/captf-tools
 # (bin/.tool-cache when none of those can be written): <cache>/<tool>/<version>/<binary>.
 # Remove a folder there to rebuild that tool.
@@ -40,6 +40,7 @@ promtool) version=${PROMETHEUS_VERSION:?}; binaries="promtool" ;;
 controller-gen) version=${CONTROLLER_TOOLS_VERSION:?}; binaries="controller-gen" ;;
 golangci-lint) version=${GOLANGCI_LINT_VERSION:?}; binaries="golangci-lint" ;;
 kustomize) version=${KUSTOMIZE_VERSION:?}; binaries="kustomize" ;;
+versitygw) version=${VERSITYGW_VERSION:?}; binaries="versitygw" ;;
 # The provider the network mirror tests install: a module of its own in the repository, so its
 # version is the digest of its go.mod, go.sum and source (an edit rebuilds it).
 echo-provider)
@@ -185,6 +186,8 @@ golangci-lint)
   GOFLAGS= GOBIN=$out go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$version" ;;
 kustomize)
   GOFLAGS= GOBIN=$out go install "sigs.k8s.io/kustomize/kustomize/v5@$version" ;;
+versitygw)
+  GOFLAGS= GOBIN=$out go install "github.com/versity/versitygw/cmd/versitygw@$version" ;;
 esac
 for b in $binaries; do
   if [ ! -x "$out/$b" ]; then echo "$tool $version: the build wrote no $b" >&2; exit 1; fi

@@ -18,3 +18,6 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 # module is versioned v0.<major><minor>.<patch>: v0.316.0 is Prometheus 3.16.0.
 PROMETHEUS_VERSION ?= v0.316.0
 PROMETHEUS_RELEASE ?= 3.16.0
+# The S3-compatible object store the state replica's tests run against (issue 42): the Versity
+# S3 gateway over a folder (its posix backend), Apache-2.0, served by the Go module proxy.
+VERSITYGW_VERSION ?= v1.8.0
