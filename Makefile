@@ -116,8 +116,9 @@ test-rules: $(STAMPS)/promtool-$(PROMETHEUS_VERSION) ## Unit-test the alerts of 
 	  $(PROMTOOL) test rules $$(for f in config/prometheus/tests/*.yaml; do echo "$$tmp/$$(basename $$f)"; done)
 
 .PHONY: bench
-bench: test-bins test-runtime-bins ## Benchmarks: requests per pass and heap (test/bench), the guards' admission latency (webhooks), a sample apply per binary through the state channel against the kubernetes backend (cmd/runner).
+bench: test-bins test-runtime-bins ## Benchmarks: requests per pass and heap (test/bench), 1,000 TerraformMachines at once in the sandbox against the floor of as many runner executions with no controller (test/fleetbench; CAPTF_BENCH_FLEET_N for fewer), the guards' admission latency (webhooks), a sample apply per binary through the state channel against the kubernetes backend (cmd/runner).
 	go test -run '^$$' -bench . -benchtime=1x -timeout 120m ./test/bench/
+	go test -run '^$$' -bench . -benchtime=1x -timeout 120m ./test/fleetbench/
 	go test -run '^$$' -bench BenchmarkGuard -benchtime=3s -timeout 20m ./webhooks/
 	go test -run '^$$' -bench . -benchtime=5x -timeout 20m ./cmd/runner/
 
