@@ -1,0 +1,80 @@
+package apiserver
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/clock"
+)
+
+// Verb names a request the store serves, as the API server's audit log names it.
+type Verb string
+
+// The verbs a Request carries.
+const (
+	VerbGet         Verb = "get"
+	VerbList        Verb = "list"
+	VerbWatch       Verb = "watch"
+	VerbCreate      Verb = "create"
+	VerbUpdate      Verb = "update"
+	VerbPatch       Verb = "patch"
+	VerbDelete      Verb = "delete"
+	VerbDeleteAllOf Verb = "deletecollection"
+)
+
+// Request describes one call the store is about to serve (Intercept) or has served (AfterWrite).
+type Request struct {
+	Verb Verb
+	// Kind is the object's group, version and kind (never a List kind).
+	Kind schema.GroupVersionKind
+	// Namespace and Name are empty where the call has none (a cluster-scoped kind, a List).
+	Namespace, Name string
+	// Subresource is "status" for Status() writes, else empty.
+	Subresource string
+}
+
+// Delivery is one watch event about to reach a watcher.
+type Delivery struct {
+	// Watch numbers the watch (1, 2, ... in the order the watches were opened).
+	Watch uint64
+	// Kind is the watched kind.
+	Kind schema.GroupVersionKind
+	// Type is Added, Modified or Deleted.
+	Type watch.EventType
+	// ResourceVersion is the event's resourceVersion.
+	ResourceVersion uint64
+	Namespace, Name string
+}
+
+// Options configure a Store. The zero value is valid: every field documents its default.
+type Options struct {
+	// Clock stamps creationTimestamp and deletionTimestamp. Default: the real clock. Inside a
+	// testing/synctest bubble the real clock reads the bubble's fake time.
+	Clock clock.PassiveClock
+
+	// Seed seeds the random suffixes of metadata.generateName. Default 0 (still deterministic).
+	Seed uint64
+
+	// Intercept, when set, is called before every request, outside the store's lock, and its
+	// error (returned unchanged to the caller, so apierrors.IsX sees it) fails the request
+	// before it touches the store: a ServerTimeout, a Conflict, a TooManyRequests. Default: none.
+	Intercept func(ctx context.Context, r Request) error
+
+	// AfterWrite, when set, is called after every create, update, patch and delete with the
+	// store's outcome; what it returns is what the caller sees. Returning an error for a write
+	// that succeeded models a lost response (the write happened; the client thinks it failed).
+	// Default: none (the outcome is returned unchanged).
+	AfterWrite func(ctx context.Context, r Request, err error) error
+
+	// Deliver, when set, is called for every watch event before the watcher's channel receives
+	// it, in the watcher's own goroutine (events of one watch stay in resourceVersion order; the
+	// watches of different kinds run independently). It may block to delay the event (on the
+	// bubble's clock, on a scheduler); a non-nil error ends that watch, as a dropped connection
+	// does. Default: deliver at once.
+	Deliver func(ctx context.Context, d Delivery) error
+
+	// Kinds overrides or adds kind policies (scope, status subresource, generation, update
+	// rules) over the defaults of DefaultKinds.
+	Kinds map[schema.GroupKind]KindPolicy
+}
