@@ -149,6 +149,23 @@ const (
 	// Secret marked for deletion, kept by the protection finalizer; the object goes on using
 	// it. Sent by each pass that reads the state live while it lasts.
 	StateSecretMarkedForDeletionReason = "StateSecretMarkedForDeletion"
+
+	// StateReplicatedCondition: the state version the last counted Job left is in the replica
+	// store (only when the manager keeps a replica: --state-replica-bucket). False never holds a
+	// run; it says why the store did not take the version.
+	StateReplicatedCondition = "StateReplicated"
+	// StateReplicatedReason: the store holds the version.
+	StateReplicatedReason = "Replicated"
+	// ReplicaUnavailableReason: the store could not be reached or refused the write.
+	ReplicaUnavailableReason = "ReplicaUnavailable"
+	// ReplicaConflictReason: the store holds another state under the same lineage and serial;
+	// nothing was overwritten.
+	ReplicaConflictReason = "ReplicaConflict"
+	// ReplicaKeyRefusedReason: the store holds that version sealed with another key.
+	ReplicaKeyRefusedReason = "ReplicaKeyRefused"
+	// StateNotReplicatedReason (an event, Warning): the state a Job left did not reach the
+	// replica store; the note names the Job, the serial and why.
+	StateNotReplicatedReason = "StateNotReplicated"
 	// StateCorruptReason: the state Secret is not gzip'd state JSON.
 	StateCorruptReason = "StateCorrupt"
 	// StateLayoutUnknownReason: the state Secret's keys are not the one tfstate key (a chunked

@@ -54,6 +54,12 @@ func parseFlags(args []string) (setup.Options, zap.Options, error) {
 	fs.IntVar(&o.MaxActiveJobs, "max-active-jobs", 50, "the most Jobs the manager runs at once; 0 means no bound")
 	fs.IntVar(&o.MaxBackgroundJobs, "max-background-jobs", 10, "the most drift-check Jobs among them, so applies and destroys are never starved; 0 means no bound besides --max-active-jobs")
 	fs.IntVar(&o.StateBackups, "state-backups", 5, "backups of each object's Terraform state to keep after the Jobs that change it (0 takes none)")
+	fs.StringVar(&o.StateReplica.Bucket, "state-replica-bucket", "", "bucket of an S3-compatible store that keeps a sealed copy of every state version (docs/state.md); empty keeps no replica")
+	fs.StringVar(&o.StateReplica.Endpoint, "state-replica-endpoint", "", "URL of the S3-compatible store (empty: AWS S3)")
+	fs.StringVar(&o.StateReplica.Region, "state-replica-region", "us-east-1", "region of the replica's bucket")
+	fs.BoolVar(&o.StateReplica.PathStyle, "state-replica-path-style", false, "address the bucket in the URL path, as most S3-compatible servers want")
+	fs.StringVar(&o.StateReplica.Prefix, "state-replica-prefix", "", "prefix of every key in the bucket (several management clusters in one bucket)")
+	fs.StringVar(&o.StateReplica.Secret, "state-replica-secret", "", "Secret of the manager's namespace with accessKeyID, secretAccessKey, encryptionKey (32 bytes) and optionally encryptionKeyID")
 	zo := zap.Options{}
 	zo.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {

@@ -47,9 +47,23 @@ type Report struct {
 	// HealthRecord is the health record as this pass's bookkeeping left it (annotation
 	// captf.io/health; nil: no sample counted this pass).
 	HealthRecord *infrav1.HealthRecord
+	// Replica: what became of the replication of the state a counted Job left (nil: no
+	// replica configured, or nothing to copy).
+	Replica *ReplicaResult
 	// LagJob names this run's Job, which the start found already ended on the API server
 	// while the cache does not show it: counted once the cache does.
 	LagJob string
+}
+
+// ReplicaResult is one replication of a state version to the replica store.
+type ReplicaResult struct {
+	// Serial and Lineage are the version's.
+	Serial  int64
+	Lineage string
+	// Written: the store took it now; false with no Reason: it held that version already.
+	Written bool
+	// Reason and Message say why the store did not take it ("": it holds the version).
+	Reason, Message string
 }
 
 // LeaseWait is a wait for the run lease or the cluster lease (runlease.Wait): the condition of
@@ -83,6 +97,7 @@ func SetConditions(st *infrav1.TerraformStatus, gen int64, ev Evidence, d Decisi
 	setStateReadable(c, ev, d, rep)
 	setDriftDetected(c, ev, rep)
 	setStateBackups(c, ev, rep)
+	setStateReplicated(c, rep)
 	setPendingPlan(c, ev, d)
 	setDeleting(c, ev, d, rep)
 	setInfrastructureHealthy(c, ev, rep)
@@ -186,6 +201,23 @@ func setPendingPlan(c conditions, ev Evidence, d Decision) {
 		return
 	}
 	c.st.PendingPlan = PendingPlanOf(p)
+}
+
+// setStateReplicated reports the last replication of the state (only when one ran this pass:
+// the condition keeps what the last one found until the next Job's replication).
+func setStateReplicated(c conditions, rep Report) {
+	r := rep.Replica
+	if r == nil {
+		return
+	}
+	if r.Reason != "" {
+		c.set(infrav1.StateReplicatedCondition, metav1.ConditionFalse, r.Reason, fmt.Sprintf(
+			"state serial %d (lineage %s) is not in the replica store; runs go on, and the next Job's version is written when the store takes it again: %s",
+			r.Serial, r.Lineage, r.Message))
+		return
+	}
+	c.set(infrav1.StateReplicatedCondition, metav1.ConditionTrue, infrav1.StateReplicatedReason,
+		fmt.Sprintf("state serial %d (lineage %s) is in the replica store", r.Serial, r.Lineage))
 }
 
 // setStateBackups lists the backups, newest first.

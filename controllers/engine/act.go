@@ -60,7 +60,9 @@ func (p *pass) act(ctx context.Context) (ctrl.Result, error) {
 	}
 
 	switch d.Action {
-	case decide.ActionWaitJob, decide.ActionWait, decide.ActionIdle:
+	case decide.ActionIdle:
+		return p.catchUpReplica(ctx)
+	case decide.ActionWaitJob, decide.ActionWait:
 		if d.Wait != nil {
 			return ctrl.Result{RequeueAfter: d.Wait.RequeueAfter}, nil
 		}

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,6 +43,8 @@ type finishedRun struct {
 	b   decide.Bookkept
 	// backup is the state backup taken after a Job that may have moved the state.
 	backup *decide.BackupView
+	// replica is the replication of the state that Job left (nil: no replica, or no state).
+	replica *decide.ReplicaResult
 	// outputs and outputsErr are the module's outputs after an apply, and what is wrong with
 	// them; lineage is the lineage of the state the Job left.
 	outputs    *state.State
@@ -109,6 +113,12 @@ func (p *pass) collectFinished(ctx context.Context) (*finishedRun, error) {
 			if f.backup, err = p.r.stateKeeper().Backup(ctx, p.subject, cur.Name, p.ev.State.Backups); err != nil {
 				return nil, err
 			}
+		}
+		// The replica lives outside the cluster, so a pause (a clusterctl move) does not defer
+		// it; a count that runs again writes the same version again, a no-op.
+		var err error
+		if f.replica, err = p.r.stateKeeper().Replicate(ctx, p.subject); err != nil {
+			return nil, err
 		}
 	}
 
@@ -234,6 +244,7 @@ func (p *pass) reportFinished(ctx context.Context, f *finishedRun) {
 		p.out.add(corev1.EventTypeNormal, "StateBackedUp", fmt.Sprintf("state serial %d backed up to %s", f.backup.Serial, f.backup.Name))
 		p.rep.Backups = p.r.stateKeeper().PruneBackups(ctx, p.subject, append([]decide.BackupView{*f.backup}, p.ev.State.Backups...))
 	}
+	p.reportReplica(f.replica, b.Job)
 	if b.BackupDue {
 		p.out.add(corev1.EventTypeNormal, "StateBackupDeferred", fmt.Sprintf(
 			"the object is paused: the backup of the state Job %s left waits for the first pass after the pause (after a clusterctl move, in the target)", b.Job))
@@ -313,6 +324,45 @@ func (p *pass) recoverFromState(ctx context.Context) (ctrl.Result, error) {
 		p.out.add(corev1.EventTypeWarning, oe.Reason, oe.Message)
 	}
 	p.out.flush()
+	return ctrl.Result{}, nil
+}
+
+// reportReplica reports the replication of the state a counted Job left: the condition, and a
+// warning when the store did not take it.
+func (p *pass) reportReplica(r *decide.ReplicaResult, job string) {
+	if r == nil {
+		return
+	}
+	p.rep.Replica = r
+	if r.Reason != "" {
+		p.out.add(corev1.EventTypeWarning, infrav1.StateNotReplicatedReason, fmt.Sprintf(
+			"state serial %d of Job %s is not in the replica store (%s): %s; runs go on", r.Serial, job, r.Reason, r.Message))
+	}
+}
+
+// ReplicaRetry is how often an idle object whose state did not reach the replica store tries
+// again.
+const ReplicaRetry = time.Minute
+
+// catchUpReplica writes the current state of an idle object to the replica store when the last
+// replication failed (StateReplicated False): the store was down when a Job was counted, and
+// nothing else would write that version before the next Job. An object whose replica is not
+// behind reads nothing, so an idle pass still sends no request.
+func (p *pass) catchUpReplica(ctx context.Context) (ctrl.Result, error) {
+	c := meta.FindStatusCondition(p.obj.GetTerraformStatus().Conditions, infrav1.StateReplicatedCondition)
+	if p.r.StateReplica == nil || c == nil || c.Status != metav1.ConditionFalse {
+		return ctrl.Result{}, nil
+	}
+	r, err := p.r.stateKeeper().Replicate(ctx, p.subject)
+	if err != nil || r == nil {
+		return ctrl.Result{}, err
+	}
+	p.rep.Replica = r
+	if r.Reason != "" {
+		return ctrl.Result{RequeueAfter: ReplicaRetry}, nil
+	}
+	p.out.add(corev1.EventTypeNormal, infrav1.StateReplicatedReason, fmt.Sprintf(
+		"state serial %d reached the replica store again, after %s", r.Serial, c.Reason))
 	return ctrl.Result{}, nil
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobslots"
 	"github.com/captf/cluster-api-provider-terraform/controllers/metrics"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/controllers/replica"
 	"github.com/captf/cluster-api-provider-terraform/controllers/runlease"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state"
 )
@@ -45,6 +46,9 @@ type Reconciler struct {
 	BootstrapMeta cache.Cache
 	// StateBackups is how many state backups to keep per object; 0 takes none.
 	StateBackups int
+	// StateReplica, when set, receives every state version a Job leaves (state.Keeper.Replicate);
+	// nil keeps no replica.
+	StateReplica *replica.Store
 	// DriftInterval is the drift check interval of objects whose spec.drift.interval is unset
 	// (manager flag --drift-interval); 0 turns their checks off.
 	DriftInterval time.Duration
@@ -87,6 +91,10 @@ func (r *Reconciler) stateKeeper() *state.Keeper {
 			BackupTaken: func(kind string, bytes int) {
 				metrics.BackupsTaken.WithLabelValues(kind).Inc()
 				metrics.StateSize.Observe(float64(bytes))
+			},
+			Replica: r.StateReplica,
+			ReplicaWritten: func(kind string, res *decide.ReplicaResult) {
+				metrics.ObserveReplication(kind, res.Reason)
 			}}
 	})
 	return r.keeper

@@ -38,6 +38,7 @@ var _ = envtest.RegisterSuite(envtest.SuiteOptions{
 	mgr, err := setup.New(env.Config, setup.Options{
 		MetricsAddr: "0", ProbeAddr: "0", Clock: clk, Concurrency: 2, StateBackups: 5,
 		RunnerImage: "captf/manager:test", RuntimeImage: "captf/tofu:test", IdentityNamespace: identityNamespace,
+		StateReplica: startReplicaStore(),
 	}, func(o *manager.Options) { o.Controller.SkipNameValidation = ptrTo(true) })
 	Expect(err).NotTo(HaveOccurred())
 	s.StartManager(mgr)

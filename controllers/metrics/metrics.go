@@ -57,6 +57,11 @@ var (
 	DriftDetected = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "captf_drift_detected_total", Help: "Drift checks that found drift, by kind.",
 	}, []string{"kind"})
+	// ReplicaWrites counts the replications of a state version to the replica store, by kind
+	// and the reason of the StateReplicated condition they set.
+	ReplicaWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "captf_state_replica_writes_total", Help: "Replications of the state a Job left to the replica store, by kind and reason (Replicated, or why the store did not take it).",
+	}, []string{"kind", "reason"})
 	// GuardDecisions counts the admission guards' verdicts, by guard and outcome.
 	GuardDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "captf_guard_decisions_total", Help: "Verdicts of the admission guards, by guard (object, lease, job) and outcome (allowed, denied, overridden, error).",
@@ -74,17 +79,32 @@ var (
 	GuardOutcomes = []string{"allowed", "denied", "overridden", "error"}
 )
 
+// ReplicaReasons are the reason label values of ReplicaWrites.
+var ReplicaReasons = []string{infrav1.StateReplicatedReason, infrav1.ReplicaUnavailableReason, infrav1.ReplicaConflictReason, infrav1.ReplicaKeyRefusedReason}
+
+// ObserveReplication counts one replication of a state version (reason "": the store took it
+// or held it already).
+func ObserveReplication(kind, reason string) {
+	if reason == "" {
+		reason = infrav1.StateReplicatedReason
+	}
+	ReplicaWrites.WithLabelValues(kind, reason).Inc()
+}
+
 // kinds are the kind label values of the per-kind counters.
 var kinds = []string{infrav1.TerraformClusterKind, infrav1.TerraformMachineKind, infrav1.TerraformMachinePoolKind}
 
 func init() {
 	crmetrics.Registry.MustRegister(JobsStarted, JobsFinished, JobDuration, LeaseWaits, Decisions, StateSize,
-		BackupsTaken, LocksBroken, DriftDetected, GuardDecisions, GuardDuration)
+		BackupsTaken, LocksBroken, DriftDetected, GuardDecisions, GuardDuration, ReplicaWrites)
 	// The counters of rare events start at 0 for every label value, so increase() sees the
 	// first event (a series that appears at 1 shows no increase) and an alert on it can fire.
 	for _, k := range kinds {
 		LocksBroken.WithLabelValues(k)
 		DriftDetected.WithLabelValues(k)
+		for _, r := range ReplicaReasons {
+			ReplicaWrites.WithLabelValues(k, r)
+		}
 	}
 	for _, g := range Guards {
 		for _, o := range GuardOutcomes {

@@ -27,6 +27,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobstatus"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/controllers/replica"
 	"github.com/captf/cluster-api-provider-terraform/runnerapi"
 )
 
@@ -65,6 +66,11 @@ type Keeper struct {
 	// the state's size (the manager counts them, controllers/metrics; the package itself
 	// exports no metric, so the kubectl plugin that reads states carries none).
 	BackupTaken func(kind string, bytes int)
+	// Replica, when set, receives every state version a Job leaves, sealed (Replicate; nil
+	// keeps no replica). ReplicaWritten, when set, is told of each attempt (the manager counts
+	// them, controllers/metrics).
+	Replica        *replica.Store
+	ReplicaWritten func(kind string, r *decide.ReplicaResult)
 }
 
 // SecretsView is what the metadata cache says of a subject's Secrets.

@@ -1,6 +1,7 @@
 package setup
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -309,6 +310,10 @@ func addControllers(mgr manager.Manager, o Options, leases *runlease.Manager, pr
 	if err := mgr.Add(bootstrapMeta); err != nil {
 		return fmt.Errorf("add the bootstrap data metadata cache: %w", err)
 	}
+	store, err := stateReplica(context.Background(), mgr, mgr.GetAPIReader(), o, o.IdentityNamespace)
+	if err != nil {
+		return err
+	}
 	started := o.Clock.Now()
 	for _, k := range []engine.Kind{terraformcluster.Kind{}, terraformmachine.Kind(), terraformmachinepool.Kind()} {
 		r := &engine.Reconciler{
@@ -317,6 +322,7 @@ func addControllers(mgr manager.Manager, o Options, leases *runlease.Manager, pr
 			SecretMeta:        mgr.GetCache(),
 			BootstrapMeta:     bootstrapMeta,
 			StateBackups:      o.StateBackups,
+			StateReplica:      store,
 			DriftInterval:     o.DriftInterval,
 			Started:           started,
 			Slots:             slots,

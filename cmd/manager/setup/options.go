@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/captf/cluster-api-provider-terraform/controllers/replica"
 	"github.com/captf/cluster-api-provider-terraform/webhooks"
 )
 
@@ -102,6 +103,12 @@ type Options struct {
 	// StateBackups is how many backups of each object's state to keep (0 keeps none). The
 	// flag --state-backups defaults it to 5; a zero Options keeps none.
 	StateBackups int
+	// StateReplica names the object store that keeps a sealed copy of every state version
+	// (docs/state.md, "The replica"); a zero value keeps no replica. Flags --state-replica-*.
+	StateReplica ReplicaOptions
+	// StateReplicaStore, when set, is the replica store itself (tests), and StateReplica is
+	// not read.
+	StateReplicaStore *replica.Store
 	// DriftInterval is the drift check interval of objects that set none (0: their checks
 	// are off). Flag --drift-interval, default 0.
 	DriftInterval time.Duration
@@ -158,4 +165,26 @@ func (o Options) withDefaults() Options {
 		o.WebhookCertDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")
 	}
 	return o
+}
+
+// ReplicaOptions name the state replica's object store. The credentials and the encryption key
+// come from a Secret of the manager's namespace, read once when the manager starts (a new key or
+// new credentials take a restart).
+type ReplicaOptions struct {
+	// Bucket is the bucket's name; "" keeps no replica. Flag --state-replica-bucket.
+	Bucket string
+	// Endpoint is the S3-compatible store's URL; "" is AWS S3. Flag --state-replica-endpoint.
+	Endpoint string
+	// Region is the bucket's region (default us-east-1). Flag --state-replica-region.
+	Region string
+	// PathStyle addresses the bucket in the URL path, as most S3-compatible servers want.
+	// Flag --state-replica-path-style.
+	PathStyle bool
+	// Prefix goes before every key (several management clusters in one bucket). Flag
+	// --state-replica-prefix.
+	Prefix string
+	// Secret is the Secret of the manager's namespace (IdentityNamespace) with the keys
+	// accessKeyID, secretAccessKey and encryptionKey (32 bytes), and optionally
+	// encryptionKeyID (default: the Secret's name). Flag --state-replica-secret.
+	Secret string
 }

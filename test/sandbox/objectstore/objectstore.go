@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +37,9 @@ type Options struct {
 	Out io.Writer
 	// StartTimeout bounds the wait for its health endpoint (default 30s).
 	StartTimeout time.Duration
+	// Port is the loopback port to listen on; 0 picks a free one. A store started again on the
+	// port and folder of one that stopped is, to its clients, the same store back.
+	Port int
 }
 
 // Server is a running store.
@@ -77,9 +81,12 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	var last error
 	for attempt := 0; attempt < 3; attempt++ {
-		port, err := proc.FreePort()
-		if err != nil {
-			return nil, err
+		port := o.Port
+		if port == 0 {
+			var err error
+			if port, err = proc.FreePort(); err != nil {
+				return nil, err
+			}
 		}
 		s := &Server{Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), AccessKey: o.AccessKey, SecretKey: o.SecretKey, exited: make(chan struct{})}
 		s.cmd = exec.Command(o.Binary, "--access", o.AccessKey, "--secret", o.SecretKey, "--region", region,
@@ -95,6 +102,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 			return s, nil
 		}
 		_ = s.Stop()
+		if o.Port != 0 {
+			break // the port was asked for: another one would be another store
+		}
 	}
 	return nil, fmt.Errorf("the object store did not start: %w", last)
 }
@@ -125,6 +135,12 @@ func (s *Server) waitHealthy(ctx context.Context, timeout time.Duration) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// Port is the loopback port the server listens on.
+func (s *Server) Port() int {
+	p, _ := strconv.Atoi(s.Endpoint[strings.LastIndex(s.Endpoint, ":")+1:])
+	return p
 }
 
 // Client returns an S3 client of the root account.
