@@ -60,13 +60,20 @@ func (p *pass) act(ctx context.Context) (ctrl.Result, error) {
 	}
 
 	switch d.Action {
-	case decide.ActionIdle:
-		return p.catchUpReplica(ctx)
-	case decide.ActionWaitJob, decide.ActionWait:
+	case decide.ActionWaitJob, decide.ActionWait, decide.ActionIdle:
+		var res ctrl.Result
 		if d.Wait != nil {
-			return ctrl.Result{RequeueAfter: d.Wait.RequeueAfter}, nil
+			res = ctrl.Result{RequeueAfter: d.Wait.RequeueAfter}
 		}
-		return ctrl.Result{}, nil
+		if d.Action != decide.ActionIdle {
+			return res, nil
+		}
+		// An idle pass (a drift check's schedule may bring it back) catches the replica up.
+		caught, err := p.catchUpReplica(ctx)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return earliest(res, caught), nil
 	case decide.ActionDeleteJob:
 		return deleteNeverStartedJob(ctx, p.r.Client, p.ev.Jobs.Running[0], p.jobs, &p.out)
 	case decide.ActionRecoverStatus:
