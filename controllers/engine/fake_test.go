@@ -649,3 +649,28 @@ func TestCleanupWaitsForALiveLease(t *testing.T) {
 		})
 	}
 }
+
+// An idle object whose drift checks are on is woken when its next check is due: the idle pass
+// returns that wait (the replica's catch-up, which shares the idle path, must not drop it).
+func TestAnIdlePassWakesWhenTheNextDriftCheckIsDue(t *testing.T) {
+	f := newFakeEnv(t, func(tc *infrav1.TerraformCluster) {
+		tc.Spec.Drift = infrav1.DriftPolicy{Interval: &metav1.Duration{Duration: 10 * time.Minute}, Mode: infrav1.DriftModeReport}
+	})
+	st := statetest.Cluster("10.0.0.1", 6443)
+	f.finish(f.started(), true, corev1.PodSucceeded, &st)
+	var res ctrl.Result
+	for i := 0; i < 3; i++ { // count the Job, then idle
+		var err error
+		if res, err = f.pass(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o := f.object(); o.Annotations[infrav1.RunSeqAnnotation] != "2" || !o.Status.IsProvisioned() {
+		t.Fatalf("the apply was not counted: run-seq %q, conditions %+v", o.Annotations[infrav1.RunSeqAnnotation], o.Status.Conditions)
+	}
+	// Due one interval after the object's creation (no check yet), plus its jitter, and spread
+	// when overdue at a manager's start: within a few intervals, never "not at all".
+	if res.RequeueAfter <= 0 || res.RequeueAfter > 3*10*time.Minute {
+		t.Fatalf("an idle pass with a drift check due requeues after %s, want a wake-up within (0, 30m]", res.RequeueAfter)
+	}
+}
