@@ -28,6 +28,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/executor"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/internal/proc"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/kubecontrollers"
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox/objectstore"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/registry"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/workload"
 )
@@ -81,7 +82,19 @@ type Options struct {
 	// Verbose makes the executor and the workload clusters' controller (and controller-runtime
 	// under them) log at info level. By default they log at V(1), so only their errors show.
 	Verbose bool
+	// StateReplicaDir, when set, runs an S3-compatible object store over this folder
+	// (test/sandbox/objectstore, BinDir/versitygw) and has the manager keep its state replica
+	// there (docs/state.md, "The replica"): bucket ReplicaBucket, its Secret ReplicaSecret in
+	// the manager's namespace. The folder outlives the sandbox: a new sandbox given the same
+	// folder finds what the earlier one's manager wrote, as a new management cluster would.
+	StateReplicaDir string
 }
+
+// The state replica's bucket and Secret when Options.StateReplicaDir is set.
+const (
+	ReplicaBucket = "captf-states"
+	ReplicaSecret = "captf-state-replica"
+)
 
 // Sandbox is a running sandbox.
 type Sandbox struct {
@@ -95,11 +108,13 @@ type Sandbox struct {
 	kubeletPKI *executor.KubeletPKI
 	// registry is the sandbox's OCI registry (loopback, basic auth).
 	registry *registry.Registry
-	kube     *kubecontrollers.Running
-	capi     []*capimanager.Running
-	mgrPro   *ManagerProcess
-	cancel   context.CancelFunc
-	done     chan error
+	// replica is the state replica's object store (Options.StateReplicaDir), or nil.
+	replica *objectstore.Server
+	kube    *kubecontrollers.Running
+	capi    []*capimanager.Running
+	mgrPro  *ManagerProcess
+	cancel  context.CancelFunc
+	done    chan error
 	// WebhookPort serves the manager's admission webhooks; capiPorts the Cluster API managers'
 	// (by binary).
 	WebhookPort int
@@ -214,6 +229,9 @@ func (s *Sandbox) start(ctx context.Context) error {
 	}
 	log.Info("Cluster API core, kubeadm bootstrap and kubeadm control plane managers up", "took", time.Since(began).Round(time.Millisecond))
 	if err := s.startLocalControllers(); err != nil {
+		return err
+	}
+	if err := s.startReplica(ctx); err != nil {
 		return err
 	}
 	mgr, err := s.managerProcess()
@@ -345,6 +363,9 @@ func (s *Sandbox) Stop() error {
 		if s.registry != nil {
 			errs = append(errs, s.registry.Stop())
 		}
+		if s.replica != nil {
+			errs = append(errs, s.replica.Stop())
+		}
 		for i := len(s.capi) - 1; i >= 0; i-- {
 			errs = append(errs, s.capi[i].Stop())
 		}
@@ -405,6 +426,9 @@ func (s *Sandbox) HistoryFile() string { return filepath.Join(s.opts.WorkDir, "r
 
 // TerraformBinary is the binary the runner runs.
 func (s *Sandbox) TerraformBinary() string { return s.opts.TerraformBinary }
+
+// Replica is the state replica's object store (nil without Options.StateReplicaDir).
+func (s *Sandbox) Replica() *objectstore.Server { return s.replica }
 
 // Registry is the sandbox's OCI registry: a loopback port with basic auth, which the node pulls
 // image modules from with the Pods' imagePullSecrets.

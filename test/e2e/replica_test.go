@@ -1,0 +1,110 @@
+package e2e_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/controllers/replica"
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox"
+)
+
+// docs/state.md, "The replica", with real Terraform: a sandbox whose manager keeps its state
+// replica in a real S3-compatible store (sandbox.Options.StateReplicaDir).
+var _ = Describe("The state replica on the sandbox", Ordered, func() {
+	It("holds the state every Job left, sealed, findable with the bucket's tools and readable with the key", func() {
+		const ns, name = "replica", "rep"
+		dir := filepath.Join(GinkgoT().TempDir(), "replica")
+		sb, err := sandbox.Start(ctx, sandbox.Options{
+			Name: "replica", RepoRoot: repo, BinDir: binDir,
+			ManagerBinary: filepath.Join(built, "manager"), RunnerBinary: filepath.Join(built, "runner"),
+			TerraformBinary: tf, WorkDir: filepath.Join(GinkgoT().TempDir(), "work"), StateReplicaDir: dir,
+			ManagerOutput: GinkgoWriter, JobOutput: GinkgoWriter, Log: ctrl.Log.WithName("replica"),
+		})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { Expect(sb.Stop()).To(Succeed()) })
+		Expect(sb.Replica()).NotTo(BeNil())
+
+		createNamespace(sb, ns)
+		applyFixture(sb, ns, "cluster.yaml", name, 0)
+		o := tc(ns, name)
+		eventuallyReady(sb, o)
+		first := stateOf(sb, infrav1.TerraformClusterKind, ns, name)
+		Eventually(func() *metav1.Condition { return conditionOf(sb, o, infrav1.StateReplicatedCondition) }).Should(And(Not(BeNil()),
+			HaveField("Status", metav1.ConditionTrue), HaveField("Message", ContainSubstring("serial "+strconv.FormatInt(first.Serial, 10)))))
+
+		By("an input change: its apply's state follows")
+		kubectl(sb, "patch", "-n", ns, "terraformcluster", name, "--type=merge", "-p", `{"spec":{"variables":{"generation":2}}}`)
+		Eventually(func() int64 { return stateOf(sb, infrav1.TerraformClusterKind, ns, name).Serial }).Should(BeNumerically(">", first.Serial))
+		eventuallyReady(sb, o)
+		second := stateOf(sb, infrav1.TerraformClusterKind, ns, name)
+		Eventually(func() *metav1.Condition { return conditionOf(sb, o, infrav1.StateReplicatedCondition) }).Should(
+			HaveField("Message", ContainSubstring("serial "+strconv.FormatInt(second.Serial, 10))))
+
+		By("the bucket's own tools: one object per version, the identity in the metadata, nothing readable")
+		secret := &corev1.Secret{}
+		Expect(sb.Client().Get(ctx, types.NamespacedName{Namespace: ns, Name: naming.StateSecretName(naming.StateSuffix(ns, infrav1.TerraformClusterKind, name))}, secret)).To(Succeed())
+		gz := secret.Data["tfstate"]
+		s3c := sb.Replica().Client()
+		list, err := s3c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(sandbox.ReplicaBucket), Prefix: aws.String("states/" + ns + "/TerraformCluster/" + name + "/" + first.Lineage + "/")})
+		Expect(err).NotTo(HaveOccurred())
+		var keys []string
+		for _, obj := range list.Contents {
+			keys = append(keys, aws.ToString(obj.Key))
+			got, err := s3c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(sandbox.ReplicaBucket), Key: obj.Key})
+			Expect(err).NotTo(HaveOccurred())
+			raw, err := io.ReadAll(got.Body)
+			_ = got.Body.Close()
+			Expect(err).NotTo(HaveOccurred())
+			Expect(got.Metadata).To(And(HaveKeyWithValue("captf-namespace", ns), HaveKeyWithValue("captf-name", name),
+				HaveKeyWithValue("captf-lineage", first.Lineage), HaveKey("captf-uid"), HaveKey("captf-serial")))
+			_, gzErr := gzip.NewReader(bytes.NewReader(raw))
+			Expect(gzErr).To(HaveOccurred(), "%s is not the state's gzip data", aws.ToString(obj.Key))
+			Expect(bytes.Contains(raw, gz[len(gz)/2:len(gz)/2+32])).To(BeFalse(), "%s holds the state's bytes", aws.ToString(obj.Key))
+		}
+		Expect(keys).To(ContainElements(
+			"states/"+ns+"/TerraformCluster/"+name+"/"+first.Lineage+"/"+padded(first.Serial)+".tfstate.sealed",
+			"states/"+ns+"/TerraformCluster/"+name+"/"+first.Lineage+"/"+padded(second.Serial)+".tfstate.sealed"))
+
+		By("with the key, the newest version is the state Secret's own bytes")
+		key, err := os.ReadFile(filepath.Join(dir, sandbox.ReplicaKeyFile))
+		Expect(err).NotTo(HaveOccurred())
+		b, err := replica.OpenS3(ctx, sb.Replica().ReplicaOptions(sandbox.ReplicaBucket))
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(b.Close)
+		sealed, err := replica.NewStaticKey(sandbox.ReplicaSecret, key)
+		Expect(err).NotTo(HaveOccurred())
+		store, err := replica.New(b, sealed, replica.Options{})
+		Expect(err).NotTo(HaveOccurred())
+		versions, err := store.List(ctx, replica.Ref{Namespace: ns, Kind: infrav1.TerraformClusterKind, Name: name})
+		Expect(err).NotTo(HaveOccurred())
+		newest, ok := replica.Newest(versions, first.Lineage)
+		Expect(ok).To(BeTrue())
+		Expect(newest.Serial).To(Equal(second.Serial))
+		held, err := store.Get(ctx, newest)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(held).To(Equal(gz))
+	})
+})
+
+func padded(serial int64) string {
+	s := strconv.FormatInt(serial, 10)
+	for len(s) < 20 {
+		s = "0" + s
+	}
+	return s
+}
