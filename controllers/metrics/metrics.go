@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -117,9 +118,11 @@ func init() {
 var (
 	objectsDesc = prometheus.NewDesc("captf_objects", "Reconciled objects, by kind and the reason of their Ready condition.", []string{"kind", "ready_reason"}, nil)
 	plansDesc   = prometheus.NewDesc("captf_plans_awaiting_approval", "Objects whose plan waits for approval, by kind.", []string{"kind"}, nil)
+	behindDesc  = prometheus.NewDesc("captf_state_replica_behind", "Objects whose last state replication failed (StateReplicated False), by kind.", []string{"kind"}, nil)
 )
 
-// Objects is the collector of captf_objects and captf_plans_awaiting_approval: it lists the
+// Objects is the collector of captf_objects, captf_plans_awaiting_approval and
+// captf_state_replica_behind: it lists the
 // three kinds from the manager's cache when scraped (no API request). A manager that is not
 // the leader has no informers for them (its controllers have not started), so it reports
 // neither series: the leader does.
@@ -134,6 +137,7 @@ type Objects struct {
 func (o *Objects) Describe(ch chan<- *prometheus.Desc) {
 	ch <- objectsDesc
 	ch <- plansDesc
+	ch <- behindDesc
 }
 
 // Collect implements prometheus.Collector.
@@ -156,7 +160,7 @@ func (o *Objects) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		reasons := map[string]float64{}
-		plans := 0.0
+		plans, behind := 0.0, 0.0
 		_ = meta.EachListItem(list, func(item runtime.Object) error {
 			obj, ok := item.(interface {
 				GetTerraformStatus() *infrav1.TerraformStatus
@@ -173,12 +177,16 @@ func (o *Objects) Collect(ch chan<- prometheus.Metric) {
 			if st.PendingPlan != nil {
 				plans++
 			}
+			if c := meta.FindStatusCondition(st.Conditions, infrav1.StateReplicatedCondition); c != nil && c.Status == metav1.ConditionFalse {
+				behind++
+			}
 			return nil
 		})
 		for reason, n := range reasons {
 			ch <- prometheus.MustNewConstMetric(objectsDesc, prometheus.GaugeValue, n, kind, reason)
 		}
 		ch <- prometheus.MustNewConstMetric(plansDesc, prometheus.GaugeValue, plans, kind)
+		ch <- prometheus.MustNewConstMetric(behindDesc, prometheus.GaugeValue, behind, kind)
 	}
 }
 

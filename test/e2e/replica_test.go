@@ -47,6 +47,12 @@ var _ = Describe("The state replica on the sandbox", Ordered, func() {
 		Eventually(func() *metav1.Condition { return conditionOf(sb, o, infrav1.StateReplicatedCondition) }).Should(And(Not(BeNil()),
 			HaveField("Status", metav1.ConditionTrue), HaveField("Message", ContainSubstring("serial "+strconv.FormatInt(first.Serial, 10)))))
 
+		By("the runbook's commands list the object with its replication")
+		docs := namespacedShell(sb, ns)
+		listed := docs.ok("docs/runbooks/CAPTFStateReplicaBehind.md", "kubectl get terraformclusters,terraformmachines,terraformmachinepools -A")
+		Expect(listed).To(ContainSubstring(ns + "/" + name + "\t" + infrav1.StateReplicatedReason))
+		docs.ok("docs/runbooks/CAPTFStateReplicaBehind.md", "kubectl get events -A --field-selector reason=StateNotReplicated")
+
 		By("an input change: its apply's state follows")
 		kubectl(sb, "patch", "-n", ns, "terraformcluster", name, "--type=merge", "-p", `{"spec":{"variables":{"generation":2}}}`)
 		Eventually(func() int64 { return stateOf(sb, infrav1.TerraformClusterKind, ns, name).Serial }).Should(BeNumerically(">", first.Serial))
