@@ -296,6 +296,33 @@ func (k *Keeper) Protect(ctx context.Context, s Subject) error {
 	return k.patchSecretMeta(ctx, m, meta)
 }
 
+// liveState reads the subject's state Secret live, for purpose ("a backup", "the replica"): the
+// Secret and its state, or nils when there is no state to copy (no Secret, an empty one, or one
+// that cannot be read as a state, which holds the object elsewhere: StateReadable). Only a failed
+// read is an error.
+func (k *Keeper) liveState(ctx context.Context, s Subject, purpose string) (*corev1.Secret, *State, error) {
+	src := &corev1.Secret{}
+	err := k.APIReader.Get(ctx, types.NamespacedName{Namespace: s.Object.GetNamespace(), Name: naming.StateSecretName(s.Suffix)}, src)
+	if apierrors.IsNotFound(err) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read state for %s: %w", purpose, err)
+	}
+	st, err := FromSecret(src)
+	if err != nil {
+		if errors.Is(err, ErrNoState) {
+			return nil, nil, nil
+		}
+		if _, ok := AsStateError(err); ok {
+			log.FromContext(ctx).Info("the state cannot be read; nothing copied", "for", purpose, "reason", err.Error())
+			return nil, nil, nil
+		}
+		return nil, nil, fmt.Errorf("read state for %s: %w", purpose, err)
+	}
+	return src, st, nil
+}
+
 // Backup copies the subject's state to captf-state-backup-<suffix>-<serial> when its serial
 // is newer than the newest of have (its backups, newest first). It returns the backup taken,
 // or nil.
@@ -303,24 +330,9 @@ func (k *Keeper) Backup(ctx context.Context, s Subject, job string, have []decid
 	if k.Backups <= 0 {
 		return nil, nil
 	}
-	src := &corev1.Secret{}
-	err := k.APIReader.Get(ctx, types.NamespacedName{Namespace: s.Object.GetNamespace(), Name: naming.StateSecretName(s.Suffix)}, src)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read state for a backup: %w", err)
-	}
-	st, err := FromSecret(src)
-	if err != nil {
-		if errors.Is(err, ErrNoState) {
-			return nil, nil
-		}
-		if _, ok := AsStateError(err); ok {
-			log.FromContext(ctx).Info("the state cannot be read; no backup taken", "reason", err.Error())
-			return nil, nil
-		}
-		return nil, fmt.Errorf("read state for a backup: %w", err)
+	src, st, err := k.liveState(ctx, s, "a backup")
+	if err != nil || st == nil {
+		return nil, err
 	}
 	serial := int64(st.Serial)
 	if len(have) > 0 && have[0].Serial >= serial {

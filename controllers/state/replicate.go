@@ -3,16 +3,11 @@ package state
 import (
 	"context"
 	"errors"
-	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/controllers/decide"
-	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/replica"
 )
 
@@ -25,25 +20,9 @@ func (k *Keeper) Replicate(ctx context.Context, s Subject) (*decide.ReplicaResul
 	if k.Replica == nil {
 		return nil, nil
 	}
-	src := &corev1.Secret{}
-	err := k.APIReader.Get(ctx, types.NamespacedName{Namespace: s.Object.GetNamespace(), Name: naming.StateSecretName(s.Suffix)}, src)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read state for the replica: %w", err)
-	}
-	st, err := FromSecret(src)
-	if err != nil {
-		if errors.Is(err, ErrNoState) {
-			return nil, nil
-		}
-		if _, ok := AsStateError(err); ok {
-			// An unreadable state holds the object (StateReadable); the replica keeps the last
-			// good version.
-			return nil, nil
-		}
-		return nil, fmt.Errorf("read state for the replica: %w", err)
+	src, st, err := k.liveState(ctx, s, "the replica")
+	if err != nil || st == nil {
+		return nil, err
 	}
 	v := replica.Version{
 		Ref:     replica.Ref{Namespace: s.Object.GetNamespace(), Kind: s.Kind, Name: s.Object.GetName()},

@@ -223,20 +223,16 @@ func beforeUpdate(cand, old client.Object) {
 func (s *Store) del(gvk schema.GroupVersionKind, ns, name string, pre *metav1.Preconditions) (client.Object, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, err := s.resourceFor(gvk)
-	if err != nil {
-		return nil, err
-	}
-	if r.policy.ClusterScoped {
-		ns = ""
-	}
 	if gvk.Group == "" && gvk.Kind == "Namespace" {
+		r, err := s.resourceFor(gvk)
+		if err != nil {
+			return nil, err
+		}
 		return nil, apierrors.NewMethodNotSupported(r.gr, "delete (namespace deletion is not modelled by test/sim/apiserver)")
 	}
-	k := objKey(ns, name)
-	cur, ok := r.objects[k]
-	if !ok {
-		return nil, apierrors.NewNotFound(r.gr, name)
+	r, k, cur, err := s.lookupLocked(gvk, ns, name)
+	if err != nil {
+		return nil, err
 	}
 	old := cur.obj
 	if pre != nil && pre.UID != nil && *pre.UID != old.GetUID() {
@@ -265,16 +261,9 @@ func (s *Store) del(gvk schema.GroupVersionKind, ns, name string, pre *metav1.Pr
 func (s *Store) get(gvk schema.GroupVersionKind, ns, name string) (client.Object, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, err := s.resourceFor(gvk)
+	_, _, e, err := s.lookupLocked(gvk, ns, name)
 	if err != nil {
 		return nil, err
-	}
-	if r.policy.ClusterScoped {
-		ns = ""
-	}
-	e, ok := r.objects[objKey(ns, name)]
-	if !ok {
-		return nil, apierrors.NewNotFound(r.gr, name)
 	}
 	return e.obj, nil
 }

@@ -25,16 +25,9 @@ func (s *Store) patch(gvk schema.GroupVersionKind, ns, name string, pt types.Pat
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, err := s.resourceFor(gvk)
+	r, _, cur, err := s.lookupLocked(gvk, ns, name)
 	if err != nil {
 		return nil, err
-	}
-	if r.policy.ClusterScoped {
-		ns = ""
-	}
-	cur, ok := r.objects[objKey(ns, name)]
-	if !ok {
-		return nil, apierrors.NewNotFound(r.gr, name)
 	}
 	orig, err := json.Marshal(cur.obj)
 	if err != nil {

@@ -160,6 +160,24 @@ func (s *Store) ResourceVersion() uint64 {
 
 func objKey(ns, name string) string { return ns + "/" + name }
 
+// lookupLocked resolves gvk and finds its object ns/name (ns ignored for a cluster-scoped kind),
+// with s.mu held: the resource, the object's key and its entry, or NotFound.
+func (s *Store) lookupLocked(gvk schema.GroupVersionKind, ns, name string) (*resource, string, *entry, error) {
+	r, err := s.resourceFor(gvk)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if r.policy.ClusterScoped {
+		ns = ""
+	}
+	k := objKey(ns, name)
+	e, ok := r.objects[k]
+	if !ok {
+		return r, k, nil, apierrors.NewNotFound(r.gr, name)
+	}
+	return r, k, e, nil
+}
+
 func formatRV(rv uint64) string { return strconv.FormatUint(rv, 10) }
 
 // newObject returns a new empty object of r's type.
