@@ -211,6 +211,20 @@ const (
 	// state was replaced (for example by a module that wrote another state). Nothing runs
 	// against it until a restore of a backup of the object's own lineage.
 	StateLineageChangedReason = "StateLineageChanged"
+	// ReplicaStateFoundReason: an object that never wrote a state finds no state Secret, but
+	// the replica store holds a state for its namespace, kind and name that still tracks
+	// resources (a management cluster rebuilt from Git, for example). Nothing runs until an
+	// override group member names its lineage in captf.io/adopt-state: the controller then
+	// brings the newest version of that lineage back from the store as a backup and restores
+	// it. A deletion lets the object go without touching the store.
+	ReplicaStateFoundReason = "ReplicaStateFound"
+	// ReplicaImportedReason (an event, Normal): a state version was brought back from the
+	// replica store as a backup of the object, and its restore asked for.
+	ReplicaImportedReason = "ReplicaImported"
+	// ReplicaUncheckedReason (an event, Warning): the replica store could not be read when a
+	// new object looked for a state of its name there; the first apply goes on (the replica
+	// never holds a run), and says so.
+	ReplicaUncheckedReason = "ReplicaUnchecked"
 )
 
 // UndeclaredVariablesReason is the reason of the Warning event of a finished Job whose variables

@@ -228,6 +228,9 @@ type StateEvidence struct {
 	// BackupDue names the last mutating Job counted while the object was paused, whose state
 	// is not backed up yet (annotation captf.io/backup-due; BacksUpNow).
 	BackupDue string
+	// Replica is what the replica store holds for an object with no state of its own
+	// (NeedsReplicaLookup; nil when it was not looked at or no store is configured).
+	Replica *ReplicaLookup
 }
 
 // PlanEvidence is the object's saved plans (I9). ApplyPolicy and DestructiveChanges are the
@@ -330,6 +333,10 @@ const (
 	// (RetainedState) and has not adopted: let the object go without a destroy and without
 	// touching that state, which is not its own.
 	ActionLeaveState Action = "LeaveState"
+	// ActionImportReplica: the replica store holds a state for an object with none of its own,
+	// and the adopt opt-in names its lineage (ReplicaImport): bring Decision.Import back from the
+	// store as a backup of the object and ask for its restore (no Job yet; the restore is one).
+	ActionImportReplica Action = "ImportReplica"
 )
 
 // Decision is the outcome of Decide: one action, and what it does to the guarded marks.
@@ -359,6 +366,8 @@ type Decision struct {
 	// VoidAbandon, when set, says why the abandon annotation is void (AbandonVoid): act removes
 	// it, before the action, and emits it as the Warning event AbandonVoided.
 	VoidAbandon string
+	// Import is the replica version ActionImportReplica brings back.
+	Import *ReplicaVersionView
 }
 
 // Clears reports whether the decision removes block-move, status.activeJob or the finalizer.
@@ -527,6 +536,14 @@ func decide(ev Evidence) Decision {
 	}
 	if ev.State.RestoreSerial != "" {
 		return decideRestore(ev, d)
+	}
+	if v := ReplicaImport(ev); v != nil {
+		d.Action, d.Import = ActionImportReplica, v
+		return d
+	}
+	if w := replicaHold(ev); w != nil {
+		d.Action, d.Wait = ActionWait, w
+		return d
 	}
 	if w := stateHold(ev); w != nil {
 		d.Action, d.Wait = ActionWait, w

@@ -394,6 +394,34 @@ func TestDecideTable(t *testing.T) {
 		{"an adopt opt-in naming another lineage adopts nothing",
 			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1"}, State: StateEvidence{Read: StatePresent, Lineage: "R", AdoptLineage: "X"}}),
 			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.RetainedStateFoundReason}}},
+		{"a new object with no state, whose name the replica store holds a state of that tracks resources for, holds (ReplicaStateFound)",
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1"},
+				State: StateEvidence{Read: StateAbsent, Replica: &ReplicaLookup{Versions: []ReplicaVersionView{{Lineage: "R", Serial: 7}}}}}),
+			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.ReplicaStateFoundReason}}},
+		{"a replica whose newest version is empty (destroyed) holds nothing: the first apply runs",
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1"},
+				State: StateEvidence{Read: StateAbsent, Replica: &ReplicaLookup{Versions: []ReplicaVersionView{{Lineage: "R", Serial: 9, Empty: true}}}}}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationApply}},
+		{"a store that cannot be listed holds no first apply (best effort)",
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1"},
+				State: StateEvidence{Read: StateAbsent, Replica: &ReplicaLookup{Problem: "connection refused"}}}),
+			Decision{Action: ActionStart, Operation: infrav1.OperationApply}},
+		{"the adopt opt-in naming the replica's lineage brings its newest version back",
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1"},
+				State: StateEvidence{Read: StateAbsent, AdoptLineage: "R", Replica: &ReplicaLookup{Versions: []ReplicaVersionView{{Lineage: "Q", Serial: 3}, {Lineage: "R", Serial: 7}}}}}),
+			Decision{Action: ActionImportReplica}},
+		{"an adopted replica version this manager cannot read is never brought back: the object holds",
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1"},
+				State: StateEvidence{Read: StateAbsent, AdoptLineage: "R", Replica: &ReplicaLookup{Versions: []ReplicaVersionView{{Lineage: "R", Serial: 7, Unopened: "wrong key"}}}}}),
+			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.ReplicaStateFoundReason}}},
+		{"an adopt opt-in naming another lineage brings nothing back",
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1"},
+				State: StateEvidence{Read: StateAbsent, AdoptLineage: "X", Replica: &ReplicaLookup{Versions: []ReplicaVersionView{{Lineage: "R", Serial: 7}}}}}),
+			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.ReplicaStateFoundReason}}},
+		{"a deleting new object whose name the replica holds a state for goes: nothing was created here",
+			settled(Evidence{Object: ObjectEvidence{Deleting: true, BlockMove: true},
+				State: StateEvidence{Read: StateAbsent, AdoptLineage: "R", Replica: &ReplicaLookup{Versions: []ReplicaVersionView{{Lineage: "R", Serial: 7}}}}}),
+			Decision{Action: ActionCleanup, ClearBlockMove: true}},
 		{"a deleting new object leaves a state it never wrote as it is, destroying nothing",
 			settled(Evidence{Object: ObjectEvidence{Deleting: true, BlockMove: true}, State: StateEvidence{Read: StatePresent, Lineage: "R"}}),
 			Decision{Action: ActionLeaveState, ClearBlockMove: true}},
@@ -521,9 +549,14 @@ func space(workers int, visit func(worker int, ev Evidence) (more bool)) {
 		view           StateView
 		empty          bool
 		lineage, adopt string
+		// replica: what the replica store holds for the object's name (a rebuilt management
+		// cluster), looked at when the state is absent.
+		replica *ReplicaLookup
 	}
-	states := []stateSet{{StateNotRead, false, "", ""}, {StateAbsent, false, "", ""}, {StatePresent, true, "L", ""}, {StatePresent, false, "L", ""},
-		{StateUnreadable, false, "", ""}, {StatePresent, false, "M", ""}, {StatePresent, false, "M", "M"}}
+	inStore := &ReplicaLookup{Versions: []ReplicaVersionView{{Lineage: "R", Serial: 7}}}
+	states := []stateSet{{StateNotRead, false, "", "", nil}, {StateAbsent, false, "", "", nil}, {StatePresent, true, "L", "", nil}, {StatePresent, false, "L", "", nil},
+		{StateUnreadable, false, "", "", nil}, {StatePresent, false, "M", "", nil}, {StatePresent, false, "M", "M", nil},
+		{StateAbsent, false, "", "", inStore}, {StateAbsent, false, "", "R", inStore}}
 	unreadable := &Problem{ConditionType: infrav1.StateReadableCondition, Reason: infrav1.StateCorruptReason}
 	children := []string{"TerraformMachine/m1"}
 	backup := []BackupView{{Name: "b5", Serial: 5, Lineage: "L"}}
@@ -597,7 +630,7 @@ func space(workers int, visit func(worker int, ev Evidence) (more bool)) {
 					Jobs: JobsEvidence{RunSeq: 3, Current: js.current, Running: js.running, CurrentPods: js.pods,
 						StartBlock: js.block, PullFailure: js.pull, NeverStarted: js.neverStarted},
 					Inputs: InputsEvidence{Gathered: on(9), DependencyWait: in.dep, Problem: in.problem, DesiredHash: hashes[digit[11]][0], AppliedHash: hashes[digit[11]][1]},
-					State:  StateEvidence{Read: st.view, Empty: st.empty, Lineage: st.lineage, AdoptLineage: st.adopt, Backups: rs.backups, RestoreSerial: rs.serial, RestoreFailed: rs.failed, BackupDue: rs.due},
+					State:  StateEvidence{Read: st.view, Empty: st.empty, Lineage: st.lineage, AdoptLineage: st.adopt, Replica: st.replica, Backups: rs.backups, RestoreSerial: rs.serial, RestoreFailed: rs.failed, BackupDue: rs.due},
 					Drift:  DriftEvidence{DueAt: dr.due, Remediate: dr.remediate, Mode: dr.mode, RefreshRequest: dr.refresh, CheckRequest: dr.check},
 				}
 				ev.Target = targets[digit[19]]
@@ -837,6 +870,21 @@ func violations(ev Evidence, d Decision) []string {
 		(d.Action != ActionWait || d.Wait == nil || d.Wait.ConditionType != infrav1.StateReadableCondition) {
 		bad("a state it never wrote or whose lineage changed does not hold the object (StateReadable)")
 	}
+	// Recovery from the replica store: nothing starts over a state the store holds for the
+	// object's name that may track resources; a version comes back only on the adopt opt-in
+	// naming its lineage, on a settled, live pass; otherwise a settled pass holds.
+	found := ReplicaFound(ev)
+	if d.Action == ActionStart && len(found) > 0 {
+		bad("starts %s while the replica store holds a state of the object's name it has not brought back", d.Operation)
+	}
+	if d.Action == ActionImportReplica && (startMayRun || ev.Object.Paused || !ev.Inputs.Gathered || ev.State.Read != StateAbsent || ev.Object.Deleting || d.Import == nil || d.Import.Lineage != ev.State.AdoptLineage ||
+		d.Import.Unopened != "" || ev.State.RestoreSerial != "" || ev.State.BackupDue != "") {
+		bad("brings a replica version back without the adopt opt-in naming its lineage, while a Job may run, paused, unread, deleting, or before a restore or a due backup")
+	}
+	if settledPass && !ev.Object.Deleting && ev.State.RestoreSerial == "" && ev.State.BackupDue == "" && len(found) > 0 && ReplicaImport(ev) == nil &&
+		(d.Action != ActionWait || d.Wait == nil || d.Wait.Reason != infrav1.ReplicaStateFoundReason) {
+		bad("a state the replica store holds for the object's name does not hold it (ReplicaStateFound)")
+	}
 	remediation := ev.Drift.Remediate != "" && ev.Drift.Mode == infrav1.DriftModeRemediate
 	if d.Action == ActionStart && d.Operation == infrav1.OperationApply &&
 		((ev.Inputs.DesiredHash == ev.Inputs.AppliedHash && !remediation && !TargetCarried(ev)) || ev.Now.Before(ev.Retry.At) || ev.Inputs.DependencyWait != nil || ev.Inputs.Problem != nil) {
@@ -958,7 +1006,7 @@ func TestDecideInvariantsOverTheWholeEvidenceSpace(t *testing.T) {
 		if d.Wait != nil && d.Wait.Reason == infrav1.TargetOperationInvalidReason {
 			tl.reached[reachKey{action: "Targeted", tag: "invalid"}]++
 		}
-		if d.Wait != nil && (d.Wait.Reason == infrav1.RetainedStateFoundReason || d.Wait.Reason == infrav1.StateLineageChangedReason) {
+		if d.Wait != nil && (d.Wait.Reason == infrav1.RetainedStateFoundReason || d.Wait.Reason == infrav1.StateLineageChangedReason || d.Wait.Reason == infrav1.ReplicaStateFoundReason) {
 			tl.reached[reachKey{action: "Hold", tag: d.Wait.Reason}]++
 		}
 		return true
@@ -990,7 +1038,7 @@ func TestDecideInvariantsOverTheWholeEvidenceSpace(t *testing.T) {
 		"SavedPlan/Destroy", "DestroyPlan/Plan", "BreakGlass/Destroy", "DestroyWaits/" + infrav1.PlanAwaitingApprovalReason, "AskedFor/Drift", "Idle/", "RecoverStatus/", "Backup/", "Wait/", "RemoveFinalizer/", "Cleanup/", "Retain/", "Abandon/",
 		"VoidAbandon/deleting=false", "VoidAbandon/deleting=true", "LeaveState/", "DeleteJob/",
 		"Targeted/Apply", "Targeted/Apply/saved", "Targeted/Plan", "Targeted/invalid",
-		"Hold/" + infrav1.RetainedStateFoundReason, "Hold/" + infrav1.StateLineageChangedReason} {
+		"Hold/" + infrav1.RetainedStateFoundReason, "Hold/" + infrav1.StateLineageChangedReason, "Hold/" + infrav1.ReplicaStateFoundReason, "ImportReplica/"} {
 		if reached[a] == 0 {
 			t.Errorf("no evidence gather can produce reaches %s", a)
 		}

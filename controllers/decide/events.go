@@ -33,7 +33,8 @@ func Reported(conds []metav1.Condition, condType, reason string) bool {
 // ActionIdle) or of one that deletes a Job that never started (ActionDeleteJob), each sent
 // once, on the transition: when the condition that reports it did not say so already
 // (conds are the object's conditions as the pass found them).
-//   - A state identity hold beginning (RetainedStateFound, StateLineageChanged; waits only):
+//   - A state identity hold beginning (RetainedStateFound, StateLineageChanged,
+//     ReplicaStateFound; waits only):
 //     the StateReadable condition does not report it yet.
 //   - The running Job's pull failure (ImagePullFailed).
 //   - The running Job's start block (JobCannotStart), when it counts (StartBlocked) and no pull
@@ -69,7 +70,7 @@ func WaitEvents(ev Evidence, d Decision, conds []metav1.Condition) []Event {
 // holdEvent is the Warning event of a state identity hold that begins this pass.
 func holdEvent(d Decision, conds []metav1.Condition) (Event, bool) {
 	w := d.Wait
-	if w == nil || (w.Reason != infrav1.RetainedStateFoundReason && w.Reason != infrav1.StateLineageChangedReason) {
+	if w == nil || (w.Reason != infrav1.RetainedStateFoundReason && w.Reason != infrav1.StateLineageChangedReason && w.Reason != infrav1.ReplicaStateFoundReason) {
 		return Event{}, false
 	}
 	if Reported(conds, infrav1.StateReadableCondition, w.Reason) {

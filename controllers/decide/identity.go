@@ -45,8 +45,12 @@ func RecordLineage(o metav1.Object, own, after string) {
 		RemoveAnnotation(o, infrav1.AdoptStateAnnotation)
 		own = after
 	} else if o.GetAnnotations()[infrav1.StateLineageAnnotation] == "" {
-		// Known from the newest backup (an object that wrote states before the annotation).
+		// Known from the newest backup (an object that wrote states before the annotation, or
+		// one whose state came back from the replica store: its adopt opt-in is spent too).
 		SetAnnotation(o, infrav1.StateLineageAnnotation, own)
+		if o.GetAnnotations()[infrav1.AdoptStateAnnotation] == own {
+			RemoveAnnotation(o, infrav1.AdoptStateAnnotation)
+		}
 	}
 	RemoveAnnotation(o, infrav1.StateFirstRunAnnotation)
 	if after != own {

@@ -50,6 +50,9 @@ type Report struct {
 	// Replica: what became of the replication of the state a counted Job left (nil: no
 	// replica configured, or nothing to copy).
 	Replica *ReplicaResult
+	// ImportProblem says why a version could not be brought back from the replica store
+	// (ActionImportReplica): the object holds on it (StateReadable).
+	ImportProblem *Problem
 	// LagJob names this run's Job, which the start found already ended on the API server
 	// while the cache does not show it: counted once the cache does.
 	LagJob string
@@ -120,6 +123,10 @@ func setStateReadable(c conditions, ev Evidence, d Decision, rep Report) {
 	}
 	if w := d.Wait; w != nil && w.ConditionType == infrav1.StateReadableCondition {
 		c.set(infrav1.StateReadableCondition, metav1.ConditionFalse, w.Reason, w.Message)
+		return
+	}
+	if pr := rep.ImportProblem; pr != nil {
+		c.set(infrav1.StateReadableCondition, metav1.ConditionFalse, pr.Reason, pr.Message)
 		return
 	}
 	switch ev.State.Read {

@@ -84,6 +84,8 @@ func (p *pass) act(ctx context.Context) (ctrl.Result, error) {
 			return p.conflictOr(ctx, err, "take the due backup")
 		}
 		return ctrl.Result{}, nil
+	case decide.ActionImportReplica:
+		return p.importReplica(ctx, d.Import)
 	case decide.ActionStart:
 		return p.start(ctx, d.Operation)
 	case decide.ActionRemoveFinalizer:
@@ -271,3 +273,27 @@ func (o *outbox) flush() {
 
 // drop forgets the queue: nothing it reports was written.
 func (o *outbox) drop() { o.pending = nil }
+
+// importReplica brings a version back from the replica store as a backup of the object and
+// asks for its restore (captf.io/restore-state, the request a person would write): the
+// restore then runs as a Job, like every restore, and its success records the lineage as the
+// object's own. A version the store cannot give back holds the object with the reason (the
+// next pass looks again).
+func (p *pass) importReplica(ctx context.Context, v *decide.ReplicaVersionView) (ctrl.Result, error) {
+	b, err := p.r.stateKeeper().ImportReplica(ctx, p.subject, *v)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "bring the state back from the replica store", "lineage", v.Lineage, "serial", v.Serial)
+		p.rep.ImportProblem = &decide.Problem{ConditionType: infrav1.StateReadableCondition, Reason: infrav1.ReplicaUnavailableReason,
+			Message: fmt.Sprintf("the state of lineage %s at serial %d could not be brought back from the replica store: %v; the next pass tries again", v.Lineage, v.Serial, err)}
+		return ctrl.Result{RequeueAfter: ReplicaRetry}, nil
+	}
+	serial := strconv.FormatInt(b.Serial, 10)
+	if err := p.patchMeta(ctx, func(o Object) { decide.SetAnnotation(o, infrav1.RestoreStateAnnotation, serial) }); err != nil {
+		return p.conflictOr(ctx, err, "ask for the restore of the replica's state")
+	}
+	p.out.add(corev1.EventTypeNormal, infrav1.ReplicaImportedReason, fmt.Sprintf(
+		"state lineage %s serial %d (written by object UID %s) brought back from the replica store as backup %s, as %s asks; its restore follows (%s=%s)",
+		v.Lineage, v.Serial, v.UID, b.Name, infrav1.AdoptStateAnnotation, infrav1.RestoreStateAnnotation, serial))
+	p.out.flush()
+	return ctrl.Result{}, nil
+}

@@ -78,6 +78,15 @@ func (p *pass) gather(ctx context.Context) error {
 		if st != nil && st.MarkedForDeletion {
 			p.out.add(corev1.EventTypeWarning, infrav1.StateSecretMarkedForDeletionReason, markedForDeletionNote(p.subject))
 		}
+		if k := p.r.stateKeeper(); k.Replica != nil && decide.NeedsReplicaLookup(p.ev) {
+			p.ev.State.Replica = k.LookupReplica(ctx, p.subject)
+			if why := p.ev.State.Replica.Problem; why != "" {
+				log.FromContext(ctx).Info("the replica store could not be read for a state of this object's name; the first apply goes on", "why", why)
+				p.out.add(corev1.EventTypeWarning, infrav1.ReplicaUncheckedReason, "the replica store could not be read for a state of this "+
+					"object's name, so the first apply goes on without knowing whether a rebuilt management cluster is about to create "+
+					"infrastructure a second time: "+why)
+			}
+		}
 		if decide.RetainedState(p.ev) {
 			ours, err := currentRunIsOurs(ctx, p.r.APIReader, p.subject, p.ev.Jobs.RunSeq)
 			if err != nil {

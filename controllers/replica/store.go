@@ -136,7 +136,7 @@ func (s *Store) Put(ctx context.Context, v Version, state []byte) (Result, error
 	if gcerrors.Code(err) != gcerrors.FailedPrecondition {
 		return Result{}, fmt.Errorf("write %s: %w", key, err)
 	}
-	held, err := s.get(ctx, v, key)
+	held, _, err := s.get(ctx, v, key)
 	if err != nil {
 		return Result{}, fmt.Errorf("read the version already at %s: %w", key, err)
 	}
@@ -148,22 +148,29 @@ func (s *Store) Put(ctx context.Context, v Version, state []byte) (Result, error
 
 // Get returns the state of one version (its UID is not needed: the sealed header carries it).
 func (s *Store) Get(ctx context.Context, v Version) ([]byte, error) {
+	state, _, err := s.Open(ctx, v)
+	return state, err
+}
+
+// Open returns the state of one version and the UID of the object that wrote it (from the
+// sealed header, authenticated with the state).
+func (s *Store) Open(ctx context.Context, v Version) ([]byte, types.UID, error) {
 	return s.get(ctx, v, s.key(v))
 }
 
-func (s *Store) get(ctx context.Context, v Version, key string) ([]byte, error) {
+func (s *Store) get(ctx context.Context, v Version, key string) ([]byte, types.UID, error) {
 	sealed, err := s.bucket.ReadAll(ctx, key)
 	if gcerrors.Code(err) == gcerrors.NotFound {
-		return nil, fmt.Errorf("%s: %w", key, ErrNotFound)
+		return nil, "", fmt.Errorf("%s: %w", key, ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", key, err)
+		return nil, "", fmt.Errorf("read %s: %w", key, err)
 	}
-	state, _, err := open(ctx, s.keys, v, sealed)
+	state, uid, err := open(ctx, s.keys, v, sealed)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", key, err)
+		return nil, "", fmt.Errorf("open %s: %w", key, err)
 	}
-	return state, nil
+	return state, types.UID(uid), nil
 }
 
 // List returns every version the store holds for the object, by lineage and then serial.

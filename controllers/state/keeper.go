@@ -338,19 +338,25 @@ func (k *Keeper) Backup(ctx context.Context, s Subject, job string, have []decid
 	if len(have) > 0 && have[0].Serial >= serial {
 		return nil, nil
 	}
+	return k.writeBackup(ctx, s, serial, st.Lineage, job, src.Data[StateKey])
+}
+
+// writeBackup creates the backup Secret of serial (data: the state as the backend's Secret
+// holds it), owned by the subject and protected; an existing one is kept as it is (a backup
+// of a serial is written once).
+func (k *Keeper) writeBackup(ctx context.Context, s Subject, serial int64, lineage, job string, data []byte) (*decide.BackupView, error) {
 	gvk, err := apiutil.GVKForObject(s.Object, k.Client.Scheme())
 	if err != nil {
 		return nil, fmt.Errorf("kind of object: %w", err)
 	}
 	now := k.now().UTC()
-	data := src.Data[StateKey]
 	b := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: s.Object.GetNamespace(), Name: naming.StateBackupSecretName(s.Suffix, serial),
 			Labels: OwnerLabels(s, infrav1.SecretRoleStateBackup),
 			Annotations: map[string]string{
 				infrav1.BackupSerialAnnotation:  strconv.FormatInt(serial, 10),
-				infrav1.BackupLineageAnnotation: st.Lineage,
+				infrav1.BackupLineageAnnotation: lineage,
 				infrav1.BackupJobAnnotation:     job,
 				infrav1.BackupTimeAnnotation:    now.Format(time.RFC3339),
 				infrav1.BackupBytesAnnotation:   strconv.Itoa(len(data)),
@@ -368,7 +374,7 @@ func (k *Keeper) Backup(ctx context.Context, s Subject, job string, have []decid
 	} else if k.BackupTaken != nil {
 		k.BackupTaken(s.Kind, len(data))
 	}
-	return &decide.BackupView{Name: b.Name, Serial: serial, Lineage: st.Lineage, Bytes: int64(len(data)), Time: now}, nil
+	return &decide.BackupView{Name: b.Name, Serial: serial, Lineage: lineage, Bytes: int64(len(data)), Time: now}, nil
 }
 
 func (k *Keeper) now() time.Time {

@@ -3,6 +3,7 @@ package state
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -51,3 +52,91 @@ func (k *Keeper) Replicate(ctx context.Context, s Subject) (*decide.ReplicaResul
 	}
 	return res, nil
 }
+
+// LookupReplica reads what the replica store holds for the subject's namespace, kind and name:
+// the newest version of each lineage, opened to see whether it still tracks resources (a
+// destroy's last state does not). It is asked only for an object with no state of its own
+// (decide.NeedsReplicaLookup), so an object with a state never reads the store on a pass. A
+// store that cannot be listed is reported in the lookup (Problem), never as an error: the
+// replica never holds a run by being down. Nil when no replica is configured.
+func (k *Keeper) LookupReplica(ctx context.Context, s Subject) *decide.ReplicaLookup {
+	if k.Replica == nil {
+		return nil
+	}
+	ref := replica.Ref{Namespace: s.Object.GetNamespace(), Kind: s.Kind, Name: s.Object.GetName()}
+	versions, err := k.Replica.List(ctx, ref)
+	if err != nil {
+		return &decide.ReplicaLookup{Problem: err.Error()}
+	}
+	out := &decide.ReplicaLookup{}
+	for _, v := range newestPerLineage(versions) {
+		view := decide.ReplicaVersionView{Lineage: v.Lineage, Serial: v.Serial, Written: v.Written}
+		data, uid, err := k.Replica.Open(ctx, v)
+		view.UID = string(uid)
+		if err == nil {
+			var st *State
+			if st, err = parseBackendState(data); err == nil {
+				view.Empty = StateEmpty(st)
+				if st.Lineage != v.Lineage || int64(st.Serial) != v.Serial {
+					err = fmt.Errorf("the state inside has lineage %s and serial %d, not the key's", st.Lineage, st.Serial)
+				}
+			}
+		}
+		if err != nil {
+			view.Unopened = err.Error()
+		}
+		out.Versions = append(out.Versions, view)
+	}
+	return out
+}
+
+// newestPerLineage keeps the newest version of each lineage (versions come by lineage, then
+// serial).
+func newestPerLineage(versions []replica.Version) []replica.Version {
+	var out []replica.Version
+	for _, v := range versions {
+		if n := len(out); n > 0 && out[n-1].Lineage == v.Lineage {
+			out[n-1] = v
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// parseBackendState reads a state as the backend's Secret holds it (compressed).
+func parseBackendState(data []byte) (*State, error) {
+	raw, err := Decompress(data)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(raw)
+}
+
+// ImportReplica brings version v of the subject's state back from the replica store as a
+// backup of the subject (captf-state-backup-<suffix>-<serial>, owned and protected like every
+// backup, its Job annotation "replica"), after checking that what the store returns is that
+// lineage and serial. A restore of that backup (captf.io/restore-state) then writes it into the
+// state through the state channel, as every restore does: the keeper never writes a state
+// Secret itself.
+func (k *Keeper) ImportReplica(ctx context.Context, s Subject, v decide.ReplicaVersionView) (*decide.BackupView, error) {
+	if k.Replica == nil {
+		return nil, errors.New("no replica store is configured")
+	}
+	ref := replica.Ref{Namespace: s.Object.GetNamespace(), Kind: s.Kind, Name: s.Object.GetName()}
+	data, _, err := k.Replica.Open(ctx, replica.Version{Ref: ref, Lineage: v.Lineage, Serial: v.Serial})
+	if err != nil {
+		return nil, fmt.Errorf("read replica version %s/%d: %w", v.Lineage, v.Serial, err)
+	}
+	st, err := parseBackendState(data)
+	if err != nil {
+		return nil, fmt.Errorf("read replica version %s/%d: %w", v.Lineage, v.Serial, err)
+	}
+	if st.Lineage != v.Lineage || int64(st.Serial) != v.Serial {
+		return nil, fmt.Errorf("replica version %s/%d holds lineage %s serial %d", v.Lineage, v.Serial, st.Lineage, st.Serial)
+	}
+	return k.writeBackup(ctx, s, v.Serial, v.Lineage, ReplicaBackupJob, data)
+}
+
+// ReplicaBackupJob is the Job annotation of a backup brought back from the replica store.
+const ReplicaBackupJob = "replica"

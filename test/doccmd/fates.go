@@ -29,6 +29,8 @@ const (
 	// SpecTargeted runs docs/state.md's targeted operations, docs/cli.md's replace and forget, and
 	// docs/lifecycle.md's change of the module alone.
 	SpecTargeted = "Targeted operations, with real Terraform and OpenTofu"
+	// SpecLostCluster runs docs/state.md's recovery into a new management cluster.
+	SpecLostCluster = "The management cluster is lost"
 )
 
 // Fate is what becomes of a command a page shows: a spec runs it, or no test can, and why.
@@ -46,6 +48,9 @@ type Fate struct {
 // makeRun is how SpecMakeRun runs `make run SAMPLES=1`.
 const makeRun = "the spec asks make what it runs (make -n run SAMPLES=1) and runs that sandbox command with the " +
 	"kubeconfig in its own folder and its own binaries, so a test never overwrites the kubeconfig of a sandbox you run"
+
+// inNamespaceLineage is inNamespace with <lineage> replaced by the lineage the hold's message names.
+const inNamespaceLineage = inNamespace + ", and <lineage> by the lineage the hold's message names"
 
 // namesReplaced is how a spec runs an example written for namespace prod and its object prod.
 const namesReplaced = "namespace prod and the object prod replaced by the spec's own"
@@ -124,6 +129,9 @@ var Fates = map[Key]Fate{
 	{"docs/state.md", `kubectl get terraformcluster demo -o jsonpath='{range .status.stateBackups[*]}{.serial}{"\t"}{.secret}{"\t"}{.time}{"\n"}{end}'`}: {Spec: SpecState, How: inNamespace},
 
 	{"docs/drift.md", `kubectl get terraformcluster demo -o jsonpath='{.status.conditions[?(@.type=="DriftDetected")]}'`}:                                                                                                        {Spec: SpecDriftChecks, How: inNamespace},
+	{"docs/state.md", `kubectl get terraformcluster demo -o jsonpath='{.status.conditions[?(@.type=="StateReadable")].message}'`}:                                                                                                {Spec: SpecLostCluster, How: inNamespaceLineage},
+	{"docs/state.md", "kubectl annotate terraformcluster demo captf.io/adopt-state=<lineage>"}:                                                                                                                                   {Spec: SpecLostCluster, How: inNamespaceLineage},
+	{"docs/state.md", "kubectl annotate terraformmachine demo-m0 captf.io/adopt-state=<lineage>"}:                                                                                                                                {Spec: SpecLostCluster, How: inNamespaceLineage},
 	{"docs/state.md", "kubectl captf replace terraformcluster/demo terraform_data.node"}:                                                                                                                                         {Spec: SpecTargeted, How: inNamespace},
 	{"docs/state.md", "kubectl annotate terraformcluster demo captf.io/target-operation='replace terraform_data.node'"}:                                                                                                          {Spec: SpecTargeted, How: inNamespace},
 	{"docs/state.md", `kubectl patch terraformcluster demo --type=merge -p '{"metadata":{"annotations":{"captf.io/target-operation":"import terraform_data.adopted[0] adopted-by-hand"}},"spec":{"variables":{"adopt":true}}}'`}: {Spec: SpecTargeted, How: inNamespace},

@@ -1,0 +1,56 @@
+package decide
+
+import (
+	"strings"
+	"testing"
+
+	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+)
+
+// TestNeedsReplicaLookup: only an object with no state of its own looks in the replica store; an
+// object with a state, one that wrote or started one, and a deleting one never read it.
+func TestNeedsReplicaLookup(t *testing.T) {
+	fresh := Evidence{State: StateEvidence{Read: StateAbsent}}
+	cases := []struct {
+		name string
+		edit func(*Evidence)
+		want bool
+	}{
+		{"a new object whose live read found no state", func(*Evidence) {}, true},
+		{"the state was not read", func(ev *Evidence) { ev.State.Read = StateNotRead }, false},
+		{"a state is present", func(ev *Evidence) { ev.State.Read = StatePresent }, false},
+		{"the state cannot be read", func(ev *Evidence) { ev.State.Read = StateUnreadable }, false},
+		{"it applied before (its state is lost: StateLost, not a recovery)", func(ev *Evidence) { ev.State.AppliedBefore = true }, false},
+		{"it recorded a lineage", func(ev *Evidence) { ev.State.OwnLineage = "L" }, false},
+		{"its first run started", func(ev *Evidence) { ev.State.FirstRun = true }, false},
+		{"it is being deleted", func(ev *Evidence) { ev.Object.Deleting = true }, false},
+		{"it destroyed", func(ev *Evidence) { ev.Object.Destroyed = true }, false},
+	}
+	for _, tc := range cases {
+		ev := fresh
+		tc.edit(&ev)
+		if got := NeedsReplicaLookup(ev); got != tc.want {
+			t.Errorf("%s: NeedsReplicaLookup = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestTheReplicaHoldNamesWhatTheStoreHoldsAndTheOptIn: the hold's message gives a person what
+// the opt-in needs (the lineage), and says why an adopted version is not brought back.
+func TestTheReplicaHoldNamesWhatTheStoreHoldsAndTheOptIn(t *testing.T) {
+	ev := Evidence{State: StateEvidence{Read: StateAbsent, AdoptLineage: "R",
+		Replica: &ReplicaLookup{Versions: []ReplicaVersionView{{Lineage: "R", Serial: 7, UID: "u-old", Unopened: "sealed with the key \"k0\""}, {Lineage: "Q", Serial: 2, Empty: true}}}}}
+	w := replicaHold(ev)
+	if w == nil || w.Reason != infrav1.ReplicaStateFoundReason || w.ConditionType != infrav1.StateReadableCondition {
+		t.Fatalf("replicaHold = %+v, want a StateReadable hold with ReplicaStateFound", w)
+	}
+	for _, want := range []string{"lineage R at serial 7", "u-old", "cannot read: sealed with the key \"k0\"", infrav1.AdoptStateAnnotation + "=<lineage>",
+		"The adopt opt-in names lineage R"} {
+		if !strings.Contains(w.Message, want) {
+			t.Errorf("the message %q does not say %q", w.Message, want)
+		}
+	}
+	if strings.Contains(w.Message, "lineage Q") {
+		t.Errorf("the message names an empty lineage, which holds nothing: %q", w.Message)
+	}
+}
