@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"gocloud.dev/blob/memblob"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,8 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
+	"github.com/captf/cluster-api-provider-terraform/cmd/manager/setup"
 	"github.com/captf/cluster-api-provider-terraform/controllers/inputs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
+	"github.com/captf/cluster-api-provider-terraform/controllers/replica"
 	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
 	"github.com/captf/cluster-api-provider-terraform/test/objects"
 )
@@ -254,20 +257,82 @@ func provisionAndMeasure(tb testing.TB, c *counter, s subject) []row {
 	return rows
 }
 
-// requestScenarios runs the product's manager with a request counter and measures every
-// scenario for a TerraformCluster, a TerraformMachine and a TerraformMachinePool of one
-// Cluster (the machine and the pool wait for the cluster to be provisioned).
-func requestScenarios(tb testing.TB) []row {
+// requestScenarios runs the product's manager with a request counter and a state replica (an
+// in-memory bucket: what replication costs a pass in API requests is what the rows show) and
+// measures every scenario for a TerraformCluster, a TerraformMachine and a TerraformMachinePool
+// of one Cluster (the machine and the pool wait for the cluster to be provisioned). It also
+// returns what reached the replica.
+func requestScenarios(tb testing.TB) ([]row, replicaTally) {
 	tb.Helper()
 	start(tb)
 	c := &counter{n: map[string]int{}}
-	_, stop := startManager(tb, c)
+	store := benchReplica(tb)
+	before := replicaAttempts()
+	_, stop := startManagerOpts(tb, c.wrap, setup.Options{StateReplicaStore: store})
 	defer stop()
 	ns := namespace(tb, "req")
-	rows := provisionAndMeasure(tb, c, newCluster(tb, ns))
-	rows = append(rows, provisionAndMeasure(tb, c, newMachine(tb, ns))...)
-	rows = append(rows, provisionAndMeasure(tb, c, newPool(tb, ns))...)
-	return rows
+	subjects := []subject{newCluster(tb, ns)}
+	rows := provisionAndMeasure(tb, c, subjects[0])
+	subjects = append(subjects, newMachine(tb, ns))
+	rows = append(rows, provisionAndMeasure(tb, c, subjects[1])...)
+	subjects = append(subjects, newPool(tb, ns))
+	rows = append(rows, provisionAndMeasure(tb, c, subjects[2])...)
+	t := replicaTally{attempts: replicaAttempts() - before}
+	for _, s := range subjects {
+		t.stateVersions++ // each subject's one Job left one state version
+		versions, err := store.List(ctx, replica.Ref{Namespace: ns, Kind: s.kind, Name: s.obj.GetName()})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		t.stored += len(versions)
+	}
+	return rows, t
+}
+
+// replicaTally is what reached the replica in requestScenarios: the state versions the Jobs
+// left, the versions the store holds, and the manager's write attempts (each one Put, one
+// conditional create in the bucket).
+type replicaTally struct {
+	stateVersions, stored int
+	attempts              float64
+}
+
+func (t replicaTally) print(w io.Writer) {
+	fmt.Fprintf(w, "\nstate replica: %d state versions left by Jobs, %d versions in the store, %.0f store writes (%.2f per version)\n",
+		t.stateVersions, t.stored, t.attempts, t.attempts/float64(max(t.stateVersions, 1)))
+}
+
+// benchReplica is a replica store over an in-memory bucket.
+func benchReplica(tb testing.TB) *replica.Store {
+	tb.Helper()
+	key, err := replica.NewStaticKey("bench", make([]byte, 32))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	bucket := memblob.OpenBucket(nil)
+	tb.Cleanup(func() { _ = bucket.Close() })
+	store, err := replica.New(bucket, key, replica.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return store
+}
+
+// replicaAttempts is how many replications (store writes) the managers of this process made.
+func replicaAttempts() float64 {
+	mfs, err := metrics.Registry.Gather()
+	if err != nil {
+		return 0
+	}
+	total := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == "captf_state_replica_writes_total" {
+			for _, m := range mf.GetMetric() {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
 }
 
 func printRows(w io.Writer, rows []row) {
@@ -281,8 +346,9 @@ func printRows(w io.Writer, rows []row) {
 // of each kind: while its Job runs (target 0), the passes that count a Job that just finished,
 // and idle (target 0). TestRequestsPerPassGate asserts the targets in `make test`.
 func BenchmarkRequestsPerReconcile(b *testing.B) {
-	rows := requestScenarios(b)
+	rows, rep := requestScenarios(b)
 	printRows(os.Stdout, rows)
+	rep.print(os.Stdout)
 	for _, r := range rows {
 		b.ReportMetric(r.perPass(), strings.ReplaceAll(r.scenario, " ", "-")+"-req/pass")
 	}
@@ -293,8 +359,14 @@ func BenchmarkRequestsPerReconcile(b *testing.B) {
 // from the cache or the inputs memo). Each scenario must have run at least one pass per poke,
 // so a controller that stopped reconciling cannot pass the gate by doing nothing.
 func TestRequestsPerPassGate(t *testing.T) {
-	rows := requestScenarios(t)
+	rows, rep := requestScenarios(t)
 	printRows(os.Stdout, rows)
+	rep.print(os.Stdout)
+	// With a state replica configured: one store write per state version, and the idle and
+	// running rows below still send no API request.
+	if rep.stored != rep.stateVersions || rep.attempts != float64(rep.stateVersions) {
+		t.Errorf("state replica: %d state versions, %d in the store, %.0f store writes; want one version stored and one write each", rep.stateVersions, rep.stored, rep.attempts)
+	}
 	for _, r := range rows {
 		if strings.HasSuffix(r.scenario, "Job just finished") {
 			continue // bookkeeping a finished Job reads and writes by design; printed only
