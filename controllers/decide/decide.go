@@ -830,9 +830,28 @@ func decideRestore(ev Evidence, d Decision) Decision {
 			backup = &ev.State.Backups[i]
 		}
 	}
+	if backup == nil {
+		if v := ReplicaRestore(ev); v != nil {
+			// A version of the object's own lineage the replica store holds: back as a backup
+			// first, and the next pass restores it like any backup.
+			d.Action, d.Import = ActionImportReplica, v
+			return d
+		}
+		msg := "serial " + ev.State.RestoreSerial + " is not a backup of this object; its backups are listed in status.stateBackups"
+		switch r := ev.State.Replica; {
+		case r != nil && r.Requested != nil && r.Requested.Unopened != "":
+			msg += "; the replica store holds it, but this manager cannot read it: " + r.Requested.Unopened
+		case r != nil && r.Problem != "":
+			msg += "; the replica store could not be read for it: " + r.Problem + " (the next pass looks again)"
+			d.Action = ActionWait
+			d.Wait = &Wait{ConditionType: infrav1.RestoreJobSucceededCondition, Reason: infrav1.RestoreRefusedReason, RequeueAfter: time.Minute, Message: msg}
+			return d
+		case r != nil:
+			msg += ", and the replica store holds no version of lineage " + RestoreLineage(ev) + " with that serial"
+		}
+		return refuse(msg)
+	}
 	switch {
-	case backup == nil:
-		return refuse("serial " + ev.State.RestoreSerial + " is not a backup of this object; its backups are listed in status.stateBackups")
 	case ev.State.Read == StateNotRead:
 		d.Action = ActionWait
 		d.Wait = &Wait{Reason: infrav1.CacheLagReason, RequeueAfter: LagRequeue, Message: "the state was not read; no restore starts without it"}

@@ -422,6 +422,25 @@ func TestDecideTable(t *testing.T) {
 			settled(Evidence{Object: ObjectEvidence{Deleting: true, BlockMove: true},
 				State: StateEvidence{Read: StateAbsent, AdoptLineage: "R", Replica: &ReplicaLookup{Versions: []ReplicaVersionView{{Lineage: "R", Serial: 7}}}}}),
 			Decision{Action: ActionCleanup, ClearBlockMove: true}},
+		{"a restore of a serial no backup has, which the replica store holds in the object's own lineage, brings it back first",
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State: StateEvidence{AppliedBefore: true, OwnLineage: "L", Read: StatePresent, Lineage: "L", Backups: []BackupView{{Name: "b5", Serial: 5, Lineage: "L"}},
+					RestoreSerial: "9", Replica: &ReplicaLookup{Requested: &ReplicaVersionView{Lineage: "L", Serial: 9}}}}),
+			Decision{Action: ActionImportReplica}},
+		{"a restore of a serial neither a backup nor in the replica store is refused",
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State: StateEvidence{AppliedBefore: true, OwnLineage: "L", Read: StatePresent, Lineage: "L", RestoreSerial: "9", Replica: &ReplicaLookup{}}}),
+			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.RestoreRefusedReason}}},
+		{"a restore of a store version this manager cannot read is refused",
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State: StateEvidence{AppliedBefore: true, OwnLineage: "L", Read: StatePresent, Lineage: "L", RestoreSerial: "9",
+					Replica: &ReplicaLookup{Requested: &ReplicaVersionView{Lineage: "L", Serial: 9, Unopened: "wrong key"}}}}),
+			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.RestoreRefusedReason}}},
+		{"a restore never brings another lineage back from the store",
+			settled(Evidence{Object: ObjectEvidence{BlockMove: true}, Inputs: InputsEvidence{DesiredHash: "h1", AppliedHash: "h1"},
+				State: StateEvidence{AppliedBefore: true, OwnLineage: "L", Read: StatePresent, Lineage: "L", RestoreSerial: "9",
+					Replica: &ReplicaLookup{Requested: &ReplicaVersionView{Lineage: "M", Serial: 9}}}}),
+			Decision{Action: ActionWait, Wait: &Wait{Reason: infrav1.RestoreRefusedReason}}},
 		{"a deleting new object leaves a state it never wrote as it is, destroying nothing",
 			settled(Evidence{Object: ObjectEvidence{Deleting: true, BlockMove: true}, State: StateEvidence{Read: StatePresent, Lineage: "R"}}),
 			Decision{Action: ActionLeaveState, ClearBlockMove: true}},
@@ -877,8 +896,8 @@ func violations(ev Evidence, d Decision) []string {
 	if d.Action == ActionStart && len(found) > 0 {
 		bad("starts %s while the replica store holds a state of the object's name it has not brought back", d.Operation)
 	}
-	if d.Action == ActionImportReplica && (startMayRun || ev.Object.Paused || !ev.Inputs.Gathered || ev.State.Read != StateAbsent || ev.Object.Deleting || d.Import == nil || d.Import.Lineage != ev.State.AdoptLineage ||
-		d.Import.Unopened != "" || ev.State.RestoreSerial != "" || ev.State.BackupDue != "") {
+	if d.Action == ActionImportReplica && (startMayRun || ev.Object.Paused || !ev.Inputs.Gathered || ev.State.Read != StateAbsent || ev.Object.Deleting || d.Import == nil || d.Import.Lineage != RestoreLineage(ev) ||
+		d.Import.Unopened != "" || (ev.State.RestoreSerial != "" && ReplicaRestore(ev) == nil) || ev.State.BackupDue != "") {
 		bad("brings a replica version back without the adopt opt-in naming its lineage, while a Job may run, paused, unread, deleting, or before a restore or a due backup")
 	}
 	if settledPass && !ev.Object.Deleting && ev.State.RestoreSerial == "" && ev.State.BackupDue == "" && len(found) > 0 && ReplicaImport(ev) == nil &&

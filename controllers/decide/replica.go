@@ -2,6 +2,7 @@ package decide
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,6 +43,10 @@ type ReplicaVersionView struct {
 type ReplicaLookup struct {
 	Versions []ReplicaVersionView
 	Problem  string
+	// Requested is the version of the serial a restore asks for (captf.io/restore-state) in the
+	// lineage RestoreLineage names, when no backup has that serial (NeedsReplicaVersion); nil
+	// when the store does not hold it.
+	Requested *ReplicaVersionView
 }
 
 // NeedsReplicaLookup reports whether a pass with a replica store configured looks there: a
@@ -106,4 +111,46 @@ func replicaHold(ev Evidence) *Wait {
 		msg += fmt.Sprintf(". The adopt opt-in names lineage %s, which the store does not hold in a version this manager can read", a)
 	}
 	return &Wait{ConditionType: infrav1.StateReadableCondition, Reason: infrav1.ReplicaStateFoundReason, RequeueAfter: 10 * time.Minute, Message: msg}
+}
+
+// NeedsReplicaVersion reports whether a pass with a replica store configured looks there for
+// the version a restore asks for: the restore-state annotation names a serial no backup of the
+// object has, and the object has a lineage to ask for (RestoreLineage). The version may then
+// be brought back as a backup (ReplicaRestore), and the restore runs on it as on any backup.
+func NeedsReplicaVersion(ev Evidence) bool {
+	if ev.State.RestoreSerial == "" || ev.State.RestoreSerial == ev.State.RestoreFailed || RestoreLineage(ev) == "" {
+		return false
+	}
+	if n, err := strconv.ParseInt(ev.State.RestoreSerial, 10, 64); err != nil || n < 0 {
+		return false
+	}
+	for _, b := range ev.State.Backups {
+		if fmt.Sprint(b.Serial) == ev.State.RestoreSerial {
+			return false
+		}
+	}
+	return true
+}
+
+// RestoreLineage is the lineage a restore from the store may bring back: the object's own
+// (recorded, or its newest backup's), else the lineage its adopt opt-in names. A restore never
+// brings another lineage back (decideRestore).
+func RestoreLineage(ev Evidence) string {
+	if ev.State.OwnLineage != "" {
+		return ev.State.OwnLineage
+	}
+	return ev.State.AdoptLineage
+}
+
+// ReplicaRestore returns the store's version a restore asks for, to bring back as a backup:
+// the requested serial of RestoreLineage, read and checked. Nil otherwise.
+func ReplicaRestore(ev Evidence) *ReplicaVersionView {
+	if !NeedsReplicaVersion(ev) || ev.State.Replica == nil {
+		return nil
+	}
+	r := ev.State.Replica.Requested
+	if r == nil || r.Unopened != "" || r.Lineage != RestoreLineage(ev) || fmt.Sprint(r.Serial) != ev.State.RestoreSerial {
+		return nil
+	}
+	return r
 }

@@ -54,3 +54,29 @@ func TestTheReplicaHoldNamesWhatTheStoreHoldsAndTheOptIn(t *testing.T) {
 		t.Errorf("the message names an empty lineage, which holds nothing: %q", w.Message)
 	}
 }
+
+// TestNeedsReplicaVersion: a restore looks in the store only for a serial no backup has, of a
+// lineage the object may bring back, and not for one whose restore failed.
+func TestNeedsReplicaVersion(t *testing.T) {
+	base := Evidence{State: StateEvidence{OwnLineage: "L", RestoreSerial: "9", Backups: []BackupView{{Serial: 5, Lineage: "L"}}}}
+	cases := []struct {
+		name string
+		edit func(*Evidence)
+		want bool
+	}{
+		{"a serial no backup has", func(*Evidence) {}, true},
+		{"a serial a backup has", func(ev *Evidence) { ev.State.RestoreSerial = "5" }, false},
+		{"no restore asked for", func(ev *Evidence) { ev.State.RestoreSerial = "" }, false},
+		{"its restore failed", func(ev *Evidence) { ev.State.RestoreFailed = "9" }, false},
+		{"not a serial", func(ev *Evidence) { ev.State.RestoreSerial = "latest" }, false},
+		{"no lineage to bring back", func(ev *Evidence) { ev.State.OwnLineage = "" }, false},
+		{"the adopt opt-in's lineage", func(ev *Evidence) { ev.State.OwnLineage, ev.State.AdoptLineage = "", "R" }, true},
+	}
+	for _, tc := range cases {
+		ev := base
+		tc.edit(&ev)
+		if got := NeedsReplicaVersion(ev); got != tc.want {
+			t.Errorf("%s: NeedsReplicaVersion = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

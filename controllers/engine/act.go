@@ -292,8 +292,8 @@ func (p *pass) importReplica(ctx context.Context, v *decide.ReplicaVersionView) 
 		return p.conflictOr(ctx, err, "ask for the restore of the replica's state")
 	}
 	p.out.add(corev1.EventTypeNormal, infrav1.ReplicaImportedReason, fmt.Sprintf(
-		"state lineage %s serial %d (written by object UID %s) brought back from the replica store as backup %s, as %s asks; its restore follows (%s=%s)",
-		v.Lineage, v.Serial, v.UID, b.Name, infrav1.AdoptStateAnnotation, infrav1.RestoreStateAnnotation, serial))
+		"state lineage %s serial %d (written by object UID %s) brought back from the replica store as backup %s; its restore follows (%s=%s)",
+		v.Lineage, v.Serial, v.UID, b.Name, infrav1.RestoreStateAnnotation, serial))
 	p.out.flush()
 	return ctrl.Result{}, nil
 }

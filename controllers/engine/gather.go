@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -78,8 +79,18 @@ func (p *pass) gather(ctx context.Context) error {
 		if st != nil && st.MarkedForDeletion {
 			p.out.add(corev1.EventTypeWarning, infrav1.StateSecretMarkedForDeletionReason, markedForDeletionNote(p.subject))
 		}
+		if k := p.r.stateKeeper(); k.Replica != nil && decide.NeedsReplicaVersion(p.ev) {
+			serial, _ := strconv.ParseInt(p.ev.State.RestoreSerial, 10, 64) // NeedsReplicaVersion parsed it
+			lookup := &decide.ReplicaLookup{}
+			k.LookupReplicaVersion(ctx, p.subject, decide.RestoreLineage(p.ev), serial, lookup)
+			p.ev.State.Replica = lookup
+		}
 		if k := p.r.stateKeeper(); k.Replica != nil && decide.NeedsReplicaLookup(p.ev) {
+			requested := p.ev.State.Replica
 			p.ev.State.Replica = k.LookupReplica(ctx, p.subject)
+			if requested != nil {
+				p.ev.State.Replica.Requested = requested.Requested
+			}
 			if why := p.ev.State.Replica.Problem; why != "" {
 				log.FromContext(ctx).Info("the replica store could not be read for a state of this object's name; the first apply goes on", "why", why)
 				p.out.add(corev1.EventTypeWarning, infrav1.ReplicaUncheckedReason, "the replica store could not be read for a state of this "+

@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
@@ -115,5 +116,44 @@ var _ = Describe("Recovery from the state replica", func() {
 			HaveField("Message", ContainSubstring("The adopt opt-in names lineage "+sealed.Lineage))))
 		Expect(kit.JobsOf(tc2, kind)).To(BeEmpty())
 		Expect(secretExists(g.ns, naming.StateBackupSecretName(suffixOf(tc2, kind), 4))).To(BeFalse(), "nothing was brought back")
+	})
+
+	It("restores a serial of the object's own lineage that only the store still holds, and refuses one it does not hold", func() {
+		f := newFixture()
+		tc := f.createCluster()
+		suffix := suffixOf(tc, kind)
+		completeJob(waitForJob(tc, kind, 1), clusterState(1, "10.13.0.1"), true, "")
+		replicated := func() *metav1.Condition { return envtest.Condition(get(tc), infrav1.StateReplicatedCondition) }
+		Eventually(replicated).Should(And(HaveField("Status", metav1.ConditionTrue), HaveField("Message", ContainSubstring("serial 1"))))
+		update(tc, func(tc *infrav1.TerraformCluster) {
+			tc.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"size":2}`)}
+		})
+		completeJob(waitForJob(tc, kind, 2), clusterState(2, "10.13.0.2"), true, "")
+		Eventually(replicated).Should(HaveField("Message", ContainSubstring("serial 2")))
+
+		By("the backup of serial 1 is gone from the cluster; the store still holds that version")
+		first := naming.StateBackupSecretName(suffix, 1)
+		Eventually(func() bool { return secretExists(f.ns, first) }).Should(BeTrue())
+		b := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: first}}
+		update(b, func(b *corev1.Secret) { b.Finalizers = nil })
+		Expect(k8s.Delete(ctx, b)).To(Succeed())
+		Eventually(func() []infrav1.StateBackup { return get(tc).Status.StateBackups }).ShouldNot(ContainElement(HaveField("Serial", BeEquivalentTo(1))))
+		stored, err := replicaReader().Get(ctx, replica.Version{Ref: replica.Ref{Namespace: f.ns, Kind: kind, Name: tc.Name}, Lineage: statetest.DefaultLineage, Serial: 1})
+		Expect(err).NotTo(HaveOccurred())
+
+		By("a restore of serial 1 brings it back from the store as a backup, and the Restore Job pushes it")
+		update(tc, func(tc *infrav1.TerraformCluster) { tc.Annotations[infrav1.RestoreStateAnnotation] = "1" })
+		restore := waitForJob(tc, kind, 3)
+		Expect(restore.Labels).To(HaveKeyWithValue(infrav1.OperationLabel, string(infrav1.OperationRestore)))
+		Expect(secretOf(f.ns, first).Data[state.StateKey]).To(Equal(stored))
+		Expect(eventsOfType(f.ns, tc.Name, infrav1.ReplicaImportedReason, corev1.EventTypeNormal)).To(
+			ContainElement(HaveField("Note", ContainSubstring("serial 1"))))
+		completeJob(restore, clusterState(3, "10.13.0.1"), true, "")
+		Eventually(func() map[string]string { return get(tc).Annotations }).ShouldNot(HaveKey(infrav1.RestoreStateAnnotation))
+
+		By("a serial neither a backup nor in the store is refused, saying where it looked")
+		update(tc, func(tc *infrav1.TerraformCluster) { tc.Annotations[infrav1.RestoreStateAnnotation] = "42" })
+		Eventually(func() *metav1.Condition { return envtest.Condition(get(tc), infrav1.RestoreJobSucceededCondition) }).Should(And(
+			HaveField("Reason", infrav1.RestoreRefusedReason), HaveField("Message", ContainSubstring("the replica store holds no version of lineage "+statetest.DefaultLineage))))
 	})
 })

@@ -90,6 +90,39 @@ func (k *Keeper) LookupReplica(ctx context.Context, s Subject) *decide.ReplicaLo
 	return out
 }
 
+// LookupReplicaVersion looks in the replica store for one version of the subject's state, the
+// serial a restore asks for in lineage (decide.NeedsReplicaVersion), opened and checked as
+// LookupReplica does, into into.Requested (nil when the store does not hold it); a store that
+// cannot be read sets into.Problem.
+func (k *Keeper) LookupReplicaVersion(ctx context.Context, s Subject, lineage string, serial int64, into *decide.ReplicaLookup) {
+	if k.Replica == nil {
+		return
+	}
+	v := replica.Version{Ref: replica.Ref{Namespace: s.Object.GetNamespace(), Kind: s.Kind, Name: s.Object.GetName()}, Lineage: lineage, Serial: serial}
+	data, uid, err := k.Replica.Open(ctx, v)
+	switch {
+	case errors.Is(err, replica.ErrNotFound):
+		return
+	case err != nil && !errors.Is(err, replica.ErrWrongKey):
+		into.Problem = err.Error()
+		return
+	}
+	view := &decide.ReplicaVersionView{Lineage: lineage, Serial: serial, UID: string(uid)}
+	if err == nil {
+		var st *State
+		if st, err = parseBackendState(data); err == nil {
+			view.Empty = StateEmpty(st)
+			if st.Lineage != lineage || int64(st.Serial) != serial {
+				err = fmt.Errorf("the state inside has lineage %s and serial %d, not the key's", st.Lineage, st.Serial)
+			}
+		}
+	}
+	if err != nil {
+		view.Unopened = err.Error()
+	}
+	into.Requested = view
+}
+
 // newestPerLineage keeps the newest version of each lineage (versions come by lineage, then
 // serial).
 func newestPerLineage(versions []replica.Version) []replica.Version {

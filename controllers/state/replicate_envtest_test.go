@@ -83,6 +83,18 @@ var _ = Describe("the keeper and the replica store", func() {
 		err = k8s.Get(ctx, types.NamespacedName{Namespace: n.Name, Name: naming.StateBackupSecretName(s.Suffix, 4)}, &corev1.Secret{})
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no backup of serial 4: %v", err)
 
+		By("a restore's lookup of one serial: found and read, absent, or not what its key says")
+		one := &decide.ReplicaLookup{}
+		k.LookupReplicaVersion(ctx, s, "A", 1, one)
+		Expect(one.Requested).To(And(Not(BeNil()), HaveField("Lineage", "A"), HaveField("Serial", BeEquivalentTo(1)), HaveField("Unopened", "")))
+		none := &decide.ReplicaLookup{}
+		k.LookupReplicaVersion(ctx, s, "A", 7, none)
+		Expect(none.Requested).To(BeNil())
+		Expect(none.Problem).To(BeEmpty())
+		odd := &decide.ReplicaLookup{}
+		k.LookupReplicaVersion(ctx, s, "C", 4, odd)
+		Expect(odd.Requested).To(HaveField("Unopened", ContainSubstring("not the key's")))
+
 		By("a store that cannot be listed is a problem in the lookup, never an error")
 		Expect(bucket.Close()).To(Succeed())
 		Expect(k.LookupReplica(ctx, s).Problem).NotTo(BeEmpty())
