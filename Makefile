@@ -327,6 +327,13 @@ $(STAMPS)/versitygw-$(VERSITYGW_VERSION):
 	hack/build-bin.sh versitygw
 	@mkdir -p $(STAMPS) && touch $@
 
+# cert-manager's own controllers (test/certmanager; issue 45), at the version go.mod pins: linked
+# from the tool cache, or built when go.mod, go.sum or the wiring changed (the version is their digest).
+.PHONY: cert-manager-bin
+test-bins: cert-manager-bin
+cert-manager-bin: ## Build cert-manager's controllers (bin/cert-manager-controllers, test/certmanager) from the module go.mod pins.
+	@CERT_MANAGER_VERSION=$(CERT_MANAGER_VERSION) hack/build-bin.sh cert-manager
+
 .PHONY: help
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z0-9_-]+:.*##/ { printf "  %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)

@@ -6,7 +6,7 @@
 # `go install pkg@version`, so each is built from a throwaway module created in a temp folder.
 # Every Kubernetes binary (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl) comes
 # from one `go build` of several packages, so the packages they share compile once.
-# Usage: hack/build-bin.sh etcd|kubernetes|cluster-api|tofu|terraform|promtool|controller-gen|golangci-lint|kustomize|versitygw|echo-provider
+# Usage: hack/build-bin.sh etcd|kubernetes|cluster-api|tofu|terraform|promtool|controller-gen|golangci-lint|kustomize|versitygw|echo-provider|cert-manager
 # The cache is $CAPTF_TOOLS_CACHE, else $XDG_CACHE_HOME/captf-tools, else ~/.cache/captf-tools
 # (bin/.tool-cache when none of those can be written): <cache>/<tool>/<version>/<binary>.
 # Remove a folder there to rebuild that tool.
@@ -46,6 +46,16 @@ versitygw) version=${VERSITYGW_VERSION:?}; binaries="versitygw" ;;
 echo-provider)
   src=$root/test/tfregistry/testdata/echo-provider
   version=v1-$(cat "$src/go.mod" "$src/go.sum" "$src/main.go" | sha256sum | cut -c1-16); binaries="terraform-provider-echo" ;;
+# cert-manager's own controllers (test/certmanager; issue 45): CAPTF's wiring, built in CAPTF's
+# module against the cert-manager version its go.mod pins (which must be CERT_MANAGER_VERSION when
+# that is set). The version is that one and the digest of go.mod, go.sum and the wiring's source.
+cert-manager)
+  src=$root/test/certmanager/cmd/cert-manager-controllers
+  cm=$(cd "$root" && GOFLAGS=-mod=readonly go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager)
+  if [ -n "${CERT_MANAGER_VERSION:-}" ] && [ "$cm" != "$CERT_MANAGER_VERSION" ]; then
+    echo "cert-manager: go.mod pins $cm but hack/versions.mk says $CERT_MANAGER_VERSION; make them agree" >&2; exit 1
+  fi
+  version=$cm-$(cat "$root/go.mod" "$root/go.sum" "$src"/*.go | sha256sum | cut -c1-16); binaries="cert-manager-controllers" ;;
 *) echo "unknown tool: $tool" >&2; exit 2 ;;
 esac
 cached=$cache_root/$tool/$version
@@ -188,6 +198,8 @@ kustomize)
   GOFLAGS= GOBIN=$out go install "sigs.k8s.io/kustomize/kustomize/v5@$version" ;;
 versitygw)
   GOFLAGS= GOBIN=$out go install "github.com/versity/versitygw/cmd/versitygw@$version" ;;
+cert-manager)
+  (cd "$root" && GOFLAGS=-mod=readonly go build -ldflags "-s -w" -o "$out/cert-manager-controllers" ./test/certmanager/cmd/cert-manager-controllers) ;;
 esac
 for b in $binaries; do
   if [ ! -x "$out/$b" ]; then echo "$tool $version: the build wrote no $b" >&2; exit 1; fi
