@@ -237,7 +237,7 @@ func (c *simClient) Create(ctx context.Context, obj client.Object, opts ...clien
 	if err != nil {
 		return err
 	}
-	stored, err := c.s.create(gvk, in)
+	stored, err := c.s.create(ctx, &req, gvk, in)
 	if err := c.end(ctx, req, err); err != nil {
 		return err
 	}
@@ -264,7 +264,7 @@ func (c *simClient) update(ctx context.Context, obj client.Object, subresource s
 	if err != nil {
 		return err
 	}
-	stored, err := c.s.update(gvk, in, subresource)
+	stored, err := c.s.update(ctx, &req, gvk, in, subresource)
 	if err := c.end(ctx, req, err); err != nil {
 		return err
 	}
@@ -291,7 +291,7 @@ func (c *simClient) patch(ctx context.Context, obj client.Object, patch client.P
 	if err != nil {
 		return fmt.Errorf("patch data: %w", err)
 	}
-	stored, err := c.s.patch(gvk, obj.GetNamespace(), obj.GetName(), patch.Type(), data, subresource)
+	stored, err := c.s.patch(ctx, &req, gvk, obj.GetNamespace(), obj.GetName(), patch.Type(), data, subresource)
 	if err := c.end(ctx, req, err); err != nil {
 		return err
 	}
@@ -315,7 +315,7 @@ func (c *simClient) Delete(ctx context.Context, obj client.Object, opts ...clien
 	if err := c.begin(ctx, req); err != nil {
 		return err
 	}
-	_, err = c.s.del(gvk, obj.GetNamespace(), obj.GetName(), do.Preconditions)
+	_, err = c.s.del(ctx, &req, gvk, obj.GetNamespace(), obj.GetName(), do.Preconditions)
 	return c.end(ctx, req, err)
 }
 
@@ -341,7 +341,8 @@ func (c *simClient) DeleteAllOf(ctx context.Context, obj client.Object, opts ...
 		return err
 	}
 	for _, o := range objs {
-		if _, err := c.s.del(gvk, o.GetNamespace(), o.GetName(), do.Preconditions); err != nil && !apierrors.IsNotFound(err) {
+		one := Request{Verb: VerbDelete, Kind: gvk, Namespace: o.GetNamespace(), Name: o.GetName()}
+		if _, err := c.s.del(ctx, &one, gvk, o.GetNamespace(), o.GetName(), do.Preconditions); err != nil && !apierrors.IsNotFound(err) {
 			return c.end(ctx, req, err)
 		}
 	}

@@ -9,9 +9,10 @@
 // Objects of every kind of the scheme it is given (typed; *unstructured.Unstructured for all
 // verbs; *metav1.PartialObjectMetadata for reads, patches and deletes), the global
 // resourceVersion counter, uids, generateName, generation, the status subresource, deletion with
-// finalizers, patches, label and field selection, and watch streams. Hooks for the layers to
-// come (Options): Intercept (faults before a request), AfterWrite (lost responses), Deliver
-// (delay, reorder across watches, drop a watch) and Clock.
+// finalizers, patches, label and field selection, and watch streams. Hooks for the layers on
+// top (Options): Intercept (faults before a request), AfterWrite (lost responses), Deliver
+// (delay, reorder across watches, drop a watch; test/sim/informer's lag), Mutate and Validate
+// (the admission chain; test/sim/admission runs CAPTF's webhooks there) and Clock.
 //
 // # Invariants it keeps
 //
@@ -29,6 +30,12 @@
 //     on a spec change (built-ins) or any non-metadata change (custom resources), never on
 //     metadata or status; Status() writes change status only (custom resources) or all but spec
 //     (built-ins), never generation.
+//   - Writes are judged as the real server's GuaranteedUpdate judges them: read the stored
+//     object, build the candidate (the caller's object, or the patch applied to the stored
+//     one), run Options.Mutate, the kind's strategy and Options.Validate outside the lock, and
+//     commit only if the stored object is still the one read; otherwise start again from the
+//     new state (a stale resourceVersion precondition then fails with Conflict). A refusal
+//     changes nothing. Deletes and creates run the same way (Validate only for deletes).
 //   - Delete honours uid and resourceVersion preconditions (Conflict); with finalizers the object
 //     gets deletionTimestamp (Options.Clock), deletionGracePeriodSeconds 0 and generation+1,
 //     once, and stays until a write empties its finalizers, which deletes it; a terminating
@@ -49,12 +56,13 @@
 //
 //   - No defaulting, no validation beyond object metadata: CRD OpenAPI defaults and schema
 //     validation (CEL rules included), built-in defaulting (a Job's generated selector, a Pod's
-//     Pending phase) and built-in spec validation are absent; admission (CAPTF's webhooks) is a
-//     later layer.
+//     Pending phase) and built-in spec validation are absent; admission is what Options.Mutate and
+//     Options.Validate run (test/sim/admission: CAPTF's webhooks).
 //   - No managedFields; server-side apply (Apply, ApplyPatchType) fails with BadRequest naming it.
 //   - Garbage collection and propagation policy: Delete ignores PropagationPolicy (as Background:
 //     no orphan or foregroundDeletion finalizer is added; the real server adds "orphan" to a Job
-//     deleted without a policy) and ownerReferences have no effect. Graceful deletion of Pods
+//     deleted without a policy) and ownerReferences have no effect here (test/sim/kcm's garbage
+//     collector acts on them from outside, through the client). Graceful deletion of Pods
 //     (grace periods) is not modelled: a Pod deletes like any object. Namespaces cannot be
 //     deleted (MethodNotSupported); their contents are not cleaned.
 //   - Lists ignore limit/continue (the API allows a server to return everything) and list

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -24,17 +25,58 @@ var errModified = errors.New("the object has been modified; please apply your ch
 // (kube-apiserver's RetryGenerateName behaviour).
 const maxGenerateNameAttempts = 8
 
-// create stores a new object (in is a normalised private copy the store may keep).
-func (s *Store) create(gvk schema.GroupVersionKind, in client.Object) (client.Object, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// create stores a new object (in is a normalised private copy the store may keep). With req
+// not nil the admission chain (Options.Mutate, Options.Validate) judges it; New creates the
+// initial namespaces without.
+func (s *Store) create(ctx context.Context, req *Request, gvk schema.GroupVersionKind, in client.Object) (client.Object, error) {
+	if req != nil && s.opts.Mutate != nil {
+		if err := s.opts.Mutate(ctx, &Admission{Request: *req, Object: in}); err != nil {
+			return nil, err
+		}
+	}
+	validate := req != nil && s.opts.Validate != nil
+	for {
+		s.mu.Lock()
+		r, cand, generate, err := s.prepareCreate(gvk, in)
+		if err != nil || !validate {
+			var out client.Object
+			if err == nil {
+				out, err = s.commit(r, cand, watch.Added)
+			}
+			s.mu.Unlock()
+			return out, err
+		}
+		s.mu.Unlock()
+		a := Admission{Request: *req, Object: cand}
+		a.Namespace, a.Name = cand.GetNamespace(), cand.GetName()
+		if err := s.opts.Validate(ctx, a); err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		if _, taken := r.objects[objKey(cand.GetNamespace(), cand.GetName())]; taken {
+			s.mu.Unlock()
+			if generate {
+				continue // another create took the generated name meanwhile: generate again
+			}
+			return nil, apierrors.NewAlreadyExists(r.gr, cand.GetName())
+		}
+		out, err := s.commit(r, cand, watch.Added)
+		s.mu.Unlock()
+		return out, err
+	}
+}
+
+// prepareCreate is the create strategy on a copy of in: the object create would commit, and
+// whether its name was generated. The caller holds s.mu.
+func (s *Store) prepareCreate(gvk schema.GroupVersionKind, in client.Object) (*resource, client.Object, bool, error) {
 	r, err := s.resourceFor(gvk)
 	if err != nil {
-		return nil, err
+		return nil, nil, false, err
 	}
+	in, _ = in.DeepCopyObject().(client.Object)
 	if in.GetResourceVersion() != "" {
 		// etcd3's store refuses it with a plain error, which the server reports as a 500.
-		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{
+		return nil, nil, false, &apierrors.StatusError{ErrStatus: metav1.Status{
 			Status: metav1.StatusFailure, Code: http.StatusInternalServerError, Reason: metav1.StatusReasonUnknown,
 			Message: "resourceVersion should not be set on objects to be created",
 		}}
@@ -42,7 +84,7 @@ func (s *Store) create(gvk schema.GroupVersionKind, in client.Object) (client.Ob
 	if r.policy.ClusterScoped {
 		in.SetNamespace("")
 	} else if err := s.namespaceAdmits(in.GetNamespace()); err != nil {
-		return nil, err
+		return nil, nil, false, err
 	}
 	in.SetDeletionTimestamp(nil)
 	in.SetDeletionGracePeriodSeconds(nil)
@@ -61,16 +103,15 @@ func (s *Store) create(gvk schema.GroupVersionKind, in client.Object) (client.Ob
 		}
 		errs := apivalidation.ValidateObjectMetaAccessor(in, !r.policy.ClusterScoped, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
 		if len(errs) > 0 {
-			return nil, apierrors.NewInvalid(gvk.GroupKind(), in.GetName(), errs)
+			return nil, nil, false, apierrors.NewInvalid(gvk.GroupKind(), in.GetName(), errs)
 		}
 		if _, taken := r.objects[objKey(in.GetNamespace(), in.GetName())]; !taken {
-			break
+			return r, in, generate, nil
 		}
 		if !generate || attempt+1 >= maxGenerateNameAttempts {
-			return nil, apierrors.NewAlreadyExists(r.gr, in.GetName())
+			return nil, nil, false, apierrors.NewAlreadyExists(r.gr, in.GetName())
 		}
 	}
-	return s.commit(r, in, watch.Added)
 }
 
 // namespaceAdmits applies the NamespaceLifecycle admission plugin's rule: a namespaced object
@@ -95,43 +136,86 @@ func (s *Store) namespaceAdmits(ns string) error {
 }
 
 // update replaces an object (subresource "" or "status"); cand is a normalised private copy.
-func (s *Store) update(gvk schema.GroupVersionKind, cand client.Object, subresource string) (client.Object, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, err := s.resourceFor(gvk)
-	if err != nil {
-		return nil, err
-	}
-	return s.updateLocked(r, cand, subresource, true)
+func (s *Store) update(ctx context.Context, req *Request, gvk schema.GroupVersionKind, cand client.Object, subresource string) (client.Object, error) {
+	return s.write(ctx, req, gvk, cand.GetNamespace(), cand.GetName(), subresource, true,
+		func(*resource, client.Object) (client.Object, error) {
+			out, _ := cand.DeepCopyObject().(client.Object)
+			return out, nil
+		})
 }
 
-// updateLocked is update with s.mu held and r resolved; patch enters here too, without the
-// uid precondition an update carries (a patch that changes the uid is Invalid instead).
-func (s *Store) updateLocked(r *resource, cand client.Object, subresource string, uidPrecondition bool) (client.Object, error) {
+// write is the update path update and patch share, as the real server's GuaranteedUpdate: read
+// the stored object, build the candidate from it (candFor), run the mutating chain, the kind's
+// strategy and the validating chain outside the lock, and commit only if the stored object is
+// still the one read; otherwise start again from the new state. A patch enters without the uid
+// precondition an update carries (a patch that changes the uid is Invalid instead).
+func (s *Store) write(ctx context.Context, req *Request, gvk schema.GroupVersionKind, ns, name, subresource string, uidPrecondition bool,
+	candFor func(r *resource, old client.Object) (client.Object, error)) (client.Object, error) {
+	for {
+		s.mu.Lock()
+		r, k, cur, err := s.lookupLocked(gvk, ns, name)
+		s.mu.Unlock()
+		if r != nil && subresource == "status" && !r.policy.StatusSubresource {
+			return nil, apierrors.NewNotFound(r.gr, name)
+		}
+		if err != nil {
+			return nil, err
+		}
+		cand, err := candFor(r, cur.obj)
+		if err != nil {
+			return nil, err
+		}
+		if req != nil && s.opts.Mutate != nil {
+			if err := s.opts.Mutate(ctx, &Admission{Request: *req, Object: cand, OldObject: cur.obj}); err != nil {
+				return nil, err
+			}
+		}
+		cand, del, err := judgeUpdate(r, cand, cur.obj, subresource, uidPrecondition)
+		if err != nil {
+			return nil, err
+		}
+		if req != nil && s.opts.Validate != nil {
+			if err := s.opts.Validate(ctx, Admission{Request: *req, Object: cand, OldObject: cur.obj}); err != nil {
+				return nil, err
+			}
+		}
+		s.mu.Lock()
+		if r.objects[k] != cur {
+			s.mu.Unlock()
+			continue // written meanwhile: judge again against the new state
+		}
+		var out client.Object
+		if del {
+			out = s.remove(r, k)
+		} else {
+			out, err = s.commit(r, cand, watch.Modified)
+		}
+		s.mu.Unlock()
+		return out, err
+	}
+}
+
+// judgeUpdate applies the kind's update strategy to cand against the stored old: the
+// resourceVersion and uid preconditions, the status subresource, generation, the fields an
+// update cannot change, and metadata validation. It reports whether the write deletes the
+// object (the last finalizer of a deleting object is gone, the real server's
+// ShouldDeleteDuringUpdate). It reads only r's immutable policy.
+func judgeUpdate(r *resource, cand, old client.Object, subresource string, uidPrecondition bool) (client.Object, bool, error) {
 	if r.policy.ClusterScoped {
 		cand.SetNamespace("")
 	}
-	if subresource == "status" && !r.policy.StatusSubresource {
-		return nil, apierrors.NewNotFound(r.gr, cand.GetName())
-	}
-	k := objKey(cand.GetNamespace(), cand.GetName())
-	cur, ok := r.objects[k]
-	if !ok {
-		return nil, apierrors.NewNotFound(r.gr, cand.GetName())
-	}
-	old := cur.obj
 	if uidPrecondition && cand.GetUID() != "" && cand.GetUID() != old.GetUID() {
 		// An update names the object's uid as a storage precondition.
-		return nil, apierrors.NewConflict(r.gr, cand.GetName(), fmt.Errorf("precondition failed: UID in precondition: %v, UID in object meta: %v", cand.GetUID(), old.GetUID()))
+		return nil, false, apierrors.NewConflict(r.gr, cand.GetName(), fmt.Errorf("precondition failed: UID in precondition: %v, UID in object meta: %v", cand.GetUID(), old.GetUID()))
 	}
 	switch rv := cand.GetResourceVersion(); {
 	case rv == "" && !r.policy.UnconditionalUpdate:
 		// The real server names the resource where the kind belongs (see its store.Update).
 		qualified := schema.GroupKind{Group: r.gr.Group, Kind: r.gr.Resource}
-		return nil, apierrors.NewInvalid(qualified, cand.GetName(), field.ErrorList{
+		return nil, false, apierrors.NewInvalid(qualified, cand.GetName(), field.ErrorList{
 			field.Invalid(field.NewPath("metadata").Child("resourceVersion"), int64(0), "must be specified for an update")})
 	case rv != "" && rv != old.GetResourceVersion():
-		return nil, apierrors.NewConflict(r.gr, cand.GetName(), errModified)
+		return nil, false, apierrors.NewConflict(r.gr, cand.GetName(), errModified)
 	case rv == "":
 		// An unconditional update is validated as if it named the stored resourceVersion.
 		cand.SetResourceVersion(old.GetResourceVersion())
@@ -143,15 +227,11 @@ func (s *Store) updateLocked(r *resource, cand client.Object, subresource string
 	}
 	beforeUpdate(cand, old)
 	if errs := apivalidation.ValidateObjectMetaAccessorUpdate(cand, old, field.NewPath("metadata")); len(errs) > 0 {
-		return nil, apierrors.NewInvalid(r.gvk.GroupKind(), cand.GetName(), errs)
+		return nil, false, apierrors.NewInvalid(r.gvk.GroupKind(), cand.GetName(), errs)
 	}
-	if len(cand.GetFinalizers()) == 0 && len(old.GetFinalizers()) > 0 &&
-		old.GetDeletionGracePeriodSeconds() != nil && *old.GetDeletionGracePeriodSeconds() == 0 {
-		// The last finalizer is gone from an object being deleted: the update deletes it
-		// (the real server's ShouldDeleteDuringUpdate).
-		return s.remove(r, k), nil
-	}
-	return s.commit(r, cand, watch.Modified)
+	del := len(cand.GetFinalizers()) == 0 && len(old.GetFinalizers()) > 0 &&
+		old.GetDeletionGracePeriodSeconds() != nil && *old.GetDeletionGracePeriodSeconds() == 0
+	return cand, del, nil
 }
 
 // prepareUpdate is the kind's strategy for a write to the main resource: status is kept (with
@@ -219,28 +299,52 @@ func beforeUpdate(cand, old client.Object) {
 
 // del deletes an object: at once without finalizers; with finalizers it marks it (deletion
 // timestamp now, grace period 0, generation+1 the first time) and leaves it until an update
-// empties them (the real store's markAsDeleting).
-func (s *Store) del(gvk schema.GroupVersionKind, ns, name string, pre *metav1.Preconditions) (client.Object, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// empties them (the real store's markAsDeleting). With req not nil the validating chain judges
+// the deletion first, against the state it deletes.
+func (s *Store) del(ctx context.Context, req *Request, gvk schema.GroupVersionKind, ns, name string, pre *metav1.Preconditions) (client.Object, error) {
 	if gvk.Group == "" && gvk.Kind == "Namespace" {
+		s.mu.Lock()
 		r, err := s.resourceFor(gvk)
+		s.mu.Unlock()
 		if err != nil {
 			return nil, err
 		}
 		return nil, apierrors.NewMethodNotSupported(r.gr, "delete (namespace deletion is not modelled by test/sim/apiserver)")
 	}
-	r, k, cur, err := s.lookupLocked(gvk, ns, name)
-	if err != nil {
-		return nil, err
+	for {
+		s.mu.Lock()
+		r, k, cur, err := s.lookupLocked(gvk, ns, name)
+		s.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		old := cur.obj
+		if pre != nil && pre.UID != nil && *pre.UID != old.GetUID() {
+			return nil, apierrors.NewConflict(r.gr, name, fmt.Errorf("precondition failed: UID in precondition: %v, UID in object meta: %v", *pre.UID, old.GetUID()))
+		}
+		if pre != nil && pre.ResourceVersion != nil && *pre.ResourceVersion != old.GetResourceVersion() {
+			return nil, apierrors.NewConflict(r.gr, name, fmt.Errorf("precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *pre.ResourceVersion, old.GetResourceVersion()))
+		}
+		if req != nil && s.opts.Validate != nil {
+			a := Admission{Request: *req, OldObject: old}
+			a.Namespace, a.Name = old.GetNamespace(), old.GetName()
+			if err := s.opts.Validate(ctx, a); err != nil {
+				return nil, err
+			}
+		}
+		s.mu.Lock()
+		if r.objects[k] != cur {
+			s.mu.Unlock()
+			continue // written meanwhile: judge again against the new state
+		}
+		out, err := s.deleteLocked(r, k, old)
+		s.mu.Unlock()
+		return out, err
 	}
-	old := cur.obj
-	if pre != nil && pre.UID != nil && *pre.UID != old.GetUID() {
-		return nil, apierrors.NewConflict(r.gr, name, fmt.Errorf("precondition failed: UID in precondition: %v, UID in object meta: %v", *pre.UID, old.GetUID()))
-	}
-	if pre != nil && pre.ResourceVersion != nil && *pre.ResourceVersion != old.GetResourceVersion() {
-		return nil, apierrors.NewConflict(r.gr, name, fmt.Errorf("precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *pre.ResourceVersion, old.GetResourceVersion()))
-	}
+}
+
+// deleteLocked deletes or marks the stored object old of key k. The caller holds s.mu.
+func (s *Store) deleteLocked(r *resource, k string, old client.Object) (client.Object, error) {
 	if len(old.GetFinalizers()) == 0 {
 		return s.remove(r, k), nil
 	}

@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Verb names a request the store serves, as the API server's audit log names it.
@@ -47,6 +48,18 @@ type Delivery struct {
 	Namespace, Name string
 }
 
+// Admission is one write as the admission chain sees it (Options.Mutate, Options.Validate).
+type Admission struct {
+	Request
+	// Object is the object the write would store; nil for a delete. For Mutate it is the
+	// caller's object (create, update) or the patched stored object (patch), before the kind's
+	// strategy, and Mutate may change it; for Validate it is the object after the strategy
+	// (status kept or reset, generation, timestamps), which Validate must not change.
+	Object client.Object
+	// OldObject is the stored object the write applies to; nil for a create. Never change it.
+	OldObject client.Object
+}
+
 // Options configure a Store. The zero value is valid: every field documents its default.
 type Options struct {
 	// Clock stamps creationTimestamp and deletionTimestamp. Default: the real clock. Inside a
@@ -73,6 +86,21 @@ type Options struct {
 	// bubble's clock, on a scheduler); a non-nil error ends that watch, as a dropped connection
 	// does. Default: deliver at once.
 	Deliver func(ctx context.Context, d Delivery) error
+
+	// Mutate, when set, is the mutating admission chain: called for every create, update and
+	// patch (not delete), outside the store's lock, before the kind's strategy; it may change
+	// a.Object, and its error (returned unchanged) refuses the write. The request's user is
+	// whatever the caller put in ctx (the store does not authenticate). Default: none.
+	Mutate func(ctx context.Context, a *Admission) error
+
+	// Validate, when set, is the validating admission chain: called for every create, update,
+	// patch and delete (deletecollection: per object), outside the store's lock, after the
+	// kind's strategy, with the object the write would store; its error (returned unchanged)
+	// refuses the write. It may read through the store's client. If the stored object changed
+	// while the chain ran, the write starts again from the new state (and fails with Conflict
+	// when it named a resourceVersion), as the real server's GuaranteedUpdate retries its
+	// admission. Default: none.
+	Validate func(ctx context.Context, a Admission) error
 
 	// Kinds overrides or adds kind policies (scope, status subresource, generation, update
 	// rules) over the defaults of DefaultKinds.

@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -19,35 +20,31 @@ var errApplyNotModelled = apierrors.NewBadRequest("server-side apply (applicatio
 // patch applies a patch to the stored object (of the main resource or the status subresource)
 // and stores the result through the update path: a resourceVersion in the patch is a
 // precondition (Conflict when stale); without one the patch applies to the current state.
-func (s *Store) patch(gvk schema.GroupVersionKind, ns, name string, pt types.PatchType, data []byte, subresource string) (client.Object, error) {
+func (s *Store) patch(ctx context.Context, req *Request, gvk schema.GroupVersionKind, ns, name string, pt types.PatchType, data []byte, subresource string) (client.Object, error) {
 	if pt == types.ApplyPatchType || pt == types.ApplyCBORPatchType {
 		return nil, errApplyNotModelled
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, _, cur, err := s.lookupLocked(gvk, ns, name)
-	if err != nil {
-		return nil, err
-	}
-	orig, err := json.Marshal(cur.obj)
-	if err != nil {
-		return nil, apierrors.NewInternalError(fmt.Errorf("encode %s: %w", r.gvk.Kind, err))
-	}
-	patched, err := applyPatch(r, pt, orig, data)
-	if err != nil {
-		return nil, err
-	}
-	cand := r.newObject()
-	if err := json.Unmarshal(patched, cand); err != nil {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("decode patched %s: %v", r.gvk.Kind, err))
-	}
-	if cand.GetName() != name || (!r.policy.ClusterScoped && cand.GetNamespace() != ns) {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", cand.GetName(), name))
-	}
-	if cand.GetResourceVersion() == "" {
-		cand.SetResourceVersion(cur.obj.GetResourceVersion())
-	}
-	return s.updateLocked(r, cand, subresource, false)
+	return s.write(ctx, req, gvk, ns, name, subresource, false, func(r *resource, old client.Object) (client.Object, error) {
+		orig, err := json.Marshal(old)
+		if err != nil {
+			return nil, apierrors.NewInternalError(fmt.Errorf("encode %s: %w", r.gvk.Kind, err))
+		}
+		patched, err := applyPatch(r, pt, orig, data)
+		if err != nil {
+			return nil, err
+		}
+		cand := r.newObject()
+		if err := json.Unmarshal(patched, cand); err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("decode patched %s: %v", r.gvk.Kind, err))
+		}
+		if cand.GetName() != name || (!r.policy.ClusterScoped && cand.GetNamespace() != ns) {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("the name of the object (%s) does not match the name on the URL (%s)", cand.GetName(), name))
+		}
+		if cand.GetResourceVersion() == "" {
+			cand.SetResourceVersion(old.GetResourceVersion())
+		}
+		return cand, nil
+	})
 }
 
 // applyPatch applies one patch document as the real server's patch handler does, with its

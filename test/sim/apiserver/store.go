@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -103,7 +104,7 @@ func New(scheme *runtime.Scheme, opts Options) (*Store, error) {
 	if scheme.Recognizes(nsGVK) {
 		for _, name := range []string{"default", "kube-node-lease", "kube-public", "kube-system"} {
 			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
-			if _, err := s.create(nsGVK, ns); err != nil {
+			if _, err := s.create(context.Background(), nil, nsGVK, ns); err != nil {
 				return nil, fmt.Errorf("new store: create namespace %s: %w", name, err)
 			}
 		}

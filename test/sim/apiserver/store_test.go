@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -260,4 +261,85 @@ func BenchmarkCreateUpdateGet(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestAdmissionHooks checks Mutate and Validate: Mutate's change is stored; Validate's refusal
+// (of a delete too) leaves the store unchanged; a write whose object changed while Validate ran
+// starts again from the new state (a patch then applies on top of it), or fails with Conflict
+// when it named the resourceVersion it read.
+func TestAdmissionHooks(t *testing.T) {
+	refusal := apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "keep", errors.New("refused"))
+	var s *apiserver.Store
+	var validated []string
+	interleave := map[string]bool{"patched": true, "updated": true}
+	s, _ = newStore(t, apiserver.Options{
+		Mutate: func(_ context.Context, a *apiserver.Admission) error {
+			if a.Verb == apiserver.VerbCreate {
+				a.Object.SetLabels(map[string]string{"mutated": "yes"})
+			}
+			return nil
+		},
+		Validate: func(ctx context.Context, a apiserver.Admission) error {
+			old := ""
+			if a.OldObject != nil {
+				old = a.OldObject.(*corev1.ConfigMap).Data["k"]
+			}
+			validated = append(validated, fmt.Sprintf("%s %s old=%s", a.Verb, a.Name, old))
+			if a.Name == "keep" && a.Verb == apiserver.VerbDelete {
+				return refusal
+			}
+			if interleave[a.Name] && a.Verb != apiserver.VerbCreate {
+				interleave[a.Name] = false
+				cur := &corev1.ConfigMap{}
+				if err := s.Client().Get(ctx, client.ObjectKey{Namespace: "default", Name: a.Name}, cur); err != nil {
+					return err
+				}
+				cur.Data["k"] = "interleaved"
+				return s.Client().Update(ctx, cur)
+			}
+			return nil
+		},
+	})
+	c := s.Client()
+	ctx := t.Context()
+	for _, name := range []string{"keep", "patched", "updated"} {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Data: map[string]string{"k": "v"}}
+		if err := c.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		if cm.Labels["mutated"] != "yes" {
+			t.Errorf("%s: Mutate's label was not stored: %v", name, cm.Labels)
+		}
+	}
+	rv := s.ResourceVersion()
+	if err := c.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "keep", Namespace: "default"}}); !errors.Is(err, refusal) {
+		t.Errorf("refused delete: %v", err)
+	}
+	if s.ResourceVersion() != rv {
+		t.Errorf("a refused delete changed the store")
+	}
+	patched := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "patched", Namespace: "default"}}
+	if err := c.Patch(ctx, patched, client.RawPatch(types.MergePatchType, []byte(`{"data":{"p":"1"}}`))); err != nil {
+		t.Fatal(err)
+	}
+	if patched.Data["k"] != "interleaved" || patched.Data["p"] != "1" {
+		t.Errorf("the patch did not apply on top of the interleaved write: %v", patched.Data)
+	}
+	updated := &corev1.ConfigMap{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "updated"}, updated); err != nil {
+		t.Fatal(err)
+	}
+	updated.Data["u"] = "1"
+	if err := c.Update(ctx, updated); !apierrors.IsConflict(err) {
+		t.Errorf("an update naming a resourceVersion overtaken while it was validated: %v, want Conflict", err)
+	}
+	want := []string{
+		"create keep old=", "create patched old=", "create updated old=",
+		"delete keep old=v",
+		"patch patched old=v", "update patched old=v", "patch patched old=interleaved",
+		"update updated old=v", "update updated old=v",
+	}
+	if !slices.Equal(validated, want) {
+		t.Errorf("Validate saw\n%q\nwant\n%q", validated, want)
+	}
 }
