@@ -5,7 +5,9 @@
 //   - TestRequestsPerPassGate: for a TerraformCluster, a TerraformMachine and a
 //     TerraformMachinePool, a reconcile pass while the object's Job runs and an idle pass of the
 //     provisioned object send 0 API requests. Every object reads a variablesFrom ConfigMap, so a
-//     pass that reassembles its inputs instead of reusing the memoised hash is caught.
+//     pass that reassembles its inputs instead of reusing the memoised hash is caught. The
+//     manager keeps a state replica (an in-memory bucket): each state version the Jobs left is
+//     written to the store once, and the idle and running passes still send nothing.
 //   - TestManagerHeapWithForeignJobsGate: the manager's heap with 2,000 foreign Jobs (not
 //     CAPTF's, 100 KB annotation each, suspended, each marked so by the Job controller) is at
 //     most 1.10x its heap with none (median of three rounds each), which holds only while the
@@ -36,7 +38,9 @@
 // unscoped one, side by side in one run; and BenchmarkFleetColdStart, a cold start on 200,
 // 2,000 and 10,000 applied objects (time until all were reconciled, requests by purpose, peak
 // heap), by one manager and by the managers of two shards; and BenchmarkJobSlotsBurst, the
-// burst of TestJobSlotsBurstGate as a table.
+// burst of TestJobSlotsBurstGate as a table; and BenchmarkApplyWithReplica, the controller's
+// part of an apply (a Job's end to its object provisioned) without a state replica and with one
+// on the Versity S3 gateway of bin/, medians side by side and their ratio.
 //
 // One cluster serves the whole package (started by the first test or benchmark, stopped by
 // TestMain): envtest's control plane, the real kube-controller-manager and kube-scheduler

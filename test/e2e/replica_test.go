@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -21,6 +22,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/replica"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox"
+	"github.com/captf/cluster-api-provider-terraform/test/sandbox/objectstore"
 )
 
 // docs/state.md, "The replica", with real Terraform: a sandbox whose manager keeps its state
@@ -29,8 +31,9 @@ var _ = Describe("The state replica on the sandbox", Ordered, func() {
 	It("holds the state every Job left, sealed, findable with the bucket's tools and readable with the key", func() {
 		const ns, name = "replica", "rep"
 		dir := filepath.Join(GinkgoT().TempDir(), "replica")
+		addr := "127.0.0.1:" + strconv.Itoa(obsFreePort())
 		sb, err := sandbox.Start(ctx, sandbox.Options{
-			Name: "replica", RepoRoot: repo, BinDir: binDir,
+			Name: "replica", RepoRoot: repo, BinDir: binDir, ManagerArgs: []string{"--metrics-bind-address=" + addr},
 			ManagerBinary: filepath.Join(built, "manager"), RunnerBinary: filepath.Join(built, "runner"),
 			TerraformBinary: tf, WorkDir: filepath.Join(GinkgoT().TempDir(), "work"), StateReplicaDir: dir,
 			ManagerOutput: GinkgoWriter, JobOutput: GinkgoWriter, Log: ctrl.Log.WithName("replica"),
@@ -104,6 +107,42 @@ var _ = Describe("The state replica on the sandbox", Ordered, func() {
 		held, err := store.Get(ctx, newest)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(held).To(Equal(gz))
+
+		By("the store goes down: the next apply runs all the same, the condition and the alert's gauge say the replica is behind")
+		behind := func() float64 {
+			v, _ := obsValue(obsScrape("http://"+addr+"/metrics"), "captf_state_replica_behind", map[string]string{"kind": infrav1.TerraformClusterKind})
+			return v
+		}
+		Expect(behind()).To(BeZero())
+		port, access, secretKey := sb.Replica().Port(), sb.Replica().AccessKey, sb.Replica().SecretKey
+		Expect(sb.Replica().Stop()).To(Succeed())
+		kubectl(sb, "patch", "-n", ns, "terraformcluster", name, "--type=merge", "-p", `{"spec":{"variables":{"generation":3}}}`)
+		Eventually(func() int64 { return stateOf(sb, infrav1.TerraformClusterKind, ns, name).Serial }).Should(BeNumerically(">", second.Serial))
+		eventuallyReady(sb, o)
+		third := stateOf(sb, infrav1.TerraformClusterKind, ns, name)
+		Eventually(func() *metav1.Condition { return conditionOf(sb, o, infrav1.StateReplicatedCondition) }).Should(And(
+			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", infrav1.ReplicaUnavailableReason),
+			HaveField("Message", ContainSubstring("serial "+strconv.FormatInt(third.Serial, 10)))))
+		Expect(o.Status.LastRun).To(HaveField("Outcome", infrav1.RunSucceeded), "the apply ran and was counted while the store was down")
+		Eventually(behind).Should(BeEquivalentTo(1))
+
+		By("the store comes back on the same folder: the idle object catches up within its minute, and the newest version is the Secret's")
+		back, err := objectstore.Start(ctx, objectstore.Options{Binary: filepath.Join(binDir, "versitygw"), Dir: filepath.Join(dir, "store"), Port: port,
+			AccessKey: access, SecretKey: secretKey, Out: GinkgoWriter})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(back.Stop)
+		Eventually(func() *metav1.Condition { return conditionOf(sb, o, infrav1.StateReplicatedCondition) }, 3*time.Minute).Should(And(
+			HaveField("Status", metav1.ConditionTrue), HaveField("Message", ContainSubstring("serial "+strconv.FormatInt(third.Serial, 10)))))
+		Eventually(behind).Should(BeZero())
+		versions, err = store.List(ctx, replica.Ref{Namespace: ns, Kind: infrav1.TerraformClusterKind, Name: name})
+		Expect(err).NotTo(HaveOccurred())
+		newest, ok = replica.Newest(versions, first.Lineage)
+		Expect(ok).To(BeTrue())
+		Expect(newest.Serial).To(Equal(third.Serial))
+		Expect(sb.Client().Get(ctx, types.NamespacedName{Namespace: ns, Name: secret.Name}, secret)).To(Succeed())
+		held, err = store.Get(ctx, newest)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(held).To(Equal(secret.Data["tfstate"]))
 	})
 })
 
