@@ -79,25 +79,7 @@ func (p *pass) gather(ctx context.Context) error {
 		if st != nil && st.MarkedForDeletion {
 			p.out.add(corev1.EventTypeWarning, infrav1.StateSecretMarkedForDeletionReason, markedForDeletionNote(p.subject))
 		}
-		if k := p.r.stateKeeper(); k.Replica != nil && decide.NeedsReplicaVersion(p.ev) {
-			serial, _ := strconv.ParseInt(p.ev.State.RestoreSerial, 10, 64) // NeedsReplicaVersion parsed it
-			lookup := &decide.ReplicaLookup{}
-			k.LookupReplicaVersion(ctx, p.subject, decide.RestoreLineage(p.ev), serial, lookup)
-			p.ev.State.Replica = lookup
-		}
-		if k := p.r.stateKeeper(); k.Replica != nil && decide.NeedsReplicaLookup(p.ev) {
-			requested := p.ev.State.Replica
-			p.ev.State.Replica = k.LookupReplica(ctx, p.subject)
-			if requested != nil {
-				p.ev.State.Replica.Requested = requested.Requested
-			}
-			if why := p.ev.State.Replica.Problem; why != "" {
-				log.FromContext(ctx).Info("the replica store could not be read for a state of this object's name; the first apply goes on", "why", why)
-				p.out.add(corev1.EventTypeWarning, infrav1.ReplicaUncheckedReason, "the replica store could not be read for a state of this "+
-					"object's name, so the first apply goes on without knowing whether a rebuilt management cluster is about to create "+
-					"infrastructure a second time: "+why)
-			}
-		}
+		p.gatherReplica(ctx)
 		if decide.RetainedState(p.ev) {
 			ours, err := currentRunIsOurs(ctx, p.r.APIReader, p.subject, p.ev.Jobs.RunSeq)
 			if err != nil {
@@ -110,6 +92,37 @@ func (p *pass) gather(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// gatherReplica reads what the replica store holds when the decision can use it: a new object's
+// state of its name (NeedsReplicaLookup) and the version a restore asks for that no backup has
+// (NeedsReplicaVersion). Nothing without a replica store; a store that cannot be read is
+// reported in the lookup, and a new object's first apply is told so with a Warning event.
+func (p *pass) gatherReplica(ctx context.Context) {
+	k := p.r.stateKeeper()
+	if k.Replica == nil {
+		return
+	}
+	if decide.NeedsReplicaVersion(p.ev) {
+		serial, _ := strconv.ParseInt(p.ev.State.RestoreSerial, 10, 64) // NeedsReplicaVersion parsed it
+		lookup := &decide.ReplicaLookup{}
+		k.LookupReplicaVersion(ctx, p.subject, decide.RestoreLineage(p.ev), serial, lookup)
+		p.ev.State.Replica = lookup
+	}
+	if !decide.NeedsReplicaLookup(p.ev) {
+		return
+	}
+	requested := p.ev.State.Replica
+	p.ev.State.Replica = k.LookupReplica(ctx, p.subject)
+	if requested != nil {
+		p.ev.State.Replica.Requested = requested.Requested
+	}
+	if why := p.ev.State.Replica.Problem; why != "" {
+		log.FromContext(ctx).Info("the replica store could not be read for a state of this object's name; the first apply goes on", "why", why)
+		p.out.add(corev1.EventTypeWarning, infrav1.ReplicaUncheckedReason, "the replica store could not be read for a state of this "+
+			"object's name, so the first apply goes on without knowing whether a rebuilt management cluster is about to create "+
+			"infrastructure a second time: "+why)
+	}
 }
 
 // currentRunIsOurs keeps a state that seems never written by the object (RetainedState) from being
