@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,6 +81,32 @@ var _ = Describe(doccmd.SpecLostCluster, func() {
 		By("the management cluster is lost: its sandbox stops and its data goes with it")
 		Expect(first.Stop()).To(Succeed())
 		stopped = true
+
+		By("a management cluster given the wrong key (a copy of the store, another key): held with a clear error, and the opt-in brings nothing back")
+		wrong := filepath.Join(GinkgoT().TempDir(), "wrong-key")
+		Expect(os.CopyFS(wrong, os.DirFS(dir))).To(Succeed())
+		Expect(os.WriteFile(filepath.Join(wrong, sandbox.ReplicaKeyFile), bytes.Repeat([]byte{0x5a}, 32), 0o600)).To(Succeed())
+		mistaken := startSandboxWithManager("lost-wrong-key", tf, filepath.Join(built, "manager"), func(o *sandbox.Options) { o.StateReplicaDir = wrong })
+		mistakenStopped := false
+		DeferCleanup(func() {
+			if !mistakenStopped {
+				Expect(mistaken.Stop()).To(Succeed())
+			}
+		})
+		createNamespace(mistaken, ns)
+		applyFixtureDoc(mistaken, ns, manifests)
+		readable := func() *metav1.Condition { return conditionOfObject(mistaken, cluster, infrav1.StateReadableCondition) }
+		Eventually(readable).Should(And(Not(BeNil()), HaveField("Reason", infrav1.ReplicaStateFoundReason),
+			HaveField("Message", And(ContainSubstring(lineages[infrav1.TerraformClusterKind]), ContainSubstring("cannot read")))))
+		kubectl(mistaken, "annotate", "-n", ns, "terraformcluster", name, infrav1.AdoptStateAnnotation+"="+lineages[infrav1.TerraformClusterKind])
+		Eventually(readable).Should(HaveField("Message", ContainSubstring("The adopt opt-in names lineage "+lineages[infrav1.TerraformClusterKind])))
+		Expect(jobsOf(mistaken, infrav1.TerraformClusterKind, ns, name, "")).To(BeEmpty(), "nothing runs with a key that cannot read the store")
+		var backups corev1.SecretList
+		Expect(mistaken.Client().List(ctx, &backups, client.InNamespace(ns), client.MatchingLabels{infrav1.SecretRoleLabel: infrav1.SecretRoleStateBackup})).To(Succeed())
+		Expect(backups.Items).To(BeEmpty(), "nothing was brought back")
+		Expect(mistaken.Stop()).To(Succeed())
+		mistakenStopped = true
+		Expect(worldLog(world)).To(ConsistOf("create_network", "create_node"))
 
 		By("a fresh management cluster on the same store, the same manifests applied: the TerraformCluster holds, nothing runs")
 		second := startSandboxWithManager("lost-second", tf, filepath.Join(built, "manager"), withReplica)
