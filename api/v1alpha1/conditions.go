@@ -218,6 +218,10 @@ const (
 	// brings the newest version of that lineage back from the store as a backup and restores
 	// it. A deletion lets the object go without touching the store.
 	ReplicaStateFoundReason = "ReplicaStateFound"
+	// ReplicaAheadReason: the replica store holds a newer version of the state's lineage than
+	// the state Secret (a management cluster restored from an older backup, say): nothing that
+	// writes the state runs until the store's version is restored (captf.io/restore-state).
+	ReplicaAheadReason = "ReplicaAhead"
 	// ReplicaImportedReason (an event, Normal): a state version was brought back from the
 	// replica store as a backup of the object, and its restore asked for.
 	ReplicaImportedReason = "ReplicaImported"

@@ -154,3 +154,13 @@ func ReplicaRestore(ev Evidence) *ReplicaVersionView {
 	}
 	return r
 }
+
+// ReplicaAheadMessage is the StateReadable message of a start held because the replica store
+// holds serial ahead of the state Secret's serial in lineage: the Secret is older than what the
+// object's Jobs wrote, and the way out is a restore of the store's version.
+func ReplicaAheadMessage(lineage string, ahead, serial int64) string {
+	return fmt.Sprintf("the replica store holds serial %d of this state's lineage %s, newer than the state Secret's serial %d: the Secret is "+
+		"older than what this object's Jobs wrote (a management cluster restored from an older etcd backup, say), and a run on it would "+
+		"start from a past the infrastructure has left; nothing that writes the state runs. Restore the store's version: kubectl annotate "+
+		"<object> %s=%d brings it back as a backup and restores it (see docs/state.md)", ahead, lineage, serial, infrav1.RestoreStateAnnotation, ahead)
+}

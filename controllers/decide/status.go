@@ -50,9 +50,11 @@ type Report struct {
 	// Replica: what became of the replication of the state a counted Job left (nil: no
 	// replica configured, or nothing to copy).
 	Replica *ReplicaResult
-	// ImportProblem says why a version could not be brought back from the replica store
-	// (ActionImportReplica): the object holds on it (StateReadable).
-	ImportProblem *Problem
+	// StateProblem says why the state cannot be used as it is, found while acting: a version
+	// that could not be brought back from the replica store (ActionImportReplica), or a store
+	// that holds a newer version than the state Secret (a start held, ReplicaAhead). The object
+	// holds on it (StateReadable).
+	StateProblem *Problem
 	// LagJob names this run's Job, which the start found already ended on the API server
 	// while the cache does not show it: counted once the cache does.
 	LagJob string
@@ -125,7 +127,7 @@ func setStateReadable(c conditions, ev Evidence, d Decision, rep Report) {
 		c.set(infrav1.StateReadableCondition, metav1.ConditionFalse, w.Reason, w.Message)
 		return
 	}
-	if pr := rep.ImportProblem; pr != nil {
+	if pr := rep.StateProblem; pr != nil {
 		c.set(infrav1.StateReadableCondition, metav1.ConditionFalse, pr.Reason, pr.Message)
 		return
 	}

@@ -283,7 +283,7 @@ func (p *pass) importReplica(ctx context.Context, v *decide.ReplicaVersionView) 
 	b, err := p.r.stateKeeper().ImportReplica(ctx, p.subject, *v)
 	if err != nil {
 		log.FromContext(ctx).Error(err, "bring the state back from the replica store", "lineage", v.Lineage, "serial", v.Serial)
-		p.rep.ImportProblem = &decide.Problem{ConditionType: infrav1.StateReadableCondition, Reason: infrav1.ReplicaUnavailableReason,
+		p.rep.StateProblem = &decide.Problem{ConditionType: infrav1.StateReadableCondition, Reason: infrav1.ReplicaUnavailableReason,
 			Message: fmt.Sprintf("the state of lineage %s at serial %d could not be brought back from the replica store: %v; the next pass tries again", v.Lineage, v.Serial, err)}
 		return ctrl.Result{RequeueAfter: ReplicaRetry}, nil
 	}

@@ -156,4 +156,36 @@ var _ = Describe("Recovery from the state replica", func() {
 		Eventually(func() *metav1.Condition { return envtest.Condition(get(tc), infrav1.RestoreJobSucceededCondition) }).Should(And(
 			HaveField("Reason", infrav1.RestoreRefusedReason), HaveField("Message", ContainSubstring("the replica store holds no version of lineage "+statetest.DefaultLineage))))
 	})
+
+	It("holds a run on a state Secret older than the store's newest version, and a restore of that version lets it go on", func() {
+		f := newFixture()
+		tc := f.createCluster()
+		completeJob(waitForJob(tc, kind, 1), clusterState(1, "10.14.0.1"), true, "")
+		Eventually(func() *metav1.Condition { return envtest.Condition(get(tc), infrav1.StateReplicatedCondition) }).Should(
+			And(HaveField("Status", metav1.ConditionTrue), HaveField("Message", ContainSubstring("serial 1"))))
+
+		By("the store holds serial 4 of the same lineage (the Secret came back from an older backup, say): the next apply holds")
+		newer := *clusterState(4, "10.14.0.4")
+		newer.Lineage = statetest.DefaultLineage
+		data := putInStore(replicaReader(), f.ns, kind, tc.Name, newer)
+		update(tc, func(tc *infrav1.TerraformCluster) {
+			tc.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"size":2}`)}
+		})
+		readable := func() *metav1.Condition { return envtest.Condition(get(tc), infrav1.StateReadableCondition) }
+		Eventually(readable).Should(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", infrav1.ReplicaAheadReason),
+			HaveField("Message", And(ContainSubstring("serial 4"), ContainSubstring("serial 1"), ContainSubstring(infrav1.RestoreStateAnnotation+"=4")))))
+		Expect(warningEvents(f.ns, tc.Name, infrav1.ReplicaAheadReason)).To(Equal(1))
+		Expect(kit.JobsOf(tc, kind)).To(HaveEach(HaveField("ObjectMeta.Name", HaveSuffix("-1"))), "no Job runs on the older Secret")
+
+		By("a restore of serial 4 brings it back from the store and pushes it; then the apply runs")
+		update(tc, func(tc *infrav1.TerraformCluster) { tc.Annotations[infrav1.RestoreStateAnnotation] = "4" })
+		restore := waitForJob(tc, kind, 2)
+		Expect(restore.Labels).To(HaveKeyWithValue(infrav1.OperationLabel, string(infrav1.OperationRestore)))
+		Expect(secretOf(f.ns, naming.StateBackupSecretName(suffixOf(tc, kind), 4)).Data[state.StateKey]).To(Equal(data))
+		completeJob(restore, &newer, true, "")
+		apply := waitForJob(tc, kind, 3)
+		Expect(apply.Labels).To(HaveKeyWithValue(infrav1.OperationLabel, string(infrav1.OperationApply)))
+		completeJob(apply, clusterState(5, "10.14.0.4"), true, "")
+		Eventually(readable).Should(HaveField("Status", metav1.ConditionTrue))
+	})
 })

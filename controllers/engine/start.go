@@ -58,6 +58,9 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 	s := &startRun{op: op, name: name, slot: types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: name},
 		req: runlease.Request{Owner: p.owner, Holder: name, Operation: op, ActiveDeadlineSeconds: deadline}}
 
+	if res, proceed, err := p.checkReplicaAhead(ctx, s); !proceed {
+		return res, err
+	}
 	if res, proceed, err := p.reserveSlot(ctx, s); !proceed {
 		return res, err
 	}
@@ -111,6 +114,33 @@ func (pr *preparer) writeRunSecrets(ctx context.Context, s *startRun, restore []
 		return err
 	}
 	return pr.writeRunSecret(ctx, s.job, redactRun(s.in, s.identity, s.copies), restore)
+}
+
+// checkReplicaAhead holds a Job that would write the state (an apply, a destroy, a refresh; not
+// a restore, the way out) while the replica store holds a newer version of the state's lineage
+// than the state Secret: a Secret older than what the object's Jobs wrote (a management cluster
+// restored from an older backup) is never silently run on, nor silently replaced by the
+// store's version. One store listing per start, none on an idle pass; a store that cannot be
+// listed holds nothing.
+func (p *pass) checkReplicaAhead(ctx context.Context, s *startRun) (ctrl.Result, bool, error) {
+	k := p.r.stateKeeper()
+	if k.Replica == nil || !s.op.Mutating() || s.op == infrav1.OperationRestore || p.ev.State.Read != decide.StatePresent {
+		return ctrl.Result{}, true, nil
+	}
+	ahead, err := k.ReplicaAhead(ctx, p.subject, p.ev.State.Lineage, p.ev.State.Serial)
+	if err != nil {
+		log.FromContext(ctx).Info("the replica store could not be listed for a newer state version; the run goes on", "why", err.Error())
+		return ctrl.Result{}, true, nil
+	}
+	if ahead == nil {
+		return ctrl.Result{}, true, nil
+	}
+	msg := decide.ReplicaAheadMessage(ahead.Lineage, ahead.Serial, p.ev.State.Serial)
+	if !decide.Reported(p.obj.GetTerraformStatus().Conditions, infrav1.StateReadableCondition, infrav1.ReplicaAheadReason) {
+		p.out.add(corev1.EventTypeWarning, infrav1.ReplicaAheadReason, msg)
+	}
+	p.rep.StateProblem = &decide.Problem{ConditionType: infrav1.StateReadableCondition, Reason: infrav1.ReplicaAheadReason, Message: msg}
+	return ctrl.Result{RequeueAfter: 10 * time.Minute}, false, nil
 }
 
 // reserveSlot takes a Job slot of the manager (in memory: a wait here costs no API request).

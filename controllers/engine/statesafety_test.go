@@ -166,7 +166,11 @@ var _ = Describe("State safety", func() {
 		again := f.createCluster()
 		own := waitForJob(again, infrav1.TerraformClusterKind, 3)
 		Expect(metav1.GetControllerOf(own).UID).To(Equal(again.UID))
-		completeJob(own, clusterState(1, "10.8.0.2"), true, "")
+		// A new state gets a new lineage, as Terraform gives one (the suite's store holds the
+		// earlier object's versions of the default lineage).
+		second := *clusterState(1, "10.8.0.2")
+		second.Lineage = "5e0c7a11-0000-4000-8000-0000000000a2"
+		completeJob(own, &second, true, "")
 		Eventually(func(g Gomega) {
 			get(again)
 			g.Expect(again.Status.IsProvisioned()).To(BeTrue())
@@ -180,7 +184,7 @@ var _ = Describe("State safety", func() {
 		destroy := waitForJob(again, infrav1.TerraformClusterKind, 4)
 		Expect(destroy.Labels).To(HaveKeyWithValue(infrav1.OperationLabel, string(infrav1.OperationDestroy)))
 		empty := statetest.Destroyed()
-		empty.Serial = 2
+		empty.Serial, empty.Lineage = 2, second.Lineage
 		completeJob(destroy, &empty, true, "")
 		Eventually(kit.Gone(again)).Should(BeTrue())
 		Expect(secretExists(f.ns, naming.StateSecretName(suffix))).To(BeFalse())

@@ -123,6 +123,24 @@ func (k *Keeper) LookupReplicaVersion(ctx context.Context, s Subject, lineage st
 	into.Requested = view
 }
 
+// ReplicaAhead returns the store's newest version of lineage when it is newer than serial (the
+// state Secret's), nil when it is not or the store holds none. A store that cannot be listed is
+// an error, which the caller reports and does not hold a run on (the replica never holds a run
+// by being down).
+func (k *Keeper) ReplicaAhead(ctx context.Context, s Subject, lineage string, serial int64) (*replica.Version, error) {
+	if k.Replica == nil || lineage == "" {
+		return nil, nil
+	}
+	versions, err := k.Replica.List(ctx, replica.Ref{Namespace: s.Object.GetNamespace(), Kind: s.Kind, Name: s.Object.GetName()})
+	if err != nil {
+		return nil, err
+	}
+	if newest, ok := replica.Newest(versions, lineage); ok && newest.Serial > serial {
+		return &newest, nil
+	}
+	return nil, nil
+}
+
 // newestPerLineage keeps the newest version of each lineage (versions come by lineage, then
 // serial).
 func newestPerLineage(versions []replica.Version) []replica.Version {
