@@ -113,6 +113,13 @@ func (c *simClient) fill(dst client.Object, stored client.Object, gvk schema.Gro
 	if stored == nil {
 		return nil // AfterWrite turned a failed write into a success: nothing to copy
 	}
+	return CopyOut(dst, stored, gvk)
+}
+
+// CopyOut copies a stored object into a caller's object, in the caller's form (a typed
+// pointer, *unstructured.Unstructured or *metav1.PartialObjectMetadata): the copy this
+// package's client and test/sim/informer's caches both hand out.
+func CopyOut(dst, stored client.Object, gvk schema.GroupVersionKind) error {
 	out, err := convertOut(stored, gvk, reflect.TypeOf(dst))
 	if err != nil {
 		return err
@@ -187,11 +194,12 @@ func (c *simClient) List(ctx context.Context, list client.ObjectList, opts ...cl
 	if err != nil {
 		return err
 	}
-	return fillList(list, objs, gvk, rv)
+	return FillList(list, objs, gvk, rv)
 }
 
-// fillList sets a list's items (copies, in the list's form) and its resourceVersion.
-func fillList(list client.ObjectList, objs []client.Object, gvk schema.GroupVersionKind, rv uint64) error {
+// FillList sets a list's items (copies, in the list's form) and its resourceVersion, as this
+// package's client and test/sim/informer's caches both answer a List.
+func FillList(list client.ObjectList, objs []client.Object, gvk schema.GroupVersionKind, rv uint64) error {
 	var itemType reflect.Type
 	switch l := list.(type) {
 	case *unstructured.UnstructuredList:

@@ -2,11 +2,9 @@ package informer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
-	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -284,7 +281,7 @@ func (c *Cache) Get(ctx context.Context, nn client.ObjectKey, obj client.Object,
 		plural, _ := meta.UnsafeGuessKindToResource(gvk)
 		return apierrors.NewNotFound(plural.GroupResource(), nn.Name)
 	}
-	return fillObject(obj, stored, gvk)
+	return apiserver.CopyOut(obj, stored, gvk)
 }
 
 // List reads the objects a namespace, label selector and field selector (metadata.name and
@@ -320,25 +317,7 @@ func (c *Cache) List(ctx context.Context, list client.ObjectList, opts ...client
 	}
 	rv := k.rv
 	k.mu.Unlock()
-	items := make([]runtime.Object, 0, len(selected))
-	for _, o := range selected {
-		out, err := convert(o, gvk, itemTypeOf(list, o))
-		if err != nil {
-			return err
-		}
-		items = append(items, out)
-	}
-	if err := meta.SetList(list, items); err != nil {
-		return fmt.Errorf("set list of %s: %w", gvk.Kind, err)
-	}
-	switch l := list.(type) {
-	case *unstructured.UnstructuredList:
-		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	case *metav1.PartialObjectMetadataList:
-		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	}
-	list.SetResourceVersion(strconv.FormatUint(rv, 10))
-	return nil
+	return apiserver.FillList(list, selected, gvk, rv)
 }
 
 func matches(lo *client.ListOptions, o client.Object) bool {
@@ -352,67 +331,6 @@ func matches(lo *client.ListOptions, o client.Object) bool {
 		return false
 	}
 	return true
-}
-
-// itemTypeOf is the type of a list's items: unstructured, metadata, or the stored type.
-func itemTypeOf(list client.ObjectList, stored client.Object) reflect.Type {
-	switch list.(type) {
-	case *unstructured.UnstructuredList:
-		return reflect.TypeFor[*unstructured.Unstructured]()
-	case *metav1.PartialObjectMetadataList:
-		return reflect.TypeFor[*metav1.PartialObjectMetadata]()
-	}
-	return reflect.TypeOf(stored)
-}
-
-// fillObject copies a cached object into the caller's object, in the caller's form.
-func fillObject(dst, stored client.Object, gvk schema.GroupVersionKind) error {
-	out, err := convert(stored, gvk, reflect.TypeOf(dst))
-	if err != nil {
-		return err
-	}
-	switch d := dst.(type) {
-	case *unstructured.Unstructured:
-		u, _ := out.(*unstructured.Unstructured)
-		d.Object = u.Object
-	case *metav1.PartialObjectMetadata:
-		p, _ := out.(*metav1.PartialObjectMetadata)
-		*d = *p
-	default:
-		reflect.ValueOf(dst).Elem().Set(reflect.ValueOf(out).Elem())
-	}
-	return nil
-}
-
-// convert returns a copy of a cached object as type t.
-func convert(stored client.Object, gvk schema.GroupVersionKind, t reflect.Type) (client.Object, error) {
-	switch t {
-	case reflect.TypeFor[*unstructured.Unstructured]():
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(stored)
-		if err != nil {
-			return nil, fmt.Errorf("convert %s to unstructured: %w", gvk.Kind, err)
-		}
-		u := &unstructured.Unstructured{Object: m}
-		u.SetGroupVersionKind(gvk)
-		return u, nil
-	case reflect.TypeFor[*metav1.PartialObjectMetadata]():
-		a, ok := stored.(metav1.ObjectMetaAccessor)
-		if !ok {
-			return nil, errors.New("metadata of " + gvk.Kind + ": no ObjectMeta")
-		}
-		om, ok := a.GetObjectMeta().(*metav1.ObjectMeta)
-		if !ok {
-			return nil, errors.New("metadata of " + gvk.Kind + ": not an ObjectMeta")
-		}
-		p := &metav1.PartialObjectMetadata{ObjectMeta: *om.DeepCopy()}
-		p.SetGroupVersionKind(gvk)
-		return p, nil
-	}
-	if reflect.TypeOf(stored) != t {
-		return nil, fmt.Errorf("read %s: the cache holds %T, not %s", gvk.Kind, stored, t)
-	}
-	out, _ := stored.DeepCopyObject().(client.Object)
-	return out, nil
 }
 
 func key(ns, name string) string { return ns + "/" + name }
