@@ -3,6 +3,7 @@ package decide
 import (
 	"strings"
 	"testing"
+	"time"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 )
@@ -78,5 +79,18 @@ func TestNeedsReplicaVersion(t *testing.T) {
 		if got := NeedsReplicaVersion(ev); got != tc.want {
 			t.Errorf("%s: NeedsReplicaVersion = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestARestoreTheStoreCouldNotAnswerIsAskedAgain: a restore of a serial no backup has, while the
+// store cannot be read, is not refused for good: the object waits a minute and looks again.
+func TestARestoreTheStoreCouldNotAnswerIsAskedAgain(t *testing.T) {
+	ev := Evidence{Object: ObjectEvidence{HasFinalizer: true, BlockMove: true}, Inputs: InputsEvidence{Gathered: true, DesiredHash: "h1", AppliedHash: "h1"},
+		State: StateEvidence{AppliedBefore: true, OwnLineage: "L", Read: StatePresent, Lineage: "L", RestoreSerial: "9",
+			Replica: &ReplicaLookup{Problem: "connection refused"}}}
+	d := Decide(ev)
+	if d.Action != ActionWait || d.Wait == nil || d.Wait.Reason != infrav1.RestoreRefusedReason || d.Wait.RequeueAfter != time.Minute ||
+		!strings.Contains(d.Wait.Message, "connection refused") || !strings.Contains(d.Wait.Message, "looks again") {
+		t.Fatalf("Decide = %+v (wait %+v), want a RestoreRefused wait of a minute that says the store could not be read", d, d.Wait)
 	}
 }

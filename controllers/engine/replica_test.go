@@ -105,6 +105,13 @@ var _ = Describe("The state replica", func() {
 		Expect(eventsOfType(f.ns, tc.Name, infrav1.StateNotReplicatedReason, corev1.EventTypeWarning)).To(
 			ContainElement(HaveField("Note", ContainSubstring("serial 2"))))
 
+		By("a new object created while the store is down: its first apply goes on, and a Warning event says the store was not checked")
+		g := newFixture()
+		fresh := g.createCluster()
+		Expect(waitForJob(fresh, infrav1.TerraformClusterKind, 1).Labels).To(HaveKeyWithValue(infrav1.OperationLabel, string(infrav1.OperationApply)))
+		Expect(eventsOfType(g.ns, fresh.Name, infrav1.ReplicaUncheckedReason, corev1.EventTypeWarning)).To(
+			ContainElement(HaveField("Note", ContainSubstring("the first apply goes on"))))
+
 		By("back on the same port and folder: the idle object's next pass catches up, in order")
 		var errStart error
 		replicaStore, errStart = objectstore.Start(ctx, objectstore.Options{Binary: replicaBinary(), Dir: replicaDir, Port: port,

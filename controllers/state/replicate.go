@@ -70,20 +70,9 @@ func (k *Keeper) LookupReplica(ctx context.Context, s Subject) *decide.ReplicaLo
 	}
 	out := &decide.ReplicaLookup{}
 	for _, v := range newestPerLineage(versions) {
-		view := decide.ReplicaVersionView{Lineage: v.Lineage, Serial: v.Serial, Written: v.Written}
-		data, uid, err := k.Replica.Open(ctx, v)
-		view.UID = string(uid)
-		if err == nil {
-			var st *State
-			if st, err = parseBackendState(data); err == nil {
-				view.Empty = StateEmpty(st)
-				if st.Lineage != v.Lineage || int64(st.Serial) != v.Serial {
-					err = fmt.Errorf("the state inside has lineage %s and serial %d, not the key's", st.Lineage, st.Serial)
-				}
-			}
-		}
+		_, view, err := k.openVersion(ctx, v)
 		if err != nil {
-			view.Unopened = err.Error()
+			view.Unopened = err.Error() // it may track resources: it holds, and is never brought back
 		}
 		out.Versions = append(out.Versions, view)
 	}
@@ -99,28 +88,15 @@ func (k *Keeper) LookupReplicaVersion(ctx context.Context, s Subject, lineage st
 		return
 	}
 	v := replica.Version{Ref: replica.Ref{Namespace: s.Object.GetNamespace(), Kind: s.Kind, Name: s.Object.GetName()}, Lineage: lineage, Serial: serial}
-	data, uid, err := k.Replica.Open(ctx, v)
+	_, view, err := k.openVersion(ctx, v)
 	switch {
 	case errors.Is(err, replica.ErrNotFound):
 		return
-	case err != nil && !errors.Is(err, replica.ErrWrongKey):
+	case err != nil:
 		into.Problem = err.Error()
 		return
 	}
-	view := &decide.ReplicaVersionView{Lineage: lineage, Serial: serial, UID: string(uid)}
-	if err == nil {
-		var st *State
-		if st, err = parseBackendState(data); err == nil {
-			view.Empty = StateEmpty(st)
-			if st.Lineage != lineage || int64(st.Serial) != serial {
-				err = fmt.Errorf("the state inside has lineage %s and serial %d, not the key's", st.Lineage, st.Serial)
-			}
-		}
-	}
-	if err != nil {
-		view.Unopened = err.Error()
-	}
-	into.Requested = view
+	into.Requested = &view
 }
 
 // ReplicaAhead returns the store's newest version of lineage when it is newer than serial (the
@@ -139,6 +115,35 @@ func (k *Keeper) ReplicaAhead(ctx context.Context, s Subject, lineage string, se
 		return &newest, nil
 	}
 	return nil, nil
+}
+
+// openVersion reads version v from the store and checks that it is the state its key names.
+// It returns the state as the backend's Secret holds it and the version's view; a version
+// sealed with another key, not a state, or of another lineage or serial than its key's has no
+// data and says why in view.Unopened. err is a store that could not be read (ErrNotFound: it
+// holds no such version).
+func (k *Keeper) openVersion(ctx context.Context, v replica.Version) ([]byte, decide.ReplicaVersionView, error) {
+	view := decide.ReplicaVersionView{Lineage: v.Lineage, Serial: v.Serial, Written: v.Written}
+	data, uid, err := k.Replica.Open(ctx, v)
+	view.UID = string(uid)
+	if errors.Is(err, replica.ErrWrongKey) {
+		view.Unopened = err.Error()
+		return nil, view, nil
+	}
+	if err != nil {
+		return nil, view, err
+	}
+	st, err := parseBackendState(data)
+	if err != nil {
+		view.Unopened = err.Error()
+		return nil, view, nil
+	}
+	view.Empty = StateEmpty(st)
+	if st.Lineage != v.Lineage || int64(st.Serial) != v.Serial {
+		view.Unopened = fmt.Sprintf("the state inside has lineage %s and serial %d, not the key's", st.Lineage, st.Serial)
+		return nil, view, nil
+	}
+	return data, view, nil
 }
 
 // newestPerLineage keeps the newest version of each lineage (versions come by lineage, then
@@ -175,16 +180,12 @@ func (k *Keeper) ImportReplica(ctx context.Context, s Subject, v decide.ReplicaV
 		return nil, errors.New("no replica store is configured")
 	}
 	ref := replica.Ref{Namespace: s.Object.GetNamespace(), Kind: s.Kind, Name: s.Object.GetName()}
-	data, _, err := k.Replica.Open(ctx, replica.Version{Ref: ref, Lineage: v.Lineage, Serial: v.Serial})
+	data, view, err := k.openVersion(ctx, replica.Version{Ref: ref, Lineage: v.Lineage, Serial: v.Serial})
+	if err == nil && view.Unopened != "" {
+		err = errors.New(view.Unopened)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read replica version %s/%d: %w", v.Lineage, v.Serial, err)
-	}
-	st, err := parseBackendState(data)
-	if err != nil {
-		return nil, fmt.Errorf("read replica version %s/%d: %w", v.Lineage, v.Serial, err)
-	}
-	if st.Lineage != v.Lineage || int64(st.Serial) != v.Serial {
-		return nil, fmt.Errorf("replica version %s/%d holds lineage %s serial %d", v.Lineage, v.Serial, st.Lineage, st.Serial)
 	}
 	return k.writeBackup(ctx, s, v.Serial, v.Lineage, ReplicaBackupJob, data)
 }

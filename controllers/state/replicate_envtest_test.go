@@ -79,7 +79,7 @@ var _ = Describe("the keeper and the replica store", func() {
 
 		By("a version whose state is not what its key says is never brought back")
 		_, err = k.ImportReplica(ctx, s, decide.ReplicaVersionView{Lineage: "C", Serial: 4})
-		Expect(err).To(MatchError(ContainSubstring("holds lineage C serial 9")))
+		Expect(err).To(MatchError(ContainSubstring("the state inside has lineage C and serial 9, not the key's")))
 		err = k8s.Get(ctx, types.NamespacedName{Namespace: n.Name, Name: naming.StateBackupSecretName(s.Suffix, 4)}, &corev1.Secret{})
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no backup of serial 4: %v", err)
 
