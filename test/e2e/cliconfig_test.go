@@ -58,14 +58,8 @@ var _ = Describe("A Terraform CLI configuration on the sandbox", func() {
 			sb := startSandboxWithManager("cliconfig-"+strings.ToLower(b.product), path, filepath.Join(built, "manager"))
 			DeferCleanup(func() { Expect(sb.Stop()).To(Succeed()) })
 			const ns = "cliconfig"
-			reg, err := tfregistry.Start(GinkgoT().TempDir(), cliConfigToken, tfregistry.Module{Namespace: "platform", Name: "network",
+			reg := echoRegistry(cliConfigToken, tfregistry.Module{Namespace: "platform", Name: "network",
 				Provider: "null", Version: "1.2.0", Files: map[string]string{"main.tf": "output \"cidr\" {\n  value = \"10.0.0.0/16\"\n}\n"}})
-			Expect(err).NotTo(HaveOccurred())
-			DeferCleanup(reg.Close)
-			echo, err := tfregistry.EchoProvider()
-			Expect(err).NotTo(HaveOccurred())
-			_, err = reg.AddProvider(echo)
-			Expect(err).NotTo(HaveOccurred())
 			createNamespace(sb, ns)
 
 			By("with cliConfig and its credentials, kubectl apply; the apply makes the object Ready")

@@ -30,6 +30,20 @@ func worldLog(world string) []string {
 	return strings.Fields(strings.ReplaceAll(strings.TrimSpace(string(raw)), " ", "_"))
 }
 
+// echoRegistry starts the test's provider registry (its network mirror) with the echo provider
+// in it, stopped when the spec ends; token and modules as tfregistry.Start takes them.
+func echoRegistry(token string, modules ...tfregistry.Module) *tfregistry.Server {
+	GinkgoHelper()
+	reg, err := tfregistry.Start(GinkgoT().TempDir(), token, modules...)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(reg.Close)
+	echo, err := tfregistry.EchoProvider()
+	Expect(err).NotTo(HaveOccurred())
+	_, err = reg.AddProvider(echo)
+	Expect(err).NotTo(HaveOccurred())
+	return reg
+}
+
 // inWorld reports whether the echo provider's file exists in the world folder.
 func inWorld(world, file string) bool {
 	GinkgoHelper()
@@ -57,13 +71,7 @@ var _ = Describe("A forgotten resource in the world", func() {
 			}
 			ns, name := "forget-world-"+strings.ToLower(b.product), "fw"
 			createNamespace(sb, ns)
-			reg, err := tfregistry.Start(GinkgoT().TempDir(), "unused")
-			Expect(err).NotTo(HaveOccurred())
-			DeferCleanup(reg.Close)
-			echo, err := tfregistry.EchoProvider()
-			Expect(err).NotTo(HaveOccurred())
-			_, err = reg.AddProvider(echo)
-			Expect(err).NotTo(HaveOccurred())
+			reg := echoRegistry("unused")
 			world := GinkgoT().TempDir()
 
 			By("the module keeps two files in the world: one apply creates both")

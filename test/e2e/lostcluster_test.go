@@ -3,10 +3,13 @@ package e2e_test
 import (
 	"bytes"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -19,7 +22,6 @@ import (
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
 	"github.com/captf/cluster-api-provider-terraform/test/doccmd"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox"
-	"github.com/captf/cluster-api-provider-terraform/test/tfregistry"
 )
 
 // conditionOfObject reads one condition of any CAPTF object (nil when it has none or is gone).
@@ -41,13 +43,7 @@ var _ = Describe(doccmd.SpecLostCluster, func() {
 		const ns, name = "lost", "lost"
 		dir := filepath.Join(GinkgoT().TempDir(), "replica")
 		withReplica := func(o *sandbox.Options) { o.StateReplicaDir = dir }
-		reg, err := tfregistry.Start(GinkgoT().TempDir(), "unused")
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(reg.Close)
-		echo, err := tfregistry.EchoProvider()
-		Expect(err).NotTo(HaveOccurred())
-		_, err = reg.AddProvider(echo)
-		Expect(err).NotTo(HaveOccurred())
+		reg := echoRegistry("unused")
 		world := GinkgoT().TempDir()
 		raw, err := os.ReadFile(filepath.Join("testdata", "lostcluster.yaml"))
 		Expect(err).NotTo(HaveOccurred())
@@ -67,13 +63,13 @@ var _ = Describe(doccmd.SpecLostCluster, func() {
 		applyFixtureDoc(first, ns, manifests)
 		eventuallyReady(first, cluster, machine)
 		Expect(worldLog(world)).To(ConsistOf("create_network", "create_node"))
-		lineages := map[string]string{}
+		lineages, serials := map[string]string{}, map[string]int64{}
 		for _, o := range []struct {
 			kind string
 			obj  client.Object
 		}{{infrav1.TerraformClusterKind, cluster}, {infrav1.TerraformMachineKind, machine}} {
 			st := stateOf(first, o.kind, ns, o.obj.GetName())
-			lineages[o.kind] = st.Lineage
+			lineages[o.kind], serials[o.kind] = st.Lineage, st.Serial
 			Eventually(func() *metav1.Condition { return conditionOfObject(first, o.obj, infrav1.StateReplicatedCondition) }).Should(And(Not(BeNil()),
 				HaveField("Status", metav1.ConditionTrue), HaveField("Message", ContainSubstring("serial "+strconv.FormatInt(st.Serial, 10)))))
 		}
@@ -155,5 +151,20 @@ var _ = Describe(doccmd.SpecLostCluster, func() {
 			Eventually(func() bool { return apierrors.IsNotFound(second.Client().Get(ctx, client.ObjectKeyFromObject(o), o)) }).Should(BeTrue())
 		}
 		Expect(worldLog(world)).To(ConsistOf("create_network", "create_node", "delete_network", "delete_node"))
+
+		By("the store keeps every version after the deletion: CAPTF never deletes one")
+		for kind, o := range map[string]client.Object{infrav1.TerraformClusterKind: cluster, infrav1.TerraformMachineKind: machine} {
+			list, err := second.Replica().Client().ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(sandbox.ReplicaBucket),
+				Prefix: aws.String("states/" + ns + "/" + kind + "/" + o.GetName() + "/" + lineages[kind] + "/")})
+			Expect(err).NotTo(HaveOccurred())
+			var held []int64
+			for _, obj := range list.Contents {
+				n, err := strconv.ParseInt(strings.TrimSuffix(path.Base(aws.ToString(obj.Key)), ".tfstate.sealed"), 10, 64)
+				Expect(err).NotTo(HaveOccurred())
+				held = append(held, n)
+			}
+			Expect(held).To(And(ContainElement(serials[kind]), ContainElement(BeNumerically(">", serials[kind]))),
+				"%s %s: the lost cluster's version and the destroy's newer one", kind, o.GetName())
+		}
 	})
 })
