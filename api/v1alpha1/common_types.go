@@ -559,6 +559,21 @@ const (
 	DeletionPolicyRetain DeletionPolicy = "Retain"
 )
 
+// StateReplication says whether a run may start while the replica store cannot take the
+// state (docs/state.md, "Strict replication").
+// +kubebuilder:validation:Enum=BestEffort;Strict
+type StateReplication string
+
+// The state replication modes.
+const (
+	// StateReplicationBestEffort (the default, also when unset): a store that is down never
+	// holds a run; the replica catches up when it returns.
+	StateReplicationBestEffort StateReplication = "BestEffort"
+	// StateReplicationStrict: a Job that writes the state starts only once the store answers
+	// and holds the state version the run starts from.
+	StateReplicationStrict StateReplication = "Strict"
+)
+
 // DriftMode says what a drift check does when it finds drift.
 // +kubebuilder:validation:Enum=Report;Remediate;Accept
 type DriftMode string
@@ -647,6 +662,14 @@ type TerraformSpec struct {
 	// +optional
 	// +kubebuilder:default=Destroy
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+
+	// stateReplication matters only when the manager keeps a replica store of the states
+	// (--state-replica-*): BestEffort (the default, also when unset) never holds a run on the
+	// store; Strict holds a Job that writes the state (an apply, a destroy, a refresh, a
+	// restore) until the store can be listed and holds the state version the run starts from,
+	// writing that version first when it is missing (docs/state.md, "Strict replication").
+	// +optional
+	StateReplication StateReplication `json:"stateReplication,omitempty"`
 }
 
 // Initialization reports the Cluster API contract's initialization fields.
@@ -747,6 +770,16 @@ type TerraformStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=32
 	StateBackups []StateBackup `json:"stateBackups,omitempty"`
+
+	// stateReplica lists the state versions the replica store was last seen to hold for this
+	// object's namespace, kind and name, newest first (reported, at most 32): as the
+	// controller last listed the store (before a Job that writes the state starts, and when a
+	// new object looks for a state of its name) and wrote to it since. The store is the record;
+	// a restore (captf.io/restore-state) of a serial it holds works whether listed here or not.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	StateReplica []StateReplicaVersion `json:"stateReplica,omitempty"`
 
 	// observedGeneration is the generation the controller last acted on.
 	// +optional
@@ -868,6 +901,21 @@ type StateBackup struct {
 	// bytes of the compressed state.
 	// +optional
 	Bytes int64 `json:"bytes,omitempty"`
+}
+
+// StateReplicaVersion is one state version the replica store holds.
+type StateReplicaVersion struct {
+	// lineage of the state.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	Lineage string `json:"lineage"`
+	// serial of the state; restore it with the annotation captf.io/restore-state when it is of
+	// the object's lineage.
+	// +required
+	Serial int64 `json:"serial"`
+	// time the store received it.
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
 }
 
 // IsProvisioned reports status.initialization.provisioned.

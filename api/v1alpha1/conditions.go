@@ -222,6 +222,10 @@ const (
 	// the state Secret (a management cluster restored from an older backup, say): nothing that
 	// writes the state runs until the store's version is restored (captf.io/restore-state).
 	ReplicaAheadReason = "ReplicaAhead"
+	// ReplicaRequiredReason: spec.stateReplication is Strict and the replica store cannot be
+	// listed, or does not hold the state version a run would start from and cannot take it: the
+	// Job that writes the state does not start until it can.
+	ReplicaRequiredReason = "ReplicaRequired"
 	// ReplicaImportedReason (an event, Normal): a state version was brought back from the
 	// replica store as a backup of the object, and its restore asked for.
 	ReplicaImportedReason = "ReplicaImported"

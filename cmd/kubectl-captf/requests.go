@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
@@ -117,10 +118,12 @@ func newRetryCommand(o *options) *cobra.Command {
 		})
 }
 
-// BackupList is what restore prints without --serial: the object's backups, newest first.
+// BackupList is what restore prints without --serial: the object's backups, newest first, and
+// the versions the replica store was last seen to hold (status.stateReplica), newest first.
 type BackupList struct {
 	objectID
-	Backups []infrav1.StateBackup `json:"backups"`
+	Backups []infrav1.StateBackup         `json:"backups"`
+	Replica []infrav1.StateReplicaVersion `json:"replica"`
 }
 
 func newRestoreCommand(o *options) *cobra.Command {
@@ -128,20 +131,29 @@ func newRestoreCommand(o *options) *cobra.Command {
 	var yes bool
 	var cmd *cobra.Command
 	cmd = o.objectCommand("restore KIND/NAME [--serial N]",
-		"List the state backups, or restore one (annotation captf.io/restore-state) after a confirmation unless --yes",
+		"List the state backups and the replica store's versions, or restore one (annotation captf.io/restore-state) after a confirmation unless --yes",
 		func(ctx context.Context, c client.Client, t target) error {
-			backups := t.obj.GetTerraformStatus().StateBackups
+			st := t.obj.GetTerraformStatus()
+			backups, held := st.StateBackups, st.StateReplica
 			if !cmd.Flags().Changed("serial") {
-				list := BackupList{objectID: t.id(), Backups: backups}
+				list := BackupList{objectID: t.id(), Backups: backups, Replica: held}
 				if list.Backups == nil {
 					list.Backups = []infrav1.StateBackup{}
 				}
-				return o.show(list, func(p *printer) error { return renderBackups(p, t, backups) })
+				if list.Replica == nil {
+					list.Replica = []infrav1.StateReplicaVersion{}
+				}
+				return o.show(list, func(p *printer) error { return renderBackups(p, t, backups, held) })
 			}
+			from := "the backup"
 			if !hasBackup(backups, serial) {
-				return refused("serial %d is no backup of %s (backups: %s)", serial, t.ref(), serials(backups))
+				if !inReplica(held, serial) {
+					return refused("serial %d is no backup of %s and not a version the replica store was seen to hold (backups: %s; replica store: %s)",
+						serial, t.ref(), serials(backups), replicaSerials(held))
+				}
+				from = "the replica store's version"
 			}
-			if err := o.confirm(yes, fmt.Sprintf("Restore %s to the backup of serial %d?", t.ref(), serial)); err != nil {
+			if err := o.confirm(yes, fmt.Sprintf("Restore %s to %s of serial %d?", t.ref(), from, serial)); err != nil {
 				return err
 			}
 			if err := setAnnotation(ctx, c, t, infrav1.RestoreStateAnnotation, strconv.FormatInt(serial, 10)); err != nil {
@@ -150,26 +162,38 @@ func newRestoreCommand(o *options) *cobra.Command {
 			_, err := fmt.Fprintf(o.streams.Out, "restore of serial %d requested on %s: a Restore Job pushes it as the newest state\n", serial, t.ref())
 			return err
 		})
-	cmd.Flags().Int64Var(&serial, "serial", 0, "the serial of the backup to restore")
+	cmd.Flags().Int64Var(&serial, "serial", 0, "the serial to restore: a backup's, or a version the replica store holds")
 	cmd.Flags().BoolVar(&yes, "yes", false, "restore without asking")
 	o.addOutputFlag(cmd)
 	return cmd
 }
 
-func renderBackups(p *printer, t target, backups []infrav1.StateBackup) error {
+func renderBackups(p *printer, t target, backups []infrav1.StateBackup, held []infrav1.StateReplicaVersion) error {
 	if len(backups) == 0 {
 		p.line("", "%s has no state backup", t.ref())
+	} else {
+		p.line("", "SERIAL\tSECRET\tTIME\tBYTES")
+		for _, b := range backups {
+			p.line("", "%d\t%s\t%s\t%d", b.Serial, b.Secret, rfc3339(b.Time), b.Bytes)
+		}
+	}
+	if len(held) == 0 {
 		return p.err
 	}
-	p.line("", "SERIAL\tSECRET\tTIME\tBYTES")
-	for _, b := range backups {
-		when := ""
-		if b.Time != nil {
-			when = b.Time.UTC().Format(time.RFC3339)
-		}
-		p.line("", "%d\t%s\t%s\t%d", b.Serial, b.Secret, when, b.Bytes)
+	p.line("", "")
+	p.line("", "In the replica store (as the controller last listed it):")
+	p.line("", "SERIAL\tLINEAGE\tTIME")
+	for _, v := range held {
+		p.line("", "%d\t%s\t%s", v.Serial, v.Lineage, rfc3339(v.Time))
 	}
 	return p.err
+}
+
+func rfc3339(t *metav1.Time) string {
+	if t == nil {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 func hasBackup(backups []infrav1.StateBackup, serial int64) bool {
@@ -181,16 +205,41 @@ func hasBackup(backups []infrav1.StateBackup, serial int64) bool {
 	return false
 }
 
+func inReplica(held []infrav1.StateReplicaVersion, serial int64) bool {
+	for _, v := range held {
+		if v.Serial == serial {
+			return true
+		}
+	}
+	return false
+}
+
 func serials(backups []infrav1.StateBackup) string {
-	if len(backups) == 0 {
+	out := make([]int64, 0, len(backups))
+	for _, b := range backups {
+		out = append(out, b.Serial)
+	}
+	return joinSerials(out)
+}
+
+func replicaSerials(held []infrav1.StateReplicaVersion) string {
+	out := make([]int64, 0, len(held))
+	for _, v := range held {
+		out = append(out, v.Serial)
+	}
+	return joinSerials(out)
+}
+
+func joinSerials(serials []int64) string {
+	if len(serials) == 0 {
 		return "none"
 	}
 	s := ""
-	for i, b := range backups {
+	for i, n := range serials {
 		if i > 0 {
 			s += ", "
 		}
-		s += strconv.FormatInt(b.Serial, 10)
+		s += strconv.FormatInt(n, 10)
 	}
 	return s
 }

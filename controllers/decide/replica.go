@@ -42,7 +42,9 @@ type ReplicaVersionView struct {
 // version of each lineage, or why the store could not be listed.
 type ReplicaLookup struct {
 	Versions []ReplicaVersionView
-	Problem  string
+	// Listed is every version the listing found, unopened (for status.stateReplica).
+	Listed  []ReplicaVersionView
+	Problem string
 	// Requested is the version of the serial a restore asks for (captf.io/restore-state) in the
 	// lineage RestoreLineage names, when no backup has that serial (NeedsReplicaVersion); nil
 	// when the store does not hold it.

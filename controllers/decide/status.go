@@ -2,6 +2,8 @@ package decide
 
 import (
 	"fmt"
+	"sort"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,6 +52,9 @@ type Report struct {
 	// Replica: what became of the replication of the state a counted Job left (nil: no
 	// replica configured, or nothing to copy).
 	Replica *ReplicaResult
+	// ReplicaListed is the replica store's listing of the object's versions taken this pass
+	// (nil: none was); it replaces status.stateReplica.
+	ReplicaListed []ReplicaVersionView
 	// StateProblem says why the state cannot be used as it is, found while acting: a version
 	// that could not be brought back from the replica store (ActionImportReplica), or a store
 	// that holds a newer version than the state Secret (a start held, ReplicaAhead). The object
@@ -69,6 +74,10 @@ type ReplicaResult struct {
 	Written bool
 	// Reason and Message say why the store did not take it ("": it holds the version).
 	Reason, Message string
+	// Time is when the store took or was found to hold it (zero when it did not).
+	Time time.Time
+	// SecretVersion is the resourceVersion of the state Secret the version was read from.
+	SecretVersion string
 }
 
 // LeaseWait is a wait for the run lease or the cluster lease (runlease.Wait): the condition of
@@ -103,6 +112,7 @@ func SetConditions(st *infrav1.TerraformStatus, gen int64, ev Evidence, d Decisi
 	setDriftDetected(c, ev, rep)
 	setStateBackups(c, ev, rep)
 	setStateReplicated(c, rep)
+	setStateReplica(c, rep)
 	setPendingPlan(c, ev, d)
 	setDeleting(c, ev, d, rep)
 	setInfrastructureHealthy(c, ev, rep)
@@ -227,6 +237,74 @@ func setStateReplicated(c conditions, rep Report) {
 	}
 	c.set(infrav1.StateReplicatedCondition, metav1.ConditionTrue, infrav1.StateReplicatedReason,
 		fmt.Sprintf("state serial %d (lineage %s) is in the replica store", r.Serial, r.Lineage))
+}
+
+// maxReplicaListed is how many of the store's versions status.stateReplica reports.
+const maxReplicaListed = 32
+
+// setStateReplica reports the versions the replica store was last seen to hold, newest first:
+// this pass's listing when one was taken, else what the status said, plus the version this
+// pass's replication found or put in the store.
+func setStateReplica(c conditions, rep Report) {
+	took := rep.Replica != nil && rep.Replica.Reason == ""
+	if rep.ReplicaListed == nil && !took {
+		return // nothing new was seen: the status stands as it is
+	}
+	var listed []infrav1.StateReplicaVersion
+	if rep.ReplicaListed != nil {
+		for _, v := range rep.ReplicaListed {
+			listed = append(listed, replicaVersionStatus(v.Lineage, v.Serial, v.Written))
+		}
+	} else {
+		listed = append(listed, c.st.StateReplica...)
+	}
+	if r := rep.Replica; took && !holdsVersion(listed, r.Lineage, r.Serial) {
+		listed = append(listed, replicaVersionStatus(r.Lineage, r.Serial, r.Time))
+	}
+	sortReplicaVersions(listed)
+	if len(listed) > maxReplicaListed {
+		listed = listed[:maxReplicaListed]
+	}
+	c.st.StateReplica = listed
+}
+
+func replicaVersionStatus(lineage string, serial int64, at time.Time) infrav1.StateReplicaVersion {
+	v := infrav1.StateReplicaVersion{Lineage: lineage, Serial: serial}
+	if !at.IsZero() {
+		t := metav1.NewTime(at)
+		v.Time = &t
+	}
+	return v
+}
+
+func holdsVersion(listed []infrav1.StateReplicaVersion, lineage string, serial int64) bool {
+	for _, v := range listed {
+		if v.Lineage == lineage && v.Serial == serial {
+			return true
+		}
+	}
+	return false
+}
+
+// sortReplicaVersions orders the store's versions newest first: each lineage's versions
+// together, by serial, and the lineages by the newest time the store took one of theirs.
+func sortReplicaVersions(listed []infrav1.StateReplicaVersion) {
+	newest := map[string]time.Time{}
+	for _, v := range listed {
+		if v.Time != nil && v.Time.After(newest[v.Lineage]) {
+			newest[v.Lineage] = v.Time.Time
+		}
+	}
+	sort.SliceStable(listed, func(i, j int) bool {
+		a, b := listed[i], listed[j]
+		if a.Lineage != b.Lineage {
+			if ta, tb := newest[a.Lineage], newest[b.Lineage]; !ta.Equal(tb) {
+				return ta.After(tb)
+			}
+			return a.Lineage < b.Lineage
+		}
+		return a.Serial > b.Serial
+	})
 }
 
 // setStateBackups lists the backups, newest first.

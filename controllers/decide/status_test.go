@@ -2,6 +2,8 @@ package decide
 
 import (
 	"errors"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -250,4 +252,55 @@ func TestSetReady(t *testing.T) {
 			checkConditions(t, &st, []want{tc.want})
 		})
 	}
+}
+
+func TestSetStateReplicaReportsWhatTheStoreWasLastSeenToHold(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *metav1.Time { m := metav1.NewTime(t0.Add(d)); return &m }
+	serials := func(st *infrav1.TerraformStatus) []string {
+		var out []string
+		for _, v := range st.StateReplica {
+			out = append(out, v.Lineage+"/"+strconv.FormatInt(v.Serial, 10))
+		}
+		return out
+	}
+	before := []infrav1.StateReplicaVersion{{Lineage: "a", Serial: 2, Time: at(2 * time.Minute)}, {Lineage: "a", Serial: 1, Time: at(time.Minute)}}
+	for _, tc := range []struct {
+		name string
+		rep  Report
+		want []string
+	}{
+		{name: "nothing listed or written: the status stands", want: []string{"a/2", "a/1"}},
+		{name: "a failed write adds nothing", rep: Report{Replica: &ReplicaResult{Lineage: "a", Serial: 3, Reason: infrav1.ReplicaUnavailableReason}},
+			want: []string{"a/2", "a/1"}},
+		{name: "a write the store took is added first, whatever its clock says", rep: Report{Replica: &ReplicaResult{Lineage: "a", Serial: 3, Written: true, Time: t0}},
+			want: []string{"a/3", "a/2", "a/1"}},
+		{name: "a replay of a listed version is not listed twice", rep: Report{Replica: &ReplicaResult{Lineage: "a", Serial: 2}},
+			want: []string{"a/2", "a/1"}},
+		{name: "a listing replaces the status: lineages by their newest time, each by serial", rep: Report{ReplicaListed: []ReplicaVersionView{
+			{Lineage: "old", Serial: 7, Written: t0}, {Lineage: "a", Serial: 1, Written: t0.Add(time.Minute)},
+			{Lineage: "a", Serial: 4, Written: t0.Add(time.Hour)}, {Lineage: "old", Serial: 8, Written: t0.Add(time.Second)},
+		}}, want: []string{"a/4", "a/1", "old/8", "old/7"}},
+		{name: "an empty listing empties it", rep: Report{ReplicaListed: []ReplicaVersionView{}}, want: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &infrav1.TerraformStatus{StateReplica: append([]infrav1.StateReplicaVersion(nil), before...)}
+			setStateReplica(conditions{st: st}, tc.rep)
+			if got := serials(st); !slices.Equal(got, tc.want) {
+				t.Errorf("status.stateReplica = %v, want %v", got, tc.want)
+			}
+		})
+	}
+
+	t.Run("at most 32, the newest", func(t *testing.T) {
+		var listed []ReplicaVersionView
+		for i := int64(1); i <= 40; i++ {
+			listed = append(listed, ReplicaVersionView{Lineage: "a", Serial: i, Written: t0.Add(time.Duration(i) * time.Second)})
+		}
+		st := &infrav1.TerraformStatus{}
+		setStateReplica(conditions{st: st}, Report{ReplicaListed: listed})
+		if n, first, last := len(st.StateReplica), st.StateReplica[0].Serial, st.StateReplica[len(st.StateReplica)-1].Serial; n != 32 || first != 40 || last != 9 {
+			t.Errorf("kept %d versions, serials %d..%d; want 32, 40..9", n, first, last)
+		}
+	})
 }

@@ -61,19 +61,7 @@ func (p *pass) act(ctx context.Context) (ctrl.Result, error) {
 
 	switch d.Action {
 	case decide.ActionWaitJob, decide.ActionWait, decide.ActionIdle:
-		var res ctrl.Result
-		if d.Wait != nil {
-			res = ctrl.Result{RequeueAfter: d.Wait.RequeueAfter}
-		}
-		if d.Action != decide.ActionIdle {
-			return res, nil
-		}
-		// An idle pass (a drift check's schedule may bring it back) catches the replica up.
-		caught, err := p.catchUpReplica(ctx)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		return earliest(res, caught), nil
+		return p.wait(ctx, d)
 	case decide.ActionDeleteJob:
 		return deleteNeverStartedJob(ctx, p.r.Client, p.ev.Jobs.Running[0], p.jobs, &p.out)
 	case decide.ActionRecoverStatus:
@@ -296,4 +284,25 @@ func (p *pass) importReplica(ctx context.Context, v *decide.ReplicaVersionView) 
 		v.Lineage, v.Serial, v.UID, b.Name, infrav1.RestoreStateAnnotation, serial))
 	p.out.flush()
 	return ctrl.Result{}, nil
+}
+
+// wait ends a pass that starts nothing: a running Job's pass copies a state version the run
+// wrote to the replica store, and an idle pass (a drift check's schedule may bring it back)
+// catches the replica up.
+func (p *pass) wait(ctx context.Context, d decide.Decision) (ctrl.Result, error) {
+	var res ctrl.Result
+	if d.Wait != nil {
+		res = ctrl.Result{RequeueAfter: d.Wait.RequeueAfter}
+	}
+	switch d.Action {
+	case decide.ActionWaitJob:
+		return res, p.replicateWhileRunning(ctx)
+	case decide.ActionIdle:
+		caught, err := p.catchUpReplica(ctx)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return earliest(res, caught), nil
+	}
+	return res, nil
 }

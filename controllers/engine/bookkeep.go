@@ -117,9 +117,10 @@ func (p *pass) collectFinished(ctx context.Context) (*finishedRun, error) {
 		// The replica lives outside the cluster, so a pause (a clusterctl move) does not defer
 		// it; a count that runs again writes the same version again, a no-op.
 		var err error
-		if f.replica, err = p.r.stateKeeper().Replicate(ctx, p.subject); err != nil {
+		if f.replica, err = p.r.stateKeeper().Replicate(ctx, p.subject, p.replicatedWhileRunning()); err != nil {
 			return nil, err
 		}
+		p.r.replicatedRV.Delete(p.obj.GetUID()) // the next run's start notes its own
 	}
 
 	b.AppliedPlan = job.Annotations[infrav1.PlanIDAnnotation]
@@ -340,6 +341,77 @@ func (p *pass) reportReplica(r *decide.ReplicaResult, job string) {
 	}
 }
 
+// replicateWhileRunning copies to the replica store a state version the state channel wrote
+// while the object's Job runs (Terraform writes the state during a long apply, not only at its
+// end), so the store holds every version a run leaves behind even when the run never ends (a
+// node lost with it). It reads the state Secret's resourceVersion from the metadata cache: a
+// pass that finds it where the start left it (noteStateVersion) or the last copy did sends
+// nothing; a changed one costs one live read and one store write. A manager that did not start
+// the run (it restarted, or took over) only notes the resourceVersion on its first running
+// pass, so a version written before that is not copied; the count at the Job's end copies the
+// last version as always.
+func (p *pass) replicateWhileRunning(ctx context.Context) error {
+	if p.r.StateReplica == nil || p.r.SecretMeta == nil {
+		return nil
+	}
+	rv, ok, err := SecretVersion(ctx, p.r.SecretMeta, p.obj.GetNamespace(), naming.StateSecretName(p.subject.Suffix))
+	if err != nil || !ok {
+		return err
+	}
+	uid := p.obj.GetUID()
+	last, seen := p.r.replicatedRV.Load(uid)
+	if !seen {
+		p.r.replicatedRV.Store(uid, replicatedVersion{rv: rv})
+		return nil
+	}
+	if last.(replicatedVersion).rv == rv {
+		return nil
+	}
+	r, err := p.r.stateKeeper().Replicate(ctx, p.subject, "")
+	if err != nil || r == nil {
+		return err
+	}
+	p.rep.Replica = r
+	if r.Reason == "" {
+		p.r.replicatedRV.Store(uid, replicatedVersion{rv: r.SecretVersion, copied: true})
+		if r.Written {
+			log.FromContext(ctx).V(1).Info("a state version written during the run reached the replica store", "serial", r.Serial)
+		}
+	}
+	return nil
+}
+
+// noteStateVersion notes, as a run starts, the state Secret's resourceVersion the replica store
+// already has ("" for no Secret yet), so the running passes copy every version the run writes,
+// its first included.
+func (p *pass) noteStateVersion(ctx context.Context) {
+	if p.r.StateReplica == nil || p.r.SecretMeta == nil {
+		return
+	}
+	rv, _, err := SecretVersion(ctx, p.r.SecretMeta, p.obj.GetNamespace(), naming.StateSecretName(p.subject.Suffix))
+	if err != nil {
+		return // the first running pass notes it instead
+	}
+	p.r.replicatedRV.Store(p.obj.GetUID(), replicatedVersion{rv: rv})
+}
+
+// replicatedVersion is what the running passes know of an object's state Secret: the
+// resourceVersion last seen (rv) and whether the replica store took that very version (copied)
+// or it was only noted (at the start, or by a manager that did not start the run).
+type replicatedVersion struct {
+	rv     string
+	copied bool
+}
+
+// replicatedWhileRunning is the state Secret's resourceVersion a running pass copied to the
+// store ("" when none did), so the count does not write the same version again.
+func (p *pass) replicatedWhileRunning() string {
+	if v, ok := p.r.replicatedRV.Load(p.obj.GetUID()); ok && v.(replicatedVersion).copied {
+		return v.(replicatedVersion).rv
+	}
+	return ""
+}
+
 // ReplicaRetry is how often an idle object whose state did not reach the replica store tries
 // again.
 const ReplicaRetry = time.Minute
@@ -353,7 +425,7 @@ func (p *pass) catchUpReplica(ctx context.Context) (ctrl.Result, error) {
 	if p.r.StateReplica == nil || c == nil || c.Status != metav1.ConditionFalse {
 		return ctrl.Result{}, nil
 	}
-	r, err := p.r.stateKeeper().Replicate(ctx, p.subject)
+	r, err := p.r.stateKeeper().Replicate(ctx, p.subject, "")
 	if err != nil || r == nil {
 		return ctrl.Result{}, err
 	}

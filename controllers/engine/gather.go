@@ -117,7 +117,15 @@ func (p *pass) gatherReplica(ctx context.Context) {
 	if requested != nil {
 		p.ev.State.Replica.Requested = requested.Requested
 	}
+	if p.ev.State.Replica.Problem == "" {
+		p.rep.ReplicaListed = p.ev.State.Replica.Listed
+	}
 	if why := p.ev.State.Replica.Problem; why != "" {
+		if strictReplication(p.obj) {
+			// The start holds on it (checkReplica, ReplicaRequired): nothing goes on unchecked.
+			log.FromContext(ctx).Info("the replica store could not be read for a state of this object's name", "why", why)
+			return
+		}
 		log.FromContext(ctx).Info("the replica store could not be read for a state of this object's name; the first apply goes on", "why", why)
 		p.out.add(corev1.EventTypeWarning, infrav1.ReplicaUncheckedReason, "the replica store could not be read for a state of this "+
 			"object's name, so the first apply goes on without knowing whether a rebuilt management cluster is about to create "+

@@ -78,10 +78,13 @@ type Reconciler struct {
 	// minutes.
 	InputsTTL time.Duration
 
-	memo      inputsMemo
-	startOnce sync.Once
-	keepOnce  sync.Once
-	keeper    *state.Keeper
+	memo inputsMemo
+	// replicatedRV holds, per object UID, the state Secret's resourceVersion the replica
+	// store last received while a Job of the object runs (replicateWhileRunning).
+	replicatedRV sync.Map
+	startOnce    sync.Once
+	keepOnce     sync.Once
+	keeper       *state.Keeper
 }
 
 // stateKeeper is the keeper of the objects' states, built once from the Reconciler's clients.

@@ -15,6 +15,7 @@ import (
 	"github.com/captf/cluster-api-provider-terraform/cmd/manager/setup"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
 	"github.com/captf/cluster-api-provider-terraform/controllers/replica"
+	"github.com/captf/cluster-api-provider-terraform/controllers/state/statetest"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/objectstore"
 )
@@ -102,7 +103,9 @@ var _ = Describe("The state replica", func() {
 		Eventually(replicated).Should(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", infrav1.ReplicaUnavailableReason),
 			HaveField("Message", ContainSubstring("serial 2"))))
 		Expect(get(tc).Status.LastRun).To(HaveField("Outcome", infrav1.RunSucceeded))
-		Expect(eventsOfType(f.ns, tc.Name, infrav1.StateNotReplicatedReason, corev1.EventTypeWarning)).To(
+		Eventually(func() any {
+			return eventsOfType(f.ns, tc.Name, infrav1.StateNotReplicatedReason, corev1.EventTypeWarning)
+		}).Should(
 			ContainElement(HaveField("Note", ContainSubstring("serial 2"))))
 
 		By("a new object created while the store is down: its first apply goes on, and a Warning event says the store was not checked")
@@ -128,15 +131,98 @@ var _ = Describe("The state replica", func() {
 		Expect(kit.JobsOf(tc, infrav1.TerraformClusterKind)).To(HaveEach(HaveField("ObjectMeta.Name", HaveSuffix("-2"))),
 			"catching up runs no Job: the newest is still the second run's")
 
-		By("and the next Job's state follows")
+		By("and the next Job's states follow: one the state channel writes while the Job runs reaches the store before the Job ends")
 		update(tc, func(tc *infrav1.TerraformCluster) {
 			tc.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"size":3}`)}
 		})
-		completeJob(waitForJob(tc, infrav1.TerraformClusterKind, 3), clusterState(3, "10.11.0.1"), true, "")
-		Eventually(replicated).Should(And(HaveField("Status", metav1.ConditionTrue), HaveField("Message", ContainSubstring("serial 3"))))
+		third := waitForJob(tc, infrav1.TerraformClusterKind, 3)
+		Expect(statetest.Write(ctx, k8s, f.ns, suffixOf(tc, infrav1.TerraformClusterKind), *clusterState(3, "10.11.0.1"))).To(Succeed())
+		Eventually(func() ([]replica.Version, error) { return reader.List(ctx, ref) }).Should(HaveExactElements(
+			HaveField("Serial", BeEquivalentTo(1)), HaveField("Serial", BeEquivalentTo(2)), HaveField("Serial", BeEquivalentTo(3))))
+		Expect(kit.JobsOf(tc, infrav1.TerraformClusterKind)).To(ContainElement(And(HaveField("ObjectMeta.Name", third.Name),
+			HaveField("Status.CompletionTime", BeNil()))), "the Job still runs")
+		completeJob(third, clusterState(4, "10.11.0.1"), true, "")
+		Eventually(replicated).Should(And(HaveField("Status", metav1.ConditionTrue), HaveField("Message", ContainSubstring("serial 4"))))
 		versions, err = reader.List(ctx, ref)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(versions).To(HaveExactElements(HaveField("Serial", BeEquivalentTo(1)), HaveField("Serial", BeEquivalentTo(2)), HaveField("Serial", BeEquivalentTo(3))))
+		Expect(versions).To(HaveExactElements(HaveField("Serial", BeEquivalentTo(1)), HaveField("Serial", BeEquivalentTo(2)),
+			HaveField("Serial", BeEquivalentTo(3)), HaveField("Serial", BeEquivalentTo(4))))
+	})
+})
+
+var _ = Describe("Strict replication", func() {
+	It("holds every run that writes the state while the store is down, and writes a version the store lacks before the next run starts", func() {
+		f := newFixture()
+		tc := f.createCluster()
+		update(tc, func(tc *infrav1.TerraformCluster) { tc.Spec.StateReplication = infrav1.StateReplicationStrict })
+		ref := replica.Ref{Namespace: f.ns, Kind: infrav1.TerraformClusterKind, Name: tc.Name}
+		reader := replicaReader()
+		replicated := func() *metav1.Condition { return envtest.Condition(get(tc), infrav1.StateReplicatedCondition) }
+		readable := func() *metav1.Condition { return envtest.Condition(get(tc), infrav1.StateReadableCondition) }
+		serials := func() []int64 {
+			var out []int64
+			for _, v := range get(tc).Status.StateReplica {
+				out = append(out, v.Serial)
+			}
+			return out
+		}
+		restart := func(port int) {
+			GinkgoHelper()
+			var err error
+			replicaStore, err = objectstore.Start(ctx, objectstore.Options{Binary: replicaBinary(), Dir: replicaDir, Port: port,
+				AccessKey: replicaStore.AccessKey, SecretKey: replicaStore.SecretKey, Out: GinkgoWriter})
+			Expect(err).NotTo(HaveOccurred())
+		}
+
+		By("the first apply's state is in the store, and the status lists what the store holds")
+		completeJob(waitForJob(tc, infrav1.TerraformClusterKind, 1), clusterState(1, "10.15.0.1"), true, "")
+		Eventually(replicated).Should(And(HaveField("Status", metav1.ConditionTrue), HaveField("Message", ContainSubstring("serial 1"))))
+		Eventually(serials).Should(Equal([]int64{1}))
+
+		By("the store goes down: a change of inputs starts no Job, and the object says why")
+		port := replicaStore.Port()
+		Expect(replicaStore.Stop()).To(Succeed())
+		update(tc, func(tc *infrav1.TerraformCluster) {
+			tc.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"size":2}`)}
+		})
+		Eventually(readable).Should(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", infrav1.ReplicaRequiredReason),
+			HaveField("Message", And(ContainSubstring("spec.stateReplication is Strict"), ContainSubstring("cannot be listed")))))
+		Expect(warningEvents(f.ns, tc.Name, infrav1.ReplicaRequiredReason)).To(Equal(1))
+		Expect(kit.JobsOf(tc, infrav1.TerraformClusterKind)).To(HaveEach(HaveField("ObjectMeta.Name", HaveSuffix("-1"))),
+			"the held pass started no Job")
+
+		By("the store returns: the apply starts, and its state reaches the store")
+		restart(port)
+		kit.Poke(tc)
+		completeJob(waitForJob(tc, infrav1.TerraformClusterKind, 2), clusterState(2, "10.15.0.1"), true, "")
+		Eventually(replicated).Should(And(HaveField("Status", metav1.ConditionTrue), HaveField("Message", ContainSubstring("serial 2"))))
+
+		By("the store goes down while a run is on: the run's version misses the store, and the next run is held")
+		update(tc, func(tc *infrav1.TerraformCluster) {
+			tc.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"size":3}`)}
+		})
+		third := waitForJob(tc, infrav1.TerraformClusterKind, 3)
+		Expect(replicaStore.Stop()).To(Succeed())
+		completeJob(third, clusterState(3, "10.15.0.1"), true, "")
+		Eventually(replicated).Should(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", infrav1.ReplicaUnavailableReason),
+			HaveField("Message", ContainSubstring("serial 3"))))
+		update(tc, func(tc *infrav1.TerraformCluster) {
+			tc.Spec.Variables = &runtime.RawExtension{Raw: []byte(`{"size":4}`)}
+		})
+		Eventually(readable).Should(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", infrav1.ReplicaRequiredReason)))
+
+		By("the store returns: the start writes serial 3 first, then the fourth run starts")
+		restart(port)
+		kit.Poke(tc)
+		fourth := waitForJob(tc, infrav1.TerraformClusterKind, 4)
+		versions, err := reader.List(ctx, ref)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(versions).To(HaveExactElements(HaveField("Serial", BeEquivalentTo(1)), HaveField("Serial", BeEquivalentTo(2)), HaveField("Serial", BeEquivalentTo(3))),
+			"the version the run starts from is in the store when its Job exists")
+		completeJob(fourth, clusterState(4, "10.15.0.1"), true, "")
+		Eventually(replicated).Should(And(HaveField("Status", metav1.ConditionTrue), HaveField("Message", ContainSubstring("serial 4"))))
+		Eventually(serials).Should(Equal([]int64{4, 3, 2, 1}), "status.stateReplica lists the store's versions, newest first")
+		Eventually(readable).Should(HaveField("Status", metav1.ConditionTrue))
 	})
 })
 

@@ -58,7 +58,7 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 	s := &startRun{op: op, name: name, slot: types.NamespacedName{Namespace: p.obj.GetNamespace(), Name: name},
 		req: runlease.Request{Owner: p.owner, Holder: name, Operation: op, ActiveDeadlineSeconds: deadline}}
 
-	if res, proceed, err := p.checkReplicaAhead(ctx, s); !proceed {
+	if res, proceed, err := p.checkReplica(ctx, s); !proceed {
 		return res, err
 	}
 	if res, proceed, err := p.reserveSlot(ctx, s); !proceed {
@@ -95,6 +95,7 @@ func (p *pass) start(ctx context.Context, op infrav1.Operation) (ctrl.Result, er
 	if err := p.prep.writeRunSecrets(ctx, s, restore); err != nil {
 		return ctrl.Result{}, err
 	}
+	p.noteStateVersion(ctx)
 	// status.activeJob is reported, never load-bearing.
 	p.obj.GetTerraformStatus().ActiveJob = &infrav1.ActiveJob{Name: s.name, Operation: s.op, StartTime: &metav1.Time{Time: p.r.Clock.Now()}}
 	p.rep.Started = s.name
@@ -116,31 +117,86 @@ func (pr *preparer) writeRunSecrets(ctx context.Context, s *startRun, restore []
 	return pr.writeRunSecret(ctx, s.job, redactRun(s.in, s.identity, s.copies), restore)
 }
 
-// checkReplicaAhead holds a Job that would write the state (an apply, a destroy, a refresh; not
-// a restore, the way out) while the replica store holds a newer version of the state's lineage
+// checkReplica holds a Job that would write the state (an apply, a destroy, a refresh; not a
+// restore, the way out) while the replica store holds a newer version of the state's lineage
 // than the state Secret: a Secret older than what the object's Jobs wrote (a management cluster
 // restored from an older backup) is never silently run on, nor silently replaced by the
-// store's version. One store listing per start, none on an idle pass; a store that cannot be
-// listed holds nothing.
-func (p *pass) checkReplicaAhead(ctx context.Context, s *startRun) (ctrl.Result, bool, error) {
+// store's version. Under strict replication (spec.stateReplication Strict) it also holds every
+// such Job, a restore included, until the store can be listed and holds the version the run
+// starts from (it writes that version first when it is missing). One store listing per start,
+// none on an idle pass; a store that cannot be listed holds nothing unless strict.
+func (p *pass) checkReplica(ctx context.Context, s *startRun) (ctrl.Result, bool, error) {
 	k := p.r.stateKeeper()
-	if k.Replica == nil || !s.op.Mutating() || s.op == infrav1.OperationRestore || p.ev.State.Read != decide.StatePresent {
+	strict := strictReplication(p.obj)
+	present := p.ev.State.Read == decide.StatePresent
+	if k.Replica == nil || !s.op.Mutating() || (!strict && (s.op == infrav1.OperationRestore || !present)) {
 		return ctrl.Result{}, true, nil
 	}
-	ahead, err := k.ReplicaAhead(ctx, p.subject, p.ev.State.Lineage, p.ev.State.Serial)
+	lineage, serial := "", int64(0)
+	if present {
+		lineage, serial = p.ev.State.Lineage, p.ev.State.Serial
+	}
+	ahead, listed, err := k.ReplicaAhead(ctx, p.subject, lineage, serial)
 	if err != nil {
+		if strict {
+			return p.holdForReplica(fmt.Sprintf("the replica store cannot be listed: %v", err))
+		}
 		log.FromContext(ctx).Info("the replica store could not be listed for a newer state version; the run goes on", "why", err.Error())
 		return ctrl.Result{}, true, nil
 	}
-	if ahead == nil {
+	p.rep.ReplicaListed = listed
+	if ahead != nil && s.op != infrav1.OperationRestore {
+		msg := decide.ReplicaAheadMessage(ahead.Lineage, ahead.Serial, p.ev.State.Serial)
+		p.holdOnState(infrav1.ReplicaAheadReason, msg)
+		return ctrl.Result{RequeueAfter: 10 * time.Minute}, false, nil
+	}
+	if !strict || !present || replicaHolds(listed, lineage, serial) {
 		return ctrl.Result{}, true, nil
 	}
-	msg := decide.ReplicaAheadMessage(ahead.Lineage, ahead.Serial, p.ev.State.Serial)
-	if !decide.Reported(p.obj.GetTerraformStatus().Conditions, infrav1.StateReadableCondition, infrav1.ReplicaAheadReason) {
-		p.out.add(corev1.EventTypeWarning, infrav1.ReplicaAheadReason, msg)
+	// Strict, and the store lacks the version the run starts from (its replication failed and
+	// the catch-up has not run): write it now, or hold.
+	r, err := k.Replicate(ctx, p.subject, "")
+	if err != nil {
+		return ctrl.Result{}, false, err
 	}
-	p.rep.StateProblem = &decide.Problem{ConditionType: infrav1.StateReadableCondition, Reason: infrav1.ReplicaAheadReason, Message: msg}
-	return ctrl.Result{RequeueAfter: 10 * time.Minute}, false, nil
+	p.rep.Replica = r
+	if r != nil && r.Reason != "" {
+		return p.holdForReplica(fmt.Sprintf("the replica store does not hold state serial %d (lineage %s) and does not take it (%s): %s",
+			serial, lineage, r.Reason, r.Message))
+	}
+	return ctrl.Result{}, true, nil
+}
+
+// holdForReplica holds a start of a strictly replicated object on the store (ReplicaRequired),
+// and asks again in ReplicaRetry.
+func (p *pass) holdForReplica(why string) (ctrl.Result, bool, error) {
+	p.holdOnState(infrav1.ReplicaRequiredReason, "spec.stateReplication is Strict, so no Job that writes the state starts: "+why+
+		"; it starts once the store answers and holds the state (asked again every minute), or set spec.stateReplication to BestEffort")
+	return ctrl.Result{RequeueAfter: ReplicaRetry}, false, nil
+}
+
+// holdOnState reports a start held on the state (StateReadable False with reason), with one
+// Warning event when the reason is new.
+func (p *pass) holdOnState(reason, msg string) {
+	if !decide.Reported(p.obj.GetTerraformStatus().Conditions, infrav1.StateReadableCondition, reason) {
+		p.out.add(corev1.EventTypeWarning, reason, msg)
+	}
+	p.rep.StateProblem = &decide.Problem{ConditionType: infrav1.StateReadableCondition, Reason: reason, Message: msg}
+}
+
+// strictReplication reports whether the object asks for strict replication of its state.
+func strictReplication(obj Object) bool {
+	return obj.GetTerraformSpec().StateReplication == infrav1.StateReplicationStrict
+}
+
+// replicaHolds reports whether a listing of the store holds the version.
+func replicaHolds(listed []decide.ReplicaVersionView, lineage string, serial int64) bool {
+	for _, v := range listed {
+		if v.Lineage == lineage && v.Serial == serial {
+			return true
+		}
+	}
+	return false
 }
 
 // reserveSlot takes a Job slot of the manager (in memory: a wait here costs no API request).

@@ -13,11 +13,13 @@ import (
 )
 
 // Replicate writes the subject's current state to the replica store (Keeper.Replica), sealed,
-// after a Job that may have moved it. It returns nil when no replica is configured or there is
+// after a Job that may have moved it. held is the state Secret's resourceVersion the store is
+// known to hold already ("" when none is known): a Secret still at it is not written again, so
+// each version costs one store write. It returns nil when no replica is configured or there is
 // no state to copy; a store that cannot take the version never fails the pass (the result says
 // why, for the StateReplicated condition and the metric): a run is never blocked by it. Only a
 // failed live read of the state Secret is an error.
-func (k *Keeper) Replicate(ctx context.Context, s Subject) (*decide.ReplicaResult, error) {
+func (k *Keeper) Replicate(ctx context.Context, s Subject, held string) (*decide.ReplicaResult, error) {
 	if k.Replica == nil {
 		return nil, nil
 	}
@@ -31,7 +33,11 @@ func (k *Keeper) Replicate(ctx context.Context, s Subject) (*decide.ReplicaResul
 		Lineage: st.Lineage,
 		Serial:  int64(st.Serial),
 	}
-	res := &decide.ReplicaResult{Serial: v.Serial, Lineage: v.Lineage}
+	res := &decide.ReplicaResult{Serial: v.Serial, Lineage: v.Lineage, SecretVersion: src.ResourceVersion}
+	if held != "" && src.ResourceVersion == held {
+		res.Time = k.now()
+		return res, nil // the store took this very Secret's version already
+	}
 	put, err := k.Replica.Put(ctx, v, src.Data[StateKey])
 	var conflict *replica.ConflictError
 	switch {
@@ -42,7 +48,7 @@ func (k *Keeper) Replicate(ctx context.Context, s Subject) (*decide.ReplicaResul
 	case err != nil:
 		res.Reason, res.Message = infrav1.ReplicaUnavailableReason, err.Error()
 	default:
-		res.Written = put.Written
+		res.Written, res.Time = put.Written, k.now()
 	}
 	if k.ReplicaWritten != nil {
 		k.ReplicaWritten(s.Kind, res)
@@ -68,7 +74,7 @@ func (k *Keeper) LookupReplica(ctx context.Context, s Subject) *decide.ReplicaLo
 	if err != nil {
 		return &decide.ReplicaLookup{Problem: err.Error()}
 	}
-	out := &decide.ReplicaLookup{}
+	out := &decide.ReplicaLookup{Listed: listedViews(versions)}
 	for _, v := range newestPerLineage(versions) {
 		_, view, err := k.openVersion(ctx, v)
 		if err != nil {
@@ -99,22 +105,34 @@ func (k *Keeper) LookupReplicaVersion(ctx context.Context, s Subject, lineage st
 	into.Requested = &view
 }
 
-// ReplicaAhead returns the store's newest version of lineage when it is newer than serial (the
-// state Secret's), nil when it is not or the store holds none. A store that cannot be listed is
-// an error, which the caller reports and does not hold a run on (the replica never holds a run
-// by being down).
-func (k *Keeper) ReplicaAhead(ctx context.Context, s Subject, lineage string, serial int64) (*replica.Version, error) {
-	if k.Replica == nil || lineage == "" {
-		return nil, nil
+// ReplicaAhead lists the store's versions of the subject's namespace, kind and name (listed,
+// for status.stateReplica) and returns the newest version of lineage when it is newer than
+// serial (the state Secret's), nil when it is not, the store holds none or lineage is "" (no
+// state yet: the listing alone). A store that cannot be listed is an error, which the caller
+// reports; only strict replication holds a run on it.
+func (k *Keeper) ReplicaAhead(ctx context.Context, s Subject, lineage string, serial int64) (ahead *replica.Version, listed []decide.ReplicaVersionView, err error) {
+	if k.Replica == nil {
+		return nil, nil, nil
 	}
 	versions, err := k.Replica.List(ctx, replica.Ref{Namespace: s.Object.GetNamespace(), Kind: s.Kind, Name: s.Object.GetName()})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if newest, ok := replica.Newest(versions, lineage); ok && newest.Serial > serial {
-		return &newest, nil
+	listed = listedViews(versions)
+	if newest, ok := replica.Newest(versions, lineage); ok && lineage != "" && newest.Serial > serial {
+		return &newest, listed, nil
 	}
-	return nil, nil
+	return nil, listed, nil
+}
+
+// listedViews is a listing as the decision reads it (never nil, so an empty store is a listing
+// too; nothing opened).
+func listedViews(versions []replica.Version) []decide.ReplicaVersionView {
+	out := make([]decide.ReplicaVersionView, 0, len(versions))
+	for _, v := range versions {
+		out = append(out, decide.ReplicaVersionView{Lineage: v.Lineage, Serial: v.Serial, UID: string(v.UID), Written: v.Written})
+	}
+	return out
 }
 
 // openVersion reads version v from the store and checks that it is the state its key names.

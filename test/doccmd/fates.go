@@ -31,6 +31,8 @@ const (
 	SpecTargeted = "Targeted operations, with real Terraform and OpenTofu"
 	// SpecLostCluster runs docs/state.md's recovery into a new management cluster.
 	SpecLostCluster = "The management cluster is lost"
+	// SpecReplica runs docs/state.md's strict replication and the plugin's view of the store.
+	SpecReplica = "The state replica on the sandbox"
 )
 
 // Fate is what becomes of a command a page shows: a spec runs it, or no test can, and why.
@@ -130,6 +132,9 @@ var Fates = map[Key]Fate{
 
 	{"docs/drift.md", `kubectl get terraformcluster demo -o jsonpath='{.status.conditions[?(@.type=="DriftDetected")]}'`}:                                                                                                        {Spec: SpecDriftChecks, How: inNamespace},
 	{"docs/state.md", `kubectl get terraformcluster demo -o jsonpath='{.status.conditions[?(@.type=="StateReadable")].message}'`}:                                                                                                {Spec: SpecLostCluster, How: inNamespaceLineage},
+	{"docs/state.md", "kubectl captf restore terraformcluster/demo"}:                                                                                                                                                             {Spec: SpecReplica, How: inNamespace},
+	{"docs/state.md", `kubectl patch terraformcluster demo --type=merge -p '{"spec":{"stateReplication":"Strict"}}'`}:                                                                                                            {Spec: SpecReplica, How: inNamespace},
+	{"docs/state.md", "kubectl captf restore terraformcluster/demo --serial <serial> --yes"}:                                                                                                                                     {Spec: SpecReplica, How: inNamespace + ", and <serial> by the serial the store holds beyond the state Secret's"},
 	{"docs/state.md", "kubectl annotate terraformcluster demo captf.io/adopt-state=<lineage>"}:                                                                                                                                   {Spec: SpecLostCluster, How: inNamespaceLineage},
 	{"docs/state.md", "kubectl annotate terraformmachine demo-m0 captf.io/adopt-state=<lineage>"}:                                                                                                                                {Spec: SpecLostCluster, How: inNamespaceLineage},
 	{"docs/state.md", "kubectl captf replace terraformcluster/demo terraform_data.node"}:                                                                                                                                         {Spec: SpecTargeted, How: inNamespace},

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -143,8 +144,75 @@ var _ = Describe("The state replica on the sandbox", Ordered, func() {
 		held, err = store.Get(ctx, newest)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(held).To(Equal(secret.Data["tfstate"]))
+
+		By("strict replication, asked for as docs/state.md shows: with the store down, a change of inputs starts no apply")
+		docs.ok("docs/state.md", `kubectl patch terraformcluster demo --type=merge -p '{"spec":{"stateReplication":"Strict"}}'`, "demo", name)
+		applies := countRuns(sb, ns, name, infrav1.OperationApply)
+		Expect(back.Stop()).To(Succeed())
+		kubectl(sb, "patch", "-n", ns, "terraformcluster", name, "--type=merge", "-p", `{"spec":{"variables":{"generation":4}}}`)
+		readable := func() *metav1.Condition { return conditionOf(sb, o, infrav1.StateReadableCondition) }
+		Eventually(readable).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionFalse), HaveField("Reason", infrav1.ReplicaRequiredReason),
+			HaveField("Message", And(ContainSubstring("spec.stateReplication is Strict"), ContainSubstring("cannot be listed")))))
+		Expect(countRuns(sb, ns, name, infrav1.OperationApply)).To(Equal(applies), "the held start ran no apply")
+		Expect(stateOf(sb, infrav1.TerraformClusterKind, ns, name).Serial).To(Equal(third.Serial))
+
+		By("the store returns: the apply runs within the minute the hold waits, and its state reaches the store")
+		again, err := objectstore.Start(ctx, objectstore.Options{Binary: filepath.Join(binDir, "versitygw"), Dir: filepath.Join(dir, "store"), Port: port,
+			AccessKey: access, SecretKey: secretKey, Out: GinkgoWriter})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(again.Stop)
+		Eventually(func() int64 { return stateOf(sb, infrav1.TerraformClusterKind, ns, name).Serial }, 3*time.Minute).Should(BeNumerically(">", third.Serial))
+		eventuallyReady(sb, o)
+		fourth := stateOf(sb, infrav1.TerraformClusterKind, ns, name)
+		Eventually(func() *metav1.Condition { return conditionOf(sb, o, infrav1.StateReplicatedCondition) }).Should(And(
+			HaveField("Status", metav1.ConditionTrue), HaveField("Message", ContainSubstring("serial "+strconv.FormatInt(fourth.Serial, 10)))))
+		Eventually(func() int { return countRuns(sb, ns, name, infrav1.OperationApply) }).Should(Equal(applies+1), "the node's run history")
+
+		By("the store holds a newer serial than the Secret (an etcd restored from an older backup, say): held, never taken on its own")
+		ahead := fourth.Serial + 3
+		Expect(sb.Client().Get(ctx, types.NamespacedName{Namespace: ns, Name: secret.Name}, secret)).To(Succeed())
+		_, err = store.Put(ctx, replica.Version{Ref: replica.Ref{Namespace: ns, Kind: infrav1.TerraformClusterKind, Name: name}, UID: o.UID,
+			Lineage: fourth.Lineage, Serial: ahead}, withSerial(secret.Data["tfstate"], ahead))
+		Expect(err).NotTo(HaveOccurred())
+		kubectl(sb, "patch", "-n", ns, "terraformcluster", name, "--type=merge", "-p", `{"spec":{"variables":{"generation":5}}}`)
+		Eventually(readable).Should(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", infrav1.ReplicaAheadReason),
+			HaveField("Message", ContainSubstring("serial "+strconv.FormatInt(ahead, 10)))))
+		Expect(countRuns(sb, ns, name, infrav1.OperationApply)).To(Equal(applies + 1))
+		Expect(stateOf(sb, infrav1.TerraformClusterKind, ns, name).Serial).To(Equal(fourth.Serial), "the store's version was not taken")
+
+		By("kubectl captf restore lists what the store holds, and restores the store's serial; the apply follows")
+		shown := docs.ok("docs/state.md", "kubectl captf restore terraformcluster/demo", "demo", name)
+		Expect(shown).To(ContainSubstring("In the replica store (as the controller last listed it):"))
+		Expect(shown).To(MatchRegexp(`(?m)^%d\t%s\t`, ahead, fourth.Lineage))
+		Expect(shown).To(MatchRegexp(`(?m)^%d\t%s\t`, fourth.Serial, fourth.Lineage))
+		docs.ok("docs/state.md", "kubectl captf restore terraformcluster/demo --serial <serial> --yes", "demo", name, "<serial>", strconv.FormatInt(ahead, 10))
+		Eventually(func() int64 { return stateOf(sb, infrav1.TerraformClusterKind, ns, name).Serial }, 3*time.Minute).Should(BeNumerically(">", ahead))
+		eventuallyReady(sb, o)
+		Eventually(readable).Should(HaveField("Status", metav1.ConditionTrue))
+		Eventually(func() int { return countRuns(sb, ns, name, infrav1.OperationRestore) }).Should(Equal(1), "the node's run history")
+		Eventually(func() int { return countRuns(sb, ns, name, infrav1.OperationApply) }).Should(Equal(applies+2), "the node's run history")
 	})
 })
+
+// withSerial is a state as the backend's Secret holds it (gzip) with its serial set to serial.
+func withSerial(gz []byte, serial int64) []byte {
+	GinkgoHelper()
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	Expect(err).NotTo(HaveOccurred())
+	raw, err := io.ReadAll(zr)
+	Expect(err).NotTo(HaveOccurred())
+	var doc map[string]any
+	Expect(json.Unmarshal(raw, &doc)).To(Succeed())
+	doc["serial"] = serial
+	raw, err = json.Marshal(doc)
+	Expect(err).NotTo(HaveOccurred())
+	var out bytes.Buffer
+	zw := gzip.NewWriter(&out)
+	_, err = zw.Write(raw)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(zw.Close()).To(Succeed())
+	return out.Bytes()
+}
 
 func padded(serial int64) string {
 	s := strconv.FormatInt(serial, 10)
