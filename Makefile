@@ -232,8 +232,8 @@ SANDBOX_ARGS ?=
 MANAGER_ARGS ?=
 
 .PHONY: run
-run: sandbox-bins build ## Start the local sandbox in the foreground (control plane, manager, webhooks, Job executor); SAMPLES=1 applies config/samples. Ctrl-C stops it.
-	$(BIN)/sandbox --kubeconfig=$(BIN)/sandbox.kubeconfig $(if $(SAMPLES),--apply-samples) $(SANDBOX_ARGS)
+run: sandbox-bins build $(if $(REPLICA),$(STAMPS)/versitygw-$(VERSITYGW_VERSION)) ## Start the local sandbox in the foreground (control plane, manager, webhooks, Job executor); SAMPLES=1 applies config/samples; REPLICA=1 keeps the state replica in a local S3 store over bin/sandbox-replica. Ctrl-C stops it.
+	$(BIN)/sandbox --kubeconfig=$(BIN)/sandbox.kubeconfig $(if $(SAMPLES),--apply-samples) $(if $(REPLICA),--state-replica-dir=$(BIN)/sandbox-replica) $(SANDBOX_ARGS)
 
 .PHONY: run-manager
 run-manager: build ## Run the manager against the cluster KUBECONFIG points at (webhooks off unless MANAGER_ARGS turns them on).

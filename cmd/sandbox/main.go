@@ -38,6 +38,8 @@ const module = "module github.com/captf/cluster-api-provider-terraform"
 const (
 	ReadyLine        = "sandbox ready"
 	SamplesReadyLine = "samples ready"
+	// ReplicaLine starts the line that names the state replica's store (--state-replica-dir).
+	ReplicaLine = "state replica:"
 )
 
 type flags struct {
@@ -55,6 +57,7 @@ type flags struct {
 	verbose      bool
 	managerLog   string
 	managerArgs  stringList
+	replicaDir   string
 }
 
 type stringList []string
@@ -109,7 +112,7 @@ func run() error {
 		RepoRoot: f.repo, BinDir: f.binDir, ManagerBinary: f.managerBin, RunnerBinary: f.runnerBin, TerraformBinary: f.terraform,
 		WorkDir: f.workDir, KeepWorkDir: f.keep, KubeconfigPath: f.kubeconfig,
 		ManagerArgs: f.managerArgs, ManagerOutput: managerOut, JobOutput: jobsOut, Log: logger.WithName("sandbox"),
-		KubeControllersOutput: kubeOut, Verbose: f.verbose,
+		KubeControllersOutput: kubeOut, Verbose: f.verbose, StateReplicaDir: f.replicaDir,
 	})
 	if err != nil {
 		return err
@@ -123,6 +126,9 @@ func run() error {
 	}()
 	fmt.Printf("%s in %s\n", ReadyLine, time.Since(began).Round(100*time.Millisecond))
 	printHelp(os.Stdout, sb, f)
+	if st := sb.Replica(); st != nil {
+		fmt.Printf("%s bucket %s at %s, folder %s (docs/state.md, \"The replica\")\n", ReplicaLine, sandbox.ReplicaBucket, st.Endpoint, f.replicaDir)
+	}
 
 	if f.applySamples {
 		if err := sb.ApplySamples(ctx, f.namespace); err != nil {
@@ -147,6 +153,7 @@ func parseFlags(args []string) (f flags, zo *zap.Options, help bool, err error) 
 	fs.StringVar(&f.managerBin, "manager-binary", "", "manager binary (default <bin-dir>/manager)")
 	fs.StringVar(&f.runnerBin, "runner-binary", "", "runner binary the Jobs run (default <bin-dir>/runner)")
 	fs.StringVar(&f.repo, "repo", "", "repository root holding config/ (default: found from the working folder or this binary)")
+	fs.StringVar(&f.replicaDir, "state-replica-dir", "", "folder of a local S3-compatible store (bin/versitygw) in which the manager keeps its state replica; it outlives the sandbox, so a new sandbox on the same folder finds the states as a rebuilt management cluster would (make run REPLICA=1 uses bin/sandbox-replica)")
 	fs.BoolVar(&f.quietJobs, "quiet-jobs", false, "do not copy the Jobs' output to the console (each Pod's folder keeps a log)")
 	fs.Var(&f.managerArgs, "manager-arg", "extra flag for the manager (repeatable)")
 	fs.StringVar(&f.managerLog, "manager-log", "", "file that receives the manager's whole log, truncated at start (default: sandbox-manager.log beside the kubeconfig); the console shows its warnings and errors only, unless --verbose")

@@ -31,6 +31,8 @@ const (
 	SpecTargeted = "Targeted operations, with real Terraform and OpenTofu"
 	// SpecLostCluster runs docs/state.md's recovery into a new management cluster.
 	SpecLostCluster = "The management cluster is lost"
+	// SpecMakeRunReplica runs docs/sandbox.md's make run REPLICA=1, twice on one store folder.
+	SpecMakeRunReplica = "make run with a state replica"
 	// SpecReplica runs docs/state.md's strict replication and the plugin's view of the store.
 	SpecReplica = "The state replica on the sandbox"
 )
@@ -69,6 +71,7 @@ var Fates = map[Key]Fate{
 	{"README.md", "kubectl get jobs,pods -l captf.io/managed=true"}:                        {Spec: SpecMakeRun},
 	{"README.md", "kubectl delete cluster sample"}:                                         {Spec: SpecMakeRun},
 
+	{"docs/sandbox.md", "make run REPLICA=1"}:                                                                                   {Spec: SpecMakeRunReplica, How: "the spec asks make what it runs (make -n run REPLICA=1) and runs that sandbox command with the store's folder and the kubeconfig in temporary folders, twice"},
 	{"docs/sandbox.md", "make run SAMPLES=1"}:                                                                                   {Spec: SpecMakeRun, How: makeRun},
 	{"docs/sandbox.md", "export KUBECONFIG=$PWD/bin/sandbox.kubeconfig PATH=$PWD/bin:$PATH"}:                                    {Spec: SpecMakeRun},
 	{"docs/sandbox.md", "kubectl get clusters,terraformclusters,terraformmachines,terraformmachinepools"}:                       {Spec: SpecMakeRun},
