@@ -241,7 +241,7 @@ run-manager: build ## Run the manager against the cluster KUBECONFIG points at (
 	$(BIN)/manager --metrics-bind-address=0 --enable-webhooks=false $(MANAGER_ARGS)
 
 .PHONY: sandbox-bins
-sandbox-bins: $(STAMPS)/etcd-$(ETCD_VERSION) $(STAMPS)/kubernetes-$(KUBERNETES_VERSION) $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) $(STAMPS)/cluster-api-$(CLUSTER_API_VERSION) runtime-bin ## What the sandbox needs: the control plane, kubectl, kustomize (renders config/webhook), the Cluster API core manager, terraform or tofu.
+sandbox-bins: $(STAMPS)/etcd-$(ETCD_VERSION) $(STAMPS)/kubernetes-$(KUBERNETES_VERSION) $(STAMPS)/kustomize-$(KUSTOMIZE_VERSION) $(STAMPS)/cluster-api-$(CLUSTER_API_VERSION) cert-manager-bin runtime-bin ## What the sandbox needs: the control plane, kubectl, kustomize (renders config/default), the Cluster API managers, cert-manager's controllers, terraform or tofu.
 
 .PHONY: test-e2e
 test-e2e: sandbox-bins test-runtime-bins $(STAMPS)/cluster-api-$(CLUSTER_API_VERSION) ## End-to-end tests: sandboxes, real terraform/tofu, kubectl, clusterctl move (about 3 minutes; part of make test too).

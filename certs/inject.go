@@ -12,8 +12,8 @@ import (
 )
 
 // InjectCABundle sets caBundle on every webhook of the named validating and mutating webhook
-// configurations: what cert-manager's cainjector does in a cluster, for the sandbox and tests
-// that run without cert-manager. A configuration that does not exist is an error.
+// configurations: what cert-manager's cainjector does in a cluster, for tests that run without
+// cert-manager (the sandbox runs cert-manager's own cainjector). A configuration that does not exist is an error.
 func InjectCABundle(ctx context.Context, c client.Client, caPEM []byte, validating, mutating []string) error {
 	for _, name := range validating {
 		if err := inject(ctx, c, name, &admissionregistrationv1.ValidatingWebhookConfiguration{}, caPEM); err != nil {

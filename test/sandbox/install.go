@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/certs"
+	"github.com/captf/cluster-api-provider-terraform/test/certmanager"
 	testenv "github.com/captf/cluster-api-provider-terraform/test/envtest"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/capimanager"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/executor"
@@ -54,12 +54,13 @@ const (
 
 // Labels clusterctl reads on CRDs and inventory entries.
 const (
-	clusterctlLabel = "clusterctl.cluster.x-k8s.io"
-	providerLabel   = "cluster.x-k8s.io/provider"
+	clusterctlLabel     = "clusterctl.cluster.x-k8s.io"
+	clusterctlCoreLabel = "clusterctl.cluster.x-k8s.io/core"
+	providerLabel       = "cluster.x-k8s.io/provider"
 )
 
 // startControlPlane starts etcd and kube-apiserver with every CRD installed: CAPTF's, those of
-// the three Cluster API managers, and clusterctl's inventory.
+// the three Cluster API managers, cert-manager's, and clusterctl's inventory.
 func (s *Sandbox) startControlPlane() error {
 	module, err := capiModule()
 	if err != nil {
@@ -69,6 +70,11 @@ func (s *Sandbox) startControlPlane() error {
 	for _, p := range capimanager.Providers {
 		crdPaths = append(crdPaths, filepath.Join(module, filepath.FromSlash(p.ConfigDir), "crd", "bases"))
 	}
+	certManagerCRDs, err := certmanager.CRDDir()
+	if err != nil {
+		return err
+	}
+	crdPaths = append(crdPaths, certManagerCRDs)
 	inventory := filepath.Join(module, "cmd", "clusterctl", "config", "manifest", "clusterctl-api.yaml")
 	// The control plane's folders live in the work folder (a fresh one each start), so what
 	// etcd and kube-apiserver run with names this sandbox, and a killed sandbox's guard
@@ -157,7 +163,9 @@ func (s *Sandbox) configureAPIServer(cp string) error {
 }
 
 // install labels the CRDs for clusterctl, writes the provider inventory, the manager's RBAC and
-// identity, the webhook certificate and the webhook configurations.
+// identity, starts cert-manager's controllers, creates the Issuers and serving Certificates and
+// the webhook configurations that take their CA from them, and starts copying each issued
+// Secret into the folder its manager serves from.
 func (s *Sandbox) install(ctx context.Context) error {
 	if err := s.labelCRDs(ctx); err != nil {
 		return err
@@ -188,14 +196,16 @@ func (s *Sandbox) install(ctx context.Context) error {
 			return err
 		}
 	}
-	_, ca, err := s.writeCertificates()
-	if err != nil {
+	if err := s.startCertManager(); err != nil {
 		return err
 	}
-	if err := s.installCAPIWebhooks(ctx, ca); err != nil {
+	if err := s.installWebhooks(ctx); err != nil {
 		return err
 	}
-	return s.installWebhooks(ctx, ca)
+	if err := s.installCAPIWebhooks(ctx); err != nil {
+		return err
+	}
+	return s.copyServingCertificates()
 }
 
 // labelCRDs gives every CRD the labels `clusterctl init` gives the CRDs it installs: move
@@ -229,6 +239,9 @@ func (s *Sandbox) labelCRDs(ctx context.Context) error {
 			provider, labels = capimanager.KubeadmControlPlane.Name, kustomized[capimanager.KubeadmControlPlane.Group]
 		case "clusterctl.cluster.x-k8s.io":
 			continue // clusterctl's own inventory
+		case certManagerGroup, "acme." + certManagerGroup:
+			// What clusterctl init gives cert-manager's objects when it installs cert-manager.
+			provider, labels = "", map[string]string{clusterctlCoreLabel: "cert-manager"}
 		}
 		patch := client.MergeFrom(crd.DeepCopy())
 		if crd.Labels == nil {
@@ -238,7 +251,9 @@ func (s *Sandbox) labelCRDs(ctx context.Context) error {
 			crd.Labels[k] = v
 		}
 		crd.Labels[clusterctlLabel] = ""
-		crd.Labels[providerLabel] = provider
+		if provider != "" {
+			crd.Labels[providerLabel] = provider
+		}
 		if err := s.client.Patch(ctx, crd, patch); err != nil {
 			return fmt.Errorf("label crd %s: %w", crd.Name, err)
 		}
@@ -289,7 +304,7 @@ func (s *Sandbox) writeInventory(ctx context.Context) error {
 		u.SetKind("Provider")
 		u.SetNamespace(p.ns)
 		u.SetName(p.name)
-		u.SetLabels(map[string]string{clusterctlLabel: "", providerLabel: p.name, "clusterctl.cluster.x-k8s.io/core": "inventory"})
+		u.SetLabels(map[string]string{clusterctlLabel: "", providerLabel: p.name, clusterctlCoreLabel: "inventory"})
 		u.Object["type"], u.Object["providerName"], u.Object["version"] = p.kind, p.provider, p.version
 		if err := s.ensure(ctx, u); err != nil {
 			return err
@@ -356,21 +371,38 @@ func (s *Sandbox) certDir() string { return filepath.Join(s.opts.WorkDir, "webho
 // controlPlaneDir holds etcd's data and kube-apiserver's certificates; Stop removes it.
 func (s *Sandbox) controlPlaneDir() string { return filepath.Join(s.opts.WorkDir, "control-plane") }
 
-// installWebhooks renders config/webhook with kustomize (what ships), points every webhook at
-// the manager's local webhook server instead of the Service, and injects the CA.
-func (s *Sandbox) installWebhooks(ctx context.Context, ca *certs.CA) error {
-	objs, err := s.Kustomize(filepath.Join(s.opts.RepoRoot, "config", "webhook"))
+func (s *Sandbox) capiCertDir(p capimanager.Provider) string {
+	return filepath.Join(s.opts.WorkDir, "webhook-certs-"+p.Binary)
+}
+
+// installWebhooks renders config/default with kustomize (what ships) and installs its
+// cert-manager Issuers and Certificates and its webhook configurations, which carry the
+// cert-manager.io/inject-ca-from annotation config/default gives them; every webhook is pointed
+// at the manager's local webhook server instead of the Service.
+func (s *Sandbox) installWebhooks(ctx context.Context) error {
+	objs, err := s.configDefault()
 	if err != nil {
 		return err
 	}
-	return s.installWebhookConfigurations(ctx, ca, objs, s.WebhookPort, ValidatingWebhookConfiguration, MutatingWebhookConfiguration)
+	var certObjs, webhookObjs []*unstructured.Unstructured
+	for _, u := range objs {
+		switch {
+		case u.GroupVersionKind().Group == certManagerGroup:
+			certObjs = append(certObjs, u)
+		case u.GetKind() == "ValidatingWebhookConfiguration" || u.GetKind() == "MutatingWebhookConfiguration":
+			webhookObjs = append(webhookObjs, u)
+		}
+	}
+	return s.installIssuedWebhooks(ctx, certObjs, webhookObjs, s.WebhookPort, s.certDir(), ValidatingWebhookConfiguration, MutatingWebhookConfiguration)
 }
 
 // installCAPIWebhooks installs the webhook configurations of Cluster API's three managers, as
 // the module ships them (<provider>/config/webhook/manifests.yaml), each pointed at its
-// manager's local webhook server, with the CA injected, under the names clusterctl init gives
-// them.
-func (s *Sandbox) installCAPIWebhooks(ctx context.Context, ca *certs.CA) error {
+// manager's local webhook server, under the names clusterctl init gives them, and each
+// manager's Issuer and serving Certificate (<provider>/config/certmanager/certificate.yaml),
+// named as its config/default names them; the configurations take their CA from that
+// Certificate.
+func (s *Sandbox) installCAPIWebhooks(ctx context.Context) error {
 	module, err := capiModule()
 	if err != nil {
 		return err
@@ -384,7 +416,14 @@ func (s *Sandbox) installCAPIWebhooks(ctx context.Context, ca *certs.CA) error {
 		if err != nil {
 			return fmt.Errorf("decode the webhook configurations of %s: %w", p.Name, err)
 		}
-		err = s.installWebhookConfigurations(ctx, ca, objs, s.capiPorts[p.Binary],
+		certObjs, err := capiCertificates(module, p)
+		if err != nil {
+			return err
+		}
+		if err := annotateInjectCAFrom(certObjs, objs); err != nil {
+			return fmt.Errorf("the certificate of %s: %w", p.Name, err)
+		}
+		err = s.installIssuedWebhooks(ctx, certObjs, objs, s.capiPorts[p.Binary], s.capiCertDir(p),
 			p.WebhookConfigurationPrefix+"-validating-webhook-configuration", p.WebhookConfigurationPrefix+"-mutating-webhook-configuration")
 		if err != nil {
 			return err
@@ -395,9 +434,8 @@ func (s *Sandbox) installCAPIWebhooks(ctx context.Context, ca *certs.CA) error {
 
 // installWebhookConfigurations creates the validating and the mutating webhook configuration
 // of objs under the given names, every webhook pointed at the local webhook server on port
-// instead of its Service, and injects the CA (what cert-manager's cainjector does in a
-// cluster).
-func (s *Sandbox) installWebhookConfigurations(ctx context.Context, ca *certs.CA, objs []*unstructured.Unstructured, port int, validatingName, mutatingName string) error {
+// instead of its Service. Their caBundle is cert-manager's cainjector's to fill.
+func (s *Sandbox) installWebhookConfigurations(ctx context.Context, objs []*unstructured.Unstructured, port int, validatingName, mutatingName string) error {
 	base := fmt.Sprintf("https://127.0.0.1:%d", port)
 	var validating, mutating []string
 	for _, u := range objs {
@@ -437,7 +475,7 @@ func (s *Sandbox) installWebhookConfigurations(ctx context.Context, ca *certs.CA
 	if len(validating) == 0 || len(mutating) == 0 {
 		return fmt.Errorf("no validating or no mutating webhook configuration to install as %s, %s", validatingName, mutatingName)
 	}
-	return certs.InjectCABundle(ctx, s.client, ca.CertPEM, validating, mutating)
+	return nil
 }
 
 // repointWebhooks points every webhook of the sandbox's configurations at another port of the
@@ -527,6 +565,20 @@ func pointAt(cc *admissionregistrationv1.WebhookClientConfig, base string) error
 	u := base + *cc.Service.Path
 	cc.URL, cc.Service = &u, nil
 	return nil
+}
+
+// configDefault is config/default rendered with kustomize (what ships), rendered once per
+// sandbox: the webhooks, their certificate and the manager's namespace take disjoint objects
+// of it.
+func (s *Sandbox) configDefault() ([]*unstructured.Unstructured, error) {
+	if s.defaultObjs == nil {
+		objs, err := s.Kustomize(filepath.Join(s.opts.RepoRoot, "config", "default"))
+		if err != nil {
+			return nil, err
+		}
+		s.defaultObjs = objs
+	}
+	return s.defaultObjs, nil
 }
 
 // Kustomize renders a kustomization folder with bin/kustomize, else bin/kubectl, else the

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,7 +43,7 @@ const OverrideGroups = "system:masters"
 // The manager then writes its --plan-approver-groups into that ConfigMap, as it does in a
 // cluster.
 func (s *Sandbox) installManagerNamespace(ctx context.Context) error {
-	objs, err := s.Kustomize(filepath.Join(s.opts.RepoRoot, "config", "default"))
+	objs, err := s.configDefault()
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-logr/logr"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -23,7 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/certs"
+	"github.com/captf/cluster-api-provider-terraform/test/certmanager"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/capimanager"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/executor"
 	"github.com/captf/cluster-api-provider-terraform/test/sandbox/internal/proc"
@@ -112,9 +113,18 @@ type Sandbox struct {
 	replica *objectstore.Server
 	kube    *kubecontrollers.Running
 	capi    []*capimanager.Running
-	mgrPro  *ManagerProcess
-	cancel  context.CancelFunc
-	done    chan error
+	// certManager runs cert-manager's controllers, which issue the webhooks' serving
+	// certificates (serving); copies copy each issued Secret into its folder until stopCopies.
+	certManager    *certmanager.Process
+	certManagerOut io.WriteCloser
+	serving        []*ServingCertificate
+	// defaultObjs is config/default as kustomize renders it (configDefault).
+	defaultObjs []*unstructured.Unstructured
+	copies      sync.WaitGroup
+	stopCopies  context.CancelFunc
+	mgrPro      *ManagerProcess
+	cancel      context.CancelFunc
+	done        chan error
 	// WebhookPort serves the manager's admission webhooks; capiPorts the Cluster API managers'
 	// (by binary).
 	WebhookPort int
@@ -135,8 +145,9 @@ func NewScheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
-// Start brings a sandbox up: control plane, CRDs, inventory, RBAC, certificates and webhook
-// configurations, the kube controllers, the Cluster API core manager, the executor and the
+// Start brings a sandbox up: control plane, CRDs, inventory, RBAC, cert-manager's controllers,
+// the webhook configurations and their serving certificates (issued by cert-manager, their CA
+// injected by its cainjector), the kube controllers, the Cluster API core manager, the executor and the
 // workload controller, and (unless NoManager) the manager, waiting
 // until it is ready to serve admission requests. On error everything started is stopped.
 func Start(ctx context.Context, opts Options) (*Sandbox, error) {
@@ -224,6 +235,10 @@ func (s *Sandbox) start(ctx context.Context) error {
 		return err
 	}
 	log.Info("kube-controller-manager and kube-scheduler up", "took", time.Since(began).Round(time.Millisecond))
+	if err := s.waitServingCertificates(ctx); err != nil {
+		return err
+	}
+	log.Info("webhook serving certificates issued and their CA injected by cert-manager", "took", time.Since(began).Round(time.Millisecond))
 	if err := s.startCAPIManagers(ctx); err != nil {
 		return err
 	}
@@ -271,8 +286,8 @@ func (s *Sandbox) startKubeControllers(ctx context.Context) error {
 
 // startCAPIManagers runs the real Cluster API managers against the sandbox's API server, one
 // after the other: the core, and kubeadm's bootstrap and control plane providers (what a
-// ClusterClass's control plane needs), each with its webhooks on its own port, served with the
-// sandbox's serving certificate.
+// ClusterClass's control plane needs), each with its webhooks on its own port, served with its
+// own serving certificate, issued by cert-manager.
 func (s *Sandbox) startCAPIManagers(ctx context.Context) error {
 	out := s.opts.KubeControllersOutput
 	if out == nil {
@@ -281,7 +296,7 @@ func (s *Sandbox) startCAPIManagers(ctx context.Context) error {
 	for _, p := range capimanager.Providers {
 		r, err := capimanager.Start(ctx, capimanager.Options{
 			Provider: p, BinDir: s.opts.BinDir, Config: s.cfg, WorkDir: filepath.Join(s.controlPlaneDir(), p.Binary),
-			CertDir: s.certDir(), WebhookPort: s.capiPorts[p.Binary], MoveWebhookPort: s.repointCAPIWebhooks(p), Output: out,
+			CertDir: s.capiCertDir(p), WebhookPort: s.capiPorts[p.Binary], MoveWebhookPort: s.repointCAPIWebhooks(p), Output: out,
 		})
 		if err != nil {
 			return err
@@ -369,6 +384,7 @@ func (s *Sandbox) Stop() error {
 		for i := len(s.capi) - 1; i >= 0; i-- {
 			errs = append(errs, s.capi[i].Stop())
 		}
+		errs = append(errs, s.stopCertManager())
 		if s.kube != nil {
 			errs = append(errs, s.kube.Stop())
 		}
@@ -466,14 +482,4 @@ func FindTerraform(binDir string) (string, error) {
 		return p, nil
 	}
 	return "", fmt.Errorf("no terraform or tofu: none on PATH and no %s; run 'make runtime-bin'", p)
-}
-
-// writeCertificates writes the webhook serving certificate and returns its CA.
-func (s *Sandbox) writeCertificates() (string, *certs.CA, error) {
-	dir := s.certDir()
-	ca, err := certs.SelfSigned(dir, []string{"127.0.0.1", "localhost"})
-	if err != nil {
-		return "", nil, fmt.Errorf("webhook certificate: %w", err)
-	}
-	return dir, ca, nil
 }
