@@ -258,7 +258,8 @@ func printHelp(w io.Writer, sb *sandbox.Sandbox, f flags) {
 	fmt.Fprintf(w, `
 CAPTF sandbox: a local control plane with the real kube-controller-manager,
 kube-scheduler and Cluster API core, kubeadm bootstrap and kubeadm control plane
-managers, the manager with its webhooks, and a node
+managers, cert-manager's controllers (they issue every webhook's serving
+certificate and inject its CA), the manager with its webhooks, and a node
 running each Job's pod (the real runner with %s) as local processes.
 
   export KUBECONFIG=%s
