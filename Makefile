@@ -145,6 +145,18 @@ soak: test-bins ## Chaos soak over SCHEDULES seeded schedules (SEED=<n> replays 
 	CAPTF_SOAK_SCHEDULES=$(SCHEDULES) CAPTF_SOAK_SEED=$(SEED) CAPTF_SOAK_PARALLEL=$(SOAK_PARALLEL) CAPTF_SOAK_CELL=$(SOAK_CELL) CAPTF_SOAK_LOG_DIR=$(SOAK_LOG_DIR) \
 	  go test -count=1 -timeout $(SOAK_TIMEOUT) ./test/chaos/ -v -ginkgo.timeout=$(SOAK_TIMEOUT) -ginkgo.label-filter=soak -ginkgo.succinct
 
+##@ Simulation
+
+# make sim runs test/sim's deterministic simulation (TestSim): SCHEDULES seeded fault schedules
+# from SEED (default: from the time; printed), each one TerraformCluster's life in its own
+# testing/synctest bubble (two managers, kills, API faults, cache lag, pause, delete, Job runs
+# that crash, are killed or overrun), checked with test/monitor's invariants; prints schedules,
+# violations, unconverged, schedules per hour and the first failing seed with its replay
+# (make sim SEED=<seed> SCHEDULES=1 gives the same trace, line for line). make test runs a slice.
+.PHONY: sim
+sim: ## Deterministic simulation over SCHEDULES seeded fault schedules from SEED; prints violations, unconverged, schedules per hour and the replay of the first failing seed.
+	CAPTF_SIM=1 CAPTF_SIM_SEED=$(SEED) CAPTF_SIM_SCHEDULES=$(SCHEDULES) CAPTF_SIM_GUARD=$(GUARD) go test -count=1 -timeout $(SOAK_TIMEOUT) -run '^TestSim$$' -v ./test/sim/
+
 ##@ Mutation testing
 
 # make mutate applies each mutation of hack/mutations/*.txt alone to a scratch copy of HEAD and

@@ -552,6 +552,16 @@ func decide(ev Evidence) Decision {
 	return decideOperation(ev, d)
 }
 
+// activeJobIsNewer reports whether status.activeJob may name a Job of a later run than the
+// running Job the cache shows: the cache lists a Job of an earlier run as running while the
+// object's run sequence moved past it and the cache does not list the current run's Job. Another
+// manager (or this one before a restart) started that run; the Job cache lags behind the
+// object's. status.activeJob then stays as it is: moving it back to the older Job would take
+// it off a Job that runs (I4), which the guard refuses anyway.
+func activeJobIsNewer(ev Evidence, run JobView) bool {
+	return ev.Object.ActiveJob != "" && run.Seq < ev.Jobs.RunSeq && ev.Jobs.Current == nil
+}
+
 // decideJobs decides while a Job of the object runs or its finished current Job waits to be
 // counted: ok is false when neither is the case.
 func decideJobs(ev Evidence) (Decision, bool) {
@@ -559,7 +569,7 @@ func decideJobs(ev Evidence) (Decision, bool) {
 	if len(ev.Jobs.Running) > 0 {
 		run := ev.Jobs.Running[0]
 		d := Decision{Action: ActionWaitJob, SetBlockMove: !ev.Object.BlockMove}
-		if ev.Object.ActiveJob != run.Name {
+		if ev.Object.ActiveJob != run.Name && !activeJobIsNewer(ev, run) {
 			d.SetActiveJob = run.Name
 		}
 		d.Wait = pendingWait(ev)

@@ -51,6 +51,9 @@ type Options struct {
 	// Audiences judges spec.job.identityToken audiences. Nil accepts every audience (the
 	// simulated API server has no token authenticator).
 	Audiences jobs.AudienceProber
+	// WithoutGuard leaves guard.captf.io out of the chain (the Lease and Job guards stay), so
+	// a simulation judges what the engine alone writes: the guard is defence in depth.
+	WithoutGuard bool
 }
 
 // Chain is the admission chain. Create it with New, give its Mutate and Validate to the store's
@@ -121,7 +124,7 @@ func (c *Chain) Bind(api client.Client) {
 			hook{name: "validate-update." + strings.ToLower(k.kind) + ".captf.io", matches: both(on(k.kind, false, apiserver.VerbUpdate, apiserver.VerbPatch), specChangeOfLiveObject(k.managedBy)), handler: k.validator})
 	}
 	guard := &webhooks.Guard{Reader: api, Leases: leases, Override: override, Identities: ids, Approvals: approvals}
-	checking = append([]hook{
+	guards := []hook{
 		{name: "guard.captf.io", matches: anyOf(
 			on(infrav1.TerraformClusterKind, true, apiserver.VerbCreate, apiserver.VerbUpdate, apiserver.VerbPatch),
 			on(infrav1.TerraformMachineKind, true, apiserver.VerbCreate, apiserver.VerbUpdate, apiserver.VerbPatch),
@@ -130,7 +133,11 @@ func (c *Chain) Bind(api client.Client) {
 			labelIn(infrav1.LeaseLabel, "run", "cluster")), handler: &webhooks.LeaseGuard{Leases: leases, Identities: ids, Override: override}},
 		{name: "job-guard.captf.io", matches: both(onBuiltin("batch", "Job", apiserver.VerbUpdate, apiserver.VerbPatch),
 			labelIn(infrav1.ManagedLabel, "true")), handler: &webhooks.JobGuard{Identities: ids, Override: override}},
-	}, checking...)
+	}
+	if c.opts.WithoutGuard {
+		guards = guards[1:]
+	}
+	checking = append(guards, checking...)
 	checking = append(checking, templateHooks(s, api, aud)...)
 	c.mu.Lock()
 	c.mutating, c.checking = mutating, checking

@@ -15,6 +15,10 @@
 // the draw of each Job's run. GarbageCollector: the deletion of dependents of deleted owners
 // among the kinds it is given.
 //
+// JobOptions.End lets a pod's model (test/sim/runner) act when a run ends, before the status
+// that makes the end observable is written, as a pod's writes precede the Job controller's
+// observation of its exit.
+//
 // # Invariants it keeps
 //
 //   - A Job's run (its duration and whether it fails) is a pure function of (Options.Seed, the

@@ -49,6 +49,12 @@ type JobOptions struct {
 	Decide func(job *batchv1.Job, drawn Run) Run
 	// Observe, when set, is called for every status the controller writes (for traces).
 	Observe func(Transition)
+	// End, when set, is called when a started Job's pod ends on its own (not when the deadline
+	// stops it), before the controller writes how the Job ended: it plays what the pod leaves
+	// behind (test/sim/runner writes the state a run leaves) and returns the run as it ended
+	// (a run may fail at its end). It is called from the controller's goroutine with the Job
+	// as it started.
+	End func(ctx context.Context, job *batchv1.Job, run Run) Run
 }
 
 // Transition is one status the Job controller wrote.
@@ -200,6 +206,13 @@ func (jc *JobController) play(ctx context.Context, job *batchv1.Job) {
 	case <-t.C:
 	case <-ctx.Done():
 		return
+	}
+	if what != "deadline" && jc.opts.End != nil {
+		if run = jc.opts.End(ctx, job.DeepCopy(), run); run.Fail {
+			what = "failed"
+		} else {
+			what = "succeeded"
+		}
 	}
 	jc.write(ctx, job, what, func(j *batchv1.Job) { finish(j, what, time.Now()) })
 }
