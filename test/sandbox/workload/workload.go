@@ -231,8 +231,9 @@ func (c *Controller) controlPlaneNode(ctx context.Context, node, version string)
 	return nil
 }
 
-// staticPod creates kube-system/<component>-<node> unless it exists, bound to node, and writes
-// the status a kubelet would report for its mirror pod once the component runs.
+// staticPod creates kube-system/<component>-<node> unless it exists, bound to node, as the mirror
+// pod a kubelet posts for a static pod, and writes the status the kubelet would report once the
+// component runs.
 func (c *Controller) staticPod(ctx context.Context, component, node, version string) error {
 	key := types.NamespacedName{Namespace: metav1.NamespaceSystem, Name: component + "-" + node}
 	if version == "" {
@@ -244,8 +245,11 @@ func (c *Controller) staticPod(ctx context.Context, component, node, version str
 		return client.IgnoreNotFound(err)
 	}
 	p = &corev1.Pod{
+		// A mirror pod, as a kubelet posts for a static pod: a drain leaves it alone (it goes
+		// with its node), so a control plane machine's deletion is not held by its own pods.
 		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
-			Labels: map[string]string{"component": component, "tier": "control-plane"}},
+			Labels:      map[string]string{"component": component, "tier": "control-plane"},
+			Annotations: map[string]string{corev1.MirrorPodAnnotationKey: "sandbox-" + component}},
 		Spec: corev1.PodSpec{
 			NodeName:                     node,
 			AutomountServiceAccountToken: ptr.To(false),
