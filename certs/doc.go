@@ -3,11 +3,11 @@
 // In a cluster, cert-manager issues the certificate into a Secret that the Deployment mounts;
 // Serving reads tls.crt and tls.key from that folder with controller-runtime's certwatcher, so
 // a rotated certificate is served on the next TLS handshake without a restart. The sandbox runs
-// cert-manager too and copies its Secret into the folder with WriteAtomic. For tests that run
-// without cert-manager (test/deploy), SelfSigned creates a CA and a serving certificate signed by
-// it and writes them into a folder laid out the way the kubelet lays out a Secret volume;
-// InjectCABundle puts the CA into the webhook configurations, which cert-manager's cainjector
-// does in a cluster. A CA also issues client certificates (IssueClient): the sandbox's node and
+// cert-manager too and copies its Secret into the folder with WriteAtomic, and so does
+// test/deploy; cert-manager's cainjector fills the webhook configurations' caBundle in both.
+// SelfSigned creates a CA and a serving certificate signed by it and writes them into a folder
+// laid out the way the kubelet lays out a Secret volume, for tests of Serving itself.
+// A CA also issues client certificates (IssueClient): the sandbox's node and
 // API server authenticate each other with them as a kubelet and kube-apiserver do.
 //
 // Invariants:

@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,7 +36,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	infrav1 "github.com/captf/cluster-api-provider-terraform/api/v1alpha1"
-	"github.com/captf/cluster-api-provider-terraform/certs"
 	"github.com/captf/cluster-api-provider-terraform/cmd/manager/setup"
 	"github.com/captf/cluster-api-provider-terraform/controllers/jobs"
 	"github.com/captf/cluster-api-provider-terraform/controllers/naming"
@@ -180,43 +180,46 @@ func servedSerial(addr string, ca []byte) (*big.Int, error) {
 
 // pointWebhooksAt makes the installed configurations call the in-process webhook server (the
 // test's stand-in for the Service): only clientConfig changes; rules, matchConditions,
-// timeouts and failure policies stay as installed.
+// timeouts and failure policies stay as installed. cert-manager's cainjector fills their
+// caBundle with ca, the CA of the issued serving certificate, as in a cluster.
 func pointWebhooksAt(base string, ca []byte) {
+	GinkgoHelper()
+	toURL := func(cc *admissionregistrationv1.WebhookClientConfig) {
+		if cc.Service != nil {
+			cc.URL = ptr.To(base + ptr.Deref(cc.Service.Path, "/"))
+			cc.Service = nil
+		}
+	}
 	var vs admissionregistrationv1.ValidatingWebhookConfigurationList
 	Expect(admin.List(ctx, &vs, client.MatchingLabels{providerLabel: providerLabelValue})).To(Succeed())
 	Expect(vs.Items).NotTo(BeEmpty())
-	for i := range vs.Items {
-		v := &vs.Items[i]
-		for j := range v.Webhooks {
-			cc := &v.Webhooks[j].ClientConfig
-			cc.URL = ptr.To(base + ptr.Deref(cc.Service.Path, "/"))
-			cc.Service = nil
-		}
-		Expect(admin.Update(ctx, v)).To(Succeed())
+	for _, x := range vs.Items {
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var v admissionregistrationv1.ValidatingWebhookConfiguration
+			if err := admin.Get(ctx, types.NamespacedName{Name: x.Name}, &v); err != nil {
+				return err
+			}
+			for j := range v.Webhooks {
+				toURL(&v.Webhooks[j].ClientConfig)
+			}
+			return admin.Update(ctx, &v)
+		})).To(Succeed())
 	}
 	var ms admissionregistrationv1.MutatingWebhookConfigurationList
 	Expect(admin.List(ctx, &ms, client.MatchingLabels{providerLabel: providerLabelValue})).To(Succeed())
-	for i := range ms.Items {
-		m := &ms.Items[i]
-		for j := range m.Webhooks {
-			cc := &m.Webhooks[j].ClientConfig
-			cc.URL = ptr.To(base + ptr.Deref(cc.Service.Path, "/"))
-			cc.Service = nil
-		}
-		Expect(admin.Update(ctx, m)).To(Succeed())
+	for _, x := range ms.Items {
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var m admissionregistrationv1.MutatingWebhookConfiguration
+			if err := admin.Get(ctx, types.NamespacedName{Name: x.Name}, &m); err != nil {
+				return err
+			}
+			for j := range m.Webhooks {
+				toURL(&m.Webhooks[j].ClientConfig)
+			}
+			return admin.Update(ctx, &m)
+		})).To(Succeed())
 	}
-	// What cainjector does in a cluster.
-	names := func() (v, m []string) {
-		for _, x := range vs.Items {
-			v = append(v, x.Name)
-		}
-		for _, x := range ms.Items {
-			m = append(m, x.Name)
-		}
-		return v, m
-	}
-	v, m := names()
-	Expect(certs.InjectCABundle(ctx, admin, ca, v, m)).To(Succeed())
+	waitCAInjected(ca)
 }
 
 var _ = Describe("CAPTF installed through clusterctl from a local provider repository", Ordered, func() {
@@ -226,8 +229,10 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 		generatedYAML         string
 		certDir, probeAddr    string
 		webhookAddr           string
-		ca                    *certs.CA
+		ca                    []byte
+		serial                *big.Int
 		stopManager           func()
+		stopCertManager       func()
 	)
 
 	BeforeAll(func() {
@@ -235,11 +240,15 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 		home = filepath.Join(dir, "home")
 		Expect(os.MkdirAll(home, 0o755)).To(Succeed())
 		configFile = clusterctlRepository(dir)
+		stopCertManager = startCertManager(dir)
 	})
 
 	AfterAll(func() {
 		if stopManager != nil {
 			stopManager()
+		}
+		if stopCertManager != nil {
+			stopCertManager()
 		}
 	})
 
@@ -371,9 +380,9 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 		Expect(string(out)).To(ContainSubstring("image: ghcr.io/captf/cluster-api-provider-terraform:" + releaseTag))
 	})
 
-	It("applies to a control plane with cert-manager's CRDs", func() {
+	It("applies to a control plane with cert-manager's CRDs and controllers", func() {
 		Expect(generated).NotTo(BeEmpty())
-		apply(generated)
+		apply(forLoopback(generated))
 
 		var crds apiextensionsv1.CustomResourceDefinitionList
 		Expect(admin.List(ctx, &crds, client.MatchingLabels{providerLabel: providerLabelValue})).To(Succeed())
@@ -458,18 +467,20 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 		_, err = servedSerial(webhookAddr, nil)
 		Expect(err).To(HaveOccurred(), "the webhook server completed a handshake without a certificate")
 
+		// cert-manager issues the release's serving Certificate from its CA Issuer; the test
+		// copies the Secret where the Deployment mounts it.
+		secret, s := issued(nil)
+		serial = s
 		written := time.Now()
-		ca, err = certs.SelfSigned(certDir, []string{"127.0.0.1"})
-		Expect(err).NotTo(HaveOccurred())
+		ca = copyIssued(certDir, secret)
 		Eventually(func() (int, error) { return probe(probeAddr, "/readyz") }).WithTimeout(10 * time.Second).WithPolling(50 * time.Millisecond).Should(Equal(http.StatusOK))
 		fmt.Fprintf(GinkgoWriter, "ready %v after the certificate was written\n", time.Since(written).Round(time.Millisecond))
-		_, err = servedSerial(webhookAddr, ca.CertPEM)
-		Expect(err).NotTo(HaveOccurred())
+		Expect(servedSerial(webhookAddr, ca)).To(Equal(serial))
 	})
 
 	It("serves admission through the installed webhook configurations", func() {
 		Expect(ca).NotTo(BeNil())
-		pointWebhooksAt("https://"+webhookAddr, ca.CertPEM)
+		pointWebhooksAt("https://"+webhookAddr, ca)
 		Expect(admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: samplesNS}})).To(Succeed())
 
 		// Defaulting (mutating): a short deadline gets a lock timeout below it. Without the
@@ -567,9 +578,9 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 		fmt.Fprintf(GinkgoWriter, "in %s, removing block-move, the finalizer and activeJob, deleting the run lease and relabelling the Job were all denied while Job %s runs\n", systemNS, job.Name)
 	})
 
-	It("serves a rotated certificate within 10 s while admission requests flow, and none fails", func() {
+	It("serves a certificate cert-manager re-issued within 10 s while admission requests flow, and none fails", func() {
 		Expect(ca).NotTo(BeNil())
-		first, err := servedSerial(webhookAddr, ca.CertPEM)
+		first, err := servedSerial(webhookAddr, ca)
 		Expect(err).NotTo(HaveOccurred())
 
 		var ok, failed atomic.Int64
@@ -611,20 +622,26 @@ var _ = Describe("CAPTF installed through clusterctl from a local provider repos
 		}
 		Eventually(ok.Load).WithTimeout(10 * time.Second).Should(BeNumerically(">=", 50))
 
-		second, err := ca.Issue([]string{"127.0.0.1"}, time.Hour)
-		Expect(err).NotTo(HaveOccurred())
+		// A change of the Certificate's spec makes cert-manager issue it again, as a renewal
+		// does; the CA Issuer signs it with the same CA, so the caBundle stays.
+		asked := time.Now()
+		reissue("rotated.captf.test")
+		secret, second := issued(serial)
+		reissued := time.Since(asked)
 		rotated := time.Now()
-		Expect(certs.WriteAtomic(certDir, second.Files(ca))).To(Succeed())
-		Eventually(func() (*big.Int, error) { return servedSerial(webhookAddr, ca.CertPEM) }).
-			WithTimeout(10 * time.Second).WithPolling(20 * time.Millisecond).Should(Equal(second.Serial))
+		Expect(copyIssued(certDir, secret)).To(Equal(ca))
+		Eventually(func() (*big.Int, error) { return servedSerial(webhookAddr, ca) }).
+			WithTimeout(10 * time.Second).WithPolling(20 * time.Millisecond).Should(Equal(second))
 		took := time.Since(rotated)
 		before := ok.Load()
 		Eventually(ok.Load).WithTimeout(20 * time.Second).Should(BeNumerically(">=", before+100))
 		close(stop)
 		wg.Wait()
 		Expect(failed.Load()).To(BeZero(), "admission requests failed during the rotation, first: %v", firstErr.Load())
-		Expect(second.Serial).NotTo(Equal(first))
-		fmt.Fprintf(GinkgoWriter, "rotated certificate served %v after the write; %d admission requests, 0 failed\n", took.Round(time.Millisecond), ok.Load())
+		Expect(second).NotTo(Equal(first))
+		serial = second
+		fmt.Fprintf(GinkgoWriter, "cert-manager re-issued the certificate %v after the spec changed; served %v after the copy; %d admission requests, 0 failed\n",
+			reissued.Round(time.Millisecond), took.Round(time.Millisecond), ok.Load())
 	})
 
 	It("used only permissions docs/permissions.md lists as used, and was never refused", func() {

@@ -3,7 +3,6 @@ package deploy_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -152,20 +151,6 @@ func as[T any](u *unstructured.Unstructured) (*T, error) {
 		return nil, fmt.Errorf("convert %s %s: %w", u.GetKind(), u.GetName(), err)
 	}
 	return out, nil
-}
-
-// goModDir downloads a module through the module proxy (or finds it in the module cache) and
-// returns its folder.
-func goModDir(module string) (string, error) {
-	out, err := run("", nil, "go", "mod", "download", "-json", module)
-	if err != nil {
-		return "", err
-	}
-	var m struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &m); err != nil || m.Dir == "" {
-		return "", fmt.Errorf("locate %s: %v %s", module, err, m.Error)
-	}
-	return m.Dir, nil
 }
 
 // freePort returns a TCP port nothing listens on right now.

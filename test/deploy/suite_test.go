@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/captf/cluster-api-provider-terraform/test/certmanager"
 	"github.com/captf/cluster-api-provider-terraform/test/envtest"
 )
 
@@ -42,15 +43,6 @@ func TestDeployment(t *testing.T) {
 	RunSpecs(t, "deploy: kustomize, clusterctl, certificates (envtest)")
 }
 
-// certManagerVersion is the cert-manager release whose CRDs the suite installs; the Makefile
-// exports CERT_MANAGER_VERSION from hack/versions.mk.
-func certManagerVersion() string {
-	if v := os.Getenv("CERT_MANAGER_VERSION"); v != "" {
-		return v
-	}
-	return "v1.21.2"
-}
-
 var _ = envtest.RegisterSuite(envtest.SuiteOptions{Log: true, Configure: func(o *envtest.Options) {
 	var err error
 	repo, err = envtest.RepoRoot()
@@ -65,9 +57,10 @@ var _ = envtest.RegisterSuite(envtest.SuiteOptions{Log: true, Configure: func(o 
 	// default: the samples' ClusterClass names their templates.
 	kubeadm, err := envtest.ClusterAPIKubeadmCRDs()
 	Expect(err).NotTo(HaveOccurred())
-	cm, err := goModDir("github.com/cert-manager/cert-manager@" + certManagerVersion())
+	// cert-manager's CRDs at the version go.mod pins, the version whose controllers
+	// (certmanager.Start) issue the manager's serving certificate.
+	certMgr, err = certmanager.CRDDir()
 	Expect(err).NotTo(HaveOccurred())
-	certMgr = filepath.Join(cm, "deploy", "crds")
 
 	dir := GinkgoT().TempDir()
 	policy := filepath.Join(dir, "audit-policy.yaml")

@@ -101,6 +101,39 @@ func (s *Sandbox) stopCertManager() error {
 	return nil
 }
 
+// StopCertManager stops cert-manager's controllers, as an outage of cert-manager would: nothing
+// is issued, renewed or injected until StartCertManager, while the manager keeps serving the
+// certificate last copied and the copies of the issued Secrets keep watching. Neither runs
+// concurrently with Stop.
+func (s *Sandbox) StopCertManager(ctx context.Context) error {
+	if s.certManager == nil {
+		return errors.New("stop cert-manager: it is not running")
+	}
+	err := s.certManager.Stop(ctx, 15*time.Second)
+	_ = s.certManagerOut.Close()
+	s.certManager = nil
+	if err != nil {
+		return fmt.Errorf("stop cert-manager: %w", err)
+	}
+	return nil
+}
+
+// StartCertManager starts cert-manager's controllers again after StopCertManager.
+func (s *Sandbox) StartCertManager() error {
+	if s.certManager != nil {
+		return errors.New("start cert-manager: it is running")
+	}
+	return s.startCertManager()
+}
+
+// CertManagerPid is the process id of cert-manager's controllers (0 while they are stopped).
+func (s *Sandbox) CertManagerPid() int {
+	if s.certManager == nil {
+		return 0
+	}
+	return s.certManager.Pid()
+}
+
 // installIssuedWebhooks creates the cert-manager objects of certObjs (Issuers and
 // Certificates) and the webhook configurations of webhookObjs under the given names, pointed at
 // the local webhook server on port. The configurations name their serving Certificate with
