@@ -30,7 +30,9 @@ export CAPTF_TEST_TOFU CAPTF_TEST_TERRAFORM
 # The provider the network mirror tests install (test/tfregistry), built from source.
 CAPTF_TEST_ECHO_PROVIDER ?= $(BIN)/terraform-provider-echo
 export CAPTF_TEST_ECHO_PROVIDER
-GO_TEST_FLAGS ?= -count=1 -timeout 45m
+# The timeout bounds each package's test binary; the longest is the e2e suite (about 45 minutes
+# alone on 2 cores, with the rollout, HA and upgrade, replica and certificate rotation specs).
+GO_TEST_FLAGS ?= -count=1 -timeout 75m
 # Packages whose tests run in `make test`.
 TEST_PKGS ?= ./...
 
