@@ -306,7 +306,8 @@ var _ = Describe(doccmd.SpecCLI, func() {
 		}).Should(ContainElement(HaveField("Serial", applied.Serial)))
 		bad := captf(sb, ns, "", "restore", ref, "--serial", "999", "--yes")
 		Expect(bad.code).To(Equal(1))
-		Expect(bad.stderr).To(ContainSubstring("refused: serial 999 is no backup of " + kind + " " + ns + "/" + name + " (backups: "))
+		Expect(bad.stderr).To(ContainSubstring("refused: serial 999 is no backup of " + kind + " " + ns + "/" + name +
+			" and not a version the replica store was seen to hold (backups: "))
 		before := jobsOf(sb, kind, ns, name, infrav1.OperationRestore)
 		Expect(captfOK(sb, ns, "restore", ref, "--serial", strconv.FormatInt(first.Serial, 10), "--yes")).To(ContainSubstring(fmt.Sprintf("restore of serial %d requested", first.Serial)))
 		restore := eventuallyNew(sb, kind, ns, name, infrav1.OperationRestore, before)

@@ -52,7 +52,7 @@ var _ = Describe("The state replica on the sandbox", Ordered, func() {
 			HaveField("Status", metav1.ConditionTrue), HaveField("Message", ContainSubstring("serial "+strconv.FormatInt(first.Serial, 10)))))
 
 		By("the runbook's commands list the object with its replication")
-		docs := namespacedShell(sb, ns)
+		docs := namespacedShell(sb, ns, buildPlugin())
 		listed := docs.ok("docs/runbooks/CAPTFStateReplicaBehind.md", "kubectl get terraformclusters,terraformmachines,terraformmachinepools -A")
 		Expect(listed).To(ContainSubstring(ns + "/" + name + "\t" + infrav1.StateReplicatedReason))
 		docs.ok("docs/runbooks/CAPTFStateReplicaBehind.md", "kubectl get events -A --field-selector reason=StateNotReplicated")
