@@ -166,3 +166,14 @@ func ReplicaAheadMessage(lineage string, ahead, serial int64) string {
 		"start from a past the infrastructure has left; nothing that writes the state runs. Restore the store's version: kubectl annotate "+
 		"<object> %s=%d brings it back as a backup and restores it (see docs/state.md)", ahead, lineage, serial, infrav1.RestoreStateAnnotation, ahead)
 }
+
+// ReplicaHolds reports whether a listing of the replica store holds the version of lineage and
+// serial.
+func ReplicaHolds(listed []ReplicaVersionView, lineage string, serial int64) bool {
+	for _, v := range listed {
+		if v.Lineage == lineage && v.Serial == serial {
+			return true
+		}
+	}
+	return false
+}

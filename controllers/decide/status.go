@@ -2,6 +2,7 @@ package decide
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -258,7 +259,7 @@ func setStateReplica(c conditions, rep Report) {
 	} else {
 		listed = append(listed, c.st.StateReplica...)
 	}
-	if r := rep.Replica; took && !holdsVersion(listed, r.Lineage, r.Serial) {
+	if r := rep.Replica; took && !slices.ContainsFunc(listed, func(v infrav1.StateReplicaVersion) bool { return v.Lineage == r.Lineage && v.Serial == r.Serial }) {
 		listed = append(listed, replicaVersionStatus(r.Lineage, r.Serial, r.Time))
 	}
 	sortReplicaVersions(listed)
@@ -275,15 +276,6 @@ func replicaVersionStatus(lineage string, serial int64, at time.Time) infrav1.St
 		v.Time = &t
 	}
 	return v
-}
-
-func holdsVersion(listed []infrav1.StateReplicaVersion, lineage string, serial int64) bool {
-	for _, v := range listed {
-		if v.Lineage == lineage && v.Serial == serial {
-			return true
-		}
-	}
-	return false
 }
 
 // sortReplicaVersions orders the store's versions newest first: each lineage's versions

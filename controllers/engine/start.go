@@ -150,7 +150,7 @@ func (p *pass) checkReplica(ctx context.Context, s *startRun) (ctrl.Result, bool
 		p.holdOnState(infrav1.ReplicaAheadReason, msg)
 		return ctrl.Result{RequeueAfter: 10 * time.Minute}, false, nil
 	}
-	if !strict || !present || replicaHolds(listed, lineage, serial) {
+	if !strict || !present || decide.ReplicaHolds(listed, lineage, serial) {
 		return ctrl.Result{}, true, nil
 	}
 	// Strict, and the store lacks the version the run starts from (its replication failed and
@@ -187,16 +187,6 @@ func (p *pass) holdOnState(reason, msg string) {
 // strictReplication reports whether the object asks for strict replication of its state.
 func strictReplication(obj Object) bool {
 	return obj.GetTerraformSpec().StateReplication == infrav1.StateReplicationStrict
-}
-
-// replicaHolds reports whether a listing of the store holds the version.
-func replicaHolds(listed []decide.ReplicaVersionView, lineage string, serial int64) bool {
-	for _, v := range listed {
-		if v.Lineage == lineage && v.Serial == serial {
-			return true
-		}
-	}
-	return false
 }
 
 // reserveSlot takes a Job slot of the manager (in memory: a wait here costs no API request).

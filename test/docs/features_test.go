@@ -1,6 +1,7 @@
 package docs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -36,21 +37,7 @@ func TestFeatureTableProvesEveryYes(t *testing.T) {
 			if len(refs) == 0 {
 				t.Errorf("docs/features.md: %q says Y and names no test", feature)
 			}
-			for _, ref := range refs {
-				dir, text := ref[1], ref[2]
-				if len(text) < minRefText {
-					t.Errorf("%q: %q is too short to name one test", feature, text)
-					continue
-				}
-				src, ok := sources[dir]
-				if !ok {
-					src = testSources(t, filepath.Join(root, filepath.FromSlash(dir)))
-					sources[dir] = src
-				}
-				if !strings.Contains(src, text) {
-					t.Errorf("%q: no test in %s contains %q", feature, dir, text)
-				}
-			}
+			checkTestRefs(t, root, sources, fmt.Sprintf("%q", feature), refs)
 		case "N":
 			if !issueRef.MatchString(how) {
 				t.Errorf("docs/features.md: %q says N and names no issue", feature)

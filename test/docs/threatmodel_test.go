@@ -43,24 +43,31 @@ func TestThreatModelNamesTestsThatExist(t *testing.T) {
 			t.Errorf("docs/threat-model.md row %s names no test (`folder` \"spec text\")", id)
 			continue
 		}
-		for _, ref := range refs {
-			dir, text := ref[1], ref[2]
-			if len(text) < minRefText {
-				t.Errorf("row %s: %q is too short to name one test", id, text)
-				continue
-			}
-			src, ok := sources[dir]
-			if !ok {
-				src = testSources(t, filepath.Join(root, filepath.FromSlash(dir)))
-				sources[dir] = src
-			}
-			if src == "" {
-				t.Errorf("row %s: folder %s holds no _test.go file", id, dir)
-				continue
-			}
-			if !strings.Contains(src, text) {
-				t.Errorf("row %s: no test in %s contains %q", id, dir, text)
-			}
+		checkTestRefs(t, root, sources, "row "+id, refs)
+	}
+}
+
+// checkTestRefs fails for each reference (a package folder and a test's text, testRef) whose
+// folder's test files do not contain the text; sources caches each folder's test sources.
+func checkTestRefs(t *testing.T, root string, sources map[string]string, what string, refs [][]string) {
+	t.Helper()
+	for _, ref := range refs {
+		dir, text := ref[1], ref[2]
+		if len(text) < minRefText {
+			t.Errorf("%s: %q is too short to name one test", what, text)
+			continue
+		}
+		src, ok := sources[dir]
+		if !ok {
+			src = testSources(t, filepath.Join(root, filepath.FromSlash(dir)))
+			sources[dir] = src
+		}
+		if src == "" {
+			t.Errorf("%s: folder %s holds no _test.go file", what, dir)
+			continue
+		}
+		if !strings.Contains(src, text) {
+			t.Errorf("%s: no test in %s contains %q", what, dir, text)
 		}
 	}
 }
